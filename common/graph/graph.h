@@ -1,0 +1,131 @@
+/* The compute graph: tensors, node ops, and the builder helpers the model code uses.
+ * Every activation is contiguous (no views); ops that need a head structure take it
+ * as a parameter. A graph is built per batch (n tokens at position n_past), then the
+ * scheduler assigns backends, cuts splits, allocates and executes it (sched.h). */
+#ifndef MI_GRAPH_H
+#define MI_GRAPH_H
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include "../core/mi_err.h"
+#include "../quant/mi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MI_MAX_DIMS 4
+#define MI_MAX_SRC 4
+#define MI_MAX_PARAMS 8
+#define MI_NAME_MAX 64
+
+/* Shapes below: ne[0] is the innermost (row) length, [a, b] means ne0=a, ne1=b. */
+typedef enum {
+    MI_OP_NONE = 0,   /* leaf: weight or persistent region; data preset, never executed */
+    MI_OP_INPUT,      /* data copied from host memory (t->host_src, nbytes) at execute */
+    MI_OP_GET_ROWS,   /* src0 table [E, V] any type, src1 ids I32 [N] -> F32 [E, N] */
+    MI_OP_MATMUL,     /* src0 W [K, M] any type, src1 x F32 [K, N], src2 bias F32 [M] or NULL -> F32 [M, N] */
+    MI_OP_ADD,        /* src0 F32 [D, N] + src1 F32 [D, N] or [D, 1] (broadcast) -> [D, N] */
+    MI_OP_MUL,        /* src0 F32 [D, N] * src1 F32 [D, N] or [D, 1] -> [D, N] */
+    MI_OP_RMS_NORM,   /* src0 F32 [D, N], src1 weight F32 [G] -> [D, N]; rows of G = p[0]
+                         elements (G = D for whole rows, head_dim for per-head q/k norm);
+                         y = x * (1/sqrt(mean(x^2) + eps)) * w, eps = pf(1) */
+    MI_OP_ROPE,       /* src0 F32 [hd*H, N], src1 positions I32 [N] -> same shape.
+                         p[0] = head_dim, p[1] = mode (MI_ROPE_NORMAL|MI_ROPE_NEOX),
+                         p[2] = n_rot, pf(3) = freq_base */
+    MI_OP_SILU,       /* src0 F32 -> F32 */
+    MI_OP_SWIGLU,     /* src0 gate F32 [F, N], src1 up F32 [F, N] -> silu(gate) * up */
+    MI_OP_KV_STORE,   /* src0 new K or V F32 [hd*Hkv, N], src1 cache leaf (F16|F32) [hd*Hkv, n_ctx];
+                         writes rows n_past..n_past+N-1 (p[0] = n_past). The node's own data
+                         aliases the cache (flag MI_T_ALIAS): later readers depend on it. */
+    MI_OP_ATTN,       /* src0 q F32 [hd*Hq, N], src1 K (KV_STORE node), src2 V (KV_STORE node)
+                         -> F32 [hd*Hq, N]. Causal GQA over positions 0..n_past+i for query i.
+                         p[0] = n_past, p[1] = head_dim, p[2] = Hq, p[3] = Hkv, pf(4) = scale */
+    MI_OP_SLICE_ROWS, /* src0 [D, N] -> [D, p[1]] copy of rows p[0]..p[0]+p[1]-1 */
+    MI_OP_COPY,       /* src0 -> same shape/type; inserted by the scheduler at split
+                         boundaries (cross-backend copy) */
+    /* fused ops (phase 7c fusion pass) */
+    MI_OP_FFN_SWIGLU, /* src0 W_gate [K, F], src1 W_up [K, F], src2 x F32 [K, N] -> F32 [F, N] */
+    MI_OP_COUNT
+} mi_op;
+
+enum { MI_ROPE_NORMAL = 0, MI_ROPE_NEOX = 2 };
+
+/* tensor flags */
+#define MI_T_WEIGHT  0x01u  /* model weight (leaf) */
+#define MI_T_INPUT   0x02u  /* op == MI_OP_INPUT */
+#define MI_T_OUTPUT  0x04u  /* result read by the host after execute: never reused */
+#define MI_T_PERSIST 0x08u  /* persistent region (KV cache): not allocated by the graph */
+#define MI_T_ALIAS   0x10u  /* data aliases src[1] (KV_STORE): not allocated */
+
+struct mi_buffer;
+
+typedef struct mi_tensor {
+    mi_type type;
+    int64_t ne[MI_MAX_DIMS];   /* elements per dim; unused dims = 1 */
+    size_t nb[MI_MAX_DIMS];    /* byte strides; contiguous: nb[0] = type size, nb[1] = row size */
+    mi_op op;
+    int32_t p[MI_MAX_PARAMS];  /* op parameters; floats stored as bits (mi_tensor_pf) */
+    struct mi_tensor *src[MI_MAX_SRC];
+    uint32_t flags;
+    int backend;               /* index into the scheduler's backend list; -1 = unassigned */
+    void *data;                /* address in that backend's memory (host or device pointer) */
+    const void *host_src;      /* MI_OP_INPUT: host bytes to copy in at execute */
+    int id;                    /* index in its graph (-1 for tensors not in a graph) */
+    char name[MI_NAME_MAX];
+} mi_tensor;
+
+static inline float mi_tensor_pf(const mi_tensor *t, int i) {
+    union { int32_t i; float f; } u; u.i = t->p[i]; return u.f;
+}
+static inline void mi_tensor_set_pf(mi_tensor *t, int i, float f) {
+    union { int32_t i; float f; } u; u.f = f; t->p[i] = u.i;
+}
+static inline int64_t mi_nelements(const mi_tensor *t) {
+    return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+size_t mi_nbytes(const mi_tensor *t);       /* bytes of a contiguous tensor */
+const char *mi_op_name(mi_op op);
+
+/* A graph owns its nodes (arena). Leaves (weights, KV regions) are owned elsewhere
+ * (model / kv cache) and only referenced. Nodes are kept in build order, which is a
+ * topological order. */
+typedef struct mi_graph {
+    mi_tensor **nodes;  /* [n_nodes] compute nodes incl. inputs, in execution order */
+    int n_nodes, cap_nodes;
+    mi_tensor *arena;   /* storage of the graph's own tensors */
+    int n_arena, cap_arena;
+    mi_tensor *output;  /* the logits node */
+} mi_graph;
+
+mi_graph *graph_new(int max_nodes);
+void graph_free(mi_graph *g);
+
+/* Initialise a free-standing tensor (weights, KV regions). */
+void tensor_init(mi_tensor *t, const char *name, mi_type type, int n_dims, const int64_t *ne);
+
+/* Builders: each appends a node to g and returns it (NULL on a shape error, with
+ * the message set). Shapes are checked here so execution never sees a bad one. */
+mi_tensor *graph_input(mi_graph *g, const char *name, mi_type type, int64_t ne0, int64_t ne1, const void *host_src);
+mi_tensor *graph_get_rows(mi_graph *g, mi_tensor *table, mi_tensor *ids);
+mi_tensor *graph_matmul(mi_graph *g, mi_tensor *w, mi_tensor *x, mi_tensor *bias);
+mi_tensor *graph_add(mi_graph *g, mi_tensor *a, mi_tensor *b);
+mi_tensor *graph_mul(mi_graph *g, mi_tensor *a, mi_tensor *b);
+mi_tensor *graph_rms_norm(mi_graph *g, mi_tensor *x, mi_tensor *w, int64_t group, float eps);
+mi_tensor *graph_rope(mi_graph *g, mi_tensor *x, mi_tensor *pos, int head_dim, int mode, int n_rot, float freq_base);
+mi_tensor *graph_silu(mi_graph *g, mi_tensor *x);
+mi_tensor *graph_swiglu(mi_graph *g, mi_tensor *gate, mi_tensor *up);
+mi_tensor *graph_kv_store(mi_graph *g, mi_tensor *x, mi_tensor *cache, int64_t n_past);
+mi_tensor *graph_attn(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *v, int64_t n_past,
+                      int head_dim, int n_head, int n_head_kv, float scale);
+mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t count);
+/* Generic append (used by the scheduler and the fusion pass). */
+mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const int64_t *ne, const char *name);
+
+/* Print nodes (op, type, shape, backend, srcs) to f; used by MINFER_DUMP_GRAPH=1. */
+void graph_dump(const mi_graph *g, void *file /* FILE* */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,58 @@
+/* Public C API of the engine: load a model, open a session (KV cache + scheduler),
+ * feed tokens, read logits. Everything returns mi_status; messages via mi_errmsg(). */
+#ifndef MI_H
+#define MI_H
+#include <stdint.h>
+#include <stdbool.h>
+#include "../core/mi_err.h"
+#include "../quant/mi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MI_ARCH_LLAMA = 0, MI_ARCH_QWEN2, MI_ARCH_QWEN3, MI_ARCH_COUNT } mi_arch;
+
+/* Hyper-parameters, read from GGUF metadata. */
+typedef struct {
+    mi_arch arch;
+    char arch_name[32];
+    int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    float rms_eps, rope_freq_base;
+    int rope_mode;           /* MI_ROPE_NEOX for qwen2/qwen3, MI_ROPE_NORMAL for llama */
+    bool tied_output;        /* no output.weight: reuse token_embd.weight */
+    bool qkv_bias;           /* qwen2 */
+    bool qk_norm;            /* qwen3 */
+} mi_hparams;
+
+typedef struct mi_model mi_model;
+typedef struct mi_session mi_session;
+
+typedef struct {
+    const char *backend;     /* "cpu", "cuda", "auto" (default: auto) */
+    int n_threads;           /* CPU threads; <= 0: all cores */
+    int64_t n_ctx;           /* KV length; <= 0: min(n_ctx_train, 4096) */
+    mi_type kv_type;         /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
+} mi_session_params;
+void mi_session_params_default(mi_session_params *p);
+
+mi_status mi_model_load(const char *path, mi_model **out);
+void mi_model_free(mi_model *m);
+const mi_hparams *mi_model_hparams(const mi_model *m);
+struct gguf_file *mi_model_gguf(const mi_model *m);
+
+mi_status mi_session_new(mi_model *m, const mi_session_params *p, mi_session **out);
+void mi_session_free(mi_session *s);
+/* Feed n tokens at the current position (appending to the KV cache). Logits of the
+ * last token (or of every token if all_logits) are then available via mi_logits. */
+mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits);
+/* [n_vocab * rows] floats, valid until the next decode; rows = n if all_logits else 1. */
+const float *mi_logits(const mi_session *s, int64_t *rows);
+int64_t mi_session_n_past(const mi_session *s);
+void mi_session_reset(mi_session *s);
+const char *mi_session_backend(const mi_session *s);   /* "cpu" or "cuda" (+ why in log) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need, once: Criterion (apt), and the Python
+# references gguf, numpy, tokenizers, matplotlib (pip). Quiet when all is present.
+set -e
+need_apt=()
+[ -f /usr/include/criterion/criterion.h ] || need_apt+=(libcriterion-dev)
+command -v clang >/dev/null || need_apt+=(clang)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "minfer setup: apt-get install ${need_apt[*]}"
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if ! python3 -c 'import gguf, numpy, tokenizers, matplotlib' 2>/dev/null; then
+    echo "minfer setup: pip install gguf numpy tokenizers matplotlib"
+    python3 -m pip install -q gguf==0.19.0 numpy tokenizers matplotlib 2>&1 | grep -v -i "warning: running pip as" || true
+fi
