@@ -34,7 +34,8 @@ PHASES_MISSING := $(foreach p,$(PHASES),$(if $(wildcard $(PHASE_DIR_$(p))/*.c $(
 PHASES := $(filter-out $(PHASES_MISSING),$(PHASES))
 
 OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O2)
-SANF    := $(if $(filter 1,$(SAN)),-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,)
+comma   := ,
+SANF    := $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,)
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -MMD -MP -pthread \
            -D_GNU_SOURCE -ffp-contract=off -fno-strict-aliasing -I. $(SANF)
 LDFLAGS += -pthread $(SANF)

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include "common/backend/backend.h"
+#include "cuda_dev.h"
+#include "cuda_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +29,32 @@ typedef bool (*mi_cuda_supports_fn)(const mi_tensor *node);
 typedef size_t (*mi_cuda_workspace_fn)(const mi_tensor *node);
 void mi_cuda_set_op(mi_op op, mi_cuda_exec_fn exec, mi_cuda_supports_fn supports,
                     mi_cuda_workspace_fn workspace);
+
+/* ---- added by 7a (beyond the first contract) ---- */
+
+/* The entry installed for op (all NULL if none); lets a test or a later phase wrap it. */
+void mi_cuda_get_op(mi_op op, mi_cuda_exec_fn *exec, mi_cuda_supports_fn *supports,
+                    mi_cuda_workspace_fn *workspace);
+
+/* Create a CUDA backend on a given device (mi_backend_create("cuda") uses
+ * MINFER_CUDA_DEVICE, default 0). MI_ERR_DEVICE "no CUDA device" when there is none,
+ * "CUDA disabled" when MINFER_DISABLE_CUDA=1. */
+mi_status mi_cuda_backend_new(int device, mi_backend **out);
+const mi_cudev_props *mi_cuda_props(mi_cuda_ctx *c);
+mi_cuda_pool *mi_cuda_pool_of(mi_cuda_ctx *c);
+
+/* The workspace sized at split_begin (largest need of the split's nodes); grows only
+ * there, never inside execute_node. Growing it may change the pool generation. */
+void *mi_cuda_workspace(mi_cuda_ctx *c, size_t *size);
+/* Size the workspace to at least n bytes now (e.g. before a capture window). */
+mi_status mi_cuda_workspace_reserve(mi_cuda_ctx *c, size_t n);
+
+/* Named persistent regions: device memory outside the pool, untouched by graph
+ * (re)allocation, pool trims and generation changes. Same name and size: the same
+ * region again (idempotent); same name, other size: MI_ERR_INVALID (free it first). */
+mi_status mi_cuda_region_get(mi_cuda_ctx *c, const char *name, size_t size, void **out);
+void mi_cuda_region_free(mi_cuda_ctx *c, const char *name);
+int mi_cuda_region_count(mi_cuda_ctx *c);
 
 #ifdef __cplusplus
 }

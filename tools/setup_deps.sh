@@ -11,7 +11,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-if ! python3 -c 'import gguf, numpy, tokenizers, matplotlib' 2>/dev/null; then
-    echo "minfer setup: pip install gguf numpy tokenizers matplotlib"
-    python3 -m pip install -q gguf==0.19.0 numpy tokenizers matplotlib 2>&1 | grep -v -i "warning: running pip as" || true
+if ! python3 -c 'import gguf, numpy, tokenizers, matplotlib, jinja2' 2>/dev/null; then
+    echo "minfer setup: pip install gguf numpy tokenizers matplotlib jinja2"
+    python3 -m pip install -q gguf==0.19.0 numpy tokenizers matplotlib jinja2 2>&1 | grep -v -i "warning: running pip as" || true
 fi

@@ -73,4 +73,18 @@ static inline float mi_canon_sumsq_host(const float *x, int64_t n) {
     return p[0];
 }
 
+/* RoPE angle for rotation pair i (0 <= i < n_rot/2) at position pos, as cos/sin.
+ * inv_freq = freq_base^(-2i/n_rot) is evaluated in double and rounded once to
+ * float; theta = (float)pos * inv_freq is one IEEE float multiply; cos/sin are
+ * evaluated in double on theta and rounded to float. Both libms are within ~1 ulp
+ * in double, so the float results agree except when a double lands within ~2^-28
+ * relative of a float rounding boundary (docs/NUMERICS.md: "near-identical" tier).
+ * The rotation itself is y0 = x0*c - x1*s, y1 = x0*s + x1*c, no FMA. */
+MI_HD void mi_canon_rope_cs(int32_t pos, int i, int n_rot, float freq_base, float *c, float *s) {
+    float inv_freq = (float)pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+    float theta = (float)pos * inv_freq;
+    *c = (float)cos((double)theta);
+    *s = (float)sin((double)theta);
+}
+
 #endif

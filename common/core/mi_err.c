@@ -20,7 +20,14 @@ mi_status mi_err_ctx(mi_status st, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s: %s", prefix, old);
+    /* a context chain longer than the buffer is cut, by design */
+    int n = snprintf(g_msg, sizeof g_msg, "%s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof g_msg) {
+        size_t room = sizeof g_msg - (size_t)n;
+        size_t len = strnlen(old, room - 1);
+        memcpy(g_msg + n, old, len);
+        g_msg[(size_t)n + len] = 0;
+    }
     return st;
 }
 

@@ -36,7 +36,8 @@ typedef struct {
     const void *data;                   /* pointer into the mapping */
 } gguf_tensor_info;
 
-/* Open and validate. On error returns a status and a one-line message (mi_errmsg). */
+/* Open and validate. On error returns a status and a one-line message (mi_errmsg) that
+ * does not name the file: the caller adds that ("minfer: PATH: message"). */
 mi_status gguf_open(const char *path, gguf_file **out);
 /* Same over a caller-owned memory image (fuzzing, tests). The memory must outlive the file. */
 mi_status gguf_open_mem(const void *data, size_t size, gguf_file **out);
@@ -75,6 +76,18 @@ mi_status gguf_get_str(const gguf_file *f, const char *key, const char **s, size
 /* Scalar value of key id as text (for `minfer info`); arrays summarised. */
 void gguf_kv_format(const gguf_file *f, int64_t id, char *buf, size_t bufsz);
 
+/* Names and sizes of value types: "u8" "i8" "u16" "i16" "u32" "i32" "f32" "bool" "str"
+ * "arr" "u64" "i64" "f64" ("?" if unknown); size 0 for str/arr/unknown. */
+const char *gguf_vt_name(gguf_vtype t);
+size_t gguf_vt_size(gguf_vtype t);
+/* Bytes of a scalar or string value of key id (pseudo ids of nested elements too):
+ * scalars: the little-endian value (*len = its size); strings: the text, not
+ * NUL-terminated (*len = its length). NULL for arrays and bad ids. */
+const void *gguf_kv_data(const gguf_file *f, int64_t id, size_t *len);
+/* The encoded value of key id as it lies in the file (after its type field), so that a
+ * writer can copy it verbatim (gguf_w_raw). false for a bad id. */
+bool gguf_kv_raw(const gguf_file *f, int64_t id, const void **raw, size_t *len);
+
 /* Tensors. */
 int64_t gguf_n_tensors(const gguf_file *f);
 const gguf_tensor_info *gguf_tensor(const gguf_file *f, int64_t i);
@@ -99,6 +112,9 @@ void gguf_w_bool(gguf_writer *w, const char *key, bool v);
 void gguf_w_str(gguf_writer *w, const char *key, const char *s);
 void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype elem, const void *data, uint64_t n); /* numeric */
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
+/* Set a value from its GGUF encoding (the bytes after the type field), e.g. a nested
+ * array or a value taken from gguf_kv_raw. The caller vouches for the encoding. */
+void gguf_w_raw(gguf_writer *w, const char *key, gguf_vtype type, const void *raw, size_t len);
 /* Copy every kv of an opened file (used by quantize). */
 void gguf_w_copy_kv(gguf_writer *w, const gguf_file *src);
 

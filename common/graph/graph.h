@@ -125,6 +125,15 @@ mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const
 /* Print nodes (op, type, shape, backend, srcs) to f; used by MINFER_DUMP_GRAPH=1. */
 void graph_dump(const mi_graph *g, void *file /* FILE* */);
 
+/* Bookkeeping the scheduler keeps with a graph (sched.c only; not for model code):
+ * which scheduler inserted its boundary copies and which allocation its data
+ * pointers belong to, so sched_compute knows which steps are still needed. */
+typedef struct {
+    const void *sched;       /* scheduler that assigned this graph, NULL if none */
+    uint64_t alloc_epoch;    /* that scheduler's buffer epoch at allocation, 0 = not allocated */
+} mi_graph_sched_state;
+mi_graph_sched_state *graph_sched_state(mi_graph *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,7 @@ typedef struct {
     bool tied_output;        /* no output.weight: reuse token_embd.weight */
     bool qkv_bias;           /* qwen2 */
     bool qk_norm;            /* qwen3 */
+    int64_t n_rot;           /* rotated dims per head: ARCH.rope.dimension_count, else head_dim */
 } mi_hparams;
 
 typedef struct mi_model mi_model;
@@ -50,7 +51,18 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
 const float *mi_logits(const mi_session *s, int64_t *rows);
 int64_t mi_session_n_past(const mi_session *s);
 void mi_session_reset(mi_session *s);
+/* Forget every position >= n_past (keep the first n_past cached tokens); n_past <= current. */
+mi_status mi_session_truncate(mi_session *s, int64_t n_past);
 const char *mi_session_backend(const mi_session *s);   /* "cpu" or "cuda" (+ why in log) */
+
+/* Sizes for throughput figures (bench, run's stats line). */
+size_t mi_model_weight_bytes(const mi_model *m);     /* all weight tensors */
+size_t mi_model_bytes_per_token(const mi_model *m);  /* weight bytes one decode step reads */
+mi_type mi_model_dominant_type(const mi_model *m);   /* type holding most weight bytes */
+size_t mi_session_kv_bytes(const mi_session *s);     /* KV cache allocation */
+int64_t mi_session_n_ctx(const mi_session *s);
+/* KV bytes one decode step at position n_past reads (K and V of all layers). */
+size_t mi_session_kv_read_bytes(const mi_session *s, int64_t n_past);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,141 @@
+/* CPU causal GQA attention over the KV cache (tolerance tier, docs/NUMERICS.md).
+ * An F16 cache is first converted to F32 scratch for the rows in use (0 .. n_past+N),
+ * once per node, so the score and value loops run on floats. Work items are
+ * (head, query) pairs handed out through an atomic counter (causal rows differ in length). */
+#include "cpu_backend.h"
+#include "../core/mi_fp16.h"
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+typedef struct {
+    mi_cpu_ctx *c;
+    mi_tensor *t;
+    const float *K, *V;        /* [row_kv, n_kv] F32 */
+    float *conv;               /* F16 conversion target (K then V) or NULL */
+    float *thr;                /* per-thread [n_kv + hd] */
+    int64_t n_kv, row_kv;
+    atomic_long next;
+} attn_task;
+
+size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t) {
+    int64_t n_kv = (int64_t)t->p[0] + t->ne[1];
+    int64_t hd = t->p[1], row_kv = hd * t->p[3];
+    size_t need = (size_t)c->n_threads * (size_t)(n_kv + hd + 16) * sizeof(float);
+    if (t->src[1]->type == MI_TYPE_F16 || t->src[2]->type == MI_TYPE_F16)
+        need += 2 * (size_t)n_kv * (size_t)row_kv * sizeof(float);
+    return need;
+}
+
+static void convert_rows(const mi_cpu_ctx *c, const uint16_t *src, float *dst, size_t n) {
+    if (c->isa >= MI_ISA_AVX2) {
+        cpu_f16_to_f32_avx2(src, dst, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dst[i] = mi_f16_to_f32(src[i]);
+}
+
+static void attn_convert(void *arg, int ith, int nth) {
+    attn_task *k = arg;
+    const mi_tensor *t = k->t;
+    int64_t per = (k->n_kv + nth - 1) / nth, r0 = per * ith, r1 = r0 + per;
+    if (r1 > k->n_kv) r1 = k->n_kv;
+    if (r0 >= r1) return;
+    for (int s = 0; s < 2; s++) {
+        const mi_tensor *src = t->src[1 + s];
+        float *dst = k->conv + (size_t)s * (size_t)(k->n_kv * k->row_kv);
+        size_t off = (size_t)r0 * (size_t)k->row_kv, n = (size_t)(r1 - r0) * (size_t)k->row_kv;
+        if (src->type == MI_TYPE_F16)
+            convert_rows(k->c, (const uint16_t *)src->data + off, dst + off, n);
+        else
+            memcpy(dst + off, (const float *)src->data + off, n * sizeof(float));
+    }
+}
+
+static float dot_f32(const mi_cpu_ctx *c, const float *a, const float *b, int64_t n) {
+    if (c->isa >= MI_ISA_AVX2) return cpu_dot_f32_avx2(a, b, n);
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy_f32(const mi_cpu_ctx *c, float *y, float a, const float *x, int64_t n) {
+    if (c->isa >= MI_ISA_AVX2) {
+        cpu_axpy_f32_avx2(y, a, x, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void attn_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    attn_task *k = arg;
+    const mi_tensor *t = k->t;
+    int64_t n_past = t->p[0], hd = t->p[1], Hq = t->p[2], Hkv = t->p[3];
+    int64_t N = t->ne[1], group = Hq / Hkv;
+    float scale = mi_tensor_pf(t, 4);
+    float *sc = k->thr + (size_t)ith * (size_t)(k->n_kv + hd + 16);
+    float *acc = sc + k->n_kv;
+    const float *Q = t->src[0]->data;
+    float *O = t->data;
+    int64_t n_items = Hq * N;
+    for (;;) {
+        long it = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
+        if (it >= n_items) break;
+        int64_t h = it / N, i = it % N, kvh = h / group;
+        const float *q = Q + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
+        int64_t n = n_past + i + 1;
+        const float *kb = k->K + (size_t)(kvh * hd);
+        const float *vb = k->V + (size_t)(kvh * hd);
+        float m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            float s = dot_f32(k->c, q, kb + (size_t)j * (size_t)k->row_kv, hd) * scale;
+            sc[j] = s;
+            if (s > m) m = s;
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            float e = expf(sc[j] - m);
+            sc[j] = e;
+            sum += e;
+        }
+        for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
+        for (int64_t j = 0; j < n; j++) axpy_f32(k->c, acc, sc[j], vb + (size_t)j * (size_t)k->row_kv, hd);
+        float inv = 1.0f / sum;
+        float *o = O + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
+        for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    }
+}
+
+/* q [hd*Hq, N], K/V [hd*Hkv, n_ctx] -> [hd*Hq, N] */
+mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
+    size_t need = cpu_attn_scratch(c, t);
+    if (need > c->abuf_size)
+        return mi_err(MI_ERR_INTERNAL, "attn %s: scratch %zu B not reserved (have %zu): split_begin not called",
+                      t->name, need, c->abuf_size);
+    attn_task k;
+    memset(&k, 0, sizeof k);
+    k.c = c;
+    k.t = t;
+    k.n_kv = (int64_t)t->p[0] + t->ne[1];
+    k.row_kv = (int64_t)t->p[1] * t->p[3];
+    float *base = c->abuf;
+    bool conv = t->src[1]->type == MI_TYPE_F16 || t->src[2]->type == MI_TYPE_F16;
+    if (conv) {
+        k.conv = base;
+        base += 2 * (size_t)(k.n_kv * k.row_kv);
+        int64_t work = k.n_kv * k.row_kv * 2;
+        threadpool_run(c->tp, attn_convert, &k, work < MI_CPU_PAR_MIN ? 1 : 0);
+        k.K = k.conv;
+        k.V = k.conv + (size_t)(k.n_kv * k.row_kv);
+    } else {
+        k.K = t->src[1]->data;
+        k.V = t->src[2]->data;
+    }
+    k.thr = base;
+    atomic_init(&k.next, 0);
+    int64_t items = (int64_t)t->p[2] * t->ne[1];
+    int n = items < c->n_threads ? (int)items : c->n_threads;
+    threadpool_run(c->tp, attn_worker, &k, n);
+    return MI_OK;
+}

@@ -1,0 +1,140 @@
+/* CPU matmul W [K, M] @ x [K, N] (+ bias) -> [M, N], and the fused FFN_SWIGLU.
+ * Activations are quantized once per node (per token row) into the weight type's dot
+ * type; the output is cut into (row block x token tile) chunks handed out through an
+ * atomic counter, so a block of weight rows stays in cache while it meets every token
+ * of the tile, and each output element is computed by exactly one thread. */
+#include "cpu_backend.h"
+#include "../core/mi_canon.h"
+#include <stdatomic.h>
+#include <string.h>
+
+#define MM_ROWS 16   /* weight rows per chunk */
+#define MM_TOKS 32   /* tokens per tile (prefill) */
+
+typedef struct {
+    mi_tensor *t;
+    const mi_tensor *w, *w2;   /* w2: W_up of FFN_SWIGLU */
+    const float *x;
+    const char *act;           /* [N] rows of act_rb bytes in the dot type */
+    size_t act_rb;
+    mi_quantize_fn quant;
+    char *qdst;
+    mi_vec_dot_fn dot;
+    int64_t K, M, N, n_rb, n_tb;
+    atomic_long next;
+} mm_task;
+
+static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **w2, const mi_tensor **x) {
+    if (t->op == MI_OP_FFN_SWIGLU) {
+        *w = t->src[0];
+        *w2 = t->src[1];
+        *x = t->src[2];
+        const mi_type_traits *a = mi_type_get((*w)->type), *b = mi_type_get((*w2)->type);
+        return a && b && a->vec_dot_type == b->vec_dot_type;
+    }
+    *w = t->src[0];
+    *w2 = NULL;
+    *x = t->src[1];
+    return mi_type_get((*w)->type) != NULL;
+}
+
+size_t cpu_matmul_scratch(const mi_tensor *t) {
+    const mi_tensor *w, *w2, *x;
+    if (!mm_types(t, &w, &w2, &x)) return 0;
+    mi_type vdt = mi_type_get(w->type)->vec_dot_type;
+    if (vdt == MI_TYPE_F32) return 0;
+    return mi_row_size(vdt, w->ne[0]) * (size_t)x->ne[1];
+}
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    mm_task *k = arg;
+    for (int64_t r = ith; r < k->N; r += nth)
+        k->quant(k->x + (size_t)r * (size_t)k->K, k->qdst + (size_t)r * k->act_rb, k->K);
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    mm_task *k = arg;
+    const mi_tensor *t = k->t;
+    size_t wrb = mi_row_size(k->w->type, k->K);
+    const float *bias = (t->op == MI_OP_MATMUL && t->src[2]) ? t->src[2]->data : NULL;
+    float *y = t->data;
+    long n_chunks = (long)(k->n_rb * k->n_tb);
+    for (;;) {
+        long c = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        int64_t tile = c / k->n_rb, rblk = c % k->n_rb;
+        int64_t r0 = rblk * MM_ROWS, r1 = r0 + MM_ROWS < k->M ? r0 + MM_ROWS : k->M;
+        int64_t t0 = tile * MM_TOKS, t1 = t0 + MM_TOKS < k->N ? t0 + MM_TOKS : k->N;
+        if (t->op == MI_OP_MATMUL) {
+            for (int64_t r = r0; r < r1; r++) {
+                const char *wr = (const char *)k->w->data + (size_t)r * wrb;
+                for (int64_t n = t0; n < t1; n++) {
+                    float s;
+                    k->dot(k->K, &s, wr, k->act + (size_t)n * k->act_rb);
+                    y[(size_t)n * (size_t)k->M + (size_t)r] = bias ? s + bias[r] : s;
+                }
+            }
+        } else {
+            size_t wrb2 = mi_row_size(k->w2->type, k->K);
+            mi_vec_dot_fn dot2 = mi_get_vec_dot(k->w2->type, MI_ISA_BEST);
+            for (int64_t r = r0; r < r1; r++) {
+                const char *wg = (const char *)k->w->data + (size_t)r * wrb;
+                const char *wu = (const char *)k->w2->data + (size_t)r * wrb2;
+                for (int64_t n = t0; n < t1; n++) {
+                    float g, u;
+                    const char *a = k->act + (size_t)n * k->act_rb;
+                    k->dot(k->K, &g, wg, a);
+                    dot2(k->K, &u, wu, a);
+                    y[(size_t)n * (size_t)k->M + (size_t)r] = mi_canon_swiglu(g, u);
+                }
+            }
+        }
+    }
+}
+
+mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
+    mm_task k;
+    memset(&k, 0, sizeof k);
+    const mi_tensor *x;
+    if (!mm_types(t, &k.w, &k.w2, &x))
+        return mi_err(MI_ERR_UNSUPPORTED, "%s %s: weight types differ in dot type", mi_op_name(t->op), t->name);
+    k.t = t;
+    k.K = k.w->ne[0];
+    k.M = k.w->ne[1];
+    k.N = x->ne[1];
+    k.dot = mi_get_vec_dot(k.w->type, MI_ISA_BEST);
+    if (!k.dot) return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no dot kernel for %s", t->name, mi_type_name(k.w->type));
+    mi_type vdt = mi_type_get(k.w->type)->vec_dot_type;
+    int64_t work = k.M * k.N * (k.K / 32 + 1);
+    if (vdt == MI_TYPE_F32) {
+        k.act = x->data;
+        k.act_rb = (size_t)k.K * sizeof(float);
+    } else {
+        k.act_rb = mi_row_size(vdt, k.K);
+        size_t need = k.act_rb * (size_t)k.N;
+        if (need > c->qbuf_size)
+            return mi_err(MI_ERR_INTERNAL, "matmul %s: scratch %zu B not reserved (have %zu)", t->name, need,
+                          c->qbuf_size);
+        k.act = c->qbuf;
+        if (c->q_src != x || c->q_type != vdt) {
+            k.quant = mi_get_quantize_act(vdt, MI_ISA_BEST);
+            if (!k.quant)
+                return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no activation quantizer for %s", t->name,
+                              mi_type_name(vdt));
+            k.x = x->data;
+            k.qdst = c->qbuf;
+            threadpool_run(c->tp, mm_quantize, &k, k.N < c->n_threads ? (int)k.N : c->n_threads);
+            c->q_src = x;
+            c->q_type = vdt;
+        }
+    }
+    k.n_rb = (k.M + MM_ROWS - 1) / MM_ROWS;
+    k.n_tb = (k.N + MM_TOKS - 1) / MM_TOKS;
+    atomic_init(&k.next, 0);
+    long chunks = (long)(k.n_rb * k.n_tb);
+    int n = work < MI_CPU_PAR_MIN ? 1 : (chunks < c->n_threads ? (int)chunks : c->n_threads);
+    threadpool_run(c->tp, mm_worker, &k, n);
+    return MI_OK;
+}

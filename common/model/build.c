@@ -1,0 +1,132 @@
+/* Graph build for one batch: n tokens at positions n_past.. of a llama / qwen2 / qwen3
+ * decoder. Every node is named after the GGUF tensor it applies ("blk.3.attn_q"), so
+ * graph dumps and the per-layer debug taps read like the model file. */
+#include "model_internal.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+int model_graph_max_nodes(const mi_model *m) {
+    /* ~22 nodes per layer + a few; doubled for copies/fusions the scheduler may add */
+    return (int)(m->hp.n_layer * 48 + 64);
+}
+
+static mi_tensor *named(mi_tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static mi_tensor *named(mi_tensor *t, const char *fmt, ...) {
+    if (!t) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    return t;
+}
+
+static void tap(mi_build_args *a, mi_tensor *t) {
+    if (!a->debug_taps || !t || a->n_taps >= MI_DEBUG_TAPS_MAX) return;
+    t->flags |= MI_T_OUTPUT;   /* keep it alive: read back after compute */
+    a->taps[a->n_taps++] = t;
+}
+
+#define CK(x) do { if (!(x)) goto fail; } while (0)
+
+mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_args *a,
+                            mi_graph **out) {
+    const mi_hparams *hp = &m->hp;
+    const int64_t n = a->n, n_past = a->n_past;
+    const int hd = (int)hp->head_dim, Hq = (int)hp->n_head, Hkv = (int)hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    *out = NULL;
+    a->n_taps = 0;
+    mi_graph *g = graph_new(model_graph_max_nodes(m));
+    if (!g) return mi_err(MI_ERR_NOMEM, "out of memory for a graph");
+
+    mi_tensor *ids = named(graph_input(g, "inp_tokens", MI_TYPE_I32, n, 1, a->ids), "inp_tokens");
+    mi_tensor *pos = named(graph_input(g, "inp_pos", MI_TYPE_I32, n, 1, a->pos), "inp_pos");
+    CK(ids && pos);
+    /* token_embd [E, V] rows by ids [n] -> x [E, n] */
+    mi_tensor *x = named(graph_get_rows(g, (mi_tensor *)&m->tok_embd, ids), "inp_embd");
+    CK(x);
+    tap(a, x);
+
+    for (int il = 0; il < (int)hp->n_layer; il++) {
+        const mi_layer *L = &m->layers[il];
+        mi_tensor *cur = named(graph_rms_norm(g, x, (mi_tensor *)&L->attn_norm, hp->n_embd, hp->rms_eps),
+                               "blk.%d.attn_norm", il);
+        CK(cur);
+        tap(a, cur);
+        /* W [E, hd*H] @ cur [E, n] (+ bias) -> [hd*H, n] */
+        mi_tensor *q = named(graph_matmul(g, (mi_tensor *)&L->wq, cur, hp->qkv_bias ? (mi_tensor *)&L->bq : NULL), "blk.%d.attn_q", il);
+        mi_tensor *k = named(graph_matmul(g, (mi_tensor *)&L->wk, cur, hp->qkv_bias ? (mi_tensor *)&L->bk : NULL), "blk.%d.attn_k", il);
+        mi_tensor *v = named(graph_matmul(g, (mi_tensor *)&L->wv, cur, hp->qkv_bias ? (mi_tensor *)&L->bv : NULL), "blk.%d.attn_v", il);
+        CK(q && k && v);
+        tap(a, q);
+        tap(a, k);
+        tap(a, v);
+        if (hp->qk_norm) {
+            /* qwen3: RMS norm over each head's hd elements, before RoPE */
+            q = named(graph_rms_norm(g, q, (mi_tensor *)&L->q_norm, hd, hp->rms_eps), "blk.%d.attn_q_norm", il);
+            k = named(graph_rms_norm(g, k, (mi_tensor *)&L->k_norm, hd, hp->rms_eps), "blk.%d.attn_k_norm", il);
+            CK(q && k);
+            tap(a, q);
+            tap(a, k);
+        }
+        q = named(graph_rope(g, q, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "blk.%d.attn_q_rope", il);
+        k = named(graph_rope(g, k, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "blk.%d.attn_k_rope", il);
+        CK(q && k);
+        tap(a, q);
+        tap(a, k);
+        /* append rows n_past..n_past+n-1 of this layer's cache */
+        mi_tensor *ks = named(graph_kv_store(g, k, &kv->k[il], n_past), "blk.%d.cache_k", il);
+        mi_tensor *vs = named(graph_kv_store(g, v, &kv->v[il], n_past), "blk.%d.cache_v", il);
+        CK(ks && vs);
+        /* causal GQA: q [hd*Hq, n] over cache rows 0..n_past+i -> [hd*Hq, n] */
+        mi_tensor *att = named(graph_attn(g, q, ks, vs, n_past, hd, Hq, Hkv, scale), "blk.%d.attn", il);
+        CK(att);
+        tap(a, att);
+        /* W_o [hd*Hq, E] @ att -> [E, n] */
+        mi_tensor *o = named(graph_matmul(g, (mi_tensor *)&L->wo, att, NULL), "blk.%d.attn_output", il);
+        CK(o);
+        tap(a, o);
+        x = named(graph_add(g, x, o), "blk.%d.ffn_inp", il);
+        CK(x);
+        tap(a, x);
+
+        cur = named(graph_rms_norm(g, x, (mi_tensor *)&L->ffn_norm, hp->n_embd, hp->rms_eps), "blk.%d.ffn_norm", il);
+        CK(cur);
+        tap(a, cur);
+        /* W [E, F] @ cur [E, n] -> [F, n] twice; silu(gate) * up; W_down [F, E] -> [E, n] */
+        mi_tensor *gate = named(graph_matmul(g, (mi_tensor *)&L->w_gate, cur, NULL), "blk.%d.ffn_gate", il);
+        mi_tensor *up = named(graph_matmul(g, (mi_tensor *)&L->w_up, cur, NULL), "blk.%d.ffn_up", il);
+        CK(gate && up);
+        tap(a, gate);
+        tap(a, up);
+        mi_tensor *act = named(graph_swiglu(g, gate, up), "blk.%d.ffn_swiglu", il);
+        CK(act);
+        tap(a, act);
+        mi_tensor *down = named(graph_matmul(g, (mi_tensor *)&L->w_down, act, NULL), "blk.%d.ffn_down", il);
+        CK(down);
+        tap(a, down);
+        x = named(graph_add(g, x, down), "blk.%d.out", il);
+        CK(x);
+        tap(a, x);
+    }
+
+    /* only the last row feeds sampling: cut before the norm and the big vocab matmul */
+    if (!a->all_logits && n > 1) {
+        x = named(graph_slice_rows(g, x, n - 1, 1), "last_row");
+        CK(x);
+    }
+    x = named(graph_rms_norm(g, x, (mi_tensor *)&m->output_norm, hp->n_embd, hp->rms_eps), "output_norm");
+    CK(x);
+    tap(a, x);
+    /* output [E, V] @ x [E, rows] -> logits [V, rows] */
+    mi_tensor *logits = named(graph_matmul(g, m->output, x, NULL), "result_output");
+    CK(logits);
+    logits->flags |= MI_T_OUTPUT;
+    g->output = logits;
+    *out = g;
+    return MI_OK;
+fail:
+    graph_free(g);
+    return mi_err_ctx(MI_ERR_INTERNAL, "building the graph");
+}

@@ -1,0 +1,269 @@
+/* A session: backends + scheduler + KV cache over one loaded model. Each decode call
+ * builds the graph for its batch at the current position, runs it through the
+ * scheduler and keeps the logits; later calls append to the same cache (multi-turn). */
+#include "model_internal.h"
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+struct mi_session {
+    mi_model *m;
+    mi_backend *backends[2];     /* priority order; the last is the CPU */
+    int n_backends;
+    mi_backend *cpu, *cuda;
+    mi_sched *sched;
+    mi_kv_cache kv;
+    int64_t n_ctx, n_past;
+    int32_t *ids, *pos;          /* [cap] host inputs of the current batch */
+    int64_t cap;
+    float *logits;               /* [n_vocab * logits_rows] */
+    int64_t logits_rows, logits_cap_rows;
+    FILE *debug;                 /* MINFER_DEBUG_LAYERS: per-op tap records */
+    mi_tensor **taps;
+};
+
+void mi_session_params_default(mi_session_params *p) {
+    memset(p, 0, sizeof *p);
+    p->backend = "auto";
+    p->n_threads = 0;
+    p->n_ctx = 0;
+    p->kv_type = MI_TYPE_F16;
+}
+
+static bool env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Pick the CUDA backend per the request; on "auto" a failure is one log line and CPU. */
+static mi_status open_cuda(const char *want, mi_backend **out) {
+    *out = NULL;
+    bool is_auto = !strcmp(want, "auto");
+    if (env_on("MINFER_DISABLE_CUDA")) {
+        if (!is_auto) mi_log("MINFER_DISABLE_CUDA=1: the cuda backend is disabled, using the CPU");
+        return MI_OK;
+    }
+    if (!mi_backend_available("cuda")) {
+        if (is_auto) return MI_OK;   /* CPU-only build: nothing to say */
+        return mi_err(MI_ERR_UNSUPPORTED, "backend 'cuda' is not built into this binary (no nvcc at build time)");
+    }
+    mi_status st = mi_backend_create("cuda", out);
+    if (st != MI_OK) {
+        *out = NULL;
+        if (!is_auto) return mi_err_ctx(st, "backend 'cuda'");
+        mi_log("CUDA unavailable (%s): using the CPU", mi_errmsg());
+        mi_err_clear();
+    }
+    return MI_OK;
+}
+
+/* The backend the scheduler would give an attention node: the KV cache lives there so
+ * attention never crosses backends. Probed with a stand-in node of the real shape. */
+static mi_backend *kv_backend(mi_session *s, mi_type kv_type) {
+    const mi_hparams *hp = &s->m->hp;
+    const int64_t row = hp->head_dim * hp->n_head_kv, qd = hp->head_dim * hp->n_head;
+    mi_tensor cache, kn, vn, q, ks, vs, att;
+    int64_t ne_c[2] = {row, s->n_ctx}, ne_k[2] = {row, 1}, ne_q[2] = {qd, 1};
+    tensor_init(&cache, "probe_cache", kv_type, 2, ne_c);
+    cache.flags = MI_T_PERSIST;
+    tensor_init(&kn, "probe_k", MI_TYPE_F32, 2, ne_k);
+    tensor_init(&vn, "probe_v", MI_TYPE_F32, 2, ne_k);
+    tensor_init(&q, "probe_q", MI_TYPE_F32, 2, ne_q);
+    kn.op = vn.op = q.op = MI_OP_ROPE;
+    tensor_init(&ks, "probe_ks", kv_type, 2, ne_c);
+    ks.op = MI_OP_KV_STORE;
+    ks.flags = MI_T_ALIAS;
+    ks.src[0] = &kn;
+    ks.src[1] = &cache;
+    vs = ks;
+    vs.src[0] = &vn;
+    tensor_init(&att, "probe_attn", MI_TYPE_F32, 2, ne_q);
+    att.op = MI_OP_ATTN;
+    att.src[0] = &q;
+    att.src[1] = &ks;
+    att.src[2] = &vs;
+    att.p[0] = 0;
+    att.p[1] = (int32_t)hp->head_dim;
+    att.p[2] = (int32_t)hp->n_head;
+    att.p[3] = (int32_t)hp->n_head_kv;
+    mi_tensor_set_pf(&att, 4, 1.0f);
+    for (int i = 0; i < s->n_backends; i++) {
+        mi_backend *be = s->backends[i];
+        if (be->iface->supports(be, &ks) && be->iface->supports(be, &att)) return be;
+    }
+    return s->cpu;
+}
+
+mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **out) {
+    *out = NULL;
+    mi_session_params p;
+    if (pp) p = *pp;
+    else mi_session_params_default(&p);
+    if (!p.backend) p.backend = "auto";
+    if (strcmp(p.backend, "cpu") && strcmp(p.backend, "cuda") && strcmp(p.backend, "auto"))
+        return mi_err(MI_ERR_INVALID, "unknown backend '%s' (use cpu, cuda or auto)", p.backend);
+    if (p.kv_type != MI_TYPE_F16 && p.kv_type != MI_TYPE_F32)
+        return mi_err(MI_ERR_INVALID, "KV cache type must be f16 or f32");
+
+    mi_session *s = calloc(1, sizeof *s);
+    if (!s) return mi_err(MI_ERR_NOMEM, "out of memory");
+    s->m = m;
+    const mi_hparams *hp = &m->hp;
+    s->n_ctx = p.n_ctx > 0 ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    if (s->n_ctx > hp->n_ctx_train)
+        mi_log("note: context %lld is longer than the trained context %lld", (long long)s->n_ctx, (long long)hp->n_ctx_train);
+    if (s->n_ctx > ((int64_t)1 << 24)) {
+        int64_t bad = s->n_ctx;
+        free(s);
+        return mi_err(MI_ERR_INVALID, "context length %lld is too large", (long long)bad);
+    }
+
+    mi_status st = MI_OK;
+    if (strcmp(p.backend, "cpu")) st = open_cuda(p.backend, &s->cuda);
+    if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &s->cpu);
+    if (st != MI_OK) goto fail;
+    if (s->cuda) s->backends[s->n_backends++] = s->cuda;
+    s->backends[s->n_backends++] = s->cpu;
+    st = sched_new(s->backends, s->n_backends, &s->sched);
+    if (st != MI_OK) goto fail;
+    /* weights live in the host mapping; a device backend keeps its own resident copies */
+    for (int i = 0; i < m->n_weights; i++) m->weights[i]->backend = s->cpu->index;
+
+    st = kv_cache_init(&s->kv, hp, p.kv_type, s->n_ctx, kv_backend(s, p.kv_type));
+    if (st != MI_OK) goto fail;
+
+    const char *dbg = getenv("MINFER_DEBUG_LAYERS");
+    if (dbg && *dbg && strcmp(dbg, "0")) {
+        const char *path = strcmp(dbg, "1") ? dbg : "minfer-layers.bin";
+        s->debug = fopen(path, "wb");
+        s->taps = calloc(MI_DEBUG_TAPS_MAX, sizeof *s->taps);
+        if (!s->debug || !s->taps) {
+            st = mi_err(MI_ERR_IO, "MINFER_DEBUG_LAYERS: cannot write '%s'", path);
+            goto fail;
+        }
+    }
+    *out = s;
+    return MI_OK;
+fail:
+    mi_session_free(s);
+    return st;
+}
+
+void mi_session_free(mi_session *s) {
+    if (!s) return;
+    kv_cache_free(&s->kv);
+    if (s->sched) sched_free(s->sched);
+    if (s->cuda) s->cuda->iface->destroy(s->cuda);
+    if (s->cpu) s->cpu->iface->destroy(s->cpu);
+    if (s->debug) fclose(s->debug);
+    free(s->taps);
+    free(s->ids);
+    free(s->pos);
+    free(s->logits);
+    free(s);
+}
+
+/* One record per tapped node: u32 name_len, name, u32 ne0, u32 ne1, u32 n_past, f32 data. */
+static mi_status write_taps(mi_session *s, mi_build_args *a) {
+    float *buf = NULL;
+    size_t cap = 0;
+    mi_status st = MI_OK;
+    for (int i = 0; i < a->n_taps && st == MI_OK; i++) {
+        const mi_tensor *t = a->taps[i];
+        size_t nb = (size_t)t->ne[0] * (size_t)t->ne[1] * sizeof(float);
+        if (nb > cap) {
+            float *nbuf = realloc(buf, nb);
+            if (!nbuf) { st = mi_err(MI_ERR_NOMEM, "out of memory"); break; }
+            buf = nbuf;
+            cap = nb;
+        }
+        st = sched_read(s->sched, t, buf, 0, nb);
+        if (st != MI_OK) break;
+        uint32_t hdr[3] = {(uint32_t)t->ne[0], (uint32_t)t->ne[1], (uint32_t)a->n_past};
+        uint32_t len = (uint32_t)strlen(t->name);
+        fwrite(&len, 4, 1, s->debug);
+        fwrite(t->name, 1, len, s->debug);
+        fwrite(hdr, 4, 3, s->debug);
+        fwrite(buf, 1, nb, s->debug);
+    }
+    fflush(s->debug);
+    free(buf);
+    return st;
+}
+
+mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
+    const mi_hparams *hp = &s->m->hp;
+    if (n <= 0) return mi_err(MI_ERR_INVALID, "nothing to decode (0 tokens)");
+    if (s->n_past + n > s->n_ctx) {
+        if (s->n_past == 0)
+            return mi_err(MI_ERR_INVALID, "prompt of %lld tokens exceeds the context (%lld)", (long long)n, (long long)s->n_ctx);
+        return mi_err(MI_ERR_INVALID, "prompt of %lld tokens at position %lld exceeds the context (%lld)",
+                      (long long)n, (long long)s->n_past, (long long)s->n_ctx);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)",
+                          tokens[i], (long long)i, (long long)hp->n_vocab - 1);
+    if (n > s->cap) {
+        int32_t *ids = realloc(s->ids, (size_t)n * sizeof *ids);
+        if (ids) s->ids = ids;
+        int32_t *pos = realloc(s->pos, (size_t)n * sizeof *pos);
+        if (pos) s->pos = pos;
+        if (!ids || !pos) return mi_err(MI_ERR_NOMEM, "out of memory for %lld tokens", (long long)n);
+        s->cap = n;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s->ids[i] = tokens[i];
+        s->pos[i] = (int32_t)(s->n_past + i);
+    }
+    int64_t rows = all_logits ? n : 1;
+    if (rows > s->logits_cap_rows) {
+        float *l = realloc(s->logits, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
+        if (!l) return mi_err(MI_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
+        s->logits = l;
+        s->logits_cap_rows = rows;
+    }
+
+    mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past,
+                       .all_logits = all_logits, .debug_taps = s->debug != NULL, .taps = s->taps};
+    mi_graph *g = NULL;
+    MI_TRY(model_build_graph(s->m, &s->kv, &a, &g));
+    mi_status st = sched_compute(s->sched, g);
+    if (st == MI_OK) {
+        if (env_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
+        st = sched_read(s->sched, g->output, s->logits, 0, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
+    }
+    if (st == MI_OK && s->debug) st = write_taps(s, &a);
+    graph_free(g);
+    if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
+    s->logits_rows = rows;
+    s->n_past += n;
+    return MI_OK;
+}
+
+const float *mi_logits(const mi_session *s, int64_t *rows) {
+    if (rows) *rows = s->logits_rows;
+    return s->logits_rows ? s->logits : NULL;
+}
+
+int64_t mi_session_n_past(const mi_session *s) { return s->n_past; }
+int64_t mi_session_n_ctx(const mi_session *s) { return s->n_ctx; }
+void mi_session_reset(mi_session *s) {
+    s->n_past = 0;   /* attention reads rows < n_past only: old contents need no clearing */
+    s->logits_rows = 0;
+}
+mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
+    if (n_past < 0 || n_past > s->n_past)
+        return mi_err(MI_ERR_INVALID, "cannot truncate the session to %lld tokens (it holds %lld)",
+                      (long long)n_past, (long long)s->n_past);
+    s->n_past = n_past;
+    s->logits_rows = 0;
+    return MI_OK;
+}
+const char *mi_session_backend(const mi_session *s) { return s->cuda ? "cuda" : "cpu"; }
+size_t mi_session_kv_bytes(const mi_session *s) { return kv_cache_bytes(&s->kv); }
+
+size_t mi_session_kv_read_bytes(const mi_session *s, int64_t n_past) {
+    const size_t esz = s->kv.type == MI_TYPE_F16 ? 2 : 4;
+    return 2 * (size_t)s->kv.n_layer * (size_t)s->kv.row * (size_t)n_past * esz;
+}

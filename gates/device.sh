@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs ON the device machine (the `device` tool), from the repository root:
+#   bash gates/device.sh            (PHASE=<top phase with sources> unless PHASE is set)
+# Builds with -arch=sm_90 (minfer + gate programs only: the GPU host has no Criterion),
+# synthesizes the models the gates need into /tmp, runs every device gate of the built
+# phases (make gate-7a .. gate-<PHASE>, each at its own PHASE), compute-sanitizer memcheck
+# on gate_7a, then the benches (none yet), and writes to $OUT:
+#   gate-<phase>-<YYYYMMDD>.json   one summary per phase at its own build (<= 5 files)
+#   logs.tgz                       build log, every gate log, regression JSONs, nvidia-smi
+# The device tool returns at most 8 files, so nothing else goes to $OUT.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/minfer-out}
+mkdir -p "$OUT"
+WORK=/tmp/minfer-device
+LOGS=$WORK/logs
+rm -rf "$WORK"
+mkdir -p "$LOGS" "$WORK/models" "$WORK/res"
+day=$(date -u +%Y%m%d)
+t_start=$(date +%s)
+JOBS=${JOBS:-16}
+BD=${BD:-/tmp/minfer-build}
+# extra make arguments (e.g. a CC override); empty normally
+read -r -a XMAKE <<<"${EXTRA_MAKE_ARGS:-}"
+
+if [ -z "${PHASE:-}" ]; then   # the top phase whose directory has sources
+    PHASE=7a
+    for pd in 7b:phase7b_ops 7c:phase7c_wiring 7d:phase7d_graphs 7e:phase7e_perf; do
+        { compgen -G "${pd#*:}/*.c" || compgen -G "${pd#*:}/*.cu"; } >/dev/null && PHASE=${pd%%:*}
+    done
+fi
+PHASES=""
+for p in 7a 7b 7c 7d 7e; do PHASES="$PHASES $p"; [ "$p" = "$PHASE" ] && break; done
+
+export MINFER_COMMIT=${MINFER_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)}
+status_line() { echo "[device.sh $(( $(date +%s) - t_start ))s] $*"; }
+pack() {
+    cp "$WORK"/res/*.json "$LOGS"/ 2>/dev/null
+    tar czf "$OUT/logs.tgz" -C "$WORK" logs 2>/dev/null
+}
+
+{ nvidia-smi; echo; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; \
+  echo; nvcc --version; gcc --version | head -1; uname -a; echo "commit $MINFER_COMMIT"; } >"$LOGS/machine.txt" 2>&1
+status_line "phase $PHASE (phases:$PHASES), commit $MINFER_COMMIT, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+
+# ---- build: each phase at its own PHASE, into $BD-<phase> (what make gate-<phase> uses) ----
+for p in $PHASES; do
+    if ! make --no-print-directory PHASE=$p BUILD=$BD-$p CUDA_ARCH=sm_90 "${XMAKE[@]}" -j"$JOBS" all >"$LOGS/build-$p.log" 2>&1; then
+        status_line "BUILD FAILED at PHASE=$p (log: build-$p.log):"
+        grep -E 'error|Error' "$LOGS/build-$p.log" | head -30
+        pack
+        exit 1
+    fi
+    status_line "built PHASE=$p: $(grep -E '^minfer: ' "$LOGS/build-$p.log" | head -1)"
+done
+MINFER=$BD-$PHASE/minfer
+
+# ---- models (synthetic, seeded): tiny shapes of each architecture + one real shape ----
+MODELS=""
+synth() { # shape type
+    local f=$WORK/models/$1-$2.gguf
+    if "$MINFER" synth --shape "$1" --type "$2" -o "$f" >>"$LOGS/synth.log" 2>&1; then
+        MODELS="$MODELS${MODELS:+:}$f"
+    else
+        status_line "synth $1 $2 failed (see synth.log)"
+    fi
+}
+synth tiny-qwen2 q4_0
+synth tiny-llama q8_0
+synth tiny-qwen3 q4_k_m
+synth qwen2.5-0.5b q4_0
+status_line "models: ${MODELS:-none}"
+export MINFER_GATE_MODELS=$MODELS
+
+# ---- device gates: make gate-<p> for every built phase (earlier gates = regression) ----
+overall=0
+for p in $PHASES; do
+    mkdir -p "$WORK/res/$p" "$LOGS/gates-$p"
+    MINFER_GATE_RESULTS=$WORK/res/$p MINFER_GATE_LOGS=$LOGS/gates-$p \
+        make --no-print-directory gate-$p BUILD=$BD CUDA_ARCH=sm_90 "${XMAKE[@]}" >"$LOGS/gate-$p.log" 2>&1 || overall=1
+    status_line "make gate-$p: $(tail -1 "$LOGS/gate-$p.log")"
+    grep -E '^FAIL' "$LOGS/gates-$p"/*.log 2>/dev/null | head -20
+    # the phase's own gate at its own build is the record; regression runs stay in the logs
+    for j in "$WORK/res/$p"/gate-$p-*.json; do [ -f "$j" ] && cp "$j" "$OUT/"; done
+done
+
+# ---- compute-sanitizer memcheck on gate_7a (quick mode: sizes to 64 MiB, no child runs) ----
+SAN_LOG=$LOGS/sanitizer-memcheck.log
+G7A=$BD-7a/gates/7a/gate_7a
+if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$G7A" ]; then
+    t0=$(date +%s%N)
+    MINFER_GATE_QUICK=1 MINFER_GATE_MODELS=${MODELS%%:*} MINFER_LOG=0 \
+        compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$G7A" >"$SAN_LOG" 2>&1
+    san_rc=$?
+    san_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    san_sum=$(grep -E 'ERROR SUMMARY' "$SAN_LOG" | tail -1)
+    san_gate=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$SAN_LOG" | tail -1)
+    status_line "compute-sanitizer memcheck: rc $san_rc, ${san_sum:-no summary}; gate under it: ${san_gate:-none}"
+    # add the result to gate 7a's summary as one more test
+    J=$(ls "$OUT"/gate-7a-*.json 2>/dev/null | head -1)
+    if [ -n "$J" ]; then
+        python3 - "$J" "$san_rc" "$san_ms" "${san_sum:-no ERROR SUMMARY line}" "${san_gate:-}" <<'PY'
+import json, sys
+path, rc, ms, summ, gate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+d = json.load(open(path))
+ok = rc == 0 and "0 errors" in summ and gate != "" and " 0 failed" in gate
+d["tests"].append({"name": "compute_sanitizer_memcheck", "status": "pass" if ok else "fail",
+                   "detail": f"compute-sanitizer --tool memcheck --leak-check full on gate_7a (quick): rc {rc}; {summ}; gate: {gate}",
+                   "ms": ms})
+d["passed" if ok else "failed"] += 1
+json.dump(d, open(path, "w"), indent=1)
+PY
+    fi
+else
+    status_line "compute-sanitizer or gate_7a missing: memcheck not run"
+fi
+
+# ---- benches: later phases add theirs here (bench_* programs, minfer bench) ----
+# BENCHES: none in phase 7a.
+
+pack
+status_line "done; files in $OUT:"
+ls -la "$OUT"
+for j in "$OUT"/gate-*.json; do
+    [ -f "$j" ] || continue
+    python3 - "$j" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"{sys.argv[1].split('/')[-1]}: {d['gpu']} driver {d['driver']} phase {d['phase']}: "
+      f"{d['passed']} passed, {d['failed']} failed, {d['skipped']} skipped")
+for t in d["tests"]:
+    print(f"  {t['status']:4} {t['name']:34} {t['ms']:9.1f} ms  {t['detail'][:150]}")
+PY
+done
+exit $overall

@@ -1,0 +1,180 @@
+/* Bookkeeping shared by the device gate programs (gates/7a ... gates/7e): per-test
+ * status (pass|fail|skip), detail and time; the closing line "N passed, N failed,
+ * N skipped"; and the JSON summary of DESIGN.md "Record shapes", written to the path
+ * in MINFER_GATE_JSON. Header-only (static functions): a gate includes it once. */
+#ifndef MI_GATE_UTIL_H
+#define MI_GATE_UTIL_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <time.h>
+
+typedef struct {
+    char name[96];
+    const char *status;        /* "pass" | "fail" | "skip" */
+    char detail[1024];
+    double ms;
+} gu_test;
+
+typedef struct {
+    const char *gate, *phase;
+    char gpu[256], driver[64];
+    gu_test *tests;
+    int n, cap;
+    int passed, failed, skipped;
+    double t_begin;            /* of the running test */
+    char cur[96];
+    int open;
+} gu_run;
+
+static double gu_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void gu_init(gu_run *r, const char *gate, const char *phase) {
+    memset(r, 0, sizeof *r);
+    r->gate = gate;
+    r->phase = phase;
+    snprintf(r->gpu, sizeof r->gpu, "none");
+    snprintf(r->driver, sizeof r->driver, "none");
+}
+
+/* Start timing a test; end it with gu_pass / gu_fail / gu_skip. */
+static void gu_begin(gu_run *r, const char *name) {
+    snprintf(r->cur, sizeof r->cur, "%s", name);
+    r->t_begin = gu_now_ms();
+    r->open = 1;
+}
+
+static void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap) {
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 32;
+        gu_test *t = (gu_test *)realloc(r->tests, (size_t)cap * sizeof *t);
+        if (!t) { fprintf(stderr, "gate: out of memory\n"); exit(2); }
+        r->tests = t;
+        r->cap = cap;
+    }
+    gu_test *t = &r->tests[r->n++];
+    snprintf(t->name, sizeof t->name, "%s", r->cur);
+    t->status = status;
+    vsnprintf(t->detail, sizeof t->detail, fmt, ap);
+    t->ms = r->open ? gu_now_ms() - r->t_begin : 0.0;
+    r->open = 0;
+    if (!strcmp(status, "pass")) r->passed++;
+    else if (!strcmp(status, "fail")) r->failed++;
+    else r->skipped++;
+    printf("%-4s  %-34s %9.1f ms  %s\n", !strcmp(status, "pass") ? "ok" : !strcmp(status, "fail") ? "FAIL" : "skip",
+           t->name, t->ms, t->detail);
+    fflush(stdout);
+}
+
+static void gu_pass(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gu_fail(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gu_skip(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gu_pass(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "pass", fmt, ap); va_end(ap); }
+static void gu_fail(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "fail", fmt, ap); va_end(ap); }
+static void gu_skip(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "skip", fmt, ap); va_end(ap); }
+
+/* Report a named test as skipped without running it. */
+static void gu_skip_named(gu_run *r, const char *name, const char *why) {
+    gu_begin(r, name);
+    gu_skip(r, "%s", why);
+}
+
+static void gu_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The commit: MINFER_COMMIT if set (device.sh sets it), else git, else "unknown". */
+static void gu_commit(char *buf, size_t n) {
+    const char *e = getenv("MINFER_COMMIT");
+    if (e && *e) { snprintf(buf, n, "%s", e); return; }
+    snprintf(buf, n, "unknown");
+    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+    if (!p) return;
+    char line[128];
+    if (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0]) snprintf(buf, n, "%s", line);
+    }
+    pclose(p);
+}
+
+/* Print the closing line, write the JSON summary, return the exit status. */
+static int gu_finish(gu_run *r) {
+    printf("%d passed, %d failed, %d skipped\n", r->passed, r->failed, r->skipped);
+    fflush(stdout);
+    const char *path = getenv("MINFER_GATE_JSON");
+    if (path && *path) {
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "gate: cannot write %s\n", path);
+            return 2;
+        }
+        char commit[128], date[64];
+        gu_commit(commit, sizeof commit);
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        fputs("{\"gate\": ", f); gu_json_str(f, r->gate);
+        fputs(", \"phase\": ", f); gu_json_str(f, r->phase);
+        fputs(", \"commit\": ", f); gu_json_str(f, commit);
+        fputs(", \"date\": ", f); gu_json_str(f, date);
+        fputs(", \"gpu\": ", f); gu_json_str(f, r->gpu);
+        fputs(", \"driver\": ", f); gu_json_str(f, r->driver);
+        fprintf(f, ", \"passed\": %d, \"failed\": %d, \"skipped\": %d, \"tests\": [", r->passed, r->failed, r->skipped);
+        for (int i = 0; i < r->n; i++) {
+            gu_test *t = &r->tests[i];
+            fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f); gu_json_str(f, t->name);
+            fputs(", \"status\": ", f); gu_json_str(f, t->status);
+            fputs(", \"detail\": ", f); gu_json_str(f, t->detail);
+            fprintf(f, ", \"ms\": %.3f}", t->ms);
+        }
+        fputs("\n]}\n", f);
+        fclose(f);
+    }
+    free(r->tests);
+    return r->failed ? 1 : 0;
+}
+
+/* Deterministic bytes for test data (xorshift64*), independent of the code under test. */
+static unsigned long long gu_rng(unsigned long long *s) {
+    unsigned long long x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static void gu_fill(void *p, size_t n, unsigned long long seed) {
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    unsigned char *b = (unsigned char *)p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, 8); }
+    if (i < n) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, n - i); }
+}
+
+/* First mismatching byte index, or (size_t)-1 if equal. */
+static size_t gu_first_diff(const void *a, const void *b, size_t n) {
+    if (!memcmp(a, b, n)) return (size_t)-1;
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    size_t lo = 0;
+    /* narrow with memcmp on blocks, then bytes */
+    while (n - lo > 4096 && !memcmp(x + lo, y + lo, 4096)) lo += 4096;
+    for (size_t i = lo; i < n; i++) if (x[i] != y[i]) return i;
+    return (size_t)-1;
+}
+
+#endif

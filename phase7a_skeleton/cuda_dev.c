@@ -1,0 +1,219 @@
+/* The thin device layer over the CUDA runtime (cuda_dev.h). Nothing here keeps
+ * state except the allocation counter behind the MINFER_CUDA_FAIL_MALLOC switch. */
+#include "cuda_dev.h"
+#include "cuda_check.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+mi_status mi_cudev_count(int *n) {
+    *n = 0;
+    int c = 0;
+    cudaError_t e = cudaGetDeviceCount(&c);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        /* no driver / no device is a normal state for a CPU machine, not an error */
+        mi_err(MI_ERR_DEVICE, "cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
+        return MI_OK;
+    }
+    *n = c;
+    return MI_OK;
+}
+
+mi_status mi_cudev_select(int id) {
+    MI_CU_CHECK(cudaSetDevice(id));
+    return MI_OK;
+}
+
+mi_status mi_cudev_props_get(int id, mi_cudev_props *out) {
+    memset(out, 0, sizeof *out);
+    struct cudaDeviceProp p;
+    MI_CU_CHECK(cudaGetDeviceProperties(&p, id));
+    out->id = id;
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->sm_count = p.multiProcessorCount;
+    out->total_mem = p.totalGlobalMem;
+    out->l2_bytes = (size_t)p.l2CacheSize;
+    out->smem_per_block_optin = p.sharedMemPerBlockOptin;
+    out->bus_width_bits = p.memoryBusWidth;
+    /* CUDA 13 dropped cudaDeviceProp::memoryClockRate; the attribute remains */
+    MI_CU_CHECK(cudaDeviceGetAttribute(&out->mem_clock_khz, cudaDevAttrMemoryClockRate, id));
+    out->peak_bw_gbs = 2.0 * (double)out->mem_clock_khz * 1e3 * (double)out->bus_width_bits / 8.0 / 1e9;
+    MI_CU_CHECK(cudaDriverGetVersion(&out->driver_version));
+    MI_CU_CHECK(cudaRuntimeGetVersion(&out->runtime_version));
+    int cur = 0;
+    MI_CU_CHECK(cudaGetDevice(&cur));
+    if (cur == id) {
+        size_t fr = 0, tot = 0;
+        MI_CU_CHECK(cudaMemGetInfo(&fr, &tot));
+        out->free_mem = fr;
+    }
+    return MI_OK;
+}
+
+void mi_cudev_props_str(const mi_cudev_props *p, char *buf, size_t n) {
+    snprintf(buf, n, "%s, %d SMs, %.1f GiB, L2 %.0f MiB, %.0f GB/s peak, cc %d.%d", p->name,
+             p->sm_count, (double)p->total_mem / (1024.0 * 1024 * 1024),
+             (double)p->l2_bytes / (1024.0 * 1024), p->peak_bw_gbs, p->cc_major, p->cc_minor);
+}
+
+void mi_cudev_driver_str(char *buf, size_t n) {
+    /* the kernel module's version line is what nvidia-smi prints; cudart only knows
+     * the CUDA API level of the driver */
+    buf[0] = 0;
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (f) {
+        char line[512];
+        if (fgets(line, sizeof line, f)) {
+            char *k = strstr(line, "Kernel Module");
+            if (k) {
+                k += strlen("Kernel Module");
+                while (*k == ' ' || *k == '\t') k++;
+                size_t len = strcspn(k, " \t\n");
+                if (len > 0 && len < n) { memcpy(buf, k, len); buf[len] = 0; }
+            }
+        }
+        fclose(f);
+    }
+    if (!buf[0]) {
+        int v = 0;
+        if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+            snprintf(buf, n, "cuda %d.%d", v / 1000, (v % 1000) / 10);
+        else
+            snprintf(buf, n, "none");
+        (void)cudaGetLastError();
+    }
+}
+
+/* ---- allocation with failure injection ---- */
+static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
+static long g_fail_at = -1;      /* -1: not yet read from the environment */
+static long g_calls;
+
+void mi_cudev_fail_malloc_at(long n) {
+    pthread_mutex_lock(&g_alloc_mu);
+    g_fail_at = n > 0 ? n : 0;
+    g_calls = 0;
+    pthread_mutex_unlock(&g_alloc_mu);
+}
+
+long mi_cudev_malloc_calls(void) {
+    pthread_mutex_lock(&g_alloc_mu);
+    long c = g_calls;
+    pthread_mutex_unlock(&g_alloc_mu);
+    return c;
+}
+
+mi_status mi_cudev_malloc(void **p, size_t n) {
+    *p = NULL;
+    pthread_mutex_lock(&g_alloc_mu);
+    if (g_fail_at < 0) {
+        const char *e = getenv("MINFER_CUDA_FAIL_MALLOC");
+        g_fail_at = e ? atol(e) : 0;
+        if (g_fail_at < 0) g_fail_at = 0;
+    }
+    long call = ++g_calls;
+    int inject = g_fail_at > 0 && call == g_fail_at;
+    pthread_mutex_unlock(&g_alloc_mu);
+    if (inject)
+        return mi_err(MI_ERR_DEVICE, "cudaMalloc(%zu bytes) failed: out of memory (injected: "
+                      "MINFER_CUDA_FAIL_MALLOC=%ld) at %s:%d", n, call, __FILE__, __LINE__);
+    if (n == 0) n = 1;   /* a zero-byte request still gets a distinct, freeable address */
+    cudaError_t e = cudaMalloc(p, n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *p = NULL;
+        return mi_err(MI_ERR_DEVICE, "cudaMalloc(%zu bytes) failed: %s at %s:%d", n,
+                      cudaGetErrorString(e), __FILE__, __LINE__);
+    }
+    return MI_OK;
+}
+
+void mi_cudev_free(void *p) {
+    if (p) MI_CU_WARN(cudaFree(p));
+}
+
+mi_status mi_cudev_host_alloc(void **p, size_t n) {
+    *p = NULL;
+    MI_CU_CHECK(cudaMallocHost(p, n ? n : 1));
+    return MI_OK;
+}
+
+void mi_cudev_host_free(void *p) {
+    if (p) MI_CU_WARN(cudaFreeHost(p));
+}
+
+/* ---- streams, copies, events ---- */
+mi_status mi_cudev_stream_new(void **stream) {
+    cudaStream_t s = NULL;
+    MI_CU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return MI_OK;
+}
+
+void mi_cudev_stream_free(void *stream) {
+    if (stream) MI_CU_WARN(cudaStreamDestroy((cudaStream_t)stream));
+}
+
+mi_status mi_cudev_stream_sync(void *stream) {
+    MI_CU_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_h2d_async(void *dst, const void *src, size_t n, void *stream) {
+    if (n == 0) return MI_OK;
+    MI_CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, (cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_d2h_async(void *dst, const void *src, size_t n, void *stream) {
+    if (n == 0) return MI_OK;
+    MI_CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_d2d_async(void *dst, const void *src, size_t n, void *stream) {
+    if (n == 0 || dst == src) return MI_OK;
+    MI_CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_memset_async(void *dst, int byte, size_t n, void *stream) {
+    if (n == 0) return MI_OK;
+    MI_CU_CHECK(cudaMemsetAsync(dst, byte, n, (cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_event_new(void **ev) {
+    cudaEvent_t e = NULL;
+    MI_CU_CHECK(cudaEventCreate(&e));
+    *ev = e;
+    return MI_OK;
+}
+
+void mi_cudev_event_free(void *ev) {
+    if (ev) MI_CU_WARN(cudaEventDestroy((cudaEvent_t)ev));
+}
+
+mi_status mi_cudev_event_record(void *ev, void *stream) {
+    MI_CU_CHECK(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+    return MI_OK;
+}
+
+mi_status mi_cudev_event_sync(void *ev) {
+    MI_CU_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
+    return MI_OK;
+}
+
+mi_status mi_cudev_event_ms(void *start, void *end, float *ms) {
+    MI_CU_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
+    return MI_OK;
+}
+
+mi_status mi_cudev_device_sync(void) {
+    MI_CU_CHECK(cudaDeviceSynchronize());
+    return MI_OK;
+}

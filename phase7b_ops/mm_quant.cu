@@ -1,0 +1,226 @@
+/* Quantized matmul W [K, M] (Q4_0..Q6_K) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N].
+ * Step 1 quantizes x exactly as the CPU reference does (Q8_0 / Q8_1 / Q8_K, quant_ref.c
+ * arithmetic), so every integer dot product equals the CPU's; only the float sum over
+ * units is done in this kernel's own (fixed) order. Step 2: one warp per weight row,
+ * lane l takes units l, l+32, ... of the row, NC token columns at once, then a
+ * xor-butterfly. No atomics: repeated runs are bit-identical. Kernels first, launchers last. */
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/ops7b.h"
+
+/* Device activation layouts (workspace): Q8_0 and Q8_1 both use the 36-byte Q8_1 block
+ * (d, s, qs[32]) so that the int8 data is 4-byte aligned; for Q8_0 weights s is unused
+ * and (d, qs) are bit-identical to the CPU's Q8_0 block. Q8_K is ggml's 292-byte block. */
+#define A8_BYTES 36
+#define AK_BYTES 292
+
+/* ---------------- activation quantizers ---------------- */
+
+/* one warp per 32-element block; lane = element */
+__global__ void kernel_quant_q8_1(const float *__restrict__ x, uint8_t *__restrict__ a,
+                                  int64_t K, int64_t n_blocks_total) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = K / 32;
+    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
+         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int64_t n = g / nb, ib = g % nb;
+        const float v = x[n * K + ib * 32 + lane];
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        /* round_q8 of quant_ref.c: clamp, then roundf (half away from zero) */
+        const float c = fmaxf(-127.0f, fminf(127.0f, v * id));
+        const int q = (int)roundf(c);
+        const int sum = warp_sum_i(q);
+        uint8_t *blk = a + (size_t)g * A8_BYTES;
+        blk[4 + lane] = (uint8_t)(int8_t)q;
+        if (lane == 0) {
+            ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
+            ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
+        }
+    }
+}
+
+/* one warp per 256-element super-block; lane owns elements 8*lane .. 8*lane+7.
+ * quant_k.c's convention: iscale = 127/amax, d = 1/iscale, q = nearest-even of the
+ * clamped x*iscale, bsums = sums of 16. */
+__global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restrict__ a,
+                                  int64_t K, int64_t n_blocks_total) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = K / 256;
+    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
+         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int64_t n = g / nb, ib = g % nb;
+        const float *xs = x + n * K + ib * 256 + 8 * lane;
+        float v[8];
+        float amax = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            v[e] = xs[e];
+            amax = fmaxf(amax, fabsf(v[e]));
+        }
+        amax = warp_max(amax);
+        const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
+        uint8_t *blk = a + (size_t)g * AK_BYTES;
+        int8_t *qs = (int8_t *)(blk + 4);
+        int16_t *bsums = (int16_t *)(blk + 4 + 256);
+        int part = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float c = fmaxf(-127.0f, fminf(127.0f, v[e] * iscale));
+            const int q = (int)rintf(c);
+            qs[8 * lane + e] = (int8_t)q;
+            part += q;
+        }
+        /* bsums[j] = sum of elements 16j..16j+15 = lanes 2j and 2j+1 */
+        const int other = __shfl_xor_sync(0xffffffffu, part, 1);
+        if ((lane & 1) == 0) bsums[lane >> 1] = (int16_t)(part + other);
+        if (lane == 0) *(float *)blk = iscale != 0.0f ? 1.0f / iscale : 0.0f;
+    }
+}
+
+/* ---------------- unit x activation ---------------- */
+
+template <int AT>
+__device__ __forceinline__ float unit_dot(const wunit &w, const uint8_t *arow, int64_t u) {
+    if (AT == MI_TYPE_Q8_0 || AT == MI_TYPE_Q8_1) {
+        const uint8_t *b = arow + (size_t)u * A8_BYTES;
+        const int *aq = (const int *)(b + 4);
+        int isum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a(w.q[i], aq[i], isum);
+        const float da = ld_f16(b);
+        if (AT == MI_TYPE_Q8_0) return (w.d * da) * (float)isum;
+        return (w.d * da) * (float)isum + w.m * ld_f16(b + 2);
+    } else {
+        const uint8_t *b = arow + (size_t)(u >> 3) * AK_BYTES;
+        const int j = (int)(u & 7);
+        const int *aq = (const int *)(b + 4 + 32 * j);
+        const int16_t *bs = (const int16_t *)(b + 4 + 256);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo = __dp4a(w.q[i], aq[i], lo);
+#pragma unroll
+        for (int i = 4; i < 8; i++) hi = __dp4a(w.q[i], aq[i], hi);
+        const int isum = w.sc_lo * lo + w.sc_hi * hi;
+        const float d8 = *(const float *)b;
+        const int bsum = (int)bs[2 * j] + (int)bs[2 * j + 1];
+        return d8 * (w.d * (float)isum - w.m * (float)bsum);
+    }
+}
+
+/* ---------------- matmul: warp per row, NC columns ---------------- */
+
+template <int WT, int NC>
+__global__ void kernel_mm_q(const uint8_t *__restrict__ W, size_t wrow, const uint8_t *__restrict__ A,
+                            size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
+                            int64_t M, int64_t N, int64_t nunits) {
+    const int lane = threadIdx.x & 31;
+    const int64_t m = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int64_t n0 = (int64_t)blockIdx.y * NC;
+    if (m >= M) return; /* whole warps leave together: no block barrier follows */
+    const uint8_t *wr = W + (size_t)m * wrow;
+    float acc[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+    for (int64_t u = lane; u < nunits; u += 32) {
+        wunit w;
+        unit_unpack<WT>(wr, u, w);
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (n0 + c < N) acc[c] += unit_dot<wtraits<WT>::act>(w, A + (size_t)(n0 + c) * arow, u);
+    }
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+        const float s = warp_sum(acc[c]);
+        if (lane == 0 && n0 + c < N) Y[(size_t)(n0 + c) * M + m] = bias ? s + bias[m] : s;
+    }
+}
+
+/* ---------------- launchers ---------------- */
+
+static int64_t wt_block(mi_type wt) {
+    switch (wt) {
+    case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0:
+        return 32;
+    case MI_TYPE_Q4_K: case MI_TYPE_Q5_K: case MI_TYPE_Q6_K:
+        return 256;
+    default:
+        return 0;
+    }
+}
+extern "C" mi_status mi7b_matmul_float(void *stream, mi_type wt, const void *w, const float *x,
+                                       const float *bias, float *y, int64_t K, int64_t M, int64_t N);
+extern "C" bool mi7b_matmul_float_supported(mi_type wt, int64_t K);
+
+extern "C" bool mi7b_matmul_supported(mi_type wt, int64_t K) {
+    if (wt == MI_TYPE_F32 || wt == MI_TYPE_F16 || wt == MI_TYPE_BF16)
+        return mi7b_matmul_float_supported(wt, K);
+    const int64_t bk = wt_block(wt);
+    return bk > 0 && K > 0 && K % bk == 0;
+}
+
+extern "C" size_t mi7b_matmul_workspace(mi_type wt, int64_t K, int64_t N) {
+    const int64_t bk = wt_block(wt);
+    if (bk == 0 || K % bk != 0) return 0;
+    if (bk == 256) return (size_t)N * (size_t)(K / 256) * AK_BYTES;
+    return (size_t)N * (size_t)(K / 32) * A8_BYTES;
+}
+
+template <int WT>
+static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, size_t arow,
+                           const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+    const size_t wrow = (size_t)(K / (32 * wtraits<WT>::units)) * wtraits<WT>::bytes;
+    const int64_t nunits = K / 32;
+    if (N == 1) {
+        const int warps = 4;
+        dim3 grid((unsigned)((M + warps - 1) / warps), 1);
+        kernel_mm_q<WT, 1><<<grid, 32 * warps, 0, st>>>(w, wrow, a, arow, bias, y, M, N, nunits);
+        MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=1>");
+    } else {
+        /* 8 warps share the same 8 activation columns: they hit L1 for each other */
+        const int warps = 8, nc = 8;
+        const int64_t gy = (N + nc - 1) / nc;
+        if (gy > 65535) return mi_err(MI_ERR_INVALID, "mi7b_matmul: N = %lld too large", (long long)N);
+        dim3 grid((unsigned)((M + warps - 1) / warps), (unsigned)gy);
+        kernel_mm_q<WT, 8><<<grid, 32 * warps, 0, st>>>(w, wrow, a, arow, bias, y, M, N, nunits);
+        MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=8>");
+    }
+    return MI_OK;
+}
+
+extern "C" mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const float *x,
+                                 const float *bias, float *y, int64_t K, int64_t M, int64_t N,
+                                 void *workspace) {
+    if (wt == MI_TYPE_F32 || wt == MI_TYPE_F16 || wt == MI_TYPE_BF16)
+        return mi7b_matmul_float(stream, wt, w, x, bias, y, K, M, N);
+    if (!mi7b_matmul_supported(wt, K) || M <= 0 || N <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7b_matmul: type %s with K = %lld", mi_type_name(wt),
+                      (long long)K);
+    if (!workspace) return mi_err(MI_ERR_INTERNAL, "mi7b_matmul: no workspace for %s", mi_type_name(wt));
+    cudaStream_t st = (cudaStream_t)stream;
+    uint8_t *a = (uint8_t *)workspace;
+    const bool kq = wt_block(wt) == 256;
+    const int64_t nblk = N * (K / (kq ? 256 : 32));
+    const size_t arow = kq ? (size_t)(K / 256) * AK_BYTES : (size_t)(K / 32) * A8_BYTES;
+    const int threads = 256;
+    const unsigned qgrid = mi7b_blocks(nblk * 32, threads);
+    if (kq) {
+        kernel_quant_q8_k<<<qgrid, threads, 0, st>>>(x, a, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_quant_q8_k");
+    } else {
+        kernel_quant_q8_1<<<qgrid, threads, 0, st>>>(x, a, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_quant_q8_1");
+    }
+    const uint8_t *wb = (const uint8_t *)w;
+    switch (wt) {
+    case MI_TYPE_Q4_0: return launch_mm<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q4_1: return launch_mm<MI_TYPE_Q4_1>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_0: return launch_mm<MI_TYPE_Q5_0>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_1: return launch_mm<MI_TYPE_Q5_1>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q8_0: return launch_mm<MI_TYPE_Q8_0>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q4_K: return launch_mm<MI_TYPE_Q4_K>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_K: return launch_mm<MI_TYPE_Q5_K>(st, wb, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q6_K: return launch_mm<MI_TYPE_Q6_K>(st, wb, a, arow, bias, y, K, M, N);
+    default: return mi_err(MI_ERR_UNSUPPORTED, "mi7b_matmul: type %s", mi_type_name(wt));
+    }
+}

@@ -1,0 +1,405 @@
+/* `minfer bench`: llama-bench-shaped throughput runs. ppN = N random (fixed-seed) tokens
+ * fed as one batch into an empty cache; tgN = N single-token decodes from position 0.
+ * Prints a table (mean ± sd over -r reps), peak RSS against model file + KV cache, the
+ * DRAM read bandwidth measured in the same run (CPU), and one JSON line per test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <math.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <immintrin.h>
+#include "common/model/mi.h"
+#include "common/gguf/gguf.h"
+#include "common/backend/backend.h"
+
+extern char **environ;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- DRAM read bandwidth: threads sum disjoint slices of a buffer much larger than L3 ---- */
+
+typedef struct { const uint64_t *p; size_t n; uint64_t sum; } bw_slice;
+
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 12)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t t[4];
+    _mm256_storeu_si256((__m256i *)t, a0);
+    uint64_t s = t[0] + t[1] + t[2] + t[3];
+    for (; i < n; i++) s += p[i];
+    return s;
+}
+
+static uint64_t sum_plain(const uint64_t *p, size_t n) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) { s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3]; }
+    for (; i < n; i++) s0 += p[i];
+    return s0 + s1 + s2 + s3;
+}
+
+static void *bw_worker(void *arg) {
+    bw_slice *s = arg;
+    s->sum = __builtin_cpu_supports("avx2") ? sum_avx2(s->p, s->n) : sum_plain(s->p, s->n);
+    return NULL;
+}
+
+/* Best of 5 passes over 512 MiB with n_threads threads, in GB/s. */
+static double measure_bw(int n_threads) {
+    const size_t bytes = (size_t)512 << 20, n = bytes / 8;
+    uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return 0.0;
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 64) n_threads = 64;
+    double best = 0.0;
+    uint64_t sink = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        pthread_t th[64];
+        bw_slice sl[64];
+        size_t per = (n / (size_t)n_threads) & ~(size_t)15;
+        double t0 = now_s();
+        for (int t = 0; t < n_threads; t++) {
+            sl[t].p = buf + per * (size_t)t;
+            sl[t].n = t == n_threads - 1 ? n - per * (size_t)t : per;
+            pthread_create(&th[t], NULL, bw_worker, &sl[t]);
+        }
+        for (int t = 0; t < n_threads; t++) {
+            pthread_join(th[t], NULL);
+            sink += sl[t].sum;
+        }
+        double gb = (double)bytes / (now_s() - t0) / 1e9;
+        if (gb > best) best = gb;
+    }
+    munmap(buf, bytes);
+    return sink == 42 ? best + 1e-9 : best;   /* keep the sums live */
+}
+
+/* In a child process, so the 512 MiB buffer never counts in our peak RSS. */
+static double measure_bw_child(int n_threads) {
+    int fd[2];
+    if (pipe(fd)) return 0.0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { close(fd[0]); close(fd[1]); return 0.0; }
+    if (pid == 0) {
+        close(fd[0]);
+        double v = measure_bw(n_threads);
+        ssize_t w = write(fd[1], &v, sizeof v);
+        (void)w;
+        _exit(0);
+    }
+    close(fd[1]);
+    double v = 0.0;
+    if (read(fd[0], &v, sizeof v) != (ssize_t)sizeof v) v = 0.0;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return v;
+}
+
+/* ---- run description ---- */
+
+static void copy_str(char *out, size_t cap, const char *s) {
+    size_t l = strlen(s);
+    if (l >= cap) l = cap - 1;
+    memcpy(out, s, l);
+    out[l] = 0;
+}
+
+static void read_cmd(const char *cmd, char *out, size_t cap, const char *def) {
+    copy_str(out, cap, def);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    char buf[256];
+    if (fgets(buf, sizeof buf, p)) {
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (buf[0]) copy_str(out, cap, buf);
+    }
+    pclose(p);
+}
+
+static void cpu_name(char *out, size_t cap) {
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ') c++;
+                c[strcspn(c, "\r\n")] = 0;
+                copy_str(out, cap, c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 32) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* general.file_type (llama_ftype numbering) for the common mixes */
+static const char *ftype_name(uint32_t ft) {
+    switch (ft) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    }
+    return NULL;
+}
+
+typedef struct {
+    char test[32];
+    double mean, sd, gb_s;
+    int reps;
+} bench_row;
+
+static void mean_sd(const double *v, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
+}
+
+static int bench_fail(const char *what) {
+    fprintf(stderr, "minfer: %s\n", what);
+    return 1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *backend = "auto", *json = NULL, *plist = "512";
+    int n_gen = 128, reps = 5, n_threads = 0;
+    bool kv_f32 = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            fprintf(stderr, "usage: minfer bench -m FILE [-p 512,2048] [-n 128] [-r 5] [-t THREADS] [--backend cpu|cuda|auto] [--kv f16|f32] [--json PATH]\n"
+                            "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n");
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "minfer: option '%s' needs a value (or is unknown)\n", o);
+            return 1;
+        }
+        const char *v = argv[++i];
+        char *end = NULL;
+        if (!strcmp(o, "-m")) model = v;
+        else if (!strcmp(o, "-p")) plist = v;
+        else if (!strcmp(o, "--backend")) backend = v;
+        else if (!strcmp(o, "--json")) json = v;
+        else if (!strcmp(o, "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv_f32 = !strcmp(v, "f32");
+        else if (!strcmp(o, "-n") && (n_gen = (int)strtol(v, &end, 10), *end == 0 && n_gen >= 0)) {}
+        else if (!strcmp(o, "-r") && (reps = (int)strtol(v, &end, 10), *end == 0 && reps > 0 && reps <= 1000)) {}
+        else if (!strcmp(o, "-t") && (n_threads = (int)strtol(v, &end, 10), *end == 0 && n_threads >= 0)) {}
+        else {
+            fprintf(stderr, "minfer: bad option or value: %s %s\n", o, v);
+            return 1;
+        }
+    }
+    if (!model) return bench_fail("no model given (-m FILE)");
+    int64_t pp[16];
+    int n_pp = 0;
+    for (const char *p = plist; *p;) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',') || x < 0 || x > (1 << 20) || n_pp == 16) return bench_fail("-p wants a list like 512,2048");
+        if (x > 0) pp[n_pp++] = x;
+        p = *end ? end + 1 : end;
+    }
+
+    mi_model *m = NULL;
+    if (mi_model_load(model, &m) != MI_OK) return bench_fail(mi_errmsg());
+    const mi_hparams *hp = mi_model_hparams(m);
+    gguf_file *gf = mi_model_gguf(m);
+    int64_t n_ctx = n_gen;
+    for (int i = 0; i < n_pp; i++) if (pp[i] > n_ctx) n_ctx = pp[i];
+    if (n_ctx < 16) n_ctx = 16;
+    mi_session_params sp;
+    mi_session_params_default(&sp);
+    sp.backend = backend;
+    sp.n_threads = n_threads;
+    sp.n_ctx = n_ctx;
+    sp.kv_type = kv_f32 ? MI_TYPE_F32 : MI_TYPE_F16;
+    mi_session *s = NULL;
+    if (mi_session_new(m, &sp, &s) != MI_OK) {
+        fprintf(stderr, "minfer: %s\n", mi_errmsg());
+        mi_model_free(m);
+        return 1;
+    }
+    const char *be = mi_session_backend(s);
+    int threads = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+    /* fixed pseudo-random ids: speed does not depend on them, reruns are identical */
+    int64_t n_ids = n_ctx;
+    int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
+    double *tv = malloc((size_t)reps * sizeof *tv);
+    if (!ids || !tv) return bench_fail("out of memory");
+    uint64_t st = 0x5eed;
+    for (int64_t i = 0; i < n_ids; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((st >> 33) % (uint64_t)hp->n_vocab);
+    }
+
+    bench_row rows[18];
+    int n_rows = 0;
+    double bw_before = 0, bw_after = 0;
+    int rc = 0;
+    for (int ti = 0; ti < n_pp + (n_gen > 0) && !rc; ti++) {
+        bool is_tg = ti == n_pp;
+        int64_t n = is_tg ? n_gen : pp[ti];
+        bench_row *row = &rows[n_rows++];
+        snprintf(row->test, sizeof row->test, "%s%lld", is_tg ? "tg" : "pp", (long long)n);
+        if (is_tg && !strcmp(be, "cpu")) bw_before = measure_bw_child(threads);
+        double bytes_total = 0;
+        for (int r = -1; r < reps && !rc; r++) {   /* r = -1: warm-up, not timed */
+            mi_session_reset(s);
+            double t0 = now_s();
+            if (!is_tg) {
+                if (mi_session_decode(s, ids, n, false) != MI_OK) rc = 1;
+            } else {
+                for (int64_t i = 0; i < n && !rc; i++)
+                    if (mi_session_decode(s, ids + i, 1, false) != MI_OK) rc = 1;
+            }
+            double dt = now_s() - t0;
+            if (r >= 0) tv[r] = (double)n / dt;
+            if (r >= 0 && is_tg) {
+                double b = 0;
+                for (int64_t i = 0; i < n; i++) b += (double)mi_model_bytes_per_token(m) + (double)mi_session_kv_read_bytes(s, i + 1);
+                bytes_total += b / dt;
+            }
+        }
+        if (rc) {
+            fprintf(stderr, "minfer: %s: %s\n", row->test, mi_errmsg());
+            break;
+        }
+        if (is_tg && !strcmp(be, "cpu")) bw_after = measure_bw_child(threads);
+        mean_sd(tv, reps, &row->mean, &row->sd);
+        row->reps = reps;
+        row->gb_s = is_tg ? bytes_total / reps / 1e9 : 0.0;
+    }
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mb = ru.ru_maxrss / 1024.0;
+    double file_mb = gguf_file_size(gf) / 1048576.0, kv_mb = mi_session_kv_bytes(s) / 1048576.0;
+    double mem_bw = (bw_before > 0 && bw_after > 0) ? 0.5 * (bw_before + bw_after) : (bw_before > 0 ? bw_before : bw_after);
+
+    const char *slash = strrchr(model, '/');
+    const char *mname = slash ? slash + 1 : model;
+    char type[32], shape[128] = "", cpu[128], gpu[128] = "none", driver[64] = "none", commit[64], date[32];
+    uint32_t ft = 0;
+    const char *ftn = (gguf_find_key(gf, "general.file_type") >= 0 && gguf_get_u32(gf, "general.file_type", &ft) == MI_OK) ? ftype_name(ft) : NULL;
+    snprintf(type, sizeof type, "%s", ftn ? ftn : mi_type_name(mi_model_dominant_type(m)));
+    const char *gn;
+    size_t gl;
+    if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
+        snprintf(shape, sizeof shape, "%.*s", (int)(gl < 100 ? gl : 100), gn);
+    else
+        snprintf(shape, sizeof shape, "%s", hp->arch_name);
+    cpu_name(cpu, sizeof cpu);
+    if (!strcmp(be, "cuda")) {
+        read_cmd("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", gpu, sizeof gpu, "unknown");
+        read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", driver, sizeof driver, "unknown");
+    }
+    read_cmd("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit, "unknown");
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    char switches[1024] = "";
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "MINFER_", 7)) continue;
+        size_t l = strlen(switches);
+        snprintf(switches + l, sizeof switches - l, "%s%s", l ? "," : "", *e);
+    }
+
+    printf("| model | type | size | backend | threads | test | t/s | GB/s |\n");
+    printf("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n");
+    for (int i = 0; i < n_rows && !rc; i++) {
+        char gbs[32] = "";
+        if (rows[i].gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", rows[i].gb_s);
+        printf("| %s | %s | %.1f MiB | %s | %d | %s | %.2f ± %.2f | %s |\n", mname, type,
+               mi_model_weight_bytes(m) / 1048576.0, be, threads, rows[i].test, rows[i].mean, rows[i].sd, gbs);
+    }
+    if (!rc) {
+        if (mem_bw > 0)
+            printf("memory read bandwidth (same run, %d threads): %.1f GB/s before tg, %.1f GB/s after%s\n", threads,
+                   bw_before, bw_after, n_gen > 0 ? "" : " (no tg test)");
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].gb_s > 0 && mem_bw > 0)
+                printf("%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test, rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);
+        printf("peak RSS %.1f MiB; model file %.1f MiB + KV cache %.1f MiB = %.1f MiB (+10%%: %.1f MiB)%s\n", rss_mb,
+               file_mb, kv_mb, file_mb + kv_mb, 1.1 * (file_mb + kv_mb), rss_mb <= 1.1 * (file_mb + kv_mb) ? "" : "  ** over **");
+    }
+
+    FILE *jf = stdout;
+    if (json && !rc) {
+        jf = fopen(json, "a");
+        if (!jf) {
+            fprintf(stderr, "minfer: cannot append to '%s'\n", json);
+            rc = 1;
+        }
+    }
+    for (int i = 0; i < n_rows && !rc; i++) {
+        fprintf(jf, "{\"model\":");
+        json_str(jf, mname);
+        fprintf(jf, ",\"shape\":");
+        json_str(jf, shape);
+        fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\","
+                    "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
+                    "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"gpu\":",
+                hp->arch_name, type, be, threads, rows[i].test, rows[i].mean, rows[i].sd, rows[i].reps,
+                rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16");
+        json_str(jf, gpu);
+        fprintf(jf, ",\"driver\":");
+        json_str(jf, driver);
+        fprintf(jf, ",\"cpu\":");
+        json_str(jf, cpu);
+        fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", commit, mi_build_phase);
+        json_str(jf, switches);
+        fprintf(jf, ",\"date\":\"%s\"}\n", date);
+    }
+    if (jf && jf != stdout) fclose(jf);
+    free(ids);
+    free(tv);
+    mi_session_free(s);
+    mi_model_free(m);
+    return rc;
+}

@@ -1,0 +1,402 @@
+/* `minfer run`: load a model, feed a prompt (text, chat-rendered, or raw token ids),
+ * stream the generated text, then print one stats line (prompt and generation tok/s,
+ * achieved GB/s, a hash of the last logits). Several -p with --chat make a multi-turn
+ * conversation that appends to the KV cache instead of recomputing it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <time.h>
+#include "common/model/mi.h"
+#include "common/gguf/gguf.h"
+#include "common/tokenizer/tokenizer.h"
+#include "common/sampler/sampler.h"
+
+#define MAX_TURNS 16
+
+typedef struct {
+    const char *model, *prompts[MAX_TURNS], *tokens, *dump, *backend, *chunks;
+    int n_prompts, n_gen, n_threads;
+    int64_t n_ctx;
+    bool chat, ignore_eos, kv_f32;
+    mi_sampler_params sp;
+} run_args;
+
+typedef struct {
+    mi_session *s;
+    const mi_model *m;
+    FILE *dump;
+    uint32_t dump_rows;
+    int64_t chunk[64];
+    int n_chunk;
+    double t_prompt, t_gen, gen_bytes;
+    int64_t n_prompt_tok, n_gen_tok, n_gen_steps;
+} run_state;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *msg) {
+    fprintf(stderr, "minfer: %s\n", msg);
+    return 1;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: minfer run -m FILE (-p TEXT ... | --tokens ID,ID,...) [-n N] [--chat] [--temp T] [--top-k K]\n"
+            "                  [--top-p P] [--min-p P] [--seed N] [-t THREADS] [--backend cpu|cuda|auto]\n"
+            "                  [-c N_CTX] [--kv f16|f32] [--dump-logits FILE] [--chunks N,N,...] [--ignore-eos]\n"
+            "  -p may be repeated: with --chat each one is a new user turn of one conversation.\n"
+            "  Default sampling is greedy; --temp > 0 samples (top-k 40, top-p 0.95, min-p 0.05 unless set).\n"
+            "  --dump-logits: 'MILG', u32 version=1, u32 n_vocab, u32 n_rows, then n_rows x n_vocab float32\n"
+            "  (every prompt position, then one row per generated token fed back).\n"
+            "  --chunks: feed each prompt in pieces of these sizes (the rest in one last piece).\n");
+}
+
+static bool parse_i64(const char *s, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_f(const char *s, float *out) {
+    char *end;
+    float v = strtof(s, &end);
+    if (end == s || *end || v != v) return false;
+    *out = v;
+    return true;
+}
+
+/* comma-separated integers; *out malloc'd */
+static int parse_list(const char *s, int64_t **out, int64_t *n) {
+    int64_t cap = 16, k = 0;
+    int64_t *v = malloc((size_t)cap * sizeof *v);
+    if (!v) return -1;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',')) {
+            free(v);
+            return -1;
+        }
+        if (k == cap) {
+            cap *= 2;
+            int64_t *nv = realloc(v, (size_t)cap * sizeof *v);
+            if (!nv) { free(v); return -1; }
+            v = nv;
+        }
+        v[k++] = x;
+        p = *end ? end + 1 : end;
+    }
+    *out = v;
+    *n = k;
+    return k > 0 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errsz) {
+    memset(a, 0, sizeof *a);
+    a->n_gen = 64;
+    a->backend = "auto";
+    mi_sampler_params_default(&a->sp);
+    bool top_k_set = false, top_p_set = false, min_p_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(); exit(0); }
+        if (!strcmp(o, "--chat")) { a->chat = true; continue; }
+        if (!strcmp(o, "--ignore-eos")) { a->ignore_eos = true; continue; }
+        if (i + 1 >= argc) { snprintf(err, errsz, "option '%s' needs a value (or is unknown)", o); return -1; }
+        const char *v = argv[++i];
+        int64_t iv;
+        float fv;
+        if (!strcmp(o, "-m")) a->model = v;
+        else if (!strcmp(o, "-p")) {
+            if (a->n_prompts == MAX_TURNS) { snprintf(err, errsz, "at most %d prompts", MAX_TURNS); return -1; }
+            a->prompts[a->n_prompts++] = v;
+        } else if (!strcmp(o, "--tokens")) a->tokens = v;
+        else if (!strcmp(o, "--dump-logits")) a->dump = v;
+        else if (!strcmp(o, "--backend")) a->backend = v;
+        else if (!strcmp(o, "--chunks")) a->chunks = v;
+        else if (!strcmp(o, "--kv")) {
+            if (!strcmp(v, "f32")) a->kv_f32 = true;
+            else if (strcmp(v, "f16")) { snprintf(err, errsz, "--kv must be f16 or f32, not '%s'", v); return -1; }
+        } else if (!strcmp(o, "-n") && parse_i64(v, &iv) && iv >= 0 && iv <= 1000000) a->n_gen = (int)iv;
+        else if (!strcmp(o, "-t") && parse_i64(v, &iv) && iv >= 0 && iv <= 1024) a->n_threads = (int)iv;
+        else if (!strcmp(o, "-c") && parse_i64(v, &iv) && iv > 0) a->n_ctx = iv;
+        else if (!strcmp(o, "--seed") && parse_i64(v, &iv)) a->sp.seed = (uint64_t)iv;
+        else if (!strcmp(o, "--temp") && parse_f(v, &fv) && fv >= 0) a->sp.temp = fv;
+        else if (!strcmp(o, "--top-k") && parse_i64(v, &iv) && iv >= 0 && iv < (1 << 30)) { a->sp.top_k = (int)iv; top_k_set = true; }
+        else if (!strcmp(o, "--top-p") && parse_f(v, &fv) && fv > 0 && fv <= 1) { a->sp.top_p = fv; top_p_set = true; }
+        else if (!strcmp(o, "--min-p") && parse_f(v, &fv) && fv >= 0 && fv <= 1) { a->sp.min_p = fv; min_p_set = true; }
+        else { snprintf(err, errsz, "bad option or value: %s %s", o, v); return -1; }
+    }
+    (void)top_k_set; (void)top_p_set; (void)min_p_set;
+    if (!a->model) { snprintf(err, errsz, "no model given (-m FILE)"); return -1; }
+    if (!a->n_prompts && !a->tokens) { snprintf(err, errsz, "no prompt given (-p TEXT or --tokens ID,...)"); return -1; }
+    return 0;
+}
+
+/* Feed tokens (in --chunks pieces), appending every row of logits to the dump. */
+static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_prompt) {
+    const int64_t nv = mi_model_hparams(r->m)->n_vocab;
+    int64_t done = 0;
+    int ci = 0;
+    while (done < n) {
+        int64_t piece = n - done;
+        if (is_prompt && ci < r->n_chunk && r->chunk[ci] > 0 && r->chunk[ci] < piece) piece = r->chunk[ci];
+        ci++;
+        int64_t n_past = mi_session_n_past(r->s);
+        double t0 = now_s();
+        MI_TRY(mi_session_decode(r->s, tok + done, piece, r->dump != NULL));
+        double dt = now_s() - t0;
+        if (is_prompt) {
+            r->t_prompt += dt;
+            r->n_prompt_tok += piece;
+        } else {
+            r->t_gen += dt;
+            r->n_gen_steps += piece;
+            r->gen_bytes += (double)mi_model_bytes_per_token(r->m) + (double)mi_session_kv_read_bytes(r->s, n_past + 1);
+        }
+        if (r->dump) {
+            int64_t rows;
+            const float *l = mi_logits(r->s, &rows);
+            if (fwrite(l, sizeof(float), (size_t)(rows * nv), r->dump) != (size_t)(rows * nv))
+                return mi_err(MI_ERR_IO, "writing the logits dump failed");
+            r->dump_rows += (uint32_t)rows;
+        }
+        done += piece;
+    }
+    return MI_OK;
+}
+
+static uint32_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+/* Generate up to n tokens after the current logits; the reply text is appended to *reply. */
+static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n, bool ignore_eos,
+                          char **reply, size_t *reply_len, int32_t *cached, int64_t *n_cached) {
+    mi_detok dt = {0};
+    char buf[256];
+    for (int i = 0; i < n; i++) {
+        const float *l = mi_logits(r->s, NULL);
+        int32_t t = mi_sampler_sample(smp, l);
+        if (tk && tok_is_eog(tk, t) && !ignore_eos) break;
+        r->n_gen_tok++;
+        size_t w;
+        if (tk) w = tok_detok_push(tk, &dt, t, buf, sizeof buf);
+        else w = (size_t)snprintf(buf, sizeof buf, " [%d]", t);
+        if (w) {
+            fwrite(buf, 1, w, stdout);
+            fflush(stdout);
+            char *nr = realloc(*reply, *reply_len + w + 1);
+            if (nr) {
+                memcpy(nr + *reply_len, buf, w);
+                *reply_len += w;
+                nr[*reply_len] = 0;
+                *reply = nr;
+            }
+        }
+        if (i + 1 < n) {
+            MI_TRY(feed(r, &t, 1, false));
+            cached[(*n_cached)++] = t;   /* the cache holds it now: a next turn reuses it */
+        }
+    }
+    size_t w = tok_detok_flush(&dt, buf, sizeof buf);
+    if (w) fwrite(buf, 1, w, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    return MI_OK;
+}
+
+static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    int64_t k = 0;
+    while (k < na && k < nb && a[k] == b[k]) k++;
+    return k;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_args a;
+    char err[512];
+    if (parse_args(argc, argv, &a, err, sizeof err)) {
+        fprintf(stderr, "minfer: %s\n", err);
+        usage();
+        return 1;
+    }
+    run_state r = {0};
+    mi_model *m = NULL;
+    mi_session *s = NULL;
+    mi_tokenizer *tk = NULL;
+    mi_sampler smp = {0};
+    int32_t *cached = NULL, *full = NULL;
+    int64_t n_cached = 0, n_full = 0;
+    mi_chat_msg msgs[2 * MAX_TURNS];
+    char *replies[MAX_TURNS] = {0};
+    int n_msgs = 0, rc = 1;
+    mi_status st;
+
+    if (a.chunks) {
+        int64_t *v, n;
+        if (parse_list(a.chunks, &v, &n) || n > 64) return fail("--chunks wants up to 64 comma-separated sizes");
+        for (int64_t i = 0; i < n; i++) r.chunk[i] = v[i];
+        r.n_chunk = (int)n;
+        free(v);
+    }
+    if ((st = mi_model_load(a.model, &m)) != MI_OK) return fail(mi_errmsg());
+    r.m = m;
+    const mi_hparams *hp = mi_model_hparams(m);
+    gguf_file *gf = mi_model_gguf(m);
+    if (tok_load(gf, &tk) != MI_OK) {
+        if (!a.tokens) {
+            fprintf(stderr, "minfer: tokenizer: %s\n", mi_errmsg());
+            goto out;
+        }
+        mi_log("no usable tokenizer (%s): printing token ids", mi_errmsg());
+        tk = NULL;
+    }
+    mi_session_params sp;
+    mi_session_params_default(&sp);
+    sp.backend = a.backend;
+    sp.n_threads = a.n_threads;
+    sp.n_ctx = a.n_ctx;
+    sp.kv_type = a.kv_f32 ? MI_TYPE_F32 : MI_TYPE_F16;
+    if ((st = mi_session_new(m, &sp, &s)) != MI_OK) {
+        fprintf(stderr, "minfer: %s\n", mi_errmsg());
+        goto out;
+    }
+    if ((st = mi_sampler_init(&smp, &a.sp, hp->n_vocab)) != MI_OK) {
+        fprintf(stderr, "minfer: %s\n", mi_errmsg());
+        goto out;
+    }
+    r.s = s;
+    mi_log("%s: %s, %lld layers, %lld embd, %s, %.1f MiB | backend %s | ctx %lld, kv %s",
+           a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
+           mi_type_name(mi_model_dominant_type(m)), mi_model_weight_bytes(m) / 1048576.0,
+           mi_session_backend(s), (long long)mi_session_n_ctx(s), a.kv_f32 ? "f32" : "f16");
+    if (a.dump) {
+        r.dump = fopen(a.dump, "wb");
+        if (!r.dump) {
+            fprintf(stderr, "minfer: cannot write '%s'\n", a.dump);
+            goto out;
+        }
+        uint32_t hdr[4];
+        memcpy(hdr, "MILG", 4);
+        hdr[1] = 1;
+        hdr[2] = (uint32_t)hp->n_vocab;
+        hdr[3] = 0;   /* n_rows: patched at the end */
+        fwrite(hdr, 4, 4, r.dump);
+    }
+
+    int n_turns = a.tokens ? 1 : a.n_prompts;
+    bool add_bos = false;
+    if (gguf_find_key(gf, "tokenizer.ggml.add_bos_token") >= 0) gguf_get_bool(gf, "tokenizer.ggml.add_bos_token", &add_bos);
+    for (int turn = 0; turn < n_turns; turn++) {
+        free(full);
+        full = NULL;
+        n_full = 0;
+        if (a.tokens) {
+            int64_t *v;
+            if (parse_list(a.tokens, &v, &n_full)) {
+                fprintf(stderr, "minfer: --tokens wants comma-separated token ids\n");
+                goto out;
+            }
+            full = malloc((size_t)n_full * sizeof *full);
+            if (!full) { free(v); goto out; }
+            for (int64_t i = 0; i < n_full; i++) {
+                if (v[i] < 0 || v[i] >= hp->n_vocab) {
+                    fprintf(stderr, "minfer: token id %lld is outside the vocabulary (0..%lld)\n", (long long)v[i], (long long)hp->n_vocab - 1);
+                    free(v);
+                    goto out;
+                }
+                full[i] = (int32_t)v[i];
+            }
+            free(v);
+        } else if (a.chat) {
+            /* render the whole conversation, feed only what the cache does not hold yet */
+            msgs[n_msgs].role = "user";
+            msgs[n_msgs].content = a.prompts[turn];
+            n_msgs++;
+            char *text = tok_chat_render(tok_chat_kind(gf), msgs, n_msgs, true);
+            if (!text) { fprintf(stderr, "minfer: chat template rendering failed\n"); goto out; }
+            st = tok_encode(tk, text, strlen(text), true, &full, &n_full);
+            free(text);
+            if (st != MI_OK) { fprintf(stderr, "minfer: %s\n", mi_errmsg()); goto out; }
+        } else {
+            /* plain continuation: each -p appends its text */
+            int32_t *part;
+            int64_t np;
+            st = tok_encode(tk, a.prompts[turn], strlen(a.prompts[turn]), false, &part, &np);
+            if (st != MI_OK) { fprintf(stderr, "minfer: %s\n", mi_errmsg()); goto out; }
+            int64_t pre = (turn == 0 && add_bos && tok_bos(tk) >= 0) ? 1 : 0;
+            n_full = n_cached + pre + np;
+            full = malloc((size_t)(n_full > 0 ? n_full : 1) * sizeof *full);
+            if (!full) { free(part); goto out; }
+            if (n_cached) memcpy(full, cached, (size_t)n_cached * sizeof *full);
+            if (pre) full[n_cached] = tok_bos(tk);
+            if (np) memcpy(full + n_cached + pre, part, (size_t)np * sizeof *full);
+            free(part);
+        }
+        int64_t k = common_prefix(cached, n_cached, full, n_full);
+        if (k == n_full) k = n_full - 1;   /* at least one token to get fresh logits */
+        if (n_full <= 0 || k < 0) {
+            fprintf(stderr, "minfer: empty prompt\n");
+            goto out;
+        }
+        if (k < mi_session_n_past(s) && (st = mi_session_truncate(s, k)) != MI_OK) {
+            fprintf(stderr, "minfer: %s\n", mi_errmsg());
+            goto out;
+        }
+        if ((st = feed(&r, full + k, n_full - k, true)) != MI_OK) {
+            fprintf(stderr, "minfer: %s\n", mi_errmsg());
+            goto out;
+        }
+        /* the cache now holds full; generated tokens are appended as they are fed */
+        free(cached);
+        cached = malloc((size_t)(n_full + a.n_gen + 1) * sizeof *cached);
+        if (!cached) goto out;
+        memcpy(cached, full, (size_t)n_full * sizeof *cached);
+        n_cached = n_full;
+        if (n_turns > 1 && a.chat) printf("> %s\n", a.prompts[turn]);
+        size_t rl = 0;
+        st = generate(&r, tk, &smp, a.n_gen, a.ignore_eos, &replies[turn], &rl, cached, &n_cached);
+        if (st != MI_OK) {
+            fprintf(stderr, "minfer: %s\n", mi_errmsg());
+            goto out;
+        }
+        if (a.chat) {
+            msgs[n_msgs].role = "assistant";
+            msgs[n_msgs].content = replies[turn] ? replies[turn] : "";
+            n_msgs++;
+        }
+    }
+
+    const float *last = mi_logits(s, NULL);
+    uint32_t h = last ? fnv1a(last, (size_t)hp->n_vocab * sizeof(float)) : 0;
+    printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | logits hash %08x\n",
+           (long long)r.n_prompt_tok, r.t_prompt > 0 ? r.n_prompt_tok / r.t_prompt : 0.0,
+           (long long)r.n_gen_tok, r.t_gen > 0 ? r.n_gen_steps / r.t_gen : 0.0,
+           r.t_gen > 0 ? r.gen_bytes / r.t_gen / 1e9 : 0.0, h);
+    rc = 0;
+out:
+    if (r.dump) {
+        fseek(r.dump, 12, SEEK_SET);
+        fwrite(&r.dump_rows, 4, 1, r.dump);
+        if (fclose(r.dump) != 0 && rc == 0) rc = fail("writing the logits dump failed");
+    }
+    for (int i = 0; i < MAX_TURNS; i++) free(replies[i]);
+    free(cached);
+    free(full);
+    mi_sampler_free(&smp);
+    mi_session_free(s);
+    tok_free(tk);
+    mi_model_free(m);
+    return rc;
+}
