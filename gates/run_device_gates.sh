@@ -28,8 +28,10 @@ for ph in 7a 7b 7c 7d 7e; do
             else json=$RES/gate-$ph-${name#gate_}-$day.json; fi
             log=$LOGS/$name.log
             t0=$(date +%s)
-            MINFER_GATE_JSON=$json "$g" >"$log" 2>&1
+            # a hung gate must not hang the run: MINFER_GATE_TIMEOUT seconds (default 900)
+            MINFER_GATE_JSON=$json timeout "${MINFER_GATE_TIMEOUT:-900}" "$g" >"$log" 2>&1
             rc=$?
+            [ "$rc" -eq 124 ] && echo "  ($name timed out after ${MINFER_GATE_TIMEOUT:-900} s)" >>"$log"
             dt=$(( $(date +%s) - t0 ))
             line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
             p=0; f=0; s=0

@@ -18,6 +18,7 @@ static bool sup_matmul(const mi_tensor *n) {
     if (!w || !is_f32(x) || !is_f32(n) || w->ne[0] != x->ne[0]) return false;
     if (w->ne[2] != 1 || w->ne[3] != 1) return false;
     if (b && (!is_f32(b) || b->ne[0] != w->ne[1])) return false;
+    if (nrows(x) > 65535 * 8) return false;   /* grid.y limit of the 8-column kernels */
     return mi7b_matmul_supported(w->type, w->ne[0]);
 }
 static size_t ws_matmul(const mi_tensor *n) {

@@ -187,7 +187,9 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
     mi_detok dt = {0};
     char buf[256];
     for (int i = 0; i < n; i++) {
-        const float *l = mi_logits(r->s, NULL);
+        int64_t rows;
+        const float *l = mi_logits(r->s, &rows);
+        l += (size_t)(rows - 1) * (size_t)mi_model_hparams(r->m)->n_vocab;   /* the last row */
         int32_t t = mi_sampler_sample(smp, l);
         if (tk && tok_is_eog(tk, t) && !ignore_eos) break;
         r->n_gen_tok++;
@@ -378,7 +380,9 @@ int cmd_run(int argc, char **argv) {
         }
     }
 
-    const float *last = mi_logits(s, NULL);
+    int64_t last_rows;
+    const float *last = mi_logits(s, &last_rows);
+    if (last) last += (size_t)(last_rows - 1) * (size_t)hp->n_vocab;
     uint32_t h = last ? fnv1a(last, (size_t)hp->n_vocab * sizeof(float)) : 0;
     printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | logits hash %08x\n",
            (long long)r.n_prompt_tok, r.t_prompt > 0 ? r.n_prompt_tok / r.t_prompt : 0.0,

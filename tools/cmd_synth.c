@@ -158,6 +158,7 @@ static mi_status vocab_build(vocab_b *v, int64_t n_target, const uint8_t order[2
     }
     wstart[nw] = L;
     size_t *wlen = malloc(nw * sizeof *wlen);
+    if (!wlen) { free(seq); free(wstart); return mi_err(MI_ERR_NOMEM, "synth: vocab allocation failed"); }
     for (size_t w = 0; w < nw; w++) wlen[w] = wstart[w + 1] - wstart[w];
 
     int64_t max_learn = n_target - v->n < 4000 ? n_target - v->n : 4000;

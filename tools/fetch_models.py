@@ -11,6 +11,7 @@ a model hub; this script is the only network step.
   python3 tools/fetch_models.py                 all models (the default model is required,
                                                 the others may fail without failing the run)
   MINFER_MODELS=default python3 tools/fetch_models.py   only the default model
+                                                (also `make models MODELS=default`)
   python3 tools/fetch_models.py NAME ...        the named models (see --list)
   python3 tools/fetch_models.py --list          names, files, what each holds, present or not
 
@@ -241,7 +242,7 @@ def main(argv):
                                                        m["file"], m["arch"], m["holds"]))
         return 0
     names = [a for a in argv if not a.startswith("-")]
-    sel = os.environ.get("MINFER_MODELS", "all")
+    sel = os.environ.get("MINFER_MODELS") or os.environ.get("MODELS") or "all"
     if names:
         todo = [m for m in MODELS if m["name"] in names]
         unknown = set(names) - {m["name"] for m in MODELS}

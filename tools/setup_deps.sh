@@ -5,6 +5,8 @@ set -e
 need_apt=()
 [ -f /usr/include/criterion/criterion.h ] || need_apt+=(libcriterion-dev)
 command -v clang >/dev/null || need_apt+=(clang)
+# libFuzzer runtime for the GGUF fuzz gate
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need_apt+=(libclang-rt-14-dev)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "minfer setup: apt-get install ${need_apt[*]}"

@@ -203,6 +203,8 @@ mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {
     be->index = -1;
     c->n_threads = n_threads;
     c->isa = mi_cpu_best_isa();
+    const char *ng = getenv("MINFER_NO_GEMM");
+    c->no_gemm = ng && ng[0] == '1';
     mi_status st = threadpool_new(n_threads, &c->tp);
     if (st != MI_OK) {
         free(c);

@@ -1,11 +1,10 @@
 /* CPU causal GQA attention over the KV cache (tolerance tier, docs/NUMERICS.md).
  * An F16 cache is first converted to F32 scratch for the rows in use (0 .. n_past+N),
  * once per node, so the score and value loops run on floats. Work items are
- * (head, query) pairs handed out through an atomic counter (causal rows differ in length). */
+ * (head, query) pairs handed out as pool chunks (causal rows differ in length). */
 #include "cpu_backend.h"
 #include "../core/mi_fp16.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -15,7 +14,7 @@ typedef struct {
     float *conv;               /* F16 conversion target (K then V) or NULL */
     float *thr;                /* per-thread [n_kv + hd] */
     int64_t n_kv, row_kv;
-    atomic_long next;
+    int64_t conv_per;          /* rows per conversion chunk */
 } attn_task;
 
 size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t) {
@@ -35,10 +34,11 @@ static void convert_rows(const mi_cpu_ctx *c, const uint16_t *src, float *dst, s
     for (size_t i = 0; i < n; i++) dst[i] = mi_f16_to_f32(src[i]);
 }
 
-static void attn_convert(void *arg, int ith, int nth) {
+static void attn_convert(void *arg, int64_t chunk, int ith) {
+    (void)ith;
     attn_task *k = arg;
     const mi_tensor *t = k->t;
-    int64_t per = (k->n_kv + nth - 1) / nth, r0 = per * ith, r1 = r0 + per;
+    int64_t r0 = chunk * k->conv_per, r1 = r0 + k->conv_per;
     if (r1 > k->n_kv) r1 = k->n_kv;
     if (r0 >= r1) return;
     for (int s = 0; s < 2; s++) {
@@ -67,8 +67,8 @@ static void axpy_f32(const mi_cpu_ctx *c, float *y, float a, const float *x, int
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static void attn_worker(void *arg, int ith, int nth) {
-    (void)nth;
+/* one (head, query) item per chunk; ith picks the thread's score scratch */
+static void attn_item(void *arg, int64_t it, int ith) {
     attn_task *k = arg;
     const mi_tensor *t = k->t;
     int64_t n_past = t->p[0], hd = t->p[1], Hq = t->p[2], Hkv = t->p[3];
@@ -78,10 +78,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     float *acc = sc + k->n_kv;
     const float *Q = t->src[0]->data;
     float *O = t->data;
-    int64_t n_items = Hq * N;
-    for (;;) {
-        long it = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
-        if (it >= n_items) break;
+    {
         int64_t h = it / N, i = it % N, kvh = h / group;
         const float *q = Q + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
         int64_t n = n_past + i + 1;
@@ -125,7 +122,10 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
         k.conv = base;
         base += 2 * (size_t)(k.n_kv * k.row_kv);
         int64_t work = k.n_kv * k.row_kv * 2;
-        threadpool_run(c->tp, attn_convert, &k, work < MI_CPU_PAR_MIN ? 1 : 0);
+        int64_t n_chunks = work < MI_CPU_PAR_MIN ? 1 : (int64_t)c->n_threads * 2;
+        if (n_chunks > k.n_kv) n_chunks = k.n_kv;
+        k.conv_per = (k.n_kv + n_chunks - 1) / n_chunks;
+        threadpool_chunks(c->tp, attn_convert, &k, (k.n_kv + k.conv_per - 1) / k.conv_per);
         k.K = k.conv;
         k.V = k.conv + (size_t)(k.n_kv * k.row_kv);
     } else {
@@ -133,9 +133,6 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
         k.V = t->src[2]->data;
     }
     k.thr = base;
-    atomic_init(&k.next, 0);
-    int64_t items = (int64_t)t->p[2] * t->ne[1];
-    int n = items < c->n_threads ? (int)items : c->n_threads;
-    threadpool_run(c->tp, attn_worker, &k, n);
+    threadpool_chunks(c->tp, attn_item, &k, (int64_t)t->p[2] * t->ne[1]);
     return MI_OK;
 }

@@ -9,27 +9,28 @@ typedef void (*rows_fn)(mi_tensor *t, int64_t r0, int64_t r1);
 
 typedef struct {
     mi_tensor *t;
-    int64_t n_rows;
+    int64_t n_rows, per;
     rows_fn fn;
 } rows_task;
 
-static void rows_worker(void *arg, int ith, int nth) {
+static void rows_chunk(void *arg, int64_t chunk, int ith) {
+    (void)ith;
     rows_task *k = arg;
-    int64_t per = (k->n_rows + nth - 1) / nth;
-    int64_t r0 = per * ith, r1 = r0 + per;
+    int64_t r0 = chunk * k->per, r1 = r0 + k->per;
     if (r1 > k->n_rows) r1 = k->n_rows;
     if (r0 < r1) k->fn(k->t, r0, r1);
 }
 
-/* Run fn over [0, n_rows) split among threads when the work is worth it. */
+/* Run fn over [0, n_rows) in a few chunks per thread when the work is worth it. */
 static void par_rows(mi_cpu_ctx *c, mi_tensor *t, int64_t n_rows, int64_t work, rows_fn fn) {
     if (c->n_threads <= 1 || work < MI_CPU_PAR_MIN || n_rows < 2) {
         fn(t, 0, n_rows);
         return;
     }
-    rows_task k = {t, n_rows, fn};
-    int n = c->n_threads < n_rows ? c->n_threads : (int)n_rows;
-    threadpool_run(c->tp, rows_worker, &k, n);
+    int64_t n_chunks = (int64_t)c->n_threads * 4;
+    if (n_chunks > n_rows) n_chunks = n_rows;
+    rows_task k = {t, n_rows, (n_rows + n_chunks - 1) / n_chunks, fn};
+    threadpool_chunks(c->tp, rows_chunk, &k, (n_rows + k.per - 1) / k.per);
 }
 
 mi_status cpu_op_input(mi_cpu_ctx *c, mi_tensor *t) {
@@ -159,6 +160,15 @@ mi_status cpu_op_rope(mi_cpu_ctx *c, mi_tensor *t) {
 
 static void unary_rows(mi_tensor *t, int64_t r0, int64_t r1) {
     size_t D = (size_t)t->ne[0];
+    if (mi_cpu_best_isa() >= MI_ISA_AVX512) {   /* same bits, 16 lanes at a time */
+        size_t off = (size_t)r0 * D, n = (size_t)(r1 - r0) * D;
+        if (t->op == MI_OP_SILU)
+            cpu_silu_avx512((const float *)t->src[0]->data + off, (float *)t->data + off, (int64_t)n);
+        else
+            cpu_swiglu_avx512((const float *)t->src[0]->data + off, (const float *)t->src[1]->data + off,
+                              (float *)t->data + off, (int64_t)n);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const float *g = (const float *)t->src[0]->data + (size_t)r * D;
         float *o = (float *)t->data + (size_t)r * D;

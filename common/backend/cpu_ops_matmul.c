@@ -1,11 +1,10 @@
 /* CPU matmul W [K, M] @ x [K, N] (+ bias) -> [M, N], and the fused FFN_SWIGLU.
  * Activations are quantized once per node (per token row) into the weight type's dot
- * type; the output is cut into (row block x token tile) chunks handed out through an
- * atomic counter, so a block of weight rows stays in cache while it meets every token
+ * type; the output is cut into (row block x token tile) chunks handed out by the
+ * thread pool, so a block of weight rows stays in cache while it meets every token
  * of the tile, and each output element is computed by exactly one thread. */
 #include "cpu_backend.h"
 #include "../core/mi_canon.h"
-#include <stdatomic.h>
 #include <string.h>
 
 #define MM_ROWS 16   /* weight rows per chunk */
@@ -21,8 +20,17 @@ typedef struct {
     char *qdst;
     mi_vec_dot_fn dot;
     int64_t K, M, N, n_rb, n_tb;
-    atomic_long next;
+    bool gemm;                 /* Q4_0 x Q8_0 register-blocked path */
+    char *pack;                /* [N] packed rows of pack_rb bytes */
+    size_t pack_rb;
 } mm_task;
+
+/* The GEMM path needs the AVX-512 level and whole 64-element block pairs; worth it from
+ * a few tokens on. Decode stays on vec_dot: measured 20 GB/s vs 10.7 GB/s for a 4x1 block of
+ * this kernel on a 151936 x 896 Q4_0 matrix (one thread). */
+static bool gemm_shape(const mi_tensor *t, const mi_tensor *w, const mi_tensor *x) {
+    return t->op == MI_OP_MATMUL && w->type == MI_TYPE_Q4_0 && w->ne[0] % 64 == 0 && x->ne[1] >= 4;
+}
 
 static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **w2, const mi_tensor **x) {
     if (t->op == MI_OP_FFN_SWIGLU) {
@@ -43,31 +51,33 @@ size_t cpu_matmul_scratch(const mi_tensor *t) {
     if (!mm_types(t, &w, &w2, &x)) return 0;
     mi_type vdt = mi_type_get(w->type)->vec_dot_type;
     if (vdt == MI_TYPE_F32) return 0;
-    return mi_row_size(vdt, w->ne[0]) * (size_t)x->ne[1];
+    size_t need = mi_row_size(vdt, w->ne[0]) * (size_t)x->ne[1];
+    if (gemm_shape(t, w, x)) need += cpu_gemm_q4_0_act_bytes(w->ne[0]) * (size_t)x->ne[1] + 64;
+    return need;
 }
 
-static void mm_quantize(void *arg, int ith, int nth) {
-    mm_task *k = arg;
-    for (int64_t r = ith; r < k->N; r += nth)
-        k->quant(k->x + (size_t)r * (size_t)k->K, k->qdst + (size_t)r * k->act_rb, k->K);
-}
-
-static void mm_worker(void *arg, int ith, int nth) {
+static void mm_quantize(void *arg, int64_t r, int ith) {
     (void)ith;
-    (void)nth;
+    mm_task *k = arg;
+    k->quant(k->x + (size_t)r * (size_t)k->K, k->qdst + (size_t)r * k->act_rb, k->K);
+    if (k->gemm) cpu_gemm_q4_0_pack_act(k->qdst + (size_t)r * k->act_rb, k->pack + (size_t)r * k->pack_rb, k->K);
+}
+
+/* chunk = token tile x row block, tile-major: concurrent chunks share the activation tile */
+static void mm_chunk(void *arg, int64_t c, int ith) {
+    (void)ith;
     mm_task *k = arg;
     const mi_tensor *t = k->t;
     size_t wrb = mi_row_size(k->w->type, k->K);
     const float *bias = (t->op == MI_OP_MATMUL && t->src[2]) ? t->src[2]->data : NULL;
     float *y = t->data;
-    long n_chunks = (long)(k->n_rb * k->n_tb);
-    for (;;) {
-        long c = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
-        if (c >= n_chunks) break;
+    {
         int64_t tile = c / k->n_rb, rblk = c % k->n_rb;
         int64_t r0 = rblk * MM_ROWS, r1 = r0 + MM_ROWS < k->M ? r0 + MM_ROWS : k->M;
         int64_t t0 = tile * MM_TOKS, t1 = t0 + MM_TOKS < k->N ? t0 + MM_TOKS : k->N;
-        if (t->op == MI_OP_MATMUL) {
+        if (k->gemm) {
+            cpu_gemm_q4_0_tile(k->w->data, wrb, r0, r1, k->pack, k->pack_rb, t0, t1, k->K, y, k->M, bias);
+        } else if (t->op == MI_OP_MATMUL) {
             for (int64_t r = r0; r < r1; r++) {
                 const char *wr = (const char *)k->w->data + (size_t)r * wrb;
                 for (int64_t n = t0; n < t1; n++) {
@@ -118,23 +128,37 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
             return mi_err(MI_ERR_INTERNAL, "matmul %s: scratch %zu B not reserved (have %zu)", t->name, need,
                           c->qbuf_size);
         k.act = c->qbuf;
-        if (c->q_src != x || c->q_type != vdt) {
+        k.gemm = !c->no_gemm && c->isa >= MI_ISA_AVX512 && gemm_shape(t, k.w, x);
+        if (k.gemm) {
+            k.pack_rb = cpu_gemm_q4_0_act_bytes(k.K);
+            uintptr_t p = (uintptr_t)((char *)c->qbuf + need);
+            k.pack = (char *)((p + 63) & ~(uintptr_t)63);
+            if ((size_t)(k.pack - (char *)c->qbuf) + k.pack_rb * (size_t)k.N > c->qbuf_size)
+                return mi_err(MI_ERR_INTERNAL, "matmul %s: GEMM scratch not reserved", t->name);
+        }
+        if (c->q_src != x || c->q_type != vdt || (k.gemm && !c->q_packed)) {
             k.quant = mi_get_quantize_act(vdt, MI_ISA_BEST);
             if (!k.quant)
                 return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no activation quantizer for %s", t->name,
                               mi_type_name(vdt));
             k.x = x->data;
             k.qdst = c->qbuf;
-            threadpool_run(c->tp, mm_quantize, &k, k.N < c->n_threads ? (int)k.N : c->n_threads);
+            if (k.N == 1)
+                mm_quantize(&k, 0, 0);
+            else
+                threadpool_chunks(c->tp, mm_quantize, &k, k.N);
             c->q_src = x;
             c->q_type = vdt;
+            c->q_packed = k.gemm;
         }
     }
     k.n_rb = (k.M + MM_ROWS - 1) / MM_ROWS;
     k.n_tb = (k.N + MM_TOKS - 1) / MM_TOKS;
-    atomic_init(&k.next, 0);
-    long chunks = (long)(k.n_rb * k.n_tb);
-    int n = work < MI_CPU_PAR_MIN ? 1 : (chunks < c->n_threads ? (int)chunks : c->n_threads);
-    threadpool_run(c->tp, mm_worker, &k, n);
+    int64_t chunks = k.n_rb * k.n_tb;
+    if (work < MI_CPU_PAR_MIN) {
+        for (int64_t ch = 0; ch < chunks; ch++) mm_chunk(&k, ch, 0);
+    } else {
+        threadpool_chunks(c->tp, mm_chunk, &k, chunks);
+    }
     return MI_OK;
 }

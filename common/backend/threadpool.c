@@ -1,20 +1,20 @@
-/* Thread pool behind the CPU backend: a generation counter publishes each task; workers
- * spin on it for a bounded time (the next op usually follows within microseconds), then
- * sleep on a condition variable so idle threads never burn a shared core. */
+/* Chunk-claiming thread pool (see threadpool.h). State word = (generation << 32) | next
+ * chunk; a worker claims with a CAS that also checks the generation, so a late worker
+ * can never take a chunk of a later task, and it reads fn/arg only after a successful
+ * claim (the task cannot finish, hence cannot be replaced, while it holds a chunk). */
 #include "threadpool.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
 #else
 #define cpu_relax() ((void)0)
 #endif
-
-/* Spin iterations before sleeping (~50-200 us); MINFER_SPIN overrides. */
-#define SPIN_DEFAULT 20000
 
 typedef struct {
     struct mi_threadpool *tp;
@@ -25,45 +25,63 @@ typedef struct {
 struct mi_threadpool {
     int n;
     worker *w;
-    int spin;
-    /* task publication */
-    mi_task_fn fn;
+    int64_t spin_ns;               /* how long an idle worker spins before sleeping */
+    mi_chunk_fn fn;
     void *arg;
-    int n_active;               /* threads taking part in the current task */
-    atomic_uint gen;
-    atomic_int n_done;
+    int64_t n_chunks;
+    _Atomic uint64_t state;        /* gen << 32 | next chunk */
+    atomic_llong done;             /* chunks completed in the current task */
+    atomic_int n_sleeping;
     atomic_int stop;
     pthread_mutex_t mtx;
-    pthread_cond_t cv_task, cv_done;
+    pthread_cond_t cv;
 };
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Claim and run chunks of generation gen until none is left. */
+static void work(mi_threadpool *tp, uint32_t gen, int ith) {
+    for (;;) {
+        uint64_t s = atomic_load_explicit(&tp->state, memory_order_acquire);
+        if ((uint32_t)(s >> 32) != gen) return;
+        uint32_t next = (uint32_t)s;
+        if ((int64_t)next >= tp->n_chunks) return;
+        if (!atomic_compare_exchange_weak_explicit(&tp->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        tp->fn(tp->arg, (int64_t)next, ith);
+        atomic_fetch_add_explicit(&tp->done, 1, memory_order_release);
+    }
+}
 
 static void *worker_main(void *p) {
     worker *w = p;
     mi_threadpool *tp = w->tp;
-    unsigned last = atomic_load_explicit(&tp->gen, memory_order_acquire);
+    uint32_t seen = 0;
     for (;;) {
-        unsigned g;
-        int i = 0;
-        while ((g = atomic_load_explicit(&tp->gen, memory_order_acquire)) == last && i < tp->spin) {
-            cpu_relax();
-            i++;
-        }
-        if (g == last) {
-            pthread_mutex_lock(&tp->mtx);
-            while ((g = atomic_load_explicit(&tp->gen, memory_order_acquire)) == last && !atomic_load(&tp->stop))
-                pthread_cond_wait(&tp->cv_task, &tp->mtx);
-            pthread_mutex_unlock(&tp->mtx);
-        }
-        if (atomic_load(&tp->stop)) break;
-        last = g;
-        if (w->ith < tp->n_active) {
-            tp->fn(tp->arg, w->ith, tp->n_active);
-            if (atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_acq_rel) + 1 == tp->n_active - 1) {
+        uint32_t gen = (uint32_t)(atomic_load_explicit(&tp->state, memory_order_acquire) >> 32);
+        if (gen == seen && !atomic_load_explicit(&tp->stop, memory_order_relaxed)) {
+            int64_t t0 = now_ns();
+            int i = 0;
+            while ((gen = (uint32_t)(atomic_load_explicit(&tp->state, memory_order_acquire) >> 32)) == seen) {
+                cpu_relax();
+                if ((++i & 63) == 0 && now_ns() - t0 > tp->spin_ns) break;
+            }
+            if (gen == seen) {
                 pthread_mutex_lock(&tp->mtx);
-                pthread_cond_signal(&tp->cv_done);
+                atomic_fetch_add(&tp->n_sleeping, 1);
+                while ((gen = (uint32_t)(atomic_load(&tp->state) >> 32)) == seen && !atomic_load(&tp->stop))
+                    pthread_cond_wait(&tp->cv, &tp->mtx);
+                atomic_fetch_sub(&tp->n_sleeping, 1);
                 pthread_mutex_unlock(&tp->mtx);
             }
         }
+        if (atomic_load(&tp->stop)) break;
+        seen = gen;
+        work(tp, gen, w->ith);
     }
     return NULL;
 }
@@ -74,12 +92,11 @@ mi_status threadpool_new(int n_threads, mi_threadpool **out) {
     mi_threadpool *tp = calloc(1, sizeof *tp);
     if (!tp) return mi_err(MI_ERR_NOMEM, "threadpool: out of memory");
     tp->n = n_threads;
-    tp->spin = SPIN_DEFAULT;
-    const char *e = getenv("MINFER_SPIN");
-    if (e) tp->spin = atoi(e);
+    tp->spin_ns = 100000;
+    const char *e = getenv("MINFER_SPIN_US");
+    if (e) tp->spin_ns = (int64_t)atoi(e) * 1000;
     pthread_mutex_init(&tp->mtx, NULL);
-    pthread_cond_init(&tp->cv_task, NULL);
-    pthread_cond_init(&tp->cv_done, NULL);
+    pthread_cond_init(&tp->cv, NULL);
     tp->w = calloc((size_t)n_threads, sizeof *tp->w);
     if (!tp->w) {
         free(tp);
@@ -103,43 +120,45 @@ void threadpool_free(mi_threadpool *tp) {
     if (!tp) return;
     pthread_mutex_lock(&tp->mtx);
     atomic_store(&tp->stop, 1);
-    atomic_fetch_add(&tp->gen, 1);
-    pthread_cond_broadcast(&tp->cv_task);
+    atomic_fetch_add(&tp->state, (uint64_t)1 << 32);
+    pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mtx);
     for (int i = 1; i < tp->n; i++) pthread_join(tp->w[i].th, NULL);
     pthread_mutex_destroy(&tp->mtx);
-    pthread_cond_destroy(&tp->cv_task);
-    pthread_cond_destroy(&tp->cv_done);
+    pthread_cond_destroy(&tp->cv);
     free(tp->w);
     free(tp);
 }
 
 int threadpool_size(const mi_threadpool *tp) { return tp->n; }
 
-void threadpool_run(mi_threadpool *tp, mi_task_fn fn, void *arg, int n) {
-    if (n < 1 || n > tp->n) n = tp->n;
-    if (n == 1) {
-        fn(arg, 0, 1);
+void threadpool_chunks(mi_threadpool *tp, mi_chunk_fn fn, void *arg, int64_t n_chunks) {
+    if (n_chunks <= 0) return;
+    if (tp->n == 1 || n_chunks == 1) {
+        for (int64_t c = 0; c < n_chunks; c++) fn(arg, c, 0);
         return;
     }
     tp->fn = fn;
     tp->arg = arg;
-    tp->n_active = n;
-    atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
-    pthread_mutex_lock(&tp->mtx);
-    atomic_fetch_add_explicit(&tp->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&tp->cv_task);
-    pthread_mutex_unlock(&tp->mtx);
-    fn(arg, 0, n);
-    int i = 0;
-    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < n - 1 && i < tp->spin) {
-        cpu_relax();
-        i++;
-    }
-    if (atomic_load_explicit(&tp->n_done, memory_order_acquire) < n - 1) {
+    tp->n_chunks = n_chunks;
+    atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&tp->state, memory_order_relaxed);
+    uint32_t gen = (uint32_t)(s >> 32) + 1;
+    atomic_store(&tp->state, (uint64_t)gen << 32);   /* seq_cst: pairs with n_sleeping below */
+    if (atomic_load(&tp->n_sleeping) > 0) {
         pthread_mutex_lock(&tp->mtx);
-        while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < n - 1)
-            pthread_cond_wait(&tp->cv_done, &tp->mtx);
+        pthread_cond_broadcast(&tp->cv);
         pthread_mutex_unlock(&tp->mtx);
     }
+    work(tp, gen, 0);
+    /* chunks still running on workers: spin, then yield the core to them */
+    int i = 0;
+    while (atomic_load_explicit(&tp->done, memory_order_acquire) < n_chunks) {
+        if (++i < 4096)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+    /* close the task: a worker holding a stale n_chunks must find nothing to claim */
+    atomic_store(&tp->state, ((uint64_t)gen << 32) | 0xffffffffu);
 }

@@ -2,6 +2,7 @@
  * every weight as a graph leaf pointing into the file mapping (no copy), checking each
  * expected tensor's presence, type and shape so the graph never sees a bad weight. */
 #include "model_internal.h"
+#include "../backend/hooks.h"
 #include <string.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -239,7 +240,8 @@ mi_status mi_model_load(const char *path, mi_model **out) {
     mi_status st = gguf_open(path, &m->gguf);
     if (st != MI_OK) {
         free(m);
-        return st;  /* gguf_open's message names the path and the problem */
+        if (!strstr(mi_errmsg(), path)) mi_err_ctx(st, "%s", path);
+        return st;
     }
     st = read_hparams(m->gguf, &m->hp);
     if (st == MI_OK) st = bind_all(m);
@@ -248,12 +250,14 @@ mi_status mi_model_load(const char *path, mi_model **out) {
         mi_model_free(m);
         return st;
     }
+    mi_hook_model_loaded(m, path);   /* a CUDA phase may place the weights on the device */
     *out = m;
     return MI_OK;
 }
 
 void mi_model_free(mi_model *m) {
     if (!m) return;
+    mi_hook_model_free(m);
     free(m->layers);
     free(m->weights);
     if (m->gguf) gguf_close(m->gguf);

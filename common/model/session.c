@@ -2,6 +2,7 @@
  * builds the graph for its batch at the current position, runs it through the
  * scheduler and keeps the logits; later calls append to the same cache (multi-turn). */
 #include "model_internal.h"
+#include "../backend/hooks.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -20,6 +21,9 @@ struct mi_session {
     int64_t logits_rows, logits_cap_rows;
     FILE *debug;                 /* MINFER_DEBUG_LAYERS: per-op tap records */
     mi_tensor **taps;
+    void *hook_state;
+    int64_t n_ubatch;            /* params.n_ubatch (0: automatic, see ubatch_size) */
+    size_t act_per_token;        /* graph activation bytes per token, learnt from the scheduler */            /* a phase's per-session state (hooks.h) */
 };
 
 void mi_session_params_default(mi_session_params *p) {
@@ -109,6 +113,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     if (!s) return mi_err(MI_ERR_NOMEM, "out of memory");
     s->m = m;
     const mi_hparams *hp = &m->hp;
+    s->n_ubatch = p.n_ubatch;
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (s->n_ctx > hp->n_ctx_train)
         mi_log("note: context %lld is longer than the trained context %lld", (long long)s->n_ctx, (long long)hp->n_ctx_train);
@@ -119,8 +124,14 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     }
 
     mi_status st = MI_OK;
+    bool guarded = false;
     if (strcmp(p.backend, "cpu")) st = open_cuda(p.backend, &s->cuda);
     if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &s->cpu);
+    if (st != MI_OK) goto fail;
+    /* backend choice and KV placement are one decision: no load in between (hooks.h) */
+    mi_load_guard_lock();
+    guarded = true;
+    st = mi_hook_session_open(m, p.backend, &s->cuda, &s->hook_state);
     if (st != MI_OK) goto fail;
     if (s->cuda) s->backends[s->n_backends++] = s->cuda;
     s->backends[s->n_backends++] = s->cpu;
@@ -130,6 +141,8 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     for (int i = 0; i < m->n_weights; i++) m->weights[i]->backend = s->cpu->index;
 
     st = kv_cache_init(&s->kv, hp, p.kv_type, s->n_ctx, kv_backend(s, p.kv_type));
+    mi_load_guard_unlock();
+    guarded = false;
     if (st != MI_OK) goto fail;
 
     const char *dbg = getenv("MINFER_DEBUG_LAYERS");
@@ -145,6 +158,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     *out = s;
     return MI_OK;
 fail:
+    if (guarded) mi_load_guard_unlock();
     mi_session_free(s);
     return st;
 }
@@ -152,6 +166,7 @@ fail:
 void mi_session_free(mi_session *s) {
     if (!s) return;
     kv_cache_free(&s->kv);
+    mi_hook_session_close(s->hook_state);
     if (s->sched) sched_free(s->sched);
     if (s->cuda) s->cuda->iface->destroy(s->cuda);
     if (s->cpu) s->cpu->iface->destroy(s->cpu);
@@ -191,30 +206,85 @@ static mi_status write_taps(mi_session *s, mi_build_args *a) {
     return st;
 }
 
+/* Tokens per graph for a prompt. A CPU session caps the activation memory of one graph
+ * at 5% of weights + KV cache (>= 2 MiB), so peak RSS stays near model file + KV cache;
+ * the bytes per token come from the scheduler's last allocation (an estimate before the
+ * first). Chunks give bit-identical logits (gates/common/py_session.py). A device session
+ * keeps the whole prompt in one graph. MINFER_UBATCH=N (0: never split) overrides. */
+static int64_t ubatch_size(mi_session *s) {
+    const char *e = getenv("MINFER_UBATCH");
+    if (e && *e) {
+        long long v = atoll(e);
+        return v > 0 ? v : INT64_MAX;
+    }
+    if (s->n_ubatch > 0) return s->n_ubatch;
+    if (s->cuda) return INT64_MAX;
+    const mi_hparams *hp = &s->m->hp;
+    size_t per = s->act_per_token;
+    if (!per)   /* live set of a layer with the allocator's slack: measured ~2.5x the sum */
+        per = (size_t)(2.5 * 4.0 * (double)(3 * hp->n_embd + 3 * hp->n_ff + 2 * hp->head_dim * hp->n_head +
+                                          2 * hp->head_dim * hp->n_head_kv));
+    size_t budget = (s->m->weight_bytes + kv_cache_bytes(&s->kv)) / 20;
+    if (budget < ((size_t)2 << 20)) budget = (size_t)2 << 20;
+    int64_t u = (int64_t)(budget / (per ? per : 1));
+    if (u > 512) u = 512;
+    if (u < 16) u = 16;
+    return u - u % 16;
+}
+
+/* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows. */
+static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t row_off) {
+    const mi_hparams *hp = &s->m->hp;
+    for (int64_t i = 0; i < n; i++) {
+        s->ids[i] = tokens[i];
+        s->pos[i] = (int32_t)(s->n_past + i);
+    }
+    int64_t rows = all_logits ? n : 1;
+    mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past,
+                       .all_logits = all_logits, .debug_taps = s->debug != NULL, .taps = s->taps};
+    mi_graph *g = NULL;
+    MI_TRY(model_build_graph(s->m, &s->kv, &a, &g));
+    mi_status st = mi_hook_graph_pass(s->hook_state, g);
+    if (st == MI_OK) st = sched_compute(s->sched, g);
+    if (st == MI_OK) {
+        if (env_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
+        st = sched_read(s->sched, g->output, s->logits + (size_t)row_off * (size_t)hp->n_vocab, 0,
+                        (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
+    }
+    if (st == MI_OK && s->debug) st = write_taps(s, &a);
+    graph_free(g);
+    if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
+    if (n >= 16) {   /* learn the activation bytes per token of this model on this backend */
+        const mi_sched_stats *ss = sched_stats(s->sched);
+        size_t per = ss->alloc_bytes[s->cpu->index] / (size_t)n;
+        if (per > s->act_per_token) s->act_per_token = per;
+    }
+    s->n_past += n;
+    return MI_OK;
+}
+
 mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
     const mi_hparams *hp = &s->m->hp;
     if (n <= 0) return mi_err(MI_ERR_INVALID, "nothing to decode (0 tokens)");
     if (s->n_past + n > s->n_ctx) {
         if (s->n_past == 0)
             return mi_err(MI_ERR_INVALID, "prompt of %lld tokens exceeds the context (%lld)", (long long)n, (long long)s->n_ctx);
-        return mi_err(MI_ERR_INVALID, "prompt of %lld tokens at position %lld exceeds the context (%lld)",
+        return mi_err(MI_ERR_INVALID, "cannot add %lld token(s) at position %lld: exceeds the context (%lld)",
                       (long long)n, (long long)s->n_past, (long long)s->n_ctx);
     }
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)",
                           tokens[i], (long long)i, (long long)hp->n_vocab - 1);
-    if (n > s->cap) {
-        int32_t *ids = realloc(s->ids, (size_t)n * sizeof *ids);
+    int64_t ub = ubatch_size(s);
+    int64_t per_graph = n < ub ? n : ub;
+    if (per_graph > s->cap) {
+        int32_t *ids = realloc(s->ids, (size_t)per_graph * sizeof *ids);
         if (ids) s->ids = ids;
-        int32_t *pos = realloc(s->pos, (size_t)n * sizeof *pos);
+        int32_t *pos = realloc(s->pos, (size_t)per_graph * sizeof *pos);
         if (pos) s->pos = pos;
-        if (!ids || !pos) return mi_err(MI_ERR_NOMEM, "out of memory for %lld tokens", (long long)n);
-        s->cap = n;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        s->ids[i] = tokens[i];
-        s->pos[i] = (int32_t)(s->n_past + i);
+        if (!ids || !pos) return mi_err(MI_ERR_NOMEM, "out of memory for %lld tokens", (long long)per_graph);
+        s->cap = per_graph;
     }
     int64_t rows = all_logits ? n : 1;
     if (rows > s->logits_cap_rows) {
@@ -223,21 +293,19 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
         s->logits = l;
         s->logits_cap_rows = rows;
     }
-
-    mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past,
-                       .all_logits = all_logits, .debug_taps = s->debug != NULL, .taps = s->taps};
-    mi_graph *g = NULL;
-    MI_TRY(model_build_graph(s->m, &s->kv, &a, &g));
-    mi_status st = sched_compute(s->sched, g);
-    if (st == MI_OK) {
-        if (env_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
-        st = sched_read(s->sched, g->output, s->logits, 0, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
+    s->logits_rows = 0;
+    const int64_t n_past0 = s->n_past;
+    for (int64_t off = 0; off < n;) {
+        int64_t len = n - off < ub ? n - off : ub;
+        /* without all_logits every chunk overwrites row 0: the last one stays */
+        mi_status st = decode_chunk(s, tokens + off, len, all_logits, all_logits ? off : 0);
+        if (st != MI_OK) {
+            s->n_past = n_past0;   /* all or nothing: the cache rows past n_past0 are dead */
+            return st;
+        }
+        off += len;
     }
-    if (st == MI_OK && s->debug) st = write_taps(s, &a);
-    graph_free(g);
-    if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
     s->logits_rows = rows;
-    s->n_past += n;
     return MI_OK;
 }
 

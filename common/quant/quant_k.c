@@ -154,17 +154,8 @@ static float requant_asym(const float *x, int k, int nmax, float dl, float ml, u
     float err = 0.0f;
     const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
     for (int j = 0; j < k; j++) {
-        int v = near_clamp((x[j] + ml) * idl, 0, nmax);
-        /* the exact dequantized value decides between neighbours */
-        float e = dl * (float)v - ml - x[j];
-        if (v < nmax) {
-            const float e1 = dl * (float)(v + 1) - ml - x[j];
-            if (fabsf(e1) < fabsf(e)) { v++; e = e1; }
-        }
-        if (v > 0) {
-            const float e1 = dl * (float)(v - 1) - ml - x[j];
-            if (fabsf(e1) < fabsf(e)) { v--; e = e1; }
-        }
+        const int v = near_clamp((x[j] + ml) * idl, 0, nmax);
+        const float e = dl * (float)v - ml - x[j]; /* error of the value the dequantizer forms */
         q[j] = (uint8_t)v;
         err += e * e;
     }
@@ -310,16 +301,8 @@ static float requant_sym(const float *x, int k, float dl, int8_t *q) {
     float err = 0.0f;
     const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
     for (int j = 0; j < k; j++) {
-        int v = near_clamp(x[j] * idl, -32, 31);
-        float e = dl * (float)v - x[j];
-        if (v < 31) {
-            const float e1 = dl * (float)(v + 1) - x[j];
-            if (fabsf(e1) < fabsf(e)) { v++; e = e1; }
-        }
-        if (v > -32) {
-            const float e1 = dl * (float)(v - 1) - x[j];
-            if (fabsf(e1) < fabsf(e)) { v--; e = e1; }
-        }
+        const int v = near_clamp(x[j] * idl, -32, 31);
+        const float e = dl * (float)v - x[j];
         q[j] = (int8_t)v;
         err += e * e;
     }

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <execinfo.h>
 #include "gates/gate_util.h"
 #include "common/backend/backend.h"
 #include "common/backend/sched.h"
@@ -31,6 +33,33 @@ static mi_backend *g_cuda, *g_cpu_a, *g_cpu_b;
 static mi_sched *g_sg, *g_sc;   /* [cuda, cpu_a] and [cpu_b] */
 static unsigned long long g_seed = 2024;
 static int g_quick;
+/* MINFER_GATE_SELFTEST=1: a second CPU backend stands in for CUDA, so the harness itself
+ * (graphs, bookkeeping, references) can be exercised on a machine without a GPU. The
+ * results then prove nothing about CUDA and the summary says so. */
+static int g_self;
+/* CPU threads of the reference backends and sessions. Default 1: the CPU thread pool
+ * (common/backend/threadpool.c) can let a late worker run a newer task's function with a
+ * stale argument when a run with few active threads is followed by one with many (seen
+ * as a wrong matmul output and a crash on the 16-core GPU host, and as an FPE in
+ * mm_worker under ASan with MINFER_ISA=scalar); one thread never takes that path.
+ * MINFER_GATE_CPU_THREADS=N overrides. */
+static int g_cpu_threads = 1;
+
+/* A crash names the running test and prints raw frames (addr2line -e gate_7b +OFFSET). */
+static void on_crash(int sig) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg, "\ngate_7b: signal %d during test '%s'\n", sig, R.cur);
+    if (write(2, msg, (size_t)n) < 0) _exit(3);
+    void *fr[48];
+    int k = backtrace(fr, 48);
+    backtrace_symbols_fd(fr, k, 2);
+    /* not async-signal-safe, but this process is ending anyway: keep the summary */
+    signal(sig, SIG_DFL);
+    if (!R.open) gu_begin(&R, "crash");
+    gu_fail(&R, "signal %d in this test: the gate stopped here", sig);
+    gu_finish(&R);
+    _exit(128 + sig);
+}
 
 static float frand(float lo, float hi) {
     return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
@@ -352,7 +381,10 @@ static int make_caches(kv_arg *a, mi_type ct, int64_t n_ctx, const char *tag) {
             mi_tensor *t = leaf(nm, ct, row, n_ctx, NULL);
             t->flags = MI_T_PERSIST;
             const size_t bytes = mi_row_size(ct, row) * (size_t)n_ctx;
-            if (c == 0) {
+            if (c == 0 && g_self) {
+                t->data = calloc(1, bytes);
+                t->backend = 0;
+            } else if (c == 0) {
                 if (mi_cuda_region_get(cc, nm, bytes, &t->data) != MI_OK) return 1;
                 t->backend = 0;
             } else {
@@ -363,9 +395,14 @@ static int make_caches(kv_arg *a, mi_type ct, int64_t n_ctx, const char *tag) {
     return 0;
 }
 static void free_caches(kv_arg *a) {
-    mi_cuda_ctx *cc = mi_cuda_ctx_of(g_cuda);
-    mi_cuda_region_free(cc, a->kc[0]->name);
-    mi_cuda_region_free(cc, a->vc[0]->name);
+    if (g_self) {
+        free(a->kc[0]->data);
+        free(a->vc[0]->data);
+    } else {
+        mi_cuda_ctx *cc = mi_cuda_ctx_of(g_cuda);
+        mi_cuda_region_free(cc, a->kc[0]->name);
+        mi_cuda_region_free(cc, a->vc[0]->name);
+    }
     free(a->kc[1]->data); free(a->vc[1]->data);
     free(a->kc[0]); free(a->vc[0]); free(a->kc[1]); free(a->vc[1]);
 }
@@ -500,6 +537,49 @@ static void topk(const float *l, int64_t n, int k, int64_t *idx) {
             }
 }
 
+/* The CPU's own rounding sensitivity on this model: the prompt's logits from a second CPU
+ * run whose SIMD width differs (MINFER_ISA=avx2 when the best is avx512, scalar when it is
+ * avx2), through `minfer run --dump-logits`. Same reference arithmetic, another float
+ * summation order. Random-weight models amplify such last-bit differences layer after layer
+ * (measured: qwen3-0.6b Q8_0 ~2e-4, qwen2.5-7b Q4_K_M ~1e-2 NMSE between two CPU ISAs), so
+ * the GPU is judged against this floor, not against an absolute number alone.
+ * Returns rows read (0 if unavailable); floor[r] = NMSE(cpu row r, other-ISA row r). */
+static int64_t cpu_noise_floor(const char *path, const int32_t *prompt, int n, const float *cpu_rows, int64_t V,
+                               double *floor, int *top5_floor, char *how, size_t how_n) {
+    const mi_isa best = mi_cpu_best_isa();
+    const char *alt = best == MI_ISA_AVX512 ? "avx2" : best == MI_ISA_AVX2 ? "scalar" : NULL;
+    if (!alt) { snprintf(how, how_n, "no second CPU ISA"); return 0; }
+    char toks[400] = "", dump[128], cmd[3200];
+    size_t tl = 0;
+    for (int i = 0; i < n; i++) tl += (size_t)snprintf(toks + tl, sizeof toks - tl, "%s%d", i ? "," : "", prompt[i]);
+    snprintf(dump, sizeof dump, "/tmp/minfer-gate7b-floor-%d.bin", (int)getpid());
+    snprintf(cmd, sizeof cmd, "MINFER_LOG=0 MINFER_ISA=%s '%s' run -m '%s' --tokens %s -n 0 -t 2 --backend cpu "
+             "-c 256 --dump-logits '%s' >/dev/null 2>&1", alt, g_minfer, path, toks, dump);
+    snprintf(how, how_n, "cpu %s vs cpu %s", mi_isa_name(best), alt);
+    if (system(cmd) != 0) { snprintf(how, how_n, "'minfer run' with MINFER_ISA=%s failed", alt); return 0; }
+    FILE *f = fopen(dump, "rb");
+    uint32_t hdr[4] = {0};
+    int64_t got = 0;
+    if (f && fread(hdr, 4, 4, f) == 4 && hdr[2] == (uint32_t)V && hdr[3] >= (uint32_t)n) {
+        float *row = malloc((size_t)V * 4);
+        *top5_floor = 5;
+        for (int r = 0; r < n && fread(row, 4, (size_t)V, f) == (size_t)V; r++, got++) {
+            floor[r] = nmse(row, cpu_rows + (size_t)r * V, (size_t)V);
+            int64_t ta[5], tb[5];
+            topk(row, V, 5, ta);
+            topk(cpu_rows + (size_t)r * V, V, 5, tb);
+            int ov = 0;
+            for (int i = 0; i < 5; i++)
+                for (int j = 0; j < 5; j++) ov += ta[i] == tb[j];
+            if (ov < *top5_floor) *top5_floor = ov;
+        }
+        free(row);
+    }
+    if (f) fclose(f);
+    remove(dump);
+    return got;
+}
+
 static void test_model(const char *shape, const char *type, int steps) {
     char name[96], path[512];
     snprintf(name, sizeof name, "model_%s_%s", shape, type);
@@ -520,32 +600,51 @@ static void test_model(const char *shape, const char *type, int steps) {
     mi_session_params pg, pc;
     mi_session_params_default(&pg);
     mi_session_params_default(&pc);
-    pg.backend = "cuda";
+    pg.backend = g_self ? "cpu" : "cuda";
     pc.backend = "cpu";
     pg.n_ctx = pc.n_ctx = 256;
+    pg.n_threads = pc.n_threads = g_cpu_threads;
     if (mi_session_new(mg, &pg, &sg) != MI_OK || mi_session_new(mc, &pc, &sc) != MI_OK) {
         gu_fail(&R, "session: %s", mi_errmsg());
         goto done;
     }
-    if (strcmp(mi_session_backend(sg), "cuda")) { gu_fail(&R, "the cuda session runs on %s", mi_session_backend(sg)); goto done; }
+    if (!g_self && strcmp(mi_session_backend(sg), "cuda")) {
+        gu_fail(&R, "the cuda session runs on %s", mi_session_backend(sg));
+        goto done;
+    }
     {
+        enum { NP = 16 };
         const int64_t V = mi_model_hparams(mc)->n_vocab;
-        int32_t prompt[16];
-        for (int i = 0; i < 16; i++) prompt[i] = (int32_t)(gu_rng(&g_seed) % (unsigned long long)V);
+        int32_t prompt[NP];
+        for (int i = 0; i < NP; i++) prompt[i] = (int32_t)(gu_rng(&g_seed) % (unsigned long long)V);
         int32_t tok = 0;
-        double worst_nmse = 0, noise_max = 0, min_margin = INFINITY;
-        int top5_min = 5, diverged = 0, unexplained = 0;
-        char ties[600] = "";
+        double worst_nmse = 0, worst_prompt = 0, noise_max = 0, min_margin = INFINITY, floor[NP], floor_max = 0;
+        int top5_min = 5, top5_floor = 5, diverged = 0, unexplained = 0, prompt_over = 0;
+        char ties[600] = "", how[160] = "";
         size_t tl = 0;
+        int64_t n_floor = 0;
         for (int step = 0; step <= steps; step++) {
             const int32_t *in = step == 0 ? prompt : &tok;
-            const int64_t nin = step == 0 ? 16 : 1;
-            if (mi_session_decode(sg, in, nin, false) != MI_OK || mi_session_decode(sc, in, nin, false) != MI_OK) {
+            const int64_t nin = step == 0 ? NP : 1;
+            if (mi_session_decode(sg, in, nin, step == 0) != MI_OK || mi_session_decode(sc, in, nin, step == 0) != MI_OK) {
                 gu_fail(&R, "decode step %d: %s", step, mi_errmsg());
                 goto done;
             }
-            int64_t rows;
-            const float *lg = mi_logits(sg, &rows), *lc = mi_logits(sc, &rows);
+            int64_t rows_g, rows_c;
+            const float *lg = mi_logits(sg, &rows_g), *lc = mi_logits(sc, &rows_c);
+            if (rows_g != rows_c || rows_g < 1) { gu_fail(&R, "logit rows %lld vs %lld", (long long)rows_g, (long long)rows_c); goto done; }
+            if (step == 0) {
+                /* every prompt position against the CPU, and the CPU against itself (other ISA) */
+                n_floor = cpu_noise_floor(path, prompt, NP, lc, V, floor, &top5_floor, how, sizeof how);
+                for (int64_t r = 0; r < rows_g; r++) {
+                    const double e = nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
+                    if (e > worst_prompt) worst_prompt = e;
+                    if (r < n_floor && floor[r] > floor_max) floor_max = floor[r];
+                    if (e > 1e-5 && (r >= n_floor || e > 4 * floor[r])) prompt_over++;
+                }
+                lg += (size_t)(rows_g - 1) * V;   /* the last position drives the greedy steps */
+                lc += (size_t)(rows_c - 1) * V;
+            }
             const double e = nmse(lg, lc, (size_t)V);
             if (e > worst_nmse) worst_nmse = e;
             double noise = 0;
@@ -559,7 +658,7 @@ static void test_model(const char *shape, const char *type, int steps) {
                 for (int j = 0; j < 5; j++) ov += tg[i] == tc[j];
             if (ov < top5_min) top5_min = ov;
             const double margin = (double)lc[tc[0]] - lc[tc[1]];
-            if (step > 0 && margin < min_margin) min_margin = margin;
+            if (margin < min_margin) min_margin = margin;
             /* the GPU can swap two logits only if their errors differ by more than the margin */
             const bool near_tie = margin <= 2 * noise;
             if (near_tie && tl < sizeof ties - 48)
@@ -575,14 +674,25 @@ static void test_model(const char *shape, const char *type, int steps) {
             }
             tok = (int32_t)tc[0];   /* the CPU's greedy token drives both */
         }
-        const bool ok = worst_nmse <= 1e-5 && unexplained == 0 && top5_min >= 4;
-        if (ok)
-            gu_pass(&R, "prompt 16 + %d greedy steps: logits nmse max %.3g (<= 1e-5), top-5 overlap min %d/5, top-1 "
-                        "identical %d/%d (divergences all near-ties), max |dlogit| %.3g, min top-1 margin %.3g; near-ties: %s",
-                    steps, worst_nmse, top5_min, steps + 1 - diverged, steps + 1, noise_max, min_margin, tl ? ties : "none");
+        /* NMSE: <= 1e-5, or within 4x the CPU's own cross-ISA floor (prompt rows: per row;
+         * decode steps: against the largest prompt-row floor). top-5 overlap >= 4/5 is
+         * required only where the model is well conditioned (floor <= 1e-6); else reported. */
+        const double step_limit = fmax(1e-5, 4 * floor_max);
+        const bool conditioned = n_floor > 0 && floor_max <= 1e-6;
+        const bool ok = prompt_over == 0 && worst_nmse <= step_limit && unexplained == 0 &&
+                        (!conditioned || top5_min >= 4) && (n_floor > 0 || worst_nmse <= 1e-5);
+        char fl[200];
+        if (n_floor > 0)
+            snprintf(fl, sizeof fl, "CPU noise floor (%s, %lld prompt rows): nmse max %.3g, top-5 min %d/5", how,
+                     (long long)n_floor, floor_max, top5_floor);
         else
-            gu_fail(&R, "logits nmse max %.3g (<= 1e-5), top-5 overlap min %d/5, %d divergence(s) with margin above "
-                        "noise, %d total; near-ties: %s", worst_nmse, top5_min, unexplained, diverged, tl ? ties : "none");
+            snprintf(fl, sizeof fl, "no CPU noise floor (%s): absolute 1e-5 applies", how);
+        (ok ? gu_pass : gu_fail)(&R, "prompt %d + %d greedy steps: logits nmse prompt max %.3g (%d rows over limit), "
+                                     "steps max %.3g (limit %.3g); %s; top-5 overlap min %d/5; top-1 identical %d/%d, "
+                                     "%d divergence(s) not explained by a near-tie; max |dlogit| %.3g, min top-1 margin "
+                                     "%.3g; near-ties (margin <= 2 x noise): %s",
+                                 NP, steps, worst_prompt, prompt_over, worst_nmse, step_limit, fl, top5_min,
+                                 steps + 1 - diverged, steps + 1, unexplained, noise_max, min_margin, tl ? ties : "none");
     }
 done:
     mi_session_free(sg);
@@ -595,6 +705,9 @@ int main(int argc, char **argv) {
     (void)argc;
     (void)gu_fill;
     gu_init(&R, "gate-7b", "7b");
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+    signal(SIGABRT, on_crash);
     const char *q = getenv("MINFER_GATE_QUICK");
     g_quick = q && *q && strcmp(q, "0") != 0;
     const char *mb = getenv("MINFER_BIN");
@@ -606,17 +719,26 @@ int main(int argc, char **argv) {
         else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
     }
     mi_phases_install();
-    if (mi_backend_create("cuda", &g_cuda) != MI_OK) {
+    const char *se = getenv("MINFER_GATE_SELFTEST");
+    g_self = se && *se && strcmp(se, "0") != 0;
+    if (g_self) {
+        printf("MINFER_GATE_SELFTEST: a CPU backend stands in for CUDA (harness check only)\n");
+        if (mi_backend_cpu_new(1, &g_cuda) != MI_OK) return 2;
+        gu_init(&R, "gate-7b-selftest-cpu-vs-cpu", "7b");
+    } else if (mi_backend_create("cuda", &g_cuda) != MI_OK) {
         printf("skipped: no CUDA device (%s)\n", mi_errmsg());
         gu_skip_named(&R, "gate_7b", "skipped: no CUDA device");
         return gu_finish(&R);
     }
-    mi_cuda_ctx *cc = mi_cuda_ctx_of(g_cuda);
-    const mi_cudev_props *pr = mi_cuda_props(cc);
-    snprintf(R.gpu, sizeof R.gpu, "%s", pr->name);
-    snprintf(R.driver, sizeof R.driver, "cuda %d.%d", pr->driver_version / 1000, (pr->driver_version % 1000) / 10);
+    if (!g_self) {
+        const mi_cudev_props *pr = mi_cuda_props(mi_cuda_ctx_of(g_cuda));
+        snprintf(R.gpu, sizeof R.gpu, "%s", pr->name);
+        snprintf(R.driver, sizeof R.driver, "cuda %d.%d", pr->driver_version / 1000, (pr->driver_version % 1000) / 10);
+    }
     mi_backend *lg[2];
-    if (mi_backend_cpu_new(0, &g_cpu_a) != MI_OK || mi_backend_cpu_new(0, &g_cpu_b) != MI_OK) {
+    const char *ct = getenv("MINFER_GATE_CPU_THREADS");
+    if (ct && *ct) g_cpu_threads = atoi(ct);
+    if (mi_backend_cpu_new(g_cpu_threads, &g_cpu_a) != MI_OK || mi_backend_cpu_new(g_cpu_threads, &g_cpu_b) != MI_OK) {
         fprintf(stderr, "gate_7b: cpu backend: %s\n", mi_errmsg());
         return 2;
     }
@@ -631,22 +753,24 @@ int main(int argc, char **argv) {
     test_matmul();
     test_kv_attn(MI_TYPE_F16, 128, 28, 4);
     test_kv_attn(MI_TYPE_F16, 64, 14, 2);
-    test_kv_attn(MI_TYPE_F32, 128, 16, 16);
     test_layer(MI_TYPE_Q4_K);
     test_layer(MI_TYPE_Q8_0);
     printf("worst matmul nmse vs the CPU backend per type:");
     for (int ti = 0; ti < N_TYPES; ti++) printf(" %s %.2g", mi_type_name(k_types[ti]), g_mm_worst[k_types[ti]]);
     printf("\n");
+    {   /* the per-op backends stay alive meanwhile (selftest: both sessions on the CPU) */
+        const char *st = getenv("MINFER_GATE_STEPS");
+        const int steps = st && *st ? atoi(st) : 64;
+        test_model("qwen2.5-0.5b", "q4_0", steps);
+        test_model("qwen3-0.6b", "q8_0", steps);
+        if (getenv("MINFER_GATE_NO_7B") == NULL) test_model("qwen2.5-7b", "q4_k_m", steps);
+        else gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
+    }
+    test_kv_attn(MI_TYPE_F32, 128, 16, 16);
     sched_free(g_sg);
     sched_free(g_sc);
     g_cuda->iface->destroy(g_cuda);
     g_cpu_a->iface->destroy(g_cpu_a);
     g_cpu_b->iface->destroy(g_cpu_b);
-    const char *st = getenv("MINFER_GATE_STEPS");
-    const int steps = st && *st ? atoi(st) : 64;
-    test_model("qwen2.5-0.5b", "q4_0", steps);
-    test_model("qwen3-0.6b", "q8_0", steps);
-    if (getenv("MINFER_GATE_NO_7B") == NULL) test_model("qwen2.5-7b", "q4_k_m", steps);
-    else gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     return gu_finish(&R);
 }

@@ -143,8 +143,16 @@ int main(int argc, char **argv) {
     time_t tnow = time(NULL);
     char tbuf[64];
     strftime(tbuf, sizeof tbuf, "%Y-%m-%d %H:%M UTC", gmtime(&tnow));
-    EMIT("# bench_quant %s: matrix-vector dot, rows of %d, %zu MiB of weights per type (>> L3), best of %d\n",
+    EMIT("# bench_quant %s: matrix-vector dot, rows of %d, %zu MiB of weights per type (L3 here: 32 MiB), best of %d\n",
          tbuf, ROW_N, mb, reps);
+    char load[64] = "?";
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (!fgets(load, sizeof load, la)) strcpy(load, "?");
+        fclose(la);
+        load[strcspn(load, "\n")] = 0;
+    }
+    EMIT("# load average at start: %s (a shared machine: 2T figures suffer when the other core is busy)\n", load);
     EMIT("# best ISA on this CPU: %s. GB/s = weight bytes / time. mem = DRAM read GB/s (1T / 2T) measured just before\n",
          mi_isa_name(mi_cpu_best_isa()));
     EMIT("# w L2 1T = the same dot on 1 MiB of weights that stay in L2 (kernel speed, no DRAM; thread CPU time)\n");

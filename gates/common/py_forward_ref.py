@@ -12,17 +12,22 @@ Bounds (why):
     uses it, so what is left is float32 vs float64 arithmetic: NMSE < 1e-6 (the issue's
     bound; measured ~1e-12).
   Quantized weights: weights are dequantized exactly by gguf.quants, and minfer quantizes
-    each matmul's activations (Q8_0 / Q8_1 / Q8_K). The reference mimics that rounding, so
-    what is left is float32 accumulation order plus rare rounding-boundary flips of a
-    single activation code (one step d = amax/127 on one element, a relative change of
-    ~1/127 in one of 32 products) that then propagate: bound NMSE < 1e-4 against the
-    mimicking reference. Against the plain float reference (no activation rounding) the
+    each matmul's activations (Q8_0 / Q8_1 / Q8_K). The reference mimics that rounding, but
+    it computes in float64, so an activation lying within float32 noise of a rounding
+    boundary can land on the other code (one element off by d = amax/127; for Q8_1 also the
+    half-precision block sum). Such a flip costs a row ~1e-7 at that op and every later
+    re-quantization of the perturbed row flips more codes: measured on these 4-layer models
+    up to 1.2e-4 on a row, on the 30-layer SmolLM2 up to 3e-2 (it is chaotic, not a bias).
+    So the whole-graph bound is 1e-3 here, and the strict check is the teacher-forced
+    per-op one below (inputs bit-identical, so no flips: bound 1e-8, measured ~1e-13).
+    Against the plain float reference (no activation rounding) the
     expected NMSE is the Q8 rounding noise itself: per matmul (d^2/12)/E[x^2] with
     d ~ 2.5 sigma/127 gives ~3e-5, summed over ~7 matmuls a layer x 4 layers plus the
     output, ~1e-3, so that comparison is reported and bounded at 1e-2 (Q8_K: finer
     per-256 scale, same order).
-On a failure the case is re-run with MINFER_DEBUG_LAYERS and every per-op tap is
-compared with the reference's, naming the first op whose NMSE jumps.
+Per-op (every case): the sequence is re-run as one batch with MINFER_DEBUG_LAYERS, and
+every op is recomputed by the reference from minfer's own inputs (model_ref.check_ops):
+bound 1e-8 for every op, and a failure names the first op over it with its worst elements.
 Usage: py_forward_ref.py BUILD_DIR
 """
 import os
@@ -43,7 +48,7 @@ PY_TYPES = ["f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]   # gguf-packa
 SYNTH_TYPES = ["f32", "q8_0", "q4_0", "q4_k_m", "q6_k"]            # `minfer synth` models
 F32_BOUND = 1e-6
 OP_BOUND = 1e-8
-SIM_BOUND = 1e-4
+SIM_BOUND = 1e-3
 PLAIN_BOUND = 1e-2
 N_GEN = 4
 
@@ -55,7 +60,7 @@ def run(cmd, env=None):
     e["MINFER_LOG"] = "0"
     if env:
         e.update(env)
-    return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=e, timeout=120)
 
 
 def taps_for(path, seq, kv):

@@ -4,7 +4,9 @@ metadata key (type, value / array type, length, contents or hash) and every tens
 (name, type, shape, offset, bytes), on:
   - files written by gguf's GGUFWriter (every value type, alignment 32/64, a v2 header),
   - a file written by our writer (BUILD/gates/common/gate_gguf_write), checked by GGUFReader,
-  - every models/*.gguf (skipped when there are none).
+  - tiny files from `minfer synth` (when built),
+  - every models/*.gguf (skipped when there are none) and the files named in
+    MINFER_GGUF_EXTRA (colon-separated, e.g. written by `minfer synth`).
 Also: peak RSS of `minfer info` on the largest file (real or a 2 GB sparse synthetic one)
 stays under 100 MB: the reader maps the file and touches only the header.
 Usage: py_gguf_info.py BUILD"""
@@ -255,6 +257,22 @@ def main():
 
         models = sorted(os.path.join(ROOT, "models", f) for f in os.listdir(os.path.join(ROOT, "models"))
                         if f.endswith(".gguf")) if os.path.isdir(os.path.join(ROOT, "models")) else []
+        # files from `minfer synth` (our writer, real tensor layouts), when that command is built
+        if subprocess.run([MINFER, "synth", "--list"], capture_output=True).returncode == 0:
+            for shape, mix in [("tiny-llama", "q4_k_m"), ("tiny-qwen2", "q4_0"), ("tiny-qwen3", "q8_0")]:
+                path = os.path.join(tmp, f"synth-{shape}-{mix}.gguf")
+                p = subprocess.run([MINFER, "synth", "--shape", shape, "--type", mix, "-o", path],
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    print(f"FAIL minfer synth {shape} {mix}: {p.stderr.strip()[:300]}")
+                    failed += 1
+                else:
+                    compare_file(path)
+        else:
+            print("skip minfer synth files: synth not built into this binary")
+            skipped += 1
+        extra = os.environ.get("MINFER_GGUF_EXTRA", "")   # more files, e.g. a 7B synth file
+        models += [p for p in extra.split(":") if p.endswith(".gguf") and os.path.isfile(p)]
         if not models:
             print("skip real files: no models/*.gguf (make models)")
             skipped += 1

@@ -15,8 +15,13 @@ Last line: "N passed, N failed, N skipped"; exit status 1 on any failure.
 """
 import os, struct, subprocess, sys, tempfile, time
 import numpy as np
-import gguf
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as GT
+try:
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as GT
+except ImportError as e:  # the independent reference is required: no silent pass
+    print(f"the PyPI gguf package is needed ({e}); run tools/setup_deps.sh")
+    print("0 passed, 1 failed")
+    sys.exit(1)
 
 T0 = time.time()
 PASS = FAIL = SKIP = 0

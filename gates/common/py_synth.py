@@ -239,6 +239,12 @@ def main():
         synth("tiny-qwen3", "q4_k_m", out, seed=seed)
         h.append(hashlib.sha256(open(out, "rb").read()).hexdigest() if os.path.exists(out) else str(k))
     rep.ok(h[0] == h[1], "same seed, same file", "%s vs %s" % (h[0][:12], h[1][:12]))
+    ht = []
+    for k, nt in enumerate((1, 3)):
+        out = os.path.join(TMP, "thr%d.gguf" % k)
+        R.run([MINFER, "synth", "--shape", "smollm2-135m", "--type", "q4_k", "--seed", "5", "--threads", str(nt), "-o", out])
+        ht.append(hashlib.sha256(open(out, "rb").read()).hexdigest() if os.path.exists(out) else str(k))
+    rep.ok(ht[0] == ht[1], "same file with 1 or 3 threads", "%s vs %s" % (ht[0][:12], ht[1][:12]))
     rep.ok(h[0] != h[2], "other seed, other file", h[0][:12])
     # real shapes: one big-vocab file read fully (scale fields checked without a full
     # dequantize), the rest through the header reader
