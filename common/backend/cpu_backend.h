@@ -19,7 +19,7 @@ typedef struct {
      * (q/k/v and gate/up share their input). Reset at split_begin. */
     const mi_tensor *q_src;
     mi_type q_type;
-    bool q_packed;            /* the GEMM repack of it is there too */
+    int q_pack;               /* weight type whose GEMM repack of it is there too, -1 none */
     bool no_gemm;             /* MINFER_NO_GEMM=1: per-call vec_dot only (A/B) */
 } mi_cpu_ctx;
 
@@ -47,11 +47,12 @@ size_t cpu_matmul_scratch(const mi_tensor *t);
 /* Row-wise RMS statistics in the canonical order (bit-identical to mi_canon_sumsq_host). */
 float cpu_sumsq_canon(const float *x, int64_t n);
 
-/* AVX-512 VNNI Q4_0 x Q8_0 GEMM (cpu_gemm_avx512.c), used for N >= 4 when K % 64 == 0. */
-size_t cpu_gemm_q4_0_act_bytes(int64_t K);                       /* packed bytes per token */
-void cpu_gemm_q4_0_pack_act(const void *q8_row, void *dst, int64_t K);
-void cpu_gemm_q4_0_tile(const void *w, size_t w_rb, int64_t r0, int64_t r1, const void *act, size_t act_stride,
-                        int64_t t0, int64_t t1, int64_t K, float *y, int64_t M, const float *bias);
+/* AVX-512 VNNI GEMM for Q4_0 / Q8_0 weights x Q8_0 activations (cpu_gemm_avx512.c),
+ * used for N >= 4 when K % 64 == 0. Activations are repacked per token first. */
+size_t cpu_gemm_act_bytes(int64_t K);                                      /* per token */
+void cpu_gemm_pack_act(mi_type wtype, const void *q8_row, void *dst, int64_t K);
+void cpu_gemm_tile(mi_type wtype, const void *w, size_t w_rb, int64_t r0, int64_t r1, const void *act,
+                   size_t act_stride, int64_t t0, int64_t t1, int64_t K, float *y, int64_t M, const float *bias);
 
 /* Canonical SiLU / SwiGLU, bit-identical to mi_canon_silu / mi_canon_swiglu (cpu_ops_avx512.c). */
 void cpu_silu_avx512(const float *x, float *y, int64_t n);

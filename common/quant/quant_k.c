@@ -113,17 +113,20 @@ static void fit_asym(const float *x, int k, int nmax, float *a_out, float *m_out
         *m_out = lo == lo ? -lo : 0.0f;
         return;
     }
-    float best_a = (hi - lo) / (float)nmax, best_m = -lo, best_err = INFINITY;
+    float best_a = (hi - lo) / (float)nmax, best_m = -lo;
+    double best_err = INFINITY, sx = 0, sxx = 0;
+    for (int j = 0; j < k; j++) {
+        sx += x[j];
+        sxx += (double)x[j] * x[j];
+    }
     for (int s = -NSTEP; s <= NSTEP; s++) {
         const float iscale = ((float)nmax + 0.08f * (float)s) / (hi - lo);
-        double sq = 0, sqq = 0, sx = 0, sqx = 0;
-        uint8_t q[32];
+        double sq = 0, sqq = 0, sqx = 0;
         for (int j = 0; j < k; j++) {
-            q[j] = (uint8_t)near_clamp((x[j] - lo) * iscale, 0, nmax);
-            sq += q[j];
-            sqq += (double)q[j] * q[j];
-            sx += x[j];
-            sqx += (double)q[j] * x[j];
+            const int q = near_clamp((x[j] - lo) * iscale, 0, nmax);
+            sq += q;
+            sqq += (double)q * q;
+            sqx += (double)q * x[j];
         }
         const double det = k * sqq - sq * sq;
         if (det <= 0) continue;
@@ -133,13 +136,10 @@ static void fit_asym(const float *x, int k, int nmax, float *a_out, float *m_out
             a = sqx / sqq;
         }
         if (a < 0) continue;
-        double err = 0;
-        for (int j = 0; j < k; j++) {
-            const double e = a * q[j] + b - x[j];
-            err += e * e;
-        }
+        /* sum (a q + b - x)^2 expanded over the sums above */
+        const double err = a * a * sqq + k * b * b + sxx + 2 * a * b * sq - 2 * a * sqx - 2 * b * sx;
         if (err < best_err) {
-            best_err = (float)err;
+            best_err = err;
             best_a = (float)a;
             best_m = (float)-b;
         }

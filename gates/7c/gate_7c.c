@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <signal.h>
 #include "gates/gate_util.h"
 #include "common/backend/backend.h"
 #include "common/model/mi.h"
@@ -597,9 +598,19 @@ static int child_nodevice(int argc, char **argv) {
     return 0;
 }
 
+/* A crash still leaves a summary: the running test fails with the signal named. */
+static void on_crash(int sig) {
+    if (R.open) gu_fail(&R, "crashed with signal %d", sig);
+    gu_finish(&R);
+    _exit(3);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--child-nodevice")) return child_nodevice(argc, argv);
     gu_init(&R, "gate-7c", "7c");
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+    signal(SIGABRT, on_crash);
     (void)gu_first_diff;
     snprintf(g_self, sizeof g_self, "%s", argv[0]);
     const char *mb = getenv("MINFER_BIN");
