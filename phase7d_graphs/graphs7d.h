@@ -102,6 +102,8 @@ mi_status mi7d_kv_store(void *stream, const float *x, void *cache, mi_type ctype
                         const int32_t *n_past_dev, int64_t n_ctx);
 
 void mi_phase7d_install(void);
+/* internal (stepops7d.c): put the device-n_past ATTN / KV_STORE execs into the op table */
+void m7d_install_step_ops(void);
 
 #ifdef __cplusplus
 }

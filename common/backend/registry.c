@@ -1,5 +1,6 @@
 /* Backend registry: phases register a constructor by name in their install function;
  * common code creates backends by name. "cpu" is always present. */
+#include <stdio.h>
 #include "backend.h"
 #include <string.h>
 
@@ -42,10 +43,11 @@ mi_status mi_backend_create(const char *name, mi_backend **out) {
     mi_backend_create_fn f = lookup(name);
     if (!f) {
         char list[256] = "cpu";
+        size_t used = strlen(list);
         for (int i = 0; i < g_n_reg; i++)
-            if (strcmp(g_reg[i].name, "cpu") != 0) {
-                strncat(list, ", ", sizeof list - strlen(list) - 1);
-                strncat(list, g_reg[i].name, sizeof list - strlen(list) - 1);
+            if (strcmp(g_reg[i].name, "cpu") != 0 && used < sizeof list) {
+                int w = snprintf(list + used, sizeof list - used, ", %s", g_reg[i].name);
+                if (w > 0) used += (size_t)w;
             }
         return mi_err(MI_ERR_UNSUPPORTED, "backend '%s' is not built in (available: %s)", name ? name : "(null)", list);
     }

@@ -674,22 +674,51 @@ static int child_main(const char *mode, const char *model) {
 
 /* Run this program as a child with extra environment; collect its output. Returns the
  * exit code, or -signal if it died from one. */
+extern char **environ;
+
 static int run_child(const char *const *env_kv, const char *mode, const char *model, char *out, size_t out_n) {
+    /* the environment is built before fork: between fork and exec a child of a threaded
+     * process (CUDA runtime, CPU pool) may only make async-signal-safe calls */
+    int n_env = 0, n_kv = 0;
+    while (environ[n_env]) n_env++;
+    while (env_kv[2 * n_kv]) n_kv++;
+    char **envp = calloc((size_t)(n_env + n_kv + 1), sizeof *envp);
+    char *kvbuf = calloc((size_t)n_kv + 1, 512);
+    if (!envp || !kvbuf) { free(envp); free(kvbuf); return -1000; }
+    int w = 0;
+    for (int i = 0; i < n_env; i++) {
+        int replaced = 0;
+        for (int k = 0; k < n_kv; k++) {
+            size_t l = strlen(env_kv[2 * k]);
+            if (!strncmp(environ[i], env_kv[2 * k], l) && environ[i][l] == '=') replaced = 1;
+        }
+        if (!replaced) envp[w++] = environ[i];
+    }
+    for (int k = 0; k < n_kv; k++) {
+        char *kv = kvbuf + 512 * (size_t)k;
+        snprintf(kv, 512, "%s=%s", env_kv[2 * k], env_kv[2 * k + 1]);
+        envp[w++] = kv;
+    }
+    envp[w] = NULL;
+    char *const argv[] = {g_self, (char *)"--child", (char *)mode, (char *)(model ? model : ""), NULL};
     int pfd[2];
     out[0] = 0;
-    if (pipe(pfd)) return -1000;
+    if (pipe(pfd)) { free(envp); free(kvbuf); return -1000; }
+    fflush(stdout);
+    fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) { close(pfd[0]); close(pfd[1]); return -1000; }
+    if (pid < 0) { close(pfd[0]); close(pfd[1]); free(envp); free(kvbuf); return -1000; }
     if (pid == 0) {
         dup2(pfd[1], 1);
         dup2(pfd[1], 2);
         close(pfd[0]);
         close(pfd[1]);
-        for (int i = 0; env_kv[i]; i += 2) setenv(env_kv[i], env_kv[i + 1], 1);
-        execl(g_self, g_self, "--child", mode, model ? model : "", (char *)NULL);
+        execve(g_self, argv, envp);
         _exit(127);
     }
     close(pfd[1]);
+    free(envp);
+    free(kvbuf);
     size_t have = 0;
     for (;;) {
         char tmp[4096];

@@ -118,6 +118,31 @@ def classify_quant_mismatch(t, x, got, want):
     return badb, ties
 
 
+def exact_ties(t, x):
+    """Elements whose pre-rounding value lands exactly on a rounding boundary (.5 for roundf,
+    an integer for trunc(v + .5)), evaluated in f32 as ggml does: shows the tie path is exercised."""
+    if t not in LEGACY:
+        return 0
+    b = x.reshape(-1, 32).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if t in ("Q4_0", "Q5_0"):
+            imax = np.abs(b).argmax(axis=1)[:, None]
+            d = np.take_along_axis(b, imax, 1) / np.float32(-8 if t == "Q4_0" else -16)
+            idv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+            v = b * idv + np.float32(8.5 if t == "Q4_0" else 16.5)
+            return int(((v == np.floor(v)) & (d != 0)).sum())
+        if t in ("Q4_1", "Q5_1"):
+            mn, mx = b.min(axis=1, keepdims=True), b.max(axis=1, keepdims=True)
+            d = (mx - mn) / np.float32(15 if t == "Q4_1" else 31)
+            idv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+            v = (b - mn) * idv + np.float32(0.5)
+            return int(((v == np.floor(v)) & (d != 0)).sum())
+        d = np.abs(b).max(axis=1, keepdims=True) / np.float32(127)
+        idv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+        v = np.abs(b * idv)
+        return int((v - np.floor(v) == np.float32(0.5)).sum())
+
+
 def compare_quant(name, tool, t, x):
     got, want = tool.quant(t, x), ref_quant(t, x)
     if got.shape != want.shape:
@@ -130,7 +155,8 @@ def compare_quant(name, tool, t, x):
         return
     badb, ties = classify_quant_mismatch(t, x, got, want)
     bs, ts = bsize(t)
-    detail = f"{x.size // bs} blocks, {len(badb)} differ ({ties} at a rounding tie, {len(badb) - ties} other)"
+    detail = (f"{x.size // bs} blocks ({exact_ties(t, x)} values exactly at a rounding boundary), "
+              f"{len(badb)} differ ({ties} at a rounding tie, {len(badb) - ties} other)")
     if len(badb):
         b = badb[0]
         detail += f"; first block {b}: got {got[b*ts:(b+1)*ts][:8].tolist()}.. want {want[b*ts:(b+1)*ts][:8].tolist()}.."
@@ -161,7 +187,7 @@ def random_data(nb, bs):
     """Mixed distributions incl. zero, constant and integer-grid (tie-prone) blocks."""
     n = nb * bs
     x = RNG.standard_normal(n).astype(np.float32)
-    kind = RNG.integers(0, 6, nb)
+    kind = RNG.integers(0, 7, nb)
     for b in range(nb):
         s = slice(b * bs, (b + 1) * bs)
         if kind[b] == 1:
@@ -172,6 +198,10 @@ def random_data(nb, bs):
             x[s] = 0.0 if RNG.random() < 0.5 else np.float32(RNG.standard_normal())
         elif kind[b] == 4:
             x[s] = RNG.standard_t(3, bs)  # heavy tails
+        elif kind[b] == 5:  # extreme -8 or -16 steps, the rest on half steps: x/d lands on .5 exactly
+            step = np.float32(2.0) ** RNG.integers(-8, 3)
+            x[s] = (RNG.integers(-15, 15, bs).astype(np.float32) + np.float32(0.5)) * step
+            x[b * bs + RNG.integers(0, bs)] = np.float32(-8 if RNG.random() < 0.5 else -16) * step
     return x.astype(np.float32)
 
 

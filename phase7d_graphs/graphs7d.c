@@ -1,0 +1,1028 @@
+/* Phase 7d: CUDA Graph capture/replay of decode splits, wrapped around the CUDA
+ * backend's interface (split_begin / execute_node / split_end and every stream touch).
+ * A decode split runs in one of three modes: REPLAY (a cached graph fits its key: one
+ * cudaGraphLaunch), CAPTURE (a miss: the split's kernels are recorded once, the graph
+ * is instantiated, cached and launched) or DIRECT (everything else). The split's head,
+ * its Input nodes and boundary copies, always runs outside the graph, before it: Inputs
+ * through a pinned staging ring, the ATTN/KV_STORE n_past values into the device step
+ * params. docs/PHASE7D.md has the rules and why. */
+#include "phase7d_graphs/graphs7d.h"
+#include "phase7a_skeleton/cuda_check.h"
+#include "phase7c_wiring/wiring7c.h"
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#define G7_CACHE_MAX 8                     /* graphs per backend (LRU) */
+#define G7_MAX_SLOTS 4096                  /* step-param slots per split */
+#define G7_RING_N 8                        /* staging ring: slots, one per split */
+#define G7_RING_BYTES ((size_t)64 << 10)   /* bytes per ring slot */
+#define G7_LOG_N 256
+#define G7_BACKOFF_MAX 64
+
+typedef struct {
+    uint64_t a, b;
+} g7_hash;
+
+typedef struct {
+    bool used;
+    g7_hash shape;           /* split identity: ops, types, shapes, params, data pointers, execs */
+    uint64_t gen;            /* pool generation at capture */
+    void *ws;                /* workspace block and size at capture */
+    size_t ws_size;
+    cudaGraphExec_t exec;
+    uint64_t last_use;
+} g7_entry;
+
+enum { M_NONE = 0, M_DIRECT, M_PENDING, M_CAPTURING, M_REPLAY };
+
+typedef struct g7_state {
+    mi_backend_iface iface;          /* our copy, installed as be->iface (first member) */
+    const mi_backend_iface *orig;    /* the CUDA backend's own */
+    mi_backend *be;
+    mi_cuda_ctx *c;
+    cudaStream_t stream;
+    int device;
+    uint64_t serial;                 /* wrap order, for the capture log */
+    int32_t *dparams;                /* device [G7_MAX_SLOTS]: n_past per slot */
+    char *ring;                      /* pinned [G7_RING_N][G7_RING_BYTES] */
+    cudaEvent_t ring_ev[G7_RING_N];
+    bool ring_armed[G7_RING_N];
+    int ring_cur;
+    size_t ring_fill;
+    bool ring_dirty;
+    cudaEvent_t sync_ev;
+    /* the split in progress */
+    int mode;
+    const mi_graph *g;
+    mi_split sp;
+    int first_compute, n_compute;
+    uint64_t split_serial, win_serial;
+    g7_hash shape;
+    uint64_t gen;
+    void *ws;
+    size_t ws_size;
+    g7_entry *hit;
+    const mi_tensor **slot_node;     /* [G7_MAX_SLOTS] */
+    int n_slots, slot_cursor;
+    bool npast_in_key;               /* an ATTN/KV_STORE without device n_past: p[0] is in the key */
+    int fail_at;                     /* node id where an injected failure fires, -1 none */
+    mi_graph_fail fail_mode;
+    /* cache */
+    g7_entry cache[G7_CACHE_MAX];
+    uint64_t tick;
+    /* backoff after a failed window: skip capture of this shape for bo_left splits */
+    g7_hash bo_shape;
+    int bo_left, bo_fails;
+    struct g7_state *next;
+} g7_state;
+
+/* ---------------- process-wide state ---------------- */
+static pthread_mutex_t g_list_mu = PTHREAD_MUTEX_INITIALIZER;   /* outer: never taken under the stream lock */
+static g7_state *g_states;
+static uint64_t g_wrap_serial;
+
+static pthread_mutex_t g_stream_mu;                              /* the stream lock (recursive) */
+static pthread_once_t g_stream_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t g_st_mu = PTHREAD_MUTEX_INITIALIZER;     /* innermost: counters, log, injection */
+static mi_cuda_graph_counters g_st;
+static mi_cuda_graph_capture_rec g_log[G7_LOG_N];
+static uint64_t g_log_n;
+static mi_graph_fail g_fail_mode;
+static int g_fail_left;
+
+static int g_enabled = 1;
+
+#define G7_MAX_STEP_OPS 8
+static mi_cuda_exec_fn g_step_ops[G7_MAX_STEP_OPS];
+static int g_n_step_ops;
+
+/* the backend whose split this thread is executing (for mi_cuda_step_param) */
+static _Thread_local g7_state *t_cur;
+
+static void stream_lock_init(void) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&g_stream_mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+void mi_cuda_stream_lock(void) {
+    pthread_once(&g_stream_once, stream_lock_init);
+    pthread_mutex_lock(&g_stream_mu);
+}
+void mi_cuda_stream_unlock(void) { pthread_mutex_unlock(&g_stream_mu); }
+
+#define STAT_ADD(field, v) do { pthread_mutex_lock(&g_st_mu); g_st.field += (v); pthread_mutex_unlock(&g_st_mu); } while (0)
+
+void mi_cuda_graph_stats(mi_cuda_graph_counters *out) {
+    pthread_mutex_lock(&g_st_mu);
+    *out = g_st;
+    pthread_mutex_unlock(&g_st_mu);
+}
+
+void mi_cuda_graph_stats_reset(void) {
+    pthread_mutex_lock(&g_st_mu);
+    uint64_t cached = g_st.cached;
+    memset(&g_st, 0, sizeof g_st);
+    g_st.cached = cached;
+    g_log_n = 0;
+    pthread_mutex_unlock(&g_st_mu);
+}
+
+int mi_cuda_graph_capture_log(mi_cuda_graph_capture_rec *out, int max) {
+    pthread_mutex_lock(&g_st_mu);
+    uint64_t have = g_log_n < G7_LOG_N ? g_log_n : G7_LOG_N;
+    int n = (int)(have < (uint64_t)max ? have : (uint64_t)max);
+    for (int i = 0; i < n; i++) out[i] = g_log[(g_log_n - (uint64_t)n + (uint64_t)i) % G7_LOG_N];
+    pthread_mutex_unlock(&g_st_mu);
+    return n;
+}
+
+void mi_cuda_graph_set_enabled(bool on) { __atomic_store_n(&g_enabled, on ? 1 : 0, __ATOMIC_RELAXED); }
+bool mi_cuda_graph_enabled(void) { return __atomic_load_n(&g_enabled, __ATOMIC_RELAXED) != 0; }
+
+void mi_cuda_graph_set_fail(mi_graph_fail mode, int count) {
+    pthread_mutex_lock(&g_st_mu);
+    g_fail_mode = mode;
+    g_fail_left = count;
+    pthread_mutex_unlock(&g_st_mu);
+}
+
+static bool take_fail(mi_graph_fail mode) {
+    bool r = false;
+    pthread_mutex_lock(&g_st_mu);
+    if (g_fail_mode == mode && g_fail_left != 0) {
+        if (g_fail_left > 0) g_fail_left--;
+        r = true;
+    }
+    pthread_mutex_unlock(&g_st_mu);
+    return r;
+}
+
+void mi_cuda_graph_register_step_op(mi_cuda_exec_fn exec) {
+    if (!exec) return;
+    for (int i = 0; i < g_n_step_ops; i++)
+        if (g_step_ops[i] == exec) return;
+    if (g_n_step_ops < G7_MAX_STEP_OPS) g_step_ops[g_n_step_ops++] = exec;
+}
+
+static bool is_step_exec(mi_cuda_exec_fn ex) {
+    for (int i = 0; ex && i < g_n_step_ops; i++)
+        if (g_step_ops[i] == ex) return true;
+    return false;
+}
+
+bool mi_cuda_graph_npast_on_device(void) {
+    mi_cuda_exec_fn a = NULL, k = NULL;
+    mi_cuda_get_op(MI_OP_ATTN, &a, NULL, NULL);
+    mi_cuda_get_op(MI_OP_KV_STORE, &k, NULL, NULL);
+    return is_step_exec(a) && is_step_exec(k);
+}
+
+/* "loudly": an aborted window is an error line whatever MINFER_LOG says */
+static void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void loud(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("minfer: cuda graph: ERROR: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---------------- hashing (two independent 64-bit lanes) ---------------- */
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+static inline void hput(g7_hash *h, uint64_t v) {
+    h->a = mix64(h->a ^ v);
+    h->b = (h->b ^ (v + 0x9E3779B97F4A7C15ULL)) * 0x100000001b3ULL;
+    h->b ^= h->b >> 29;
+}
+static inline void hptr(g7_hash *h, const void *p) { hput(h, (uint64_t)(uintptr_t)p); }
+static inline bool heq(g7_hash x, g7_hash y) { return x.a == y.a && x.b == y.b; }
+
+/* ---------------- wrapped backends ---------------- */
+static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp);
+
+static g7_state *state_of(mi_backend *be) {
+    if (!be || !be->iface || be->iface->split_begin != w_split_begin) return NULL;
+    return (g7_state *)(void *)be->iface;   /* iface is the first member */
+}
+
+bool mi_cuda_graph_wrapped(mi_backend *be) { return state_of(be) != NULL; }
+
+static void lock(void) { mi_cuda_stream_lock(); }
+static void unlock(void) { mi_cuda_stream_unlock(); }
+
+static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* ---------------- cache ---------------- */
+static void maybe_free_retired(void) {
+    pthread_mutex_lock(&g_st_mu);
+    bool empty = g_st.cached == 0;
+    pthread_mutex_unlock(&g_st_mu);
+    /* 7c frees a replaced weight copy only when told no captured graph can hold it */
+    if (!empty) return;
+    size_t freed = mi7c_weights_free_retired();
+    if (freed) STAT_ADD(retired_freed_bytes, freed);
+}
+
+static void entry_drop(g7_entry *e) {
+    if (!e->used) return;
+    lock();
+    MI_CU_WARN(cudaGraphExecDestroy(e->exec));   /* an in-flight launch completes first */
+    unlock();
+    memset(e, 0, sizeof *e);
+    pthread_mutex_lock(&g_st_mu);
+    g_st.evictions++;
+    g_st.cached--;
+    pthread_mutex_unlock(&g_st_mu);
+}
+
+static int cache_drop_all(g7_state *s) {
+    int n = 0;
+    for (int i = 0; i < G7_CACHE_MAX; i++)
+        if (s->cache[i].used) {
+            entry_drop(&s->cache[i]);
+            n++;
+        }
+    return n;
+}
+
+static g7_entry *cache_find(g7_state *s) {
+    for (int i = 0; i < G7_CACHE_MAX; i++) {
+        g7_entry *e = &s->cache[i];
+        if (e->used && heq(e->shape, s->shape) && e->gen == s->gen && e->ws == s->ws && e->ws_size == s->ws_size)
+            return e;
+    }
+    return NULL;
+}
+
+/* A new graph for the current key: one of the same shape (older generation or
+ * workspace) is replaced and counted as a recapture; else a free or the LRU entry. */
+static g7_entry *cache_insert(g7_state *s, cudaGraphExec_t exec) {
+    for (int i = 0; i < G7_CACHE_MAX; i++) {
+        g7_entry *e = &s->cache[i];
+        if (!e->used || !heq(e->shape, s->shape)) continue;
+        pthread_mutex_lock(&g_st_mu);
+        g_st.recaptures++;
+        if (e->gen != s->gen) g_st.recaptures_generation++;
+        pthread_mutex_unlock(&g_st_mu);
+        entry_drop(e);
+    }
+    g7_entry *slot = NULL;
+    for (int i = 0; i < G7_CACHE_MAX && !slot; i++)
+        if (!s->cache[i].used) slot = &s->cache[i];
+    if (!slot) {
+        slot = &s->cache[0];
+        for (int i = 1; i < G7_CACHE_MAX; i++)
+            if (s->cache[i].last_use < slot->last_use) slot = &s->cache[i];
+        entry_drop(slot);
+    }
+    slot->used = true;
+    slot->shape = s->shape;
+    slot->gen = s->gen;
+    slot->ws = s->ws;
+    slot->ws_size = s->ws_size;
+    slot->exec = exec;
+    slot->last_use = ++s->tick;
+    STAT_ADD(cached, 1);
+    return slot;
+}
+
+/* ---------------- pinned staging ring ---------------- */
+/* Each split takes the next ring slot for its step params and Input bytes. The slot's
+ * event is recorded when the next split begins (after all of this split's copies were
+ * queued); a slot is reused only after its event completed, G7_RING_N splits later. */
+static mi_status ring_advance(g7_state *s) {
+    if (s->ring_dirty) {
+        lock();
+        cudaError_t e = cudaEventRecord(s->ring_ev[s->ring_cur], s->stream);
+        unlock();
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return mi_err(MI_ERR_DEVICE, "cuda graph: staging ring event: %s", cudaGetErrorString(e));
+        }
+        s->ring_armed[s->ring_cur] = true;
+    }
+    s->ring_cur = (s->ring_cur + 1) % G7_RING_N;
+    if (s->ring_armed[s->ring_cur]) {   /* outside the stream lock: a wait, not a touch */
+        MI_CU_CHECK(cudaEventSynchronize(s->ring_ev[s->ring_cur]));
+        s->ring_armed[s->ring_cur] = false;
+    }
+    s->ring_fill = 0;
+    s->ring_dirty = false;
+    return MI_OK;
+}
+
+static void *ring_put(g7_state *s, const void *src, size_t n) {
+    size_t off = (s->ring_fill + 255) & ~(size_t)255;
+    if (off > G7_RING_BYTES || n > G7_RING_BYTES - off) return NULL;
+    char *p = s->ring + (size_t)s->ring_cur * G7_RING_BYTES + off;
+    memcpy(p, src, n);
+    s->ring_fill = off + n;
+    s->ring_dirty = true;
+    return p;
+}
+
+/* ---------------- execution helpers ---------------- */
+static mi_status run_direct(g7_state *s, mi_tensor *node) {
+    lock();
+    g7_state *prev = t_cur;
+    t_cur = s;
+    mi_status st = s->orig->execute_node(s->be, node);
+    t_cur = prev;
+    unlock();
+    return st;
+}
+
+/* Input: host bytes -> pinned ring -> device, async on the stream (hard rule 5).
+ * Too large for the ring: the backend's own (pageable) copy, never inside a window. */
+static mi_status run_input(g7_state *s, mi_tensor *node) {
+    size_t n = mi_nbytes(node);
+    if (n == 0 || !node->host_src || !node->data) return run_direct(s, node);
+    void *p = ring_put(s, node->host_src, n);
+    if (!p) return run_direct(s, node);
+    lock();
+    cudaError_t e = cudaMemcpyAsync(node->data, p, n, cudaMemcpyHostToDevice, s->stream);
+    unlock();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return mi_err(MI_ERR_DEVICE, "cuda: input '%s' (%zu bytes) through the staging ring: %s", node->name, n,
+                      cudaGetErrorString(e));
+    }
+    STAT_ADD(staged_inputs, 1);
+    return MI_OK;
+}
+
+/* the compute nodes first..last of the split, by direct launches (after a failed window
+ * whose recorded work never ran) */
+static mi_status run_region_direct(g7_state *s, int first, int last) {
+    for (int i = first; i <= last; i++) {
+        mi_tensor *t = s->g->nodes[i];
+        if (t->op == MI_OP_NONE) continue;
+        mi_status st = t->op == MI_OP_INPUT ? run_input(s, t) : run_direct(s, t);
+        if (st != MI_OK) return mi_err_ctx(st, "node #%d %s (%s), run uncaptured", i, t->name, mi_op_name(t->op));
+    }
+    return MI_OK;
+}
+
+static void backoff_note(g7_state *s) {
+    s->bo_shape = s->shape;
+    s->bo_fails++;
+    s->bo_left = s->bo_fails >= 7 ? G7_BACKOFF_MAX : 1 << (s->bo_fails - 1);
+}
+
+/* Make sure the stream is not left capturing (after any failure). */
+static void ensure_not_capturing(g7_state *s) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s->stream, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (cs == cudaStreamCaptureStatusNone) return;
+    loud("stream still capturing after the window closed: ending it again");
+    cudaGraph_t gr = NULL;
+    (void)cudaStreamEndCapture(s->stream, &gr);
+    if (gr) (void)cudaGraphDestroy(gr);
+    (void)cudaGetLastError();
+}
+
+/* Abort the open window: end the capture, discard the graph, release the window's hold
+ * on the stream lock. The caller runs the recorded nodes uncaptured. */
+static void window_abort(g7_state *s, const mi_tensor *node, const char *why) {
+    cudaGraph_t gr = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &gr);
+    if (gr) (void)cudaGraphDestroy(gr);
+    (void)cudaGetLastError();
+    ensure_not_capturing(s);
+    if (node)
+        loud("node #%d %s (%s) failed inside an open capture window: %s; window aborted (EndCapture: %s), the "
+             "step runs uncaptured", node->id, node->name, mi_op_name(node->op), why, cudaGetErrorString(e));
+    else
+        loud("capture window aborted: %s (EndCapture: %s)", why, cudaGetErrorString(e));
+    s->mode = M_DIRECT;
+    unlock();   /* the window's hold */
+    STAT_ADD(aborted_windows, 1);
+    backoff_note(s);
+}
+
+/* a window left open by a path that never reached split_end (an error return) */
+static void abort_stale(g7_state *s, const char *where) {
+    if (s->mode == M_CAPTURING) window_abort(s, NULL, where);
+    s->mode = M_NONE;
+}
+
+static mi_status window_begin(g7_state *s) {
+    lock();   /* held until the window closes: the capture window is process-wide exclusive */
+    cudaError_t e;
+    const bool inj = take_fail(MI_GRAPH_FAIL_BEGIN);
+    if (inj) {
+        /* a real refusal: the legacy stream cannot be captured */
+        e = cudaStreamBeginCapture((cudaStream_t)0, cudaStreamCaptureModeThreadLocal);
+        if (e == cudaSuccess) {
+            cudaGraph_t gr = NULL;
+            (void)cudaStreamEndCapture((cudaStream_t)0, &gr);
+            if (gr) (void)cudaGraphDestroy(gr);
+            e = cudaErrorStreamCaptureUnsupported;
+        }
+    } else {
+        /* thread-local mode: other threads may keep using CUDA (their own streams) */
+        e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        ensure_not_capturing(s);
+        loud("cudaStreamBeginCapture failed: %s%s; the step runs uncaptured", cudaGetErrorString(e),
+             inj ? " (injected, MINFER_CUDA_GRAPH_FAIL=begin)" : "");
+        unlock();
+        STAT_ADD(begin_failures, 1);
+        backoff_note(s);
+        return MI_ERR_DEVICE;
+    }
+    s->mode = M_CAPTURING;
+    s->win_serial = s->split_serial;
+    s->fail_at = -1;
+    s->fail_mode = MI_GRAPH_FAIL_NONE;
+    if (take_fail(MI_GRAPH_FAIL_NODE)) s->fail_mode = MI_GRAPH_FAIL_NODE;
+    else if (take_fail(MI_GRAPH_FAIL_SYNC)) s->fail_mode = MI_GRAPH_FAIL_SYNC;
+    if (s->fail_mode != MI_GRAPH_FAIL_NONE) {   /* the middle compute node of the window */
+        int want = s->n_compute / 2, k = 0;
+        for (int i = s->first_compute; i < s->sp.first + s->sp.n; i++) {
+            if (s->g->nodes[i]->op == MI_OP_NONE) continue;
+            if (k++ == want) {
+                s->fail_at = i;
+                break;
+            }
+        }
+    }
+    return MI_OK;
+}
+
+static mi_status run_captured(g7_state *s, mi_tensor *node) {
+    g7_state *prev = t_cur;
+    t_cur = s;
+    mi_status st = s->orig->execute_node(s->be, node);   /* only enqueues: recorded, not run */
+    t_cur = prev;
+    if (st == MI_OK && node->id == s->fail_at) {
+        if (s->fail_mode == MI_GRAPH_FAIL_NODE) {
+            st = mi_err(MI_ERR_DEVICE, "injected node failure (MINFER_CUDA_GRAPH_FAIL=node)");
+        } else {
+            /* what hard rule 3 forbids, done on purpose: a real error that invalidates the capture */
+            cudaError_t e = cudaStreamSynchronize(s->stream);
+            (void)cudaGetLastError();
+            st = mi_err(MI_ERR_DEVICE, "cudaStreamSynchronize inside the window returned '%s' (injected, "
+                        "MINFER_CUDA_GRAPH_FAIL=sync)", cudaGetErrorString(e));
+        }
+    }
+    if (st == MI_OK) return MI_OK;
+    char why[512];
+    snprintf(why, sizeof why, "%s", mi_errmsg());
+    window_abort(s, node, why);
+    /* the nodes recorded so far never ran: run them now, uncaptured, this one included */
+    return run_region_direct(s, s->first_compute, node->id);
+}
+
+static void log_capture(g7_state *s, cudaGraph_t gr) {
+    mi_cuda_graph_capture_rec r;
+    memset(&r, 0, sizeof r);
+    r.backend_serial = s->serial;
+    r.shape_hash = s->shape.a;
+    r.generation = s->gen;
+    r.compute_nodes = s->n_compute;
+    size_t n = 0;
+    if (cudaGraphGetNodes(gr, NULL, &n) == cudaSuccess && n > 0) {
+        cudaGraphNode_t *nodes = malloc(n * sizeof *nodes);
+        if (nodes && cudaGraphGetNodes(gr, nodes, &n) == cudaSuccess) {
+            for (size_t i = 0; i < n; i++) {
+                enum cudaGraphNodeType ty;
+                if (cudaGraphNodeGetType(nodes[i], &ty) != cudaSuccess) {
+                    r.others++;
+                    continue;
+                }
+                if (ty == cudaGraphNodeTypeKernel) r.kernels++;
+                else if (ty == cudaGraphNodeTypeMemcpy) r.memcpys++;
+                else if (ty == cudaGraphNodeTypeMemset) r.memsets++;
+                else r.others++;
+            }
+        }
+        free(nodes);
+    }
+    (void)cudaGetLastError();
+    r.graph_nodes = n;
+    pthread_mutex_lock(&g_st_mu);
+    g_log[g_log_n % G7_LOG_N] = r;
+    g_log_n++;
+    g_st.captures++;
+    if (s->npast_in_key) g_st.npast_key_captures++;
+    g_st.last_graph_nodes = n;
+    if (n > g_st.max_graph_nodes) g_st.max_graph_nodes = n;
+    pthread_mutex_unlock(&g_st_mu);
+}
+
+/* Close the window at split_end: EndCapture, instantiate, cache, launch. Any failure:
+ * nothing is cached and the split's compute nodes run uncaptured. */
+static mi_status window_close(g7_state *s) {
+    const int last = s->sp.first + s->sp.n - 1;
+    cudaGraph_t gr = NULL;
+    cudaGraphExec_t ex = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &gr);
+    /* one window = one split of one step; a window that outlived its split would replay
+     * later steps' work (double KV commits): never cached */
+    const bool multi = s->win_serial != s->split_serial;
+    if (e == cudaSuccess && gr && !multi) e = cudaGraphInstantiate(&ex, gr, 0);
+    if (e == cudaSuccess && ex && !multi) log_capture(s, gr);
+    if (gr) (void)cudaGraphDestroy(gr);   /* the executable keeps what it needs */
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    ensure_not_capturing(s);
+    unlock();   /* the window's hold */
+    s->mode = M_DIRECT;
+    if (e != cudaSuccess || !ex || multi) {
+        if (ex) {
+            lock();
+            (void)cudaGraphExecDestroy(ex);
+            unlock();
+        }
+        if (multi) {
+            loud("a capture window spanned more than one step (split %llu..%llu): graph discarded",
+                 (unsigned long long)s->win_serial, (unsigned long long)s->split_serial);
+            STAT_ADD(multi_step_rejected, 1);
+        } else {
+            loud("closing the capture window failed: %s; the step runs uncaptured", cudaGetErrorString(e));
+            STAT_ADD(end_failures, 1);
+        }
+        backoff_note(s);
+        return run_region_direct(s, s->first_compute, last);
+    }
+    g7_entry *en = cache_insert(s, ex);
+    s->bo_fails = 0;
+    s->bo_left = 0;
+    lock();
+    e = cudaGraphLaunch(ex, s->stream);
+    unlock();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        loud("first launch of a new graph failed: %s; the step runs uncaptured", cudaGetErrorString(e));
+        entry_drop(en);
+        STAT_ADD(end_failures, 1);
+        backoff_note(s);
+        return run_region_direct(s, s->first_compute, last);
+    }
+    s->mode = M_NONE;
+    return MI_OK;
+}
+
+static mi_status replay(g7_state *s) {
+    lock();
+    cudaError_t e = cudaGraphLaunch(s->hit->exec, s->stream);
+    unlock();
+    s->hit->last_use = ++s->tick;
+    if (e == cudaSuccess) {
+        STAT_ADD(replays, 1);
+        return MI_OK;
+    }
+    (void)cudaGetLastError();
+    loud("cudaGraphLaunch failed: %s; graph dropped, the step runs uncaptured", cudaGetErrorString(e));
+    entry_drop(s->hit);
+    s->hit = NULL;
+    s->mode = M_DIRECT;
+    return run_region_direct(s, s->first_compute, s->sp.first + s->sp.n - 1);
+}
+
+/* ---------------- the split: scan, key, step params ---------------- */
+static bool is_head_node(const mi_tensor *t) {
+    if (t->op == MI_OP_NONE || t->op == MI_OP_INPUT) return true;
+    return t->op == MI_OP_COPY && t->src[0] && t->src[0]->backend != t->backend;   /* from another backend */
+}
+
+static void hash_tensor_ref(g7_hash *h, const mi_tensor *t) {
+    if (!t) {
+        hput(h, 0);
+        return;
+    }
+    hptr(h, t->data);
+    hput(h, (uint64_t)t->type);
+    for (int d = 0; d < MI_MAX_DIMS; d++) hput(h, (uint64_t)t->ne[d]);
+}
+
+/* Decide the split's slots, key and eligibility. A decode split (every ATTN / KV_STORE
+ * of it on one token) gets step-param slots; it is eligible for capture when its head
+ * is the only place with Inputs and boundary copies. */
+static bool split_scan(g7_state *s) {
+    const mi_graph *g = s->g;
+    const int first = s->sp.first, end = s->sp.first + s->sp.n;
+    int k = first;
+    while (k < end && is_head_node(g->nodes[k])) k++;
+    s->first_compute = k;
+    s->n_compute = 0;
+    bool hoistable = true, has_attn = false, one_token = true;
+    for (int i = k; i < end; i++) {
+        const mi_tensor *t = g->nodes[i];
+        if (t->op == MI_OP_NONE) continue;
+        s->n_compute++;
+        if (is_head_node(t)) hoistable = false;   /* an Input after compute: its bytes may reuse freed memory */
+        if (t->op == MI_OP_ATTN || t->op == MI_OP_KV_STORE) {
+            if (!t->src[0] || nrows(t->src[0]) != 1) one_token = false;
+            if (t->op == MI_OP_ATTN) has_attn = true;
+        }
+    }
+    const bool decode = has_attn && one_token;
+    mi_cuda_exec_fn ex_attn = NULL, ex_kv = NULL;
+    mi_cuda_get_op(MI_OP_ATTN, &ex_attn, NULL, NULL);
+    mi_cuda_get_op(MI_OP_KV_STORE, &ex_kv, NULL, NULL);
+    const bool dev_attn = is_step_exec(ex_attn), dev_kv = is_step_exec(ex_kv);
+    s->n_slots = 0;
+    s->slot_cursor = 0;
+    bool npast_in_key = false;
+    g7_hash h = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL};
+    hput(&h, (uint64_t)s->sp.n);
+    hput(&h, (uint64_t)(k - first));
+    hptr(&h, s->dparams);
+    for (int i = first; i < end; i++) {
+        const mi_tensor *t = g->nodes[i];
+        hput(&h, (uint64_t)t->op);
+        hput(&h, (uint64_t)t->flags);
+        hash_tensor_ref(&h, t);
+        if (t->op == MI_OP_NONE || i < k) continue;   /* head: only its pointers matter */
+        mi_cuda_exec_fn ex = NULL;
+        if ((int)t->op > (int)MI_OP_NONE && (int)t->op < (int)MI_OP_COUNT) mi_cuda_get_op(t->op, &ex, NULL, NULL);
+        hptr(&h, (const void *)(uintptr_t)ex);   /* an op-table swap (7e A/B) is another graph */
+        bool slot = false;
+        if (decode && ((t->op == MI_OP_ATTN && dev_attn) || (t->op == MI_OP_KV_STORE && dev_kv)) &&
+            s->n_slots < G7_MAX_SLOTS) {
+            s->slot_node[s->n_slots++] = t;
+            slot = true;
+        } else if (t->op == MI_OP_ATTN || t->op == MI_OP_KV_STORE) {
+            npast_in_key = true;
+        }
+        for (int p = slot ? 1 : 0; p < MI_MAX_PARAMS; p++) hput(&h, (uint64_t)(uint32_t)t->p[p]);
+        for (int j = 0; j < MI_MAX_SRC; j++) hash_tensor_ref(&h, t->src[j]);
+    }
+    s->shape = h;
+    s->npast_in_key = npast_in_key;
+    return decode && hoistable && s->n_compute > 0 && mi_cuda_graph_enabled();
+}
+
+/* n_past of every slot: host -> ring -> device params, queued before the split's work */
+static mi_status params_fill(g7_state *s) {
+    int32_t vals[256];
+    int32_t *v = s->n_slots <= 256 ? vals : malloc((size_t)s->n_slots * sizeof *v);
+    if (!v) return mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
+    for (int i = 0; i < s->n_slots; i++) v[i] = s->slot_node[i]->p[0];
+    const size_t n = (size_t)s->n_slots * sizeof *v;
+    void *p = ring_put(s, v, n);
+    if (v != vals) free(v);
+    if (!p) return mi_err(MI_ERR_INTERNAL, "cuda graph: %d step params do not fit the staging ring", s->n_slots);
+    lock();
+    cudaError_t e = cudaMemcpyAsync(s->dparams, p, n, cudaMemcpyHostToDevice, s->stream);
+    unlock();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return mi_err(MI_ERR_DEVICE, "cuda graph: step params upload: %s", cudaGetErrorString(e));
+    }
+    STAT_ADD(param_fills, 1);
+    return MI_OK;
+}
+
+const int32_t *mi_cuda_step_param(mi_cuda_ctx *c, const mi_tensor *node) {
+    g7_state *s = t_cur;
+    if (!s || s->c != c || s->n_slots == 0) return NULL;
+    for (int k = 0; k < s->n_slots; k++) {   /* nodes come in slot order: O(1) amortized */
+        int j = (s->slot_cursor + k) % s->n_slots;
+        if (s->slot_node[j] == node) {
+            s->slot_cursor = j + 1;
+            return s->dparams + j;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------- the wrapped interface ---------------- */
+static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp) {
+    g7_state *s = state_of(be);
+    abort_stale(s, "a new split began while a window was open");
+    s->hit = NULL;
+    s->n_slots = 0;
+    s->g = NULL;
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != s->device) MI_CU_CHECK(cudaSetDevice(s->device));
+    MI_TRY(ring_advance(s));
+    if (s->orig->split_begin) {   /* sizes the workspace: may allocate, so before any window */
+        lock();
+        mi_status st = s->orig->split_begin(be, g, sp);
+        unlock();
+        if (st != MI_OK) return st;
+    }
+    s->g = g;
+    s->sp = *sp;
+    s->split_serial++;
+    const bool eligible = split_scan(s);
+    s->gen = s->orig->generation ? s->orig->generation(be) : 0;
+    s->ws = mi_cuda_workspace(s->c, &s->ws_size);
+    if (s->n_slots) MI_TRY(params_fill(s));
+    if (!eligible) {
+        s->mode = M_DIRECT;
+        return MI_OK;
+    }
+    s->hit = cache_find(s);
+    if (s->hit) {
+        s->mode = M_REPLAY;
+    } else if (s->bo_left > 0 && heq(s->bo_shape, s->shape)) {
+        s->bo_left--;
+        s->mode = M_DIRECT;
+        STAT_ADD(backoff_splits, 1);
+    } else {
+        s->mode = M_PENDING;
+    }
+    return MI_OK;
+}
+
+static mi_status w_execute_node(mi_backend *be, mi_tensor *node) {
+    g7_state *s = state_of(be);
+    const int id = node->id;
+    const bool in_split = s->mode != M_NONE && s->g && id >= s->sp.first && id < s->sp.first + s->sp.n &&
+                          s->g->nodes[id] == node;
+    if (!in_split) {
+        abort_stale(s, "a node outside the split ran while a window was open");
+        return node->op == MI_OP_INPUT ? run_input(s, node) : run_direct(s, node);
+    }
+    if (id < s->first_compute || (node->op == MI_OP_INPUT && s->mode != M_CAPTURING))
+        return node->op == MI_OP_INPUT ? run_input(s, node) : run_direct(s, node);
+    switch (s->mode) {
+    case M_REPLAY:
+        return MI_OK;   /* the graph runs it at split_end */
+    case M_PENDING:
+        if (window_begin(s) != MI_OK) {
+            s->mode = M_DIRECT;
+            return run_direct(s, node);
+        }
+        return run_captured(s, node);
+    case M_CAPTURING:
+        return run_captured(s, node);
+    default:
+        return run_direct(s, node);
+    }
+}
+
+static mi_status w_split_end(mi_backend *be, const mi_graph *g, const mi_split *sp) {
+    g7_state *s = state_of(be);
+    mi_status st = MI_OK;
+    const int mode = s->mode;
+    if (mode == M_CAPTURING) st = window_close(s);
+    else if (mode == M_REPLAY) st = replay(s);
+    if (s->mode == M_DIRECT || mode == M_DIRECT || mode == M_PENDING) STAT_ADD(direct_splits, 1);
+    s->mode = M_NONE;
+    s->g = NULL;
+    if (st == MI_OK && s->orig->split_end) {
+        lock();
+        st = s->orig->split_end(be, g, sp);
+        unlock();
+    }
+    return st;
+}
+
+static mi_status w_synchronize(mi_backend *be) {
+    g7_state *s = state_of(be);
+    abort_stale(s, "synchronize while a window was open");
+    lock();   /* the touch: an event record; the wait happens outside the lock */
+    cudaError_t e = cudaEventRecord(s->sync_ev, s->stream);
+    unlock();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return mi_err(MI_ERR_DEVICE, "cudaEventRecord (synchronize) failed: %s", cudaGetErrorString(e));
+    }
+    MI_CU_CHECK(cudaEventSynchronize(s->sync_ev));
+    return MI_OK;
+}
+
+static mi_status w_write(mi_backend *be, void *dst, const void *src, size_t n) {
+    g7_state *s = state_of(be);
+    abort_stale(s, "a copy into the device while a window was open");
+    lock();
+    mi_status st = s->orig->write(be, dst, src, n);
+    unlock();
+    return st;
+}
+
+static mi_status w_read(mi_backend *be, void *dst, const void *src, size_t n) {
+    g7_state *s = state_of(be);
+    abort_stale(s, "a read while a window was open");
+    MI_TRY(w_synchronize(be));   /* drain first, so the locked read does not wait on kernels */
+    lock();
+    mi_status st = s->orig->read(be, dst, src, n);
+    unlock();
+    return st;
+}
+
+static mi_status w_copy(mi_backend *be, void *dst, const void *src, size_t n) {
+    g7_state *s = state_of(be);
+    lock();
+    mi_status st = s->orig->copy(be, dst, src, n);
+    unlock();
+    return st;
+}
+
+static mi_status w_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {
+    g7_state *s = state_of(be);
+    lock();
+    mi_status st = s->orig->buffer_alloc(be, size, out);
+    unlock();
+    return st;
+}
+
+static void w_buffer_free(mi_backend *be, mi_buffer *buf) {
+    g7_state *s = state_of(be);
+    lock();
+    s->orig->buffer_free(be, buf);
+    unlock();
+}
+
+static void state_release(g7_state *s) {
+    for (int i = 0; i < G7_RING_N; i++)
+        if (s->ring_ev[i]) MI_CU_WARN(cudaEventDestroy(s->ring_ev[i]));
+    if (s->sync_ev) MI_CU_WARN(cudaEventDestroy(s->sync_ev));
+    mi_cudev_host_free(s->ring);
+    free(s->slot_node);
+    free(s);
+}
+
+static void w_destroy(mi_backend *be) {
+    g7_state *s = state_of(be);
+    if (!s) return;
+    pthread_mutex_lock(&g_list_mu);   /* out of the list first: the list lock is never taken under the stream lock */
+    for (g7_state **pp = &g_states; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&g_list_mu);
+    abort_stale(s, "backend destroyed while a window was open");
+    lock();
+    MI_CU_WARN(cudaStreamSynchronize(s->stream));   /* graphs and ring slots may be in flight */
+    unlock();
+    cache_drop_all(s);
+    const mi_backend_iface *orig = s->orig;
+    be->iface = orig;
+    lock();
+    state_release(s);
+    orig->destroy(be);   /* frees the step-params region with the context */
+    unlock();
+    maybe_free_retired();
+}
+
+/* ---------------- wrap, create, install ---------------- */
+mi_status mi_cuda_graph_wrap(mi_backend *be) {
+    mi_cuda_ctx *c = mi_cuda_ctx_of(be);
+    if (!c) return mi_err(MI_ERR_INVALID, "cuda graph: not a CUDA backend");
+    if (state_of(be)) return MI_OK;
+    g7_state *s = calloc(1, sizeof *s);
+    if (!s) return mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
+    s->slot_node = calloc(G7_MAX_SLOTS, sizeof *s->slot_node);
+    s->be = be;
+    s->c = c;
+    s->stream = (cudaStream_t)mi_cuda_stream(c);
+    s->device = mi_cuda_device_id(c);
+    s->orig = be->iface;
+    mi_status st = s->slot_node ? MI_OK : mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
+    lock();
+    if (st == MI_OK) st = mi_cudev_select(s->device);
+    if (st == MI_OK) {
+        void *p = NULL;
+        st = mi_cuda_region_get(c, "7d.step_params", G7_MAX_SLOTS * sizeof(int32_t), &p);
+        s->dparams = p;
+    }
+    if (st == MI_OK) st = mi_cudev_host_alloc((void **)&s->ring, G7_RING_N * G7_RING_BYTES);
+    for (int i = 0; i < G7_RING_N && st == MI_OK; i++) {
+        cudaError_t e = cudaEventCreateWithFlags(&s->ring_ev[i], cudaEventDisableTiming);
+        if (e != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "cuda graph: event: %s", cudaGetErrorString(e));
+    }
+    if (st == MI_OK) {
+        cudaError_t e = cudaEventCreateWithFlags(&s->sync_ev, cudaEventDisableTiming);
+        if (e != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "cuda graph: event: %s", cudaGetErrorString(e));
+    }
+    if (st != MI_OK) {
+        (void)cudaGetLastError();
+        if (s->dparams) mi_cuda_region_free(c, "7d.step_params");
+        state_release(s);
+        unlock();
+        return mi_err_ctx(st, "cuda graph: wrapping the CUDA backend");
+    }
+    unlock();
+    s->iface = *s->orig;
+    s->iface.split_begin = w_split_begin;
+    s->iface.execute_node = w_execute_node;
+    s->iface.split_end = w_split_end;
+    s->iface.synchronize = w_synchronize;
+    s->iface.write = w_write;
+    s->iface.read = w_read;
+    s->iface.copy = w_copy;
+    s->iface.buffer_alloc = w_buffer_alloc;
+    s->iface.buffer_free = w_buffer_free;
+    s->iface.destroy = w_destroy;
+    pthread_mutex_lock(&g_list_mu);
+    s->serial = ++g_wrap_serial;
+    s->next = g_states;
+    g_states = s;
+    pthread_mutex_unlock(&g_list_mu);
+    be->iface = &s->iface;
+    return MI_OK;
+}
+
+int mi_cuda_graph_capturing_streams(void) {
+    int n = 0;
+    pthread_mutex_lock(&g_list_mu);
+    for (g7_state *s = g_states; s; s = s->next) {
+        lock();   /* waits for an open window of another thread to close */
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(s->stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+        else if (cs != cudaStreamCaptureStatusNone) n++;
+        unlock();
+    }
+    pthread_mutex_unlock(&g_list_mu);
+    return n;
+}
+
+int mi_cuda_graph_flush(void) {
+    int n = 0;
+    pthread_mutex_lock(&g_list_mu);
+    for (g7_state *s = g_states; s; s = s->next) n += cache_drop_all(s);
+    pthread_mutex_unlock(&g_list_mu);
+    maybe_free_retired();
+    return n;
+}
+
+mi_status mi_cuda_graph_bump_generation(int *n_bumped) {
+    int nb = 0;
+    mi_status st = MI_OK;
+    pthread_mutex_lock(&g_list_mu);
+    for (g7_state *s = g_states; s && st == MI_OK; s = s->next) {
+        lock();
+        mi_cuda_pool *pool = mi_cuda_pool_of(s->c);
+        const uint64_t g0 = mi_cuda_pool_generation(pool);
+        /* a block the pool never handed out (a carve or a new chunk) changes the generation;
+         * released at once, so the only lasting effect is the new generation */
+        size_t size = ((size_t)8 << 20) + 256 * (size_t)s->serial;
+        for (int tries = 0; tries < 6 && st == MI_OK && mi_cuda_pool_generation(pool) == g0; tries++, size *= 2) {
+            void *p = NULL;
+            st = mi_cuda_pool_alloc(pool, size, &p);
+            if (st == MI_OK) st = mi_cuda_pool_release(pool, p);
+        }
+        if (mi_cuda_pool_generation(pool) != g0) nb++;
+        unlock();
+    }
+    pthread_mutex_unlock(&g_list_mu);
+    if (n_bumped) *n_bumped = nb;
+    return st;
+}
+
+/* The registry's "cuda": 7a's backend (device from MINFER_CUDA_DEVICE), wrapped. */
+static mi_status g7_create(mi_backend **out) {
+    int dev = 0;
+    const char *e = getenv("MINFER_CUDA_DEVICE");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (*end || v < 0 || v > 1024)
+            return mi_err(MI_ERR_INVALID, "MINFER_CUDA_DEVICE='%s' is not a device number", e);
+        dev = (int)v;
+    }
+    MI_TRY(mi_cuda_backend_new(dev, out));
+    if (mi_cuda_graph_wrap(*out) != MI_OK) {
+        mi_log("cuda graph: %s: this backend runs without graphs", mi_errmsg());
+        mi_err_clear();
+    }
+    return MI_OK;
+}
+
+static void parse_env(void) {
+    const char *e = getenv("MINFER_NO_CUDA_GRAPH");
+    if (e && *e && strcmp(e, "0") != 0) mi_cuda_graph_set_enabled(false);
+    e = getenv("MINFER_CUDA_GRAPH_FAIL");
+    if (e && *e) {
+        mi_graph_fail m = !strncmp(e, "begin", 5) ? MI_GRAPH_FAIL_BEGIN
+                          : !strncmp(e, "node", 4) ? MI_GRAPH_FAIL_NODE
+                          : !strncmp(e, "sync", 4) ? MI_GRAPH_FAIL_SYNC : MI_GRAPH_FAIL_NONE;
+        const char *colon = strchr(e, ':');
+        int count = colon ? atoi(colon + 1) : -1;
+        if (m == MI_GRAPH_FAIL_NONE) mi_log("MINFER_CUDA_GRAPH_FAIL='%s' ignored (begin|node|sync[:COUNT])", e);
+        else mi_cuda_graph_set_fail(m, count);
+    }
+}
+
+void mi_phase7d_install(void) {
+    m7d_install_step_ops();
+    parse_env();
+    mi_backend_register("cuda", g7_create);
+}
