@@ -130,12 +130,12 @@ else
     status_line "compute-sanitizer or gate_7a missing: memcheck not run"
 fi
 
-# ---- benches: later phases add theirs here (bench_* programs, minfer bench) ----
+# ---- benches (NO_BENCH=1 skips them): later phases add theirs here (bench_* programs, minfer bench) ----
 # BENCHES: none in phase 7a.
 # 7b (added by cuda7b): the phase's baseline on the 7B shape, synthetic qwen2.5-7b Q4_K_M.
 # Until 7c makes weights resident, every forward copies the 4.7 GB of weights host->device
 # (~0.7 s/token measured), so tg128 x (1 warm-up + 3 reps) takes ~6 minutes.
-if [ "$PHASE" != 7a ] && [ -x "$MINFER" ]; then
+if [ -z "${NO_BENCH:-}" ] && [ "$PHASE" != 7a ] && [ -x "$MINFER" ]; then
     M7=/tmp/minfer-7b-qwen2.5-7b-q4_k_m.gguf   # the path gate_7b synthesizes to (reused)
     [ -f "$M7" ] || "$MINFER" synth --shape qwen2.5-7b --type q4_k_m -o "$M7" >>"$LOGS/synth.log" 2>&1
     timeout ${BENCH7B_TIMEOUT:-900} "$MINFER" bench -m "$M7" --backend cuda -p 512,2048 -n 128 -r 3 \

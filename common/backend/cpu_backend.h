@@ -47,7 +47,7 @@ size_t cpu_matmul_scratch(const mi_tensor *t);
 /* Row-wise RMS statistics in the canonical order (bit-identical to mi_canon_sumsq_host). */
 float cpu_sumsq_canon(const float *x, int64_t n);
 
-/* AVX-512 VNNI GEMM for Q4_0 / Q8_0 weights x Q8_0 activations (cpu_gemm_avx512.c),
+/* AVX-512 VNNI GEMM for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations (cpu_gemm_avx512.c),
  * used for N >= 4 when K % 64 == 0. Activations are repacked per token first. */
 size_t cpu_gemm_act_bytes(int64_t K);                                      /* per token */
 void cpu_gemm_pack_act(mi_type wtype, const void *q8_row, void *dst, int64_t K);

@@ -1,9 +1,10 @@
-/* AVX-512 VNNI register-blocked GEMM for Q4_0 and Q8_0 weights x Q8_0 activations (prefill).
+/* AVX-512 VNNI register-blocked GEMM for Q4_0, Q5_0 and Q8_0 weights x Q8_0 activations (prefill).
  * A 4-row x 4-token block keeps 16 accumulators in registers: each weight block pair is
  * unpacked once for 4 tokens and each activation pair is loaded once for 4 rows, where
  * the per-call vec_dot redoes both for every (row, token). Activations are repacked once
  * per node: int8 codes contiguous, the Q8_0 scale spread over its 8 int32 lanes, and the
  * "-8 x sum of 4 codes" term of Q4_0's offset precomputed as the dpbusd start value.
+ * Q5_0 codes (0..31, offset 16) reuse the Q4_0 start value doubled.
  * Q8_0 weights are signed, so there the activations are stored offset by +128 (u8) and
  * the start value is -128 x sum of 4 weight codes, computed per weight block pair.
  * Same integers and scales as the vec_dot path; only the float summation order differs. */
@@ -53,7 +54,24 @@ static inline __attribute__((always_inline)) __m512i unpack_q4_0(const mi_block_
     return _mm512_mask_blend_epi64(0xCC, lo, hi);   /* [lo0 hi0 lo1 hi1]: element order */
 }
 
+static inline __attribute__((always_inline)) __m512i unpack_q5_0(const mi_block_q5_0 *b, __m512 *dw) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs), q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
+    __m512i x = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q0, 1);
+    x = _mm512_inserti32x4(x, q1, 2);
+    x = _mm512_inserti32x4(x, q1, 3);
+    __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    *dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b[0].d)), _mm512_set1_ps(_cvtsh_ss(b[1].d)));
+    uint32_t h0, h1;
+    memcpy(&h0, b[0].qh, 4);
+    memcpy(&h1, b[1].qh, 4);
+    __mmask64 hb = (__mmask64)h0 | ((__mmask64)h1 << 32);   /* bit k = 5th bit of element k */
+    __m512i w = _mm512_mask_blend_epi64(0xCC, lo, hi);
+    return _mm512_mask_add_epi8(w, hb, w, _mm512_set1_epi8(16));
+}
+
 /* R rows x T tokens; y[t*M + r] = sum (+ bias) */
+/* q8w: 0 = Q4_0, 1 = Q8_0, 2 = Q5_0 (a compile-time constant after inlining) */
 static inline __attribute__((always_inline)) void block_rt(const int q8w, const char *w, size_t w_rb, int64_t r0, int R,
                                                            const char *act, size_t act_stride, int64_t t0, int T,
                                                            int64_t K, float *y, int64_t M, const float *bias) {
@@ -68,8 +86,10 @@ static inline __attribute__((always_inline)) void block_rt(const int q8w, const 
         __m512 dw[4];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            if (q8w)
+            if (q8w == 1)
                 wv[i] = unpack_q8_0((const mi_block_q8_0 *)(w + (size_t)(r0 + i) * w_rb) + 2 * p, &dw[i], &winit[i]);
+            else if (q8w == 2)
+                wv[i] = unpack_q5_0((const mi_block_q5_0 *)(w + (size_t)(r0 + i) * w_rb) + 2 * p, &dw[i]);
             else
                 wv[i] = unpack_q4_0((const mi_block_q4_0 *)(w + (size_t)(r0 + i) * w_rb) + 2 * p, &dw[i]);
         }
@@ -78,11 +98,12 @@ static inline __attribute__((always_inline)) void block_rt(const int q8w, const 
             const char *ap = act + (size_t)(t0 + j) * act_stride + (size_t)p * 192;
             __m512i a = _mm512_loadu_si512(ap);
             __m512 da = _mm512_loadu_ps(ap + 64);
-            __m512i init = q8w ? _mm512_setzero_si512() : _mm512_loadu_si512(ap + 128);
+            __m512i init = q8w == 1 ? _mm512_setzero_si512() : _mm512_loadu_si512(ap + 128);
+            if (q8w == 2) init = _mm512_slli_epi32(init, 1);   /* -16 x sum for Q5_0 */
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 /* dpbusd(start, u8, s8): Q4_0 codes are the u8 side, Q8_0 activations (+128) are */
-                __m512i s = q8w ? _mm512_dpbusd_epi32(winit[i], a, wv[i]) : _mm512_dpbusd_epi32(init, wv[i], a);
+                __m512i s = q8w == 1 ? _mm512_dpbusd_epi32(winit[i], a, wv[i]) : _mm512_dpbusd_epi32(init, wv[i], a);
                 acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[i], da), acc[i][j]);
             }
         }
@@ -116,6 +137,8 @@ void cpu_gemm_tile(mi_type wtype, const void *w, size_t w_rb, int64_t r0, int64_
     const char *wc = w, *ac = act;
     if (wtype == MI_TYPE_Q8_0)
         TILE_LOOPS(1);
+    else if (wtype == MI_TYPE_Q5_0)
+        TILE_LOOPS(2);
     else
         TILE_LOOPS(0);
 }

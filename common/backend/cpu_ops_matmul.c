@@ -20,7 +20,7 @@ typedef struct {
     char *qdst;
     mi_vec_dot_fn dot;
     int64_t K, M, N, n_rb, n_tb;
-    bool gemm;                 /* Q4_0/Q8_0 x Q8_0 register-blocked path */
+    bool gemm;                 /* Q4_0/Q5_0/Q8_0 x Q8_0 register-blocked path */
     char *pack;                /* [N] packed rows of pack_rb bytes */
     size_t pack_rb;
 } mm_task;
@@ -29,7 +29,8 @@ typedef struct {
  * a few tokens on. Decode stays on vec_dot: measured 20 GB/s vs 10.7 GB/s for a 4x1 block of
  * this kernel on a 151936 x 896 Q4_0 matrix (one thread). */
 static bool gemm_shape(const mi_tensor *t, const mi_tensor *w, const mi_tensor *x) {
-    return t->op == MI_OP_MATMUL && (w->type == MI_TYPE_Q4_0 || w->type == MI_TYPE_Q8_0) && w->ne[0] % 64 == 0 &&
+    return t->op == MI_OP_MATMUL && (w->type == MI_TYPE_Q4_0 || w->type == MI_TYPE_Q5_0 || w->type == MI_TYPE_Q8_0) &&
+           w->ne[0] % 64 == 0 &&
            x->ne[1] >= 4;
 }
 
@@ -46,6 +47,9 @@ static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **
     *x = t->src[1];
     return mi_type_get((*w)->type) != NULL;
 }
+
+/* Q4_0 and Q5_0 share a repack (codes + offset term); Q8_0 weights need the +128 one */
+static int pack_format(mi_type t) { return t == MI_TYPE_Q8_0 ? (int)MI_TYPE_Q8_0 : (int)MI_TYPE_Q4_0; }
 
 size_t cpu_matmul_scratch(const mi_tensor *t) {
     const mi_tensor *w, *w2, *x;
@@ -137,7 +141,7 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
             if ((size_t)(k.pack - (char *)c->qbuf) + k.pack_rb * (size_t)k.N > c->qbuf_size)
                 return mi_err(MI_ERR_INTERNAL, "matmul %s: GEMM scratch not reserved", t->name);
         }
-        if (c->q_src != x || c->q_type != vdt || (k.gemm && c->q_pack != (int)k.w->type)) {
+        if (c->q_src != x || c->q_type != vdt || (k.gemm && c->q_pack != pack_format(k.w->type))) {
             k.quant = mi_get_quantize_act(vdt, MI_ISA_BEST);
             if (!k.quant)
                 return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no activation quantizer for %s", t->name,
@@ -150,7 +154,7 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
                 threadpool_chunks(c->tp, mm_quantize, &k, k.N);
             c->q_src = x;
             c->q_type = vdt;
-            c->q_pack = k.gemm ? (int)k.w->type : -1;
+            c->q_pack = k.gemm ? pack_format(k.w->type) : -1;
         }
     }
     k.n_rb = (k.M + MM_ROWS - 1) / MM_ROWS;

@@ -611,6 +611,7 @@ int main(int argc, char **argv) {
     signal(SIGSEGV, on_crash);
     signal(SIGBUS, on_crash);
     signal(SIGABRT, on_crash);
+    signal(SIGTERM, on_crash);   /* timeout: still a summary */
     (void)gu_first_diff;
     snprintf(g_self, sizeof g_self, "%s", argv[0]);
     const char *mb = getenv("MINFER_BIN");

@@ -157,9 +157,9 @@ def compare_quant(name, tool, t, x):
     bs, ts = bsize(t)
     detail = (f"{x.size // bs} blocks ({exact_ties(t, x)} values exactly at a rounding boundary), "
               f"{len(badb)} differ ({ties} at a rounding tie, {len(badb) - ties} other)")
-    if len(badb):
-        b = badb[0]
-        detail += f"; first block {b}: got {got[b*ts:(b+1)*ts][:8].tolist()}.. want {want[b*ts:(b+1)*ts][:8].tolist()}.."
+    for b in badb[:3]:  # first mismatches: (block, byte in block, got, want)
+        j = int(np.nonzero(got[b * ts:(b + 1) * ts] != want[b * ts:(b + 1) * ts])[0][0])
+        detail += f"; (block {b}, byte {j}, got {got[b * ts + j]}, want {want[b * ts + j]})"
     # A difference is only excusable when it is a counted rounding tie; there are none expected
     # because both sides evaluate the same f32 expressions (see docs/QUANT.md), so any is a failure.
     check(name, len(badb) == 0, detail)

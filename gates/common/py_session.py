@@ -61,9 +61,11 @@ def pieces(td, src, arch, typ, bound):
     n_vocab = model_ref.Model(path).n_vocab
     toks = ",".join(str(v) for v in np.random.default_rng(11).integers(0, n_vocab, size=23))
     one, sev = os.path.join(td, "one.bin"), os.path.join(td, "sev.bin")
-    r1 = run(["run", "-m", path, "--tokens", toks, "-n", "3", "--ignore-eos", "--backend", "cpu", "--dump-logits", one])
+    # MINFER_UBATCH=0: the one-batch run really is one graph (no automatic splitting)
+    r1 = run(["run", "-m", path, "--tokens", toks, "-n", "3", "--ignore-eos", "--backend", "cpu", "--dump-logits", one],
+             env={"MINFER_UBATCH": "0"})
     r2 = run(["run", "-m", path, "--tokens", toks, "-n", "3", "--ignore-eos", "--backend", "cpu", "--dump-logits", sev,
-              "--chunks", "5,1,9"])
+              "--chunks", "5,1,9"], env={"MINFER_UBATCH": "0"})
     name = "pieces 5+1+9+8 vs 23: %s:%s %s" % (src, arch, typ)
     if r1.returncode or r2.returncode:
         result(False, name, "run failed: %s %s" % (r1.stderr.strip()[-200:], r2.stderr.strip()[-200:]))
@@ -94,7 +96,7 @@ def multiturn(td):
     name = "multi-turn chat appends to the cache"
     d1 = os.path.join(td, "turns.bin")
     r = run(["run", "-m", SMOL, "--chat", "-p", "Name a fruit.", "-p", "And a vegetable?", "-n", "1",
-             "--backend", "cpu", "-t", "2", "--dump-logits", d1])
+             "--backend", "cpu", "-t", "2", "--dump-logits", d1], env={"MINFER_UBATCH": "0"})
     if r.returncode:
         result(False, name, r.stderr.strip()[-300:])
         return
@@ -110,7 +112,8 @@ def multiturn(td):
         return
     ids = t.stdout.split()
     d2 = os.path.join(td, "whole.bin")
-    r2 = run(["run", "-m", SMOL, "--tokens", ",".join(ids), "-n", "1", "--backend", "cpu", "-t", "2", "--dump-logits", d2])
+    r2 = run(["run", "-m", SMOL, "--tokens", ",".join(ids), "-n", "1", "--backend", "cpu", "-t", "2", "--dump-logits", d2],
+             env={"MINFER_UBATCH": "0"})
     if r2.returncode:
         result(False, name, r2.stderr.strip()[-300:])
         return

@@ -526,6 +526,7 @@ Test(cpu_ops, gemm_path_thread_invariant_and_tails) {
     free(r2);
     matmul_case(&e2, MI_TYPE_Q4_0, 1e-4, 96, 21, 6, false, NULL);
     matmul_case(&e2, MI_TYPE_Q8_0, 1e-4, 1024, 37, 35, true, NULL);
+    matmul_case(&e2, MI_TYPE_Q5_0, 1e-4, 1024, 37, 35, true, NULL);
     env_free(&e1);
     env_free(&e2);
 }
