@@ -68,12 +68,18 @@ void mi_cudev_driver_str(char *buf, size_t n) {
     if (f) {
         char line[512];
         if (fgets(line, sizeof line, f)) {
-            char *k = strstr(line, "Kernel Module");
-            if (k) {
-                k += strlen("Kernel Module");
-                while (*k == ' ' || *k == '\t') k++;
-                size_t len = strcspn(k, " \t\n");
-                if (len > 0 && len < n) { memcpy(buf, k, len); buf[len] = 0; }
+            /* "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release ..."
+             * the first token made of digits and at least one dot is the version */
+            for (char *k = strtok(line, " \t\n"); k; k = strtok(NULL, " \t\n")) {
+                size_t len = strlen(k), dots = 0, digits = 0;
+                for (size_t i = 0; i < len; i++) {
+                    if (k[i] == '.') dots++;
+                    else if (k[i] >= '0' && k[i] <= '9') digits++;
+                }
+                if (dots >= 1 && digits + dots == len && k[0] != '.' && len < n) {
+                    memcpy(buf, k, len + 1);
+                    break;
+                }
             }
         }
         fclose(f);

@@ -17,6 +17,7 @@ struct m7c_model {
     const mi_model *m;
     char label[128];
     bool on_cuda;
+    bool upload_failed;       /* eligible, but the device did not take the weights */
     int device;
     char why[384];
     int n;
@@ -62,6 +63,7 @@ void *m7c_model_weight(const m7c_model *ms, const char *name) {
 }
 
 const char *m7c_model_label(const m7c_model *ms) { return ms->label; }
+bool m7c_model_upload_failed(const m7c_model *ms) { return ms->upload_failed; }
 
 bool mi7c_model_on_cuda(const mi_model *m, char *why, size_t n) {
     m7c_model *ms = m7c_model_find(m);
@@ -217,6 +219,7 @@ void m7c_model_loaded(struct mi_model *m, const char *path) {
             ms->on_cuda = true;
         } else {
             snprintf(ms->why, sizeof ms->why, "weight upload failed: %s", mi_errmsg());
+            ms->upload_failed = true;
             release_all(ms);
         }
     }

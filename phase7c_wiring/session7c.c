@@ -50,12 +50,25 @@ mi_status m7c_session_open(struct mi_model *m, const char *want, mi_backend **cu
         snprintf(why, sizeof why, "its weights are on CUDA device %d, the session's backend is on another", dev);
         ok = false;
     }
-    if (!ok) {
+    if (!ok && is_auto) {
         /* the model already said why at load; an "auto" session follows that decision */
         (*cuda)->iface->destroy(*cuda);
         *cuda = NULL;
-        if (is_auto) return MI_OK;
-        return mi_err(MI_ERR_UNSUPPORTED, "backend 'cuda': %s cannot run on CUDA: %s", ms ? m7c_model_label(ms) : "the model", why);
+        return MI_OK;
+    }
+    if (!ok && ms && m7c_model_upload_failed(ms)) {
+        /* asked for CUDA, and the device could not take the weights: say so */
+        (*cuda)->iface->destroy(*cuda);
+        *cuda = NULL;
+        return mi_err(MI_ERR_DEVICE, "backend 'cuda': %s cannot run on CUDA: %s", m7c_model_label(ms), why);
+    }
+    if (!ok) {
+        /* An explicit "cuda" on a model CUDA cannot run wholly is a developer's override
+         * (the earlier phases' gates run partial op tables this way): the scheduler puts
+         * each op where supports() allows, and the weights stay in host memory. */
+        mi_log("cuda: %s is not CUDA-resident (%s): --backend cuda runs the ops CUDA supports, the rest and "
+               "the weights stay on the CPU", ms ? m7c_model_label(ms) : "the model", why);
+        return MI_OK;
     }
     m7c_session *s = calloc(1, sizeof *s);
     if (!s) return mi_err(MI_ERR_NOMEM, "out of host memory");

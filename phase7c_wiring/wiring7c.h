@@ -49,6 +49,7 @@ bool m7c_model_resident(const m7c_model *ms, int *device, char *why, size_t n);
 /* Device copy of weight `name` (the GGUF tensor name), NULL if it has none. */
 void *m7c_model_weight(const m7c_model *ms, const char *name);
 const char *m7c_model_label(const m7c_model *ms);   /* file name, for messages */
+bool m7c_model_upload_failed(const m7c_model *ms);
 
 /* hooks (session7c.c, model7c.c) */
 void m7c_model_loaded(struct mi_model *m, const char *path);

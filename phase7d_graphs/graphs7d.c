@@ -667,6 +667,7 @@ static bool split_scan(g7_state *s) {
         } else if (t->op == MI_OP_ATTN || t->op == MI_OP_KV_STORE) {
             npast_in_key = true;
         }
+        hput(&h, slot ? 1u : 0u);   /* with a slot the exec reads n_past on the device: p[0] stays out */
         for (int p = slot ? 1 : 0; p < MI_MAX_PARAMS; p++) hput(&h, (uint64_t)(uint32_t)t->p[p]);
         for (int j = 0; j < MI_MAX_SRC; j++) hash_tensor_ref(&h, t->src[j]);
     }

@@ -104,7 +104,6 @@ static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errs
     a->n_gen = 64;
     a->backend = "auto";
     mi_sampler_params_default(&a->sp);
-    bool top_k_set = false, top_p_set = false, min_p_set = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(); exit(0); }
@@ -130,12 +129,11 @@ static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errs
         else if (!strcmp(o, "-c") && parse_i64(v, &iv) && iv > 0) a->n_ctx = iv;
         else if (!strcmp(o, "--seed") && parse_i64(v, &iv)) a->sp.seed = (uint64_t)iv;
         else if (!strcmp(o, "--temp") && parse_f(v, &fv) && fv >= 0) a->sp.temp = fv;
-        else if (!strcmp(o, "--top-k") && parse_i64(v, &iv) && iv >= 0 && iv < (1 << 30)) { a->sp.top_k = (int)iv; top_k_set = true; }
-        else if (!strcmp(o, "--top-p") && parse_f(v, &fv) && fv > 0 && fv <= 1) { a->sp.top_p = fv; top_p_set = true; }
-        else if (!strcmp(o, "--min-p") && parse_f(v, &fv) && fv >= 0 && fv <= 1) { a->sp.min_p = fv; min_p_set = true; }
+        else if (!strcmp(o, "--top-k") && parse_i64(v, &iv) && iv >= 0 && iv < (1 << 30)) a->sp.top_k = (int)iv;
+        else if (!strcmp(o, "--top-p") && parse_f(v, &fv) && fv > 0 && fv <= 1) a->sp.top_p = fv;
+        else if (!strcmp(o, "--min-p") && parse_f(v, &fv) && fv >= 0 && fv <= 1) a->sp.min_p = fv;
         else { snprintf(err, errsz, "bad option or value: %s %s", o, v); return -1; }
     }
-    (void)top_k_set; (void)top_p_set; (void)min_p_set;
     if (!a->model) { snprintf(err, errsz, "no model given (-m FILE)"); return -1; }
     if (!a->n_prompts && !a->tokens) { snprintf(err, errsz, "no prompt given (-p TEXT or --tokens ID,...)"); return -1; }
     return 0;
@@ -206,6 +204,12 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
                 nr[*reply_len] = 0;
                 *reply = nr;
             }
+        }
+        if (i + 1 < n && mi_session_n_past(r->s) >= mi_session_n_ctx(r->s)) {
+            fflush(stdout);
+            fprintf(stderr, "\nminfer: context full (%lld tokens): generation stopped\n",
+                    (long long)mi_session_n_ctx(r->s));
+            break;
         }
         if (i + 1 < n) {
             MI_TRY(feed(r, &t, 1, false));

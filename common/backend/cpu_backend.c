@@ -102,7 +102,10 @@ static mi_status grow(void **p, size_t *have, size_t need) {
 
 void cpu_scratch_need(const mi_cpu_ctx *c, const mi_tensor *node, size_t *q, size_t *a) {
     *q = *a = 0;
-    if (node->op == MI_OP_MATMUL || node->op == MI_OP_FFN_SWIGLU) *q = cpu_matmul_scratch(node);
+    if (node->op == MI_OP_MATMUL || node->op == MI_OP_FFN_SWIGLU) {
+        *q = cpu_matmul_scratch(node);
+        *a = cpu_matmul_wscratch(c, node);
+    }
     if (node->op == MI_OP_ATTN) *a = cpu_attn_scratch(c, node);
 }
 

@@ -48,11 +48,16 @@ size_t cpu_matmul_scratch(const mi_tensor *t);
 float cpu_sumsq_canon(const float *x, int64_t n);
 
 /* AVX-512 VNNI GEMM for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations (cpu_gemm_avx512.c),
- * used for N >= 4 when K % 64 == 0. Activations are repacked per token first. */
+ * used for N >= 4. Activations are repacked per token first; each thread repacks the
+ * weight rows of its chunk into wscratch (cpu_gemm_w_scratch bytes). */
 size_t cpu_gemm_act_bytes(int64_t K);                                      /* per token */
+size_t cpu_gemm_w_scratch(int64_t K);                                      /* per thread */
 void cpu_gemm_pack_act(mi_type wtype, const void *q8_row, void *dst, int64_t K);
 void cpu_gemm_tile(mi_type wtype, const void *w, size_t w_rb, int64_t r0, int64_t r1, const void *act,
-                   size_t act_stride, int64_t t0, int64_t t1, int64_t K, float *y, int64_t M, const float *bias);
+                   size_t act_stride, int64_t t0, int64_t t1, int64_t K, float *y, int64_t M, const float *bias,
+                   void *wscratch);
+/* abuf bytes a GEMM matmul needs (0 if it takes the vec_dot path) */
+size_t cpu_matmul_wscratch(const mi_cpu_ctx *c, const mi_tensor *t);
 
 /* Canonical SiLU / SwiGLU, bit-identical to mi_canon_silu / mi_canon_swiglu (cpu_ops_avx512.c). */
 void cpu_silu_avx512(const float *x, float *y, int64_t n);

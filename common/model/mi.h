@@ -35,7 +35,7 @@ typedef struct {
     int64_t n_ctx;           /* KV length; <= 0: min(n_ctx_train, 4096) */
     mi_type kv_type;         /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
     int64_t n_ubatch;        /* max tokens per graph when feeding a prompt; <= 0: automatic
-                                (CPU: activation memory <= 5% of weights + KV; device: whole
+                                (CPU: activation memory <= 4% of weights + KV; device: whole
                                 prompt). Env MINFER_UBATCH overrides. */
 } mi_session_params;
 void mi_session_params_default(mi_session_params *p);

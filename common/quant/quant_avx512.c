@@ -23,9 +23,10 @@ static inline float hsum16(__m512 v) {
 
 /* two 16-byte nibble arrays -> 64 bytes [a low, a high, b low, b high] (element order of 2 blocks) */
 static inline __m512i nib2(const uint8_t *qa, const uint8_t *qb) {
-    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qb), _mm_loadu_si128((const __m128i *)qa));
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
-    return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0F));
+    /* [qa, qa, qb, qb] by two broadcast loads, then the odd 16-byte lanes shifted: no shuffles */
+    const __m512i z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qa)), 0xFF00,
+                                                  _mm_loadu_si128((const __m128i *)qb));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4), _mm512_set1_epi8(0x0F));
 }
 
 static inline __m256i nib1(const uint8_t *q) {
@@ -34,8 +35,8 @@ static inline __m256i nib1(const uint8_t *q) {
 }
 
 static inline __m512i load2(const int8_t *a, const int8_t *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
+    return _mm512_mask_broadcast_i64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)), 0xF0,
+                                       _mm256_loadu_si256((const __m256i *)b));
 }
 
 static inline uint32_t qh32(const uint8_t qh[4]) {
@@ -238,9 +239,8 @@ static inline __m512i k4_idx(int c) {
 
 /* 32 bytes of a chunk -> [low nibbles | high nibbles] = elements 64c .. 64c+63 */
 static inline __m512i k4_chunk(const uint8_t *q) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)q);
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+    const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFFFF0000u, z, 4), _mm512_set1_epi8(0x0F));
 }
 
 static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {

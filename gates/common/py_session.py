@@ -7,7 +7,8 @@
    shapes); quantized weights 1e-3 (activation rounding flips, see py_forward_ref.py).
 2. A real multi-turn chat (SmolLM2, if present): turn 2 appended to the cache gives the
    same logits as a fresh session fed the whole conversation (bound 1e-3, Q4_1 weights).
-3. Clear errors, exit status 1, no crash: prompt longer than the context (explicit -c and
+3. Generation that reaches the end of the context stops with a note (exit 0).
+4. Clear errors, exit status 1, no crash: prompt longer than the context (explicit -c and
    the model's own context), unknown architecture, missing tensor, missing metadata key,
    wrong tensor shape, missing model file, token id outside the vocabulary.
 Usage: py_session.py BUILD_DIR
@@ -139,8 +140,10 @@ def errors(td):
                  "exceeds the context")
     expect_error("prompt longer than the model context", ["run", "-m", good, "--tokens", ",".join(["5"] * 600), "-n", "1"],
                  "exceeds the context")
-    expect_error("generation runs past the context", ["run", "-m", good, "--tokens", "1,2,3", "-c", "8", "-n", "20",
-                                                      "--ignore-eos"], "exceeds the context")
+    r = run(["run", "-m", good, "--tokens", "1,2,3", "-c", "8", "-n", "20", "--ignore-eos"])
+    result(r.returncode == 0 and "context full (8 tokens)" in r.stderr and r.stdout.count("[") == 6,
+           "generation stops cleanly at a full context", "exit %d, %d tokens, %r" % (
+               r.returncode, r.stdout.count("["), r.stderr.strip().splitlines()[-1:]))
     p = os.path.join(td, "arch.gguf")
     model_tiny.write_tiny(p, "qwen2", "f32", arch_name="mamba9")
     expect_error("unknown architecture", ["run", "-m", p, "--tokens", "1,2", "-n", "1"], "unknown architecture 'mamba9'")

@@ -473,19 +473,19 @@ Test(cpu_ops, get_rows_and_slice) {
 
 Test(cpu_ops, ffn_swiglu_equals_unfused) {
     /* same dot kernels and the canonical swiglu: bit-identical to matmul, matmul, swiglu
-     * (Q5_0 weights take the per-call vec_dot path in both graphs) */
+     * (Q5_1 weights take the per-call vec_dot path in both graphs: no GEMM for Q8_1 activations) */
     env e = env_new(2);
     const int64_t K = 256, F = 96, N = 9;
-    size_t rb = mi_row_size(MI_TYPE_Q5_0, K);
+    size_t rb = mi_row_size(MI_TYPE_Q5_1, K);
     char *wg = malloc(rb * F), *wu = malloc(rb * F);
     float *tmp = rand_vec((size_t)K, 1), *x = rand_vec((size_t)(K * N), 1);
     for (int64_t f = 0; f < F; f++) {
         for (int64_t k = 0; k < K; k++) tmp[k] = frand();
-        mi_quantize_row(MI_TYPE_Q5_0, tmp, wg + (size_t)f * rb, K);
+        mi_quantize_row(MI_TYPE_Q5_1, tmp, wg + (size_t)f * rb, K);
         for (int64_t k = 0; k < K; k++) tmp[k] = frand();
-        mi_quantize_row(MI_TYPE_Q5_0, tmp, wu + (size_t)f * rb, K);
+        mi_quantize_row(MI_TYPE_Q5_1, tmp, wu + (size_t)f * rb, K);
     }
-    mi_tensor *lg = leaf("w_gate", MI_TYPE_Q5_0, K, F, wg), *lu = leaf("w_up", MI_TYPE_Q5_0, K, F, wu);
+    mi_tensor *lg = leaf("w_gate", MI_TYPE_Q5_1, K, F, wg), *lu = leaf("w_up", MI_TYPE_Q5_1, K, F, wu);
     mi_graph *g1 = graph_new(16);
     mi_tensor *x1 = graph_input(g1, "x", MI_TYPE_F32, K, N, x);
     mi_tensor *ref = graph_swiglu(g1, graph_matmul(g1, lg, x1, NULL), graph_matmul(g1, lu, x1, NULL));

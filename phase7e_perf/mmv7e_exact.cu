@@ -1,0 +1,320 @@
+/* Phase 7e items e2 and e5: one-token (N <= 8) quantized matmul and fused FFN head with
+ * staged weight rows. A block of 4 warps copies RB whole, contiguous weight rows into
+ * shared memory with 16-byte coalesced loads, 8 in flight per thread (the 7b kernel reads
+ * 2-4 bytes per lane straight from global memory and peaks at ~1.2 TB/s), then each warp
+ * dots one staged row at a time in 7b's order: lane l takes units l, l+32, ... (the 7b
+ * unit_unpack of dev7b.cuh, on the shared copy), xor-butterfly. Activations are quantized
+ * exactly as 7b and the CPU do, so integer block dots equal the CPU's (docs/PHASE7E.md).
+ * Built with --fmad=false (_exact): the SwiGLU epilogue is mi_canon_swiglu, bit for bit. */
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7e_perf/perf7e.h"
+#include "common/core/mi_canon.h"
+
+#define A8_BYTES 36    /* Q8_0/Q8_1 activation block (7b layout): d, s (f16), qs[32] */
+#define AK_BYTES 292   /* Q8_K: d (f32), qs[256], bsums[16] */
+#define MMV_THREADS 128
+#define MMV_SMEM_MAX (46u << 10)   /* under the 48 KB default: no opt-in attribute needed */
+#define MMV_ROW_MAX ((size_t)22 << 10)   /* largest weight row (bytes) staged; fused = 2 rows */
+
+/* ---------------- activation quantizers (7b's arithmetic, bit for bit) ---------------- */
+
+__global__ void kernel_e7_quant_q8_1(const float *__restrict__ x, uint8_t *__restrict__ a, int64_t K,
+                                     int64_t n_blocks_total) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = K / 32;
+    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
+         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const float v = x[(g / nb) * K + (g % nb) * 32 + lane];
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int q = (int)roundf(fmaxf(-127.0f, fminf(127.0f, v * id)));
+        const int sum = warp_sum_i(q);
+        uint8_t *blk = a + (size_t)g * A8_BYTES;
+        blk[4 + lane] = (uint8_t)(int8_t)q;
+        if (lane == 0) {
+            ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
+            ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
+        }
+    }
+}
+
+__global__ void kernel_e7_quant_q8_k(const float *__restrict__ x, uint8_t *__restrict__ a, int64_t K,
+                                     int64_t n_blocks_total) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = K / 256;
+    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
+         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const float *xs = x + (g / nb) * K + (g % nb) * 256 + 8 * lane;
+        float v[8], amax = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            v[e] = xs[e];
+            amax = fmaxf(amax, fabsf(v[e]));
+        }
+        amax = warp_max(amax);
+        const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
+        uint8_t *blk = a + (size_t)g * AK_BYTES;
+        int8_t *qs = (int8_t *)(blk + 4);
+        int part = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int q = (int)rintf(fmaxf(-127.0f, fminf(127.0f, v[e] * iscale)));
+            qs[8 * lane + e] = (int8_t)q;
+            part += q;
+        }
+        const int other = __shfl_xor_sync(0xffffffffu, part, 1);
+        if ((lane & 1) == 0) ((int16_t *)(blk + 4 + 256))[lane >> 1] = (int16_t)(part + other);
+        if (lane == 0) *(float *)blk = iscale != 0.0f ? 1.0f / iscale : 0.0f;
+    }
+}
+
+/* ---------------- unit x activation (7b's expression) ---------------- */
+
+template <int AT>
+__device__ __forceinline__ float e7_unit_dot(const wunit &w, const uint8_t *__restrict__ arow, int64_t u) {
+    if (AT == MI_TYPE_Q8_0 || AT == MI_TYPE_Q8_1) {
+        const uint8_t *b = arow + (size_t)u * A8_BYTES;
+        const int *aq = (const int *)(b + 4);
+        int isum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a(w.q[i], __ldg(aq + i), isum);
+        const float da = ld_f16(b);
+        if (AT == MI_TYPE_Q8_0) return (w.d * da) * (float)isum;
+        return (w.d * da) * (float)isum + w.m * ld_f16(b + 2);
+    } else {
+        const uint8_t *b = arow + (size_t)(u >> 3) * AK_BYTES;
+        const int j = (int)(u & 7);
+        const int *aq = (const int *)(b + 4 + 32 * j);
+        const int16_t *bs = (const int16_t *)(b + 4 + 256);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo = __dp4a(w.q[i], __ldg(aq + i), lo);
+#pragma unroll
+        for (int i = 4; i < 8; i++) hi = __dp4a(w.q[i], __ldg(aq + i), hi);
+        const int isum = w.sc_lo * lo + w.sc_hi * hi;
+        const float d8 = *(const float *)b;
+        const int bsum = (int)bs[2 * j] + (int)bs[2 * j + 1];
+        return d8 * (w.d * (float)isum - w.m * (float)bsum);
+    }
+}
+
+/* ---------------- staging: n bytes at src -> shared dst, 16-byte loads ----------------
+ * dst receives the bytes from floor16(src) on; the return value is src's offset in dst,
+ * so a staged row keeps its global alignment mod 16 (unit_unpack's loads stay aligned).
+ * A chunk that reaches outside the tensor [tb, te) is read byte by byte (never a read
+ * past the allocation, clean under compute-sanitizer). Every thread of the block calls it. */
+__device__ __forceinline__ size_t stage_bytes(uint4 *__restrict__ dst, const uint8_t *src, size_t n,
+                                              const uint8_t *tb, const uint8_t *te) {
+    const uintptr_t s = (uintptr_t)src, a0 = s & ~(uintptr_t)15, a1 = (s + n + 15) & ~(uintptr_t)15;
+    const int nch = (int)((a1 - a0) >> 4);
+    const int lo = a0 < (uintptr_t)tb ? 1 : 0;
+    const int hi = a1 > (uintptr_t)te ? nch - 1 : nch;
+    const int T = blockDim.x, tid = threadIdx.x;
+    const uint4 *g = (const uint4 *)a0;
+    for (int i = lo + tid; i < hi; i += 8 * T) {
+        uint4 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (i + j * T < hi) v[j] = __ldg(g + i + j * T);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (i + j * T < hi) dst[i + j * T] = v[j];
+    }
+    if (tid == 0) {
+        for (int e = 0; e < 2; e++) {
+            const int i = e == 0 ? 0 : nch - 1;
+            if (i >= lo && i < hi) continue;        /* loaded whole above */
+            if (e == 1 && nch == 1 && lo == 1) continue;   /* chunk 0 already done */
+            uint8_t *d = (uint8_t *)(dst + i);
+            for (int b = 0; b < 16; b++) {
+                const uint8_t *p = (const uint8_t *)(a0 + 16 * (uintptr_t)i + b);
+                d[b] = (p >= tb && p < te) ? *p : 0;
+            }
+        }
+    }
+    return (size_t)(s - a0);
+}
+
+/* ---------------- e2 / e5 kernel ----------------
+ * FUSED = false: Y [M, N] = W @ x (+ bias).  FUSED = true: Y [M, N] = swiglu(Wg @ x, Wu @ x).
+ * Block b stages rows b*RB .. b*RB+RB-1 (one region, or one per weight when fused). */
+template <int WT, int NC, bool FUSED>
+__global__ void __launch_bounds__(MMV_THREADS)
+kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size_t wrow, int64_t M,
+             const uint8_t *__restrict__ A, size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
+             int64_t N, int64_t nunits, int RB, size_t region) {
+    extern __shared__ uint4 smem[];
+    const int64_t m0 = (int64_t)blockIdx.x * RB;
+    const int rows = (int)(M - m0 < RB ? M - m0 : RB);
+    const size_t nbytes = (size_t)rows * wrow, total = (size_t)M * wrow;
+    const size_t lead = stage_bytes(smem, W + (size_t)m0 * wrow, nbytes, W, W + total);
+    size_t lead2 = 0;
+    if (FUSED) lead2 = stage_bytes(smem + region / 16, W2 + (size_t)m0 * wrow, nbytes, W2, W2 + total);
+    __syncthreads();
+    const uint8_t *base = (const uint8_t *)smem + lead;
+    const uint8_t *base2 = (const uint8_t *)smem + region + lead2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int r = warp; r < rows; r += nw) {
+        const uint8_t *wr = base + (size_t)r * wrow;
+        const uint8_t *wr2 = base2 + (size_t)r * wrow;
+        float acc[NC], acc2[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[c] = acc2[c] = 0.0f;
+        for (int64_t u = lane; u < nunits; u += 32) {
+            wunit w;
+            unit_unpack<WT>(wr, u, w);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c < N) acc[c] += e7_unit_dot<wtraits<WT>::act>(w, A + (size_t)c * arow, u);
+            if (FUSED) {
+                wunit w2;
+                unit_unpack<WT>(wr2, u, w2);
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    if (c < N) acc2[c] += e7_unit_dot<wtraits<WT>::act>(w2, A + (size_t)c * arow, u);
+            }
+        }
+        const int64_t m = m0 + r;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const float s = warp_sum(acc[c]);
+            if (FUSED) {
+                const float s2 = warp_sum(acc2[c]);
+                if (lane == 0 && c < N) Y[(size_t)c * M + m] = mi_canon_swiglu(s, s2);
+            } else if (lane == 0 && c < N) {
+                Y[(size_t)c * M + m] = bias ? s + bias[m] : s;
+            }
+        }
+    }
+}
+
+/* ---------------- launchers ---------------- */
+
+static int64_t e7_block(mi_type wt) {
+    switch (wt) {
+    case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0: return 32;
+    case MI_TYPE_Q4_K: case MI_TYPE_Q5_K: case MI_TYPE_Q6_K: return 256;
+    default: return 0;
+    }
+}
+
+extern "C" size_t mi7e_act_row_bytes(mi_type wt, int64_t K) {
+    const int64_t bk = e7_block(wt);
+    if (bk == 0 || K <= 0 || K % bk != 0) return 0;
+    return bk == 256 ? (size_t)(K / 256) * AK_BYTES : (size_t)(K / 32) * A8_BYTES;
+}
+
+extern "C" mi_status mi7e_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N,
+                                       void *workspace) {
+    const int64_t bk = e7_block(wt);
+    if (bk == 0 || K % bk != 0 || N <= 0) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_quantize_act: %s, K = %lld",
+                                                        mi_type_name(wt), (long long)K);
+    if (!workspace) return mi_err(MI_ERR_INTERNAL, "mi7e_quantize_act: no workspace");
+    cudaStream_t st = (cudaStream_t)stream;
+    const int64_t nblk = N * (K / bk);
+    const unsigned grid = mi7b_blocks(nblk * 32, 256);
+    if (bk == 256) {
+        kernel_e7_quant_q8_k<<<grid, 256, 0, st>>>(x, (uint8_t *)workspace, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_e7_quant_q8_k");
+    } else {
+        kernel_e7_quant_q8_1<<<grid, 256, 0, st>>>(x, (uint8_t *)workspace, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_e7_quant_q8_1");
+    }
+    return MI_OK;
+}
+
+static size_t e7_wrow(mi_type wt, int64_t K) {
+    const int64_t bk = e7_block(wt);
+    if (bk == 0 || K % bk != 0) return 0;
+    return mi_row_size(wt, K);
+}
+
+extern "C" bool mi7e_mmv_supported(mi_type wt, int64_t K, int64_t N) {
+    const size_t wrow = e7_wrow(wt, K);
+    return wrow > 0 && wrow <= MMV_ROW_MAX && N >= 1 && N <= MI7E_MMV_MAX_N;
+}
+
+extern "C" size_t mi7e_mmv_workspace(mi_type wt, int64_t K, int64_t N) {
+    return mi7e_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
+}
+
+static int g_sm_count;   /* multiprocessors of the current device (read once) */
+
+/* rows per block: about 16 KB of weights per region, but enough blocks to cover the SMs twice */
+static int mmv_rows_per_block(size_t wrow, int regions, int64_t M) {
+    if (!g_sm_count) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
+            g_sm_count = n;
+        else
+            g_sm_count = 132;
+        (void)cudaGetLastError();
+    }
+    int64_t rb = (int64_t)((16u << 10) / ((size_t)regions * wrow));
+    if (rb > 32) rb = 32;
+    const int64_t cover = M / (2 * (int64_t)g_sm_count);
+    if (rb > cover) rb = cover;
+    if (rb < 1) rb = 1;
+    return (int)rb;
+}
+
+template <int WT, bool FUSED>
+static mi_status launch_mmv(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, size_t arow,
+                            const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+    const size_t wrow = mi_row_size((mi_type)WT, K);
+    const int regions = FUSED ? 2 : 1;
+    const int rb = mmv_rows_per_block(wrow, regions, M);
+    const size_t region = ((size_t)rb * wrow + 32 + 15) & ~(size_t)15;
+    const size_t smem = region * (size_t)regions;
+    if (smem > MMV_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmv: row of %zu bytes too large to stage", wrow);
+    const int64_t nb = (M + rb - 1) / rb;
+    if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi7e_mmv: M = %lld too large", (long long)M);
+    const int64_t nunits = K / 32;
+    if (N == 1) {
+        kernel_mmv7e<WT, 1, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias, y, N, nunits,
+                                                                          rb, region);
+        MI_CU_CHECK_LAUNCH("kernel_mmv7e<NC=1>");
+    } else {
+        kernel_mmv7e<WT, MI7E_MMV_MAX_N, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias,
+                                                                                       y, N, nunits, rb, region);
+        MI_CU_CHECK_LAUNCH("kernel_mmv7e<NC=8>");
+    }
+    return MI_OK;
+}
+
+template <bool FUSED>
+static mi_status mmv_dispatch(cudaStream_t st, mi_type wt, const uint8_t *w, const uint8_t *w2, const uint8_t *a,
+                              size_t arow, const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+    switch (wt) {
+    case MI_TYPE_Q4_0: return launch_mmv<MI_TYPE_Q4_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q4_1: return launch_mmv<MI_TYPE_Q4_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_0: return launch_mmv<MI_TYPE_Q5_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_1: return launch_mmv<MI_TYPE_Q5_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q8_0: return launch_mmv<MI_TYPE_Q8_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q4_K: return launch_mmv<MI_TYPE_Q4_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q5_K: return launch_mmv<MI_TYPE_Q5_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q6_K: return launch_mmv<MI_TYPE_Q6_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    default: return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmv: type %s", mi_type_name(wt));
+    }
+}
+
+extern "C" mi_status mi7e_mmv(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                              int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!mi7e_mmv_supported(wt, K, N) || M <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmv: type %s, K = %lld, N = %lld", mi_type_name(wt), (long long)K,
+                      (long long)N);
+    MI_TRY(mi7e_quantize_act(stream, wt, x, K, N, workspace));
+    return mmv_dispatch<false>((cudaStream_t)stream, wt, (const uint8_t *)w, NULL, (const uint8_t *)workspace,
+                               mi7e_act_row_bytes(wt, K), bias, y, K, M, N);
+}
+
+extern "C" mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                              int64_t K, int64_t F, int64_t N, void *workspace) {
+    if (!mi7e_mmv_supported(wt, K, N) || F <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_ffn: type %s, K = %lld, N = %lld", mi_type_name(wt), (long long)K,
+                      (long long)N);
+    MI_TRY(mi7e_quantize_act(stream, wt, x, K, N, workspace));
+    return mmv_dispatch<true>((cudaStream_t)stream, wt, (const uint8_t *)wg, (const uint8_t *)wu,
+                              (const uint8_t *)workspace, mi7e_act_row_bytes(wt, K), NULL, y, K, F, N);
+}

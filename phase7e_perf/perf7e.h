@@ -1,0 +1,71 @@
+/* Phase 7e: independently switchable performance items (docs/PHASE7E.md). The C face of
+ * the 7e kernels (extern "C" launchers) and of the switch: MINFER_PERF_OFF=e2,e7,... (or
+ * "all") lists the items to turn off; mi_phase7e_install() reads it and puts either the 7e
+ * entry or the entry it found (7b / 7c) into the CUDA op table. Plain C. */
+#ifndef MI_PERF7E_H
+#define MI_PERF7E_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "common/core/mi_err.h"
+#include "common/quant/mi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The items. e1 (the difference study) is documentation, e3/e4/e6 are delivered by lower
+ * phases and verified by gate_7e (docs/PHASE7E.md says why each has no kernel here). */
+typedef enum {
+    MI7E_E2 = 0,   /* staged-row one-token (N <= 8) quantized matmul */
+    MI7E_E3,       /* embedding lookup on the device (7b GET_ROWS): verified, zero copies */
+    MI7E_E4,       /* F32 x F32 matmul on the device (7b mm_float): verified */
+    MI7E_E5,       /* fused FFN gate/up/SwiGLU with the staged-row kernel (7c's fusion pass) */
+    MI7E_E6,       /* pinned staging ring for inputs (7d): verified through 7d's counter */
+    MI7E_E7,       /* tensor-core (int8 mma.sync) prefill matmul */
+    MI7E_COUNT
+} mi7e_item;
+
+const char *mi7e_item_name(mi7e_item it);     /* "e2" ... */
+bool mi7e_item_on(mi7e_item it);
+/* Re-apply a switch list ("e2,e7", "all", "" = everything on) to the op table now (gates
+ * use it for in-process A/B; the process default comes from MINFER_PERF_OFF at install).
+ * Returns MI_ERR_INVALID for an unknown item name (nothing changed). */
+mi_status mi7e_set_off(const char *list);
+/* Which items the current table uses, e.g. "e2,e5,e7 on; off: none" (for logs / JSON). */
+void mi7e_describe(char *buf, size_t n);
+
+/* Counters (process-wide, since start): kernel launches per item. */
+typedef struct {
+    uint64_t e2_launches, e5_launches, e7_launches, fallback_launches;
+} mi7e_counters;
+void mi7e_counters_get(mi7e_counters *out);
+
+/* ---- e2: staged-row matmul, W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> [M, N], N <= 8.
+ * x is quantized once into workspace exactly as 7b / the CPU do (Q8_0/Q8_1 in 36-byte
+ * blocks, Q8_K in 292-byte blocks), so every integer block dot equals the CPU's. */
+#define MI7E_MMV_MAX_N 8
+bool mi7e_mmv_supported(mi_type wt, int64_t K, int64_t N);
+size_t mi7e_mmv_workspace(mi_type wt, int64_t K, int64_t N);
+mi_status mi7e_mmv(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                   int64_t K, int64_t M, int64_t N, void *workspace);
+/* e5: W_gate, W_up [K, F] @ x [K, N] -> silu(gate) * up [F, N], N <= 8 (SwiGLU: mi_canon_swiglu) */
+mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                   int64_t K, int64_t F, int64_t N, void *workspace);
+
+/* ---- e7: int8 tensor-core matmul for N > 8 (same activation quantization, same bound) */
+bool mi7e_mmq_supported(mi_type wt, int64_t K, int64_t N);
+size_t mi7e_mmq_workspace(mi_type wt, int64_t K, int64_t N);
+mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                   int64_t K, int64_t M, int64_t N, void *workspace);
+
+/* Shared by the two .cu files: quantize x [K, N] into the 7b activation layout. */
+mi_status mi7e_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N, void *workspace);
+size_t mi7e_act_row_bytes(mi_type wt, int64_t K);   /* 0: not a quantized weight type */
+
+void mi_phase7e_install(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
