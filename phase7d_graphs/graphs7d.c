@@ -6,195 +6,15 @@
  * its Input nodes and boundary copies, always runs outside the graph, before it: Inputs
  * through a pinned staging ring, the ATTN/KV_STORE n_past values into the device step
  * params. docs/PHASE7D.md has the rules and why. */
-#include "phase7d_graphs/graphs7d.h"
+#include "phase7d_graphs/g7_internal.h"
 #include "phase7a_skeleton/cuda_check.h"
 #include "phase7c_wiring/wiring7c.h"
-#include <cuda_runtime_api.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
-#define G7_CACHE_MAX 8                     /* graphs per backend (LRU) */
-#define G7_MAX_SLOTS 4096                  /* step-param slots per split */
-#define G7_RING_N 8                        /* staging ring: slots, one per split */
-#define G7_RING_BYTES ((size_t)64 << 10)   /* bytes per ring slot */
-#define G7_LOG_N 256
-#define G7_BACKOFF_MAX 64
-
-typedef struct {
-    uint64_t a, b;
-} g7_hash;
-
-typedef struct {
-    bool used;
-    g7_hash shape;           /* split identity: ops, types, shapes, params, data pointers, execs */
-    uint64_t gen;            /* pool generation at capture */
-    void *ws;                /* workspace block and size at capture */
-    size_t ws_size;
-    cudaGraphExec_t exec;
-    uint64_t last_use;
-} g7_entry;
-
-enum { M_NONE = 0, M_DIRECT, M_PENDING, M_CAPTURING, M_REPLAY };
-
-typedef struct g7_state {
-    mi_backend_iface iface;          /* our copy, installed as be->iface (first member) */
-    const mi_backend_iface *orig;    /* the CUDA backend's own */
-    mi_backend *be;
-    mi_cuda_ctx *c;
-    cudaStream_t stream;
-    int device;
-    uint64_t serial;                 /* wrap order, for the capture log */
-    int32_t *dparams;                /* device [G7_MAX_SLOTS]: n_past per slot */
-    char *ring;                      /* pinned [G7_RING_N][G7_RING_BYTES] */
-    cudaEvent_t ring_ev[G7_RING_N];
-    bool ring_armed[G7_RING_N];
-    int ring_cur;
-    size_t ring_fill;
-    bool ring_dirty;
-    cudaEvent_t sync_ev;
-    /* the split in progress */
-    int mode;
-    const mi_graph *g;
-    mi_split sp;
-    int first_compute, n_compute;
-    uint64_t split_serial, win_serial;
-    g7_hash shape;
-    uint64_t gen;
-    void *ws;
-    size_t ws_size;
-    g7_entry *hit;
-    const mi_tensor **slot_node;     /* [G7_MAX_SLOTS] */
-    int n_slots, slot_cursor;
-    bool npast_in_key;               /* an ATTN/KV_STORE without device n_past: p[0] is in the key */
-    int fail_at;                     /* node id where an injected failure fires, -1 none */
-    mi_graph_fail fail_mode;
-    /* cache */
-    g7_entry cache[G7_CACHE_MAX];
-    uint64_t tick;
-    /* backoff after a failed window: skip capture of this shape for bo_left splits */
-    g7_hash bo_shape;
-    int bo_left, bo_fails;
-    struct g7_state *next;
-} g7_state;
-
-/* ---------------- process-wide state ---------------- */
-static pthread_mutex_t g_list_mu = PTHREAD_MUTEX_INITIALIZER;   /* outer: never taken under the stream lock */
-static g7_state *g_states;
-static uint64_t g_wrap_serial;
-
-static pthread_mutex_t g_stream_mu;                              /* the stream lock (recursive) */
-static pthread_once_t g_stream_once = PTHREAD_ONCE_INIT;
-
-static pthread_mutex_t g_st_mu = PTHREAD_MUTEX_INITIALIZER;     /* innermost: counters, log, injection */
-static mi_cuda_graph_counters g_st;
-static mi_cuda_graph_capture_rec g_log[G7_LOG_N];
-static uint64_t g_log_n;
-static mi_graph_fail g_fail_mode;
-static int g_fail_left;
-
-static int g_enabled = 1;
-
-#define G7_MAX_STEP_OPS 8
-static mi_cuda_exec_fn g_step_ops[G7_MAX_STEP_OPS];
-static int g_n_step_ops;
-
 /* the backend whose split this thread is executing (for mi_cuda_step_param) */
 static _Thread_local g7_state *t_cur;
-
-static void stream_lock_init(void) {
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&g_stream_mu, &a);
-    pthread_mutexattr_destroy(&a);
-}
-void mi_cuda_stream_lock(void) {
-    pthread_once(&g_stream_once, stream_lock_init);
-    pthread_mutex_lock(&g_stream_mu);
-}
-void mi_cuda_stream_unlock(void) { pthread_mutex_unlock(&g_stream_mu); }
-
-#define STAT_ADD(field, v) do { pthread_mutex_lock(&g_st_mu); g_st.field += (v); pthread_mutex_unlock(&g_st_mu); } while (0)
-
-void mi_cuda_graph_stats(mi_cuda_graph_counters *out) {
-    pthread_mutex_lock(&g_st_mu);
-    *out = g_st;
-    pthread_mutex_unlock(&g_st_mu);
-}
-
-void mi_cuda_graph_stats_reset(void) {
-    pthread_mutex_lock(&g_st_mu);
-    uint64_t cached = g_st.cached;
-    memset(&g_st, 0, sizeof g_st);
-    g_st.cached = cached;
-    g_log_n = 0;
-    pthread_mutex_unlock(&g_st_mu);
-}
-
-int mi_cuda_graph_capture_log(mi_cuda_graph_capture_rec *out, int max) {
-    pthread_mutex_lock(&g_st_mu);
-    uint64_t have = g_log_n < G7_LOG_N ? g_log_n : G7_LOG_N;
-    int n = (int)(have < (uint64_t)max ? have : (uint64_t)max);
-    for (int i = 0; i < n; i++) out[i] = g_log[(g_log_n - (uint64_t)n + (uint64_t)i) % G7_LOG_N];
-    pthread_mutex_unlock(&g_st_mu);
-    return n;
-}
-
-void mi_cuda_graph_set_enabled(bool on) { __atomic_store_n(&g_enabled, on ? 1 : 0, __ATOMIC_RELAXED); }
-bool mi_cuda_graph_enabled(void) { return __atomic_load_n(&g_enabled, __ATOMIC_RELAXED) != 0; }
-
-void mi_cuda_graph_set_fail(mi_graph_fail mode, int count) {
-    pthread_mutex_lock(&g_st_mu);
-    g_fail_mode = mode;
-    g_fail_left = count;
-    pthread_mutex_unlock(&g_st_mu);
-}
-
-static bool take_fail(mi_graph_fail mode) {
-    bool r = false;
-    pthread_mutex_lock(&g_st_mu);
-    if (g_fail_mode == mode && g_fail_left != 0) {
-        if (g_fail_left > 0) g_fail_left--;
-        r = true;
-    }
-    pthread_mutex_unlock(&g_st_mu);
-    return r;
-}
-
-void mi_cuda_graph_register_step_op(mi_cuda_exec_fn exec) {
-    if (!exec) return;
-    for (int i = 0; i < g_n_step_ops; i++)
-        if (g_step_ops[i] == exec) return;
-    if (g_n_step_ops < G7_MAX_STEP_OPS) g_step_ops[g_n_step_ops++] = exec;
-}
-
-static bool is_step_exec(mi_cuda_exec_fn ex) {
-    for (int i = 0; ex && i < g_n_step_ops; i++)
-        if (g_step_ops[i] == ex) return true;
-    return false;
-}
-
-bool mi_cuda_graph_npast_on_device(void) {
-    mi_cuda_exec_fn a = NULL, k = NULL;
-    mi_cuda_get_op(MI_OP_ATTN, &a, NULL, NULL);
-    mi_cuda_get_op(MI_OP_KV_STORE, &k, NULL, NULL);
-    return is_step_exec(a) && is_step_exec(k);
-}
-
-/* "loudly": an aborted window is an error line whatever MINFER_LOG says */
-static void loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void loud(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("minfer: cuda graph: ERROR: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 /* ---------------- hashing (two independent 64-bit lanes) ---------------- */
 static inline uint64_t mix64(uint64_t x) {
@@ -216,12 +36,12 @@ static inline bool heq(g7_hash x, g7_hash y) { return x.a == y.a && x.b == y.b; 
 /* ---------------- wrapped backends ---------------- */
 static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp);
 
-static g7_state *state_of(mi_backend *be) {
+g7_state *g7_state_of(mi_backend *be) {
     if (!be || !be->iface || be->iface->split_begin != w_split_begin) return NULL;
     return (g7_state *)(void *)be->iface;   /* iface is the first member */
 }
 
-bool mi_cuda_graph_wrapped(mi_backend *be) { return state_of(be) != NULL; }
+bool mi_cuda_graph_wrapped(mi_backend *be) { return g7_state_of(be) != NULL; }
 
 static void lock(void) { mi_cuda_stream_lock(); }
 static void unlock(void) { mi_cuda_stream_unlock(); }
@@ -229,10 +49,10 @@ static void unlock(void) { mi_cuda_stream_unlock(); }
 static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 
 /* ---------------- cache ---------------- */
-static void maybe_free_retired(void) {
-    pthread_mutex_lock(&g_st_mu);
-    bool empty = g_st.cached == 0;
-    pthread_mutex_unlock(&g_st_mu);
+void g7_maybe_free_retired(void) {
+    pthread_mutex_lock(&g7_st_mu);
+    bool empty = g7_st.cached == 0;
+    pthread_mutex_unlock(&g7_st_mu);
     /* 7c frees a replaced weight copy only when told no captured graph can hold it */
     if (!empty) return;
     size_t freed = mi7c_weights_free_retired();
@@ -245,13 +65,13 @@ static void entry_drop(g7_entry *e) {
     MI_CU_WARN(cudaGraphExecDestroy(e->exec));   /* an in-flight launch completes first */
     unlock();
     memset(e, 0, sizeof *e);
-    pthread_mutex_lock(&g_st_mu);
-    g_st.evictions++;
-    g_st.cached--;
-    pthread_mutex_unlock(&g_st_mu);
+    pthread_mutex_lock(&g7_st_mu);
+    g7_st.evictions++;
+    g7_st.cached--;
+    pthread_mutex_unlock(&g7_st_mu);
 }
 
-static int cache_drop_all(g7_state *s) {
+int g7_cache_drop_all(g7_state *s) {
     int n = 0;
     for (int i = 0; i < G7_CACHE_MAX; i++)
         if (s->cache[i].used) {
@@ -276,10 +96,10 @@ static g7_entry *cache_insert(g7_state *s, cudaGraphExec_t exec) {
     for (int i = 0; i < G7_CACHE_MAX; i++) {
         g7_entry *e = &s->cache[i];
         if (!e->used || !heq(e->shape, s->shape)) continue;
-        pthread_mutex_lock(&g_st_mu);
-        g_st.recaptures++;
-        if (e->gen != s->gen) g_st.recaptures_generation++;
-        pthread_mutex_unlock(&g_st_mu);
+        pthread_mutex_lock(&g7_st_mu);
+        g7_st.recaptures++;
+        if (e->gen != s->gen) g7_st.recaptures_generation++;
+        pthread_mutex_unlock(&g7_st_mu);
         entry_drop(e);
     }
     g7_entry *slot = NULL;
@@ -327,13 +147,17 @@ static mi_status ring_advance(g7_state *s) {
     return MI_OK;
 }
 
-static void *ring_put(g7_state *s, const void *src, size_t n) {
+static void *ring_reserve(g7_state *s, size_t n) {
     size_t off = (s->ring_fill + 255) & ~(size_t)255;
     if (off > G7_RING_BYTES || n > G7_RING_BYTES - off) return NULL;
-    char *p = s->ring + (size_t)s->ring_cur * G7_RING_BYTES + off;
-    memcpy(p, src, n);
     s->ring_fill = off + n;
     s->ring_dirty = true;
+    return s->ring + (size_t)s->ring_cur * G7_RING_BYTES + off;
+}
+
+static void *ring_put(g7_state *s, const void *src, size_t n) {
+    void *p = ring_reserve(s, n);
+    if (p) memcpy(p, src, n);
     return p;
 }
 
@@ -352,7 +176,7 @@ static mi_status run_direct(g7_state *s, mi_tensor *node) {
  * Too large for the ring: the backend's own (pageable) copy, never inside a window. */
 static mi_status run_input(g7_state *s, mi_tensor *node) {
     size_t n = mi_nbytes(node);
-    if (n == 0 || !node->host_src || !node->data) return run_direct(s, node);
+    if (!s->staged || n == 0 || !node->host_src || !node->data) return run_direct(s, node);
     void *p = ring_put(s, node->host_src, n);
     if (!p) return run_direct(s, node);
     lock();
@@ -393,7 +217,7 @@ static void ensure_not_capturing(g7_state *s) {
         return;
     }
     if (cs == cudaStreamCaptureStatusNone) return;
-    loud("stream still capturing after the window closed: ending it again");
+    g7_loud("stream still capturing after the window closed: ending it again");
     cudaGraph_t gr = NULL;
     (void)cudaStreamEndCapture(s->stream, &gr);
     if (gr) (void)cudaGraphDestroy(gr);
@@ -409,10 +233,10 @@ static void window_abort(g7_state *s, const mi_tensor *node, const char *why) {
     (void)cudaGetLastError();
     ensure_not_capturing(s);
     if (node)
-        loud("node #%d %s (%s) failed inside an open capture window: %s; window aborted (EndCapture: %s), the "
+        g7_loud("node #%d %s (%s) failed inside an open capture window: %s; window aborted (EndCapture: %s), the "
              "step runs uncaptured", node->id, node->name, mi_op_name(node->op), why, cudaGetErrorString(e));
     else
-        loud("capture window aborted: %s (EndCapture: %s)", why, cudaGetErrorString(e));
+        g7_loud("capture window aborted: %s (EndCapture: %s)", why, cudaGetErrorString(e));
     s->mode = M_DIRECT;
     unlock();   /* the window's hold */
     STAT_ADD(aborted_windows, 1);
@@ -422,13 +246,12 @@ static void window_abort(g7_state *s, const mi_tensor *node, const char *why) {
 /* a window left open by a path that never reached split_end (an error return) */
 static void abort_stale(g7_state *s, const char *where) {
     if (s->mode == M_CAPTURING) window_abort(s, NULL, where);
-    s->mode = M_NONE;
 }
 
 static mi_status window_begin(g7_state *s) {
     lock();   /* held until the window closes: the capture window is process-wide exclusive */
     cudaError_t e;
-    const bool inj = take_fail(MI_GRAPH_FAIL_BEGIN);
+    const bool inj = g7_take_fail(MI_GRAPH_FAIL_BEGIN);
     if (inj) {
         /* a real refusal: the legacy stream cannot be captured */
         e = cudaStreamBeginCapture((cudaStream_t)0, cudaStreamCaptureModeThreadLocal);
@@ -445,7 +268,7 @@ static mi_status window_begin(g7_state *s) {
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         ensure_not_capturing(s);
-        loud("cudaStreamBeginCapture failed: %s%s; the step runs uncaptured", cudaGetErrorString(e),
+        g7_loud("cudaStreamBeginCapture failed: %s%s; the step runs uncaptured", cudaGetErrorString(e),
              inj ? " (injected, MINFER_CUDA_GRAPH_FAIL=begin)" : "");
         unlock();
         STAT_ADD(begin_failures, 1);
@@ -456,8 +279,8 @@ static mi_status window_begin(g7_state *s) {
     s->win_serial = s->split_serial;
     s->fail_at = -1;
     s->fail_mode = MI_GRAPH_FAIL_NONE;
-    if (take_fail(MI_GRAPH_FAIL_NODE)) s->fail_mode = MI_GRAPH_FAIL_NODE;
-    else if (take_fail(MI_GRAPH_FAIL_SYNC)) s->fail_mode = MI_GRAPH_FAIL_SYNC;
+    if (g7_take_fail(MI_GRAPH_FAIL_NODE)) s->fail_mode = MI_GRAPH_FAIL_NODE;
+    else if (g7_take_fail(MI_GRAPH_FAIL_SYNC)) s->fail_mode = MI_GRAPH_FAIL_SYNC;
     if (s->fail_mode != MI_GRAPH_FAIL_NONE) {   /* the middle compute node of the window */
         int want = s->n_compute / 2, k = 0;
         for (int i = s->first_compute; i < s->sp.first + s->sp.n; i++) {
@@ -522,14 +345,7 @@ static void log_capture(g7_state *s, cudaGraph_t gr) {
     }
     (void)cudaGetLastError();
     r.graph_nodes = n;
-    pthread_mutex_lock(&g_st_mu);
-    g_log[g_log_n % G7_LOG_N] = r;
-    g_log_n++;
-    g_st.captures++;
-    if (s->npast_in_key) g_st.npast_key_captures++;
-    g_st.last_graph_nodes = n;
-    if (n > g_st.max_graph_nodes) g_st.max_graph_nodes = n;
-    pthread_mutex_unlock(&g_st_mu);
+    g7_log_append(&r, s->npast_in_key);
 }
 
 /* Close the window at split_end: EndCapture, instantiate, cache, launch. Any failure:
@@ -556,11 +372,11 @@ static mi_status window_close(g7_state *s) {
             unlock();
         }
         if (multi) {
-            loud("a capture window spanned more than one step (split %llu..%llu): graph discarded",
+            g7_loud("a capture window spanned more than one step (split %llu..%llu): graph discarded",
                  (unsigned long long)s->win_serial, (unsigned long long)s->split_serial);
             STAT_ADD(multi_step_rejected, 1);
         } else {
-            loud("closing the capture window failed: %s; the step runs uncaptured", cudaGetErrorString(e));
+            g7_loud("closing the capture window failed: %s; the step runs uncaptured", cudaGetErrorString(e));
             STAT_ADD(end_failures, 1);
         }
         backoff_note(s);
@@ -574,7 +390,7 @@ static mi_status window_close(g7_state *s) {
     unlock();
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        loud("first launch of a new graph failed: %s; the step runs uncaptured", cudaGetErrorString(e));
+        g7_loud("first launch of a new graph failed: %s; the step runs uncaptured", cudaGetErrorString(e));
         entry_drop(en);
         STAT_ADD(end_failures, 1);
         backoff_note(s);
@@ -594,7 +410,7 @@ static mi_status replay(g7_state *s) {
         return MI_OK;
     }
     (void)cudaGetLastError();
-    loud("cudaGraphLaunch failed: %s; graph dropped, the step runs uncaptured", cudaGetErrorString(e));
+    g7_loud("cudaGraphLaunch failed: %s; graph dropped, the step runs uncaptured", cudaGetErrorString(e));
     entry_drop(s->hit);
     s->hit = NULL;
     s->mode = M_DIRECT;
@@ -638,13 +454,16 @@ static bool split_scan(g7_state *s) {
             if (t->op == MI_OP_ATTN) has_attn = true;
         }
     }
-    const bool decode = has_attn && one_token;
+    /* graphs off: no slots and no staging, so a direct run is exactly the 7c engine */
+    const bool eligible = has_attn && one_token && hoistable && s->n_compute > 0 && mi_cuda_graph_enabled();
+    s->n_slots = 0;
+    s->slot_cursor = 0;
+    s->npast_in_key = false;
+    if (!eligible) return false;
     mi_cuda_exec_fn ex_attn = NULL, ex_kv = NULL;
     mi_cuda_get_op(MI_OP_ATTN, &ex_attn, NULL, NULL);
     mi_cuda_get_op(MI_OP_KV_STORE, &ex_kv, NULL, NULL);
-    const bool dev_attn = is_step_exec(ex_attn), dev_kv = is_step_exec(ex_kv);
-    s->n_slots = 0;
-    s->slot_cursor = 0;
+    const bool dev_attn = g7_is_step_exec(ex_attn), dev_kv = g7_is_step_exec(ex_kv);
     bool npast_in_key = false;
     g7_hash h = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL};
     hput(&h, (uint64_t)s->sp.n);
@@ -660,7 +479,7 @@ static bool split_scan(g7_state *s) {
         if ((int)t->op > (int)MI_OP_NONE && (int)t->op < (int)MI_OP_COUNT) mi_cuda_get_op(t->op, &ex, NULL, NULL);
         hptr(&h, (const void *)(uintptr_t)ex);   /* an op-table swap (7e A/B) is another graph */
         bool slot = false;
-        if (decode && ((t->op == MI_OP_ATTN && dev_attn) || (t->op == MI_OP_KV_STORE && dev_kv)) &&
+        if (((t->op == MI_OP_ATTN && dev_attn) || (t->op == MI_OP_KV_STORE && dev_kv)) &&
             s->n_slots < G7_MAX_SLOTS) {
             s->slot_node[s->n_slots++] = t;
             slot = true;
@@ -673,19 +492,15 @@ static bool split_scan(g7_state *s) {
     }
     s->shape = h;
     s->npast_in_key = npast_in_key;
-    return decode && hoistable && s->n_compute > 0 && mi_cuda_graph_enabled();
+    return true;
 }
 
 /* n_past of every slot: host -> ring -> device params, queued before the split's work */
 static mi_status params_fill(g7_state *s) {
-    int32_t vals[256];
-    int32_t *v = s->n_slots <= 256 ? vals : malloc((size_t)s->n_slots * sizeof *v);
-    if (!v) return mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
-    for (int i = 0; i < s->n_slots; i++) v[i] = s->slot_node[i]->p[0];
-    const size_t n = (size_t)s->n_slots * sizeof *v;
-    void *p = ring_put(s, v, n);
-    if (v != vals) free(v);
+    const size_t n = (size_t)s->n_slots * sizeof(int32_t);
+    int32_t *p = ring_reserve(s, n);
     if (!p) return mi_err(MI_ERR_INTERNAL, "cuda graph: %d step params do not fit the staging ring", s->n_slots);
+    for (int i = 0; i < s->n_slots; i++) p[i] = s->slot_node[i]->p[0];
     lock();
     cudaError_t e = cudaMemcpyAsync(s->dparams, p, n, cudaMemcpyHostToDevice, s->stream);
     unlock();
@@ -712,8 +527,9 @@ const int32_t *mi_cuda_step_param(mi_cuda_ctx *c, const mi_tensor *node) {
 
 /* ---------------- the wrapped interface ---------------- */
 static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     abort_stale(s, "a new split began while a window was open");
+    s->mode = M_NONE;
     s->hit = NULL;
     s->n_slots = 0;
     s->g = NULL;
@@ -729,6 +545,7 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     s->g = g;
     s->sp = *sp;
     s->split_serial++;
+    s->staged = mi_cuda_graph_enabled();
     const bool eligible = split_scan(s);
     s->gen = s->orig->generation ? s->orig->generation(be) : 0;
     s->ws = mi_cuda_workspace(s->c, &s->ws_size);
@@ -751,12 +568,13 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
 }
 
 static mi_status w_execute_node(mi_backend *be, mi_tensor *node) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     const int id = node->id;
     const bool in_split = s->mode != M_NONE && s->g && id >= s->sp.first && id < s->sp.first + s->sp.n &&
                           s->g->nodes[id] == node;
     if (!in_split) {
         abort_stale(s, "a node outside the split ran while a window was open");
+        s->staged = mi_cuda_graph_enabled();
         return node->op == MI_OP_INPUT ? run_input(s, node) : run_direct(s, node);
     }
     if (id < s->first_compute || (node->op == MI_OP_INPUT && s->mode != M_CAPTURING))
@@ -778,7 +596,7 @@ static mi_status w_execute_node(mi_backend *be, mi_tensor *node) {
 }
 
 static mi_status w_split_end(mi_backend *be, const mi_graph *g, const mi_split *sp) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     mi_status st = MI_OK;
     const int mode = s->mode;
     if (mode == M_CAPTURING) st = window_close(s);
@@ -795,7 +613,7 @@ static mi_status w_split_end(mi_backend *be, const mi_graph *g, const mi_split *
 }
 
 static mi_status w_synchronize(mi_backend *be) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     abort_stale(s, "synchronize while a window was open");
     lock();   /* the touch: an event record; the wait happens outside the lock */
     cudaError_t e = cudaEventRecord(s->sync_ev, s->stream);
@@ -809,7 +627,7 @@ static mi_status w_synchronize(mi_backend *be) {
 }
 
 static mi_status w_write(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     abort_stale(s, "a copy into the device while a window was open");
     lock();
     mi_status st = s->orig->write(be, dst, src, n);
@@ -818,7 +636,7 @@ static mi_status w_write(mi_backend *be, void *dst, const void *src, size_t n) {
 }
 
 static mi_status w_read(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     abort_stale(s, "a read while a window was open");
     MI_TRY(w_synchronize(be));   /* drain first, so the locked read does not wait on kernels */
     lock();
@@ -828,7 +646,7 @@ static mi_status w_read(mi_backend *be, void *dst, const void *src, size_t n) {
 }
 
 static mi_status w_copy(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     lock();
     mi_status st = s->orig->copy(be, dst, src, n);
     unlock();
@@ -836,7 +654,7 @@ static mi_status w_copy(mi_backend *be, void *dst, const void *src, size_t n) {
 }
 
 static mi_status w_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     lock();
     mi_status st = s->orig->buffer_alloc(be, size, out);
     unlock();
@@ -844,7 +662,7 @@ static mi_status w_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {
 }
 
 static void w_buffer_free(mi_backend *be, mi_buffer *buf) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     lock();
     s->orig->buffer_free(be, buf);
     unlock();
@@ -860,34 +678,34 @@ static void state_release(g7_state *s) {
 }
 
 static void w_destroy(mi_backend *be) {
-    g7_state *s = state_of(be);
+    g7_state *s = g7_state_of(be);
     if (!s) return;
-    pthread_mutex_lock(&g_list_mu);   /* out of the list first: the list lock is never taken under the stream lock */
-    for (g7_state **pp = &g_states; *pp; pp = &(*pp)->next)
+    pthread_mutex_lock(&g7_list_mu);   /* out of the list first: the list lock is never taken under the stream lock */
+    for (g7_state **pp = &g7_states; *pp; pp = &(*pp)->next)
         if (*pp == s) {
             *pp = s->next;
             break;
         }
-    pthread_mutex_unlock(&g_list_mu);
+    pthread_mutex_unlock(&g7_list_mu);
     abort_stale(s, "backend destroyed while a window was open");
     lock();
     MI_CU_WARN(cudaStreamSynchronize(s->stream));   /* graphs and ring slots may be in flight */
     unlock();
-    cache_drop_all(s);
+    g7_cache_drop_all(s);
     const mi_backend_iface *orig = s->orig;
     be->iface = orig;
     lock();
     state_release(s);
     orig->destroy(be);   /* frees the step-params region with the context */
     unlock();
-    maybe_free_retired();
+    g7_maybe_free_retired();
 }
 
 /* ---------------- wrap, create, install ---------------- */
 mi_status mi_cuda_graph_wrap(mi_backend *be) {
     mi_cuda_ctx *c = mi_cuda_ctx_of(be);
     if (!c) return mi_err(MI_ERR_INVALID, "cuda graph: not a CUDA backend");
-    if (state_of(be)) return MI_OK;
+    if (g7_state_of(be)) return MI_OK;
     g7_state *s = calloc(1, sizeof *s);
     if (!s) return mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
     s->slot_node = calloc(G7_MAX_SLOTS, sizeof *s->slot_node);
@@ -932,98 +750,12 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     s->iface.buffer_alloc = w_buffer_alloc;
     s->iface.buffer_free = w_buffer_free;
     s->iface.destroy = w_destroy;
-    pthread_mutex_lock(&g_list_mu);
-    s->serial = ++g_wrap_serial;
-    s->next = g_states;
-    g_states = s;
-    pthread_mutex_unlock(&g_list_mu);
+    pthread_mutex_lock(&g7_list_mu);
+    s->serial = ++g7_wrap_serial;
+    s->next = g7_states;
+    g7_states = s;
+    pthread_mutex_unlock(&g7_list_mu);
     be->iface = &s->iface;
     return MI_OK;
 }
 
-int mi_cuda_graph_capturing_streams(void) {
-    int n = 0;
-    pthread_mutex_lock(&g_list_mu);
-    for (g7_state *s = g_states; s; s = s->next) {
-        lock();   /* waits for an open window of another thread to close */
-        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(s->stream, &cs) != cudaSuccess) (void)cudaGetLastError();
-        else if (cs != cudaStreamCaptureStatusNone) n++;
-        unlock();
-    }
-    pthread_mutex_unlock(&g_list_mu);
-    return n;
-}
-
-int mi_cuda_graph_flush(void) {
-    int n = 0;
-    pthread_mutex_lock(&g_list_mu);
-    for (g7_state *s = g_states; s; s = s->next) n += cache_drop_all(s);
-    pthread_mutex_unlock(&g_list_mu);
-    maybe_free_retired();
-    return n;
-}
-
-mi_status mi_cuda_graph_bump_generation(int *n_bumped) {
-    int nb = 0;
-    mi_status st = MI_OK;
-    pthread_mutex_lock(&g_list_mu);
-    for (g7_state *s = g_states; s && st == MI_OK; s = s->next) {
-        lock();
-        mi_cuda_pool *pool = mi_cuda_pool_of(s->c);
-        const uint64_t g0 = mi_cuda_pool_generation(pool);
-        /* a block the pool never handed out (a carve or a new chunk) changes the generation;
-         * released at once, so the only lasting effect is the new generation */
-        size_t size = ((size_t)8 << 20) + 256 * (size_t)s->serial;
-        for (int tries = 0; tries < 6 && st == MI_OK && mi_cuda_pool_generation(pool) == g0; tries++, size *= 2) {
-            void *p = NULL;
-            st = mi_cuda_pool_alloc(pool, size, &p);
-            if (st == MI_OK) st = mi_cuda_pool_release(pool, p);
-        }
-        if (mi_cuda_pool_generation(pool) != g0) nb++;
-        unlock();
-    }
-    pthread_mutex_unlock(&g_list_mu);
-    if (n_bumped) *n_bumped = nb;
-    return st;
-}
-
-/* The registry's "cuda": 7a's backend (device from MINFER_CUDA_DEVICE), wrapped. */
-static mi_status g7_create(mi_backend **out) {
-    int dev = 0;
-    const char *e = getenv("MINFER_CUDA_DEVICE");
-    if (e && *e) {
-        char *end = NULL;
-        long v = strtol(e, &end, 10);
-        if (*end || v < 0 || v > 1024)
-            return mi_err(MI_ERR_INVALID, "MINFER_CUDA_DEVICE='%s' is not a device number", e);
-        dev = (int)v;
-    }
-    MI_TRY(mi_cuda_backend_new(dev, out));
-    if (mi_cuda_graph_wrap(*out) != MI_OK) {
-        mi_log("cuda graph: %s: this backend runs without graphs", mi_errmsg());
-        mi_err_clear();
-    }
-    return MI_OK;
-}
-
-static void parse_env(void) {
-    const char *e = getenv("MINFER_NO_CUDA_GRAPH");
-    if (e && *e && strcmp(e, "0") != 0) mi_cuda_graph_set_enabled(false);
-    e = getenv("MINFER_CUDA_GRAPH_FAIL");
-    if (e && *e) {
-        mi_graph_fail m = !strncmp(e, "begin", 5) ? MI_GRAPH_FAIL_BEGIN
-                          : !strncmp(e, "node", 4) ? MI_GRAPH_FAIL_NODE
-                          : !strncmp(e, "sync", 4) ? MI_GRAPH_FAIL_SYNC : MI_GRAPH_FAIL_NONE;
-        const char *colon = strchr(e, ':');
-        int count = colon ? atoi(colon + 1) : -1;
-        if (m == MI_GRAPH_FAIL_NONE) mi_log("MINFER_CUDA_GRAPH_FAIL='%s' ignored (begin|node|sync[:COUNT])", e);
-        else mi_cuda_graph_set_fail(m, count);
-    }
-}
-
-void mi_phase7d_install(void) {
-    m7d_install_step_ops();
-    parse_env();
-    mi_backend_register("cuda", g7_create);
-}

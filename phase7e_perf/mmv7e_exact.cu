@@ -155,6 +155,48 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
     const uint8_t *base = (const uint8_t *)smem + lead;
     const uint8_t *base2 = (const uint8_t *)smem + region + lead2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (rows == 1) {
+        /* one (long) row: every warp takes a share, thread t units t, t+128, ..., then the
+         * warp sums are added in warp order (fixed: repeated runs are bit-identical) */
+        __shared__ float red[2][MMV_THREADS / 32][NC];
+        float acc[NC], acc2[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[c] = acc2[c] = 0.0f;
+        for (int64_t u = threadIdx.x; u < nunits; u += blockDim.x) {
+            wunit w;
+            unit_unpack<WT>(base, u, w);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c < N) acc[c] += e7_unit_dot<wtraits<WT>::act>(w, A + (size_t)c * arow, u);
+            if (FUSED) {
+                wunit w2;
+                unit_unpack<WT>(base2, u, w2);
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    if (c < N) acc2[c] += e7_unit_dot<wtraits<WT>::act>(w2, A + (size_t)c * arow, u);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const float s = warp_sum(acc[c]), s2 = FUSED ? warp_sum(acc2[c]) : 0.0f;
+            if (lane == 0) {
+                red[0][warp][c] = s;
+                red[1][warp][c] = s2;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < NC && threadIdx.x < N) {
+            const int c = threadIdx.x;
+            float s = red[0][0][c], s2 = red[1][0][c];
+            for (int k = 1; k < nw; k++) {
+                s += red[0][k][c];
+                s2 += red[1][k][c];
+            }
+            if (FUSED) Y[(size_t)c * M + m0] = mi_canon_swiglu(s, s2);
+            else Y[(size_t)c * M + m0] = bias ? s + bias[m0] : s;
+        }
+        return;
+    }
     for (int r = warp; r < rows; r += nw) {
         const uint8_t *wr = base + (size_t)r * wrow;
         const uint8_t *wr2 = base2 + (size_t)r * wrow;

@@ -63,6 +63,11 @@ size_t cpu_matmul_wscratch(const mi_cpu_ctx *c, const mi_tensor *t);
 void cpu_silu_avx512(const float *x, float *y, int64_t n);
 void cpu_swiglu_avx512(const float *g, const float *u, float *y, int64_t n);
 
+/* One attention (head, query) item on AVX-512: K transposed KT [hd][ld], V rows of
+ * v_stride floats, n keys, sc scratch of n rounded up to 16; false if hd is not 64/128. */
+bool cpu_attn_item_avx512(const float *q, const float *KT, int64_t ld, const float *V, int64_t v_stride, int64_t n,
+                          int64_t hd, float scale, float *sc, float *out);
+
 /* SIMD helpers (cpu_ops_avx2.c), used when c->isa >= MI_ISA_AVX2. */
 void cpu_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);
 float cpu_dot_f32_avx2(const float *a, const float *b, int64_t n);

@@ -1,37 +1,54 @@
 /* CPU causal GQA attention over the KV cache (tolerance tier, docs/NUMERICS.md).
- * An F16 cache is first converted to F32 scratch for the rows in use (0 .. n_past+N),
- * once per node, so the score and value loops run on floats. Work items are
+ * The K/V rows in use (0 .. n_past+N) are first copied to F32 scratch (converting an F16
+ * cache), once per node. Decode keeps K in rows and takes one dot per key. Prefill on
+ * AVX-512 (N >= 8, head_dim 64/128) stores K transposed per KV head, KT[kvh][d][j], so
+ * 16 keys' scores come from head_dim FMAs with no horizontal sums. Work items are
  * (head, query) pairs handed out as pool chunks (causal rows differ in length). */
 #include "cpu_backend.h"
 #include "../core/mi_fp16.h"
 #include <math.h>
 #include <string.h>
 
+#define KV_ROW_MAX 4096   /* conversion buffer for one cache row (hd * Hkv) on the stack */
+
 typedef struct {
     mi_cpu_ctx *c;
     mi_tensor *t;
-    const float *K, *V;        /* [row_kv, n_kv] F32 */
-    float *conv;               /* F16 conversion target (K then V) or NULL */
-    float *thr;                /* per-thread [n_kv + hd] */
+    const float *K, *V;        /* [row_kv, n_kv] F32 rows */
+    float *KT;                 /* transposed path: [Hkv][hd][ld] */
+    int64_t ld;
+    float *thr;                /* per-thread [ld + hd + 16] */
     int64_t n_kv, row_kv;
     int64_t conv_per;          /* rows per conversion chunk */
+    bool conv_k, conv_v, trans;
 } attn_task;
 
+static bool use_trans(const mi_cpu_ctx *c, const mi_tensor *t) {
+    int64_t hd = t->p[1];
+    return c->isa >= MI_ISA_AVX512 && t->ne[1] >= 8 && (hd == 64 || hd == 128) && hd * t->p[3] <= KV_ROW_MAX;
+}
+
+static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
+
 size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t) {
-    int64_t n_kv = (int64_t)t->p[0] + t->ne[1];
+    int64_t n_kv = (int64_t)t->p[0] + t->ne[1], ld = pad16(n_kv);
     int64_t hd = t->p[1], row_kv = hd * t->p[3];
-    size_t need = (size_t)c->n_threads * (size_t)(n_kv + hd + 16) * sizeof(float);
+    size_t need = (size_t)c->n_threads * (size_t)(ld + hd + 16) * sizeof(float);
+    if (use_trans(c, t)) return need + 2 * (size_t)ld * (size_t)row_kv * sizeof(float);
     if (t->src[1]->type == MI_TYPE_F16 || t->src[2]->type == MI_TYPE_F16)
         need += 2 * (size_t)n_kv * (size_t)row_kv * sizeof(float);
     return need;
 }
 
-static void convert_rows(const mi_cpu_ctx *c, const uint16_t *src, float *dst, size_t n) {
-    if (c->isa >= MI_ISA_AVX2) {
-        cpu_f16_to_f32_avx2(src, dst, n);
-        return;
+static void convert_rows(const mi_cpu_ctx *c, const mi_tensor *src, size_t off, float *dst, size_t n) {
+    if (src->type == MI_TYPE_F32) {
+        memcpy(dst, (const float *)src->data + off, n * sizeof(float));
+    } else if (c->isa >= MI_ISA_AVX2) {
+        cpu_f16_to_f32_avx2((const uint16_t *)src->data + off, dst, n);
+    } else {
+        const uint16_t *s = (const uint16_t *)src->data + off;
+        for (size_t i = 0; i < n; i++) dst[i] = mi_f16_to_f32(s[i]);
     }
-    for (size_t i = 0; i < n; i++) dst[i] = mi_f16_to_f32(src[i]);
 }
 
 static void attn_convert(void *arg, int64_t chunk, int ith) {
@@ -41,14 +58,20 @@ static void attn_convert(void *arg, int64_t chunk, int ith) {
     int64_t r0 = chunk * k->conv_per, r1 = r0 + k->conv_per;
     if (r1 > k->n_kv) r1 = k->n_kv;
     if (r0 >= r1) return;
-    for (int s = 0; s < 2; s++) {
-        const mi_tensor *src = t->src[1 + s];
-        float *dst = k->conv + (size_t)s * (size_t)(k->n_kv * k->row_kv);
-        size_t off = (size_t)r0 * (size_t)k->row_kv, n = (size_t)(r1 - r0) * (size_t)k->row_kv;
-        if (src->type == MI_TYPE_F16)
-            convert_rows(k->c, (const uint16_t *)src->data + off, dst + off, n);
-        else
-            memcpy(dst + off, (const float *)src->data + off, n * sizeof(float));
+    size_t off = (size_t)r0 * (size_t)k->row_kv, n = (size_t)(r1 - r0) * (size_t)k->row_kv;
+    if (k->conv_v) convert_rows(k->c, t->src[2], off, (float *)k->V + off, n);
+    if (k->trans) {
+        float row[KV_ROW_MAX];
+        for (int64_t j = r0; j < r1; j++) {
+            convert_rows(k->c, t->src[1], (size_t)j * (size_t)k->row_kv, row, (size_t)k->row_kv);
+            /* KT[kvh][d][j]: element e = kvh*hd + d of the row goes to column j of line e */
+            for (int64_t e = 0; e < k->row_kv; e++) k->KT[(size_t)e * (size_t)k->ld + (size_t)j] = row[e];
+        }
+        if (r1 == k->n_kv)   /* zero the padding columns (read, then masked, by the kernel) */
+            for (int64_t e = 0; e < k->row_kv; e++)
+                for (int64_t j = k->n_kv; j < k->ld; j++) k->KT[(size_t)e * (size_t)k->ld + (size_t)j] = 0.0f;
+    } else if (k->conv_k) {
+        convert_rows(k->c, t->src[1], off, (float *)k->K + off, n);
     }
 }
 
@@ -74,34 +97,33 @@ static void attn_item(void *arg, int64_t it, int ith) {
     int64_t n_past = t->p[0], hd = t->p[1], Hq = t->p[2], Hkv = t->p[3];
     int64_t N = t->ne[1], group = Hq / Hkv;
     float scale = mi_tensor_pf(t, 4);
-    float *sc = k->thr + (size_t)ith * (size_t)(k->n_kv + hd + 16);
-    float *acc = sc + k->n_kv;
-    const float *Q = t->src[0]->data;
-    float *O = t->data;
-    {
-        int64_t h = it / N, i = it % N, kvh = h / group;
-        const float *q = Q + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
-        int64_t n = n_past + i + 1;
-        const float *kb = k->K + (size_t)(kvh * hd);
-        const float *vb = k->V + (size_t)(kvh * hd);
-        float m = -INFINITY;
-        for (int64_t j = 0; j < n; j++) {
-            float s = dot_f32(k->c, q, kb + (size_t)j * (size_t)k->row_kv, hd) * scale;
-            sc[j] = s;
-            if (s > m) m = s;
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; j++) {
-            float e = expf(sc[j] - m);
-            sc[j] = e;
-            sum += e;
-        }
-        for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
-        for (int64_t j = 0; j < n; j++) axpy_f32(k->c, acc, sc[j], vb + (size_t)j * (size_t)k->row_kv, hd);
-        float inv = 1.0f / sum;
-        float *o = O + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
-        for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    float *sc = k->thr + (size_t)ith * (size_t)(k->ld + hd + 16);
+    float *acc = sc + k->ld;
+    int64_t h = it / N, i = it % N, kvh = h / group;
+    const float *q = (const float *)t->src[0]->data + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
+    float *o = (float *)t->data + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
+    int64_t n = n_past + i + 1;
+    const float *vb = k->V + (size_t)(kvh * hd);
+    if (k->trans &&
+        cpu_attn_item_avx512(q, k->KT + (size_t)(kvh * hd) * (size_t)k->ld, k->ld, vb, k->row_kv, n, hd, scale, sc, o))
+        return;
+    const float *kb = k->K + (size_t)(kvh * hd);
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        float s = dot_f32(k->c, q, kb + (size_t)j * (size_t)k->row_kv, hd) * scale;
+        sc[j] = s;
+        if (s > m) m = s;
     }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float e = expf(sc[j] - m);
+        sc[j] = e;
+        sum += e;
+    }
+    for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
+    for (int64_t j = 0; j < n; j++) axpy_f32(k->c, acc, sc[j], vb + (size_t)j * (size_t)k->row_kv, hd);
+    float inv = 1.0f / sum;
+    for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
 }
 
 /* q [hd*Hq, N], K/V [hd*Hkv, n_ctx] -> [hd*Hq, N] */
@@ -115,22 +137,34 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
     k.c = c;
     k.t = t;
     k.n_kv = (int64_t)t->p[0] + t->ne[1];
+    k.ld = pad16(k.n_kv);
     k.row_kv = (int64_t)t->p[1] * t->p[3];
+    k.trans = use_trans(c, t);
     float *base = c->abuf;
-    bool conv = t->src[1]->type == MI_TYPE_F16 || t->src[2]->type == MI_TYPE_F16;
-    if (conv) {
-        k.conv = base;
-        base += 2 * (size_t)(k.n_kv * k.row_kv);
+    if (k.trans) {
+        k.KT = base;
+        base += (size_t)k.ld * (size_t)k.row_kv;
+        k.V = base;
+        base += (size_t)k.ld * (size_t)k.row_kv;
+        k.conv_v = true;
+    } else {
+        k.conv_k = t->src[1]->type == MI_TYPE_F16;
+        k.conv_v = t->src[2]->type == MI_TYPE_F16;
+        if (k.conv_k || k.conv_v) {
+            k.K = k.conv_k ? base : t->src[1]->data;
+            k.V = k.conv_v ? base + (size_t)(k.n_kv * k.row_kv) : t->src[2]->data;
+            base += 2 * (size_t)(k.n_kv * k.row_kv);
+        } else {
+            k.K = t->src[1]->data;
+            k.V = t->src[2]->data;
+        }
+    }
+    if (k.trans || k.conv_k || k.conv_v) {
         int64_t work = k.n_kv * k.row_kv * 2;
         int64_t n_chunks = work < MI_CPU_PAR_MIN ? 1 : (int64_t)c->n_threads * 2;
         if (n_chunks > k.n_kv) n_chunks = k.n_kv;
         k.conv_per = (k.n_kv + n_chunks - 1) / n_chunks;
         threadpool_chunks(c->tp, attn_convert, &k, (k.n_kv + k.conv_per - 1) / k.conv_per);
-        k.K = k.conv;
-        k.V = k.conv + (size_t)(k.n_kv * k.row_kv);
-    } else {
-        k.K = t->src[1]->data;
-        k.V = t->src[2]->data;
     }
     k.thr = base;
     threadpool_chunks(c->tp, attn_item, &k, (int64_t)t->p[2] * t->ne[1]);

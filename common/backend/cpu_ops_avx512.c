@@ -4,6 +4,7 @@
  * reference and hence to the CUDA kernels (docs/NUMERICS.md). */
 #include "cpu_backend.h"
 #include <immintrin.h>
+#include <math.h>
 
 static inline __m512 canon_exp(__m512 x) {
     const __m512 log2e = _mm512_set1_ps(1.44269504f), ln2_hi = _mm512_set1_ps(0.693145752f),
@@ -52,4 +53,65 @@ void cpu_swiglu_avx512(const float *g, const float *u, float *y, int64_t n) {
         __m512 s = canon_silu(_mm512_maskz_loadu_ps(m, g + i));
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
     }
+}
+
+/* ---- attention, prefill path (tolerance tier: FMA and lane-order sums are fine here) ----
+ * One (head, query) item: scores for 16 keys at a time from K stored transposed
+ * (KT[d][j], row length ld), softmax with the canonical exp, then V rows accumulated in
+ * two interleaved register sets (even / odd keys) to keep the FMA chains short. */
+static inline __attribute__((always_inline)) void attn_pv(const int HD, const float *sc, const float *V,
+                                                          int64_t v_stride, int64_t n, float inv, float *out) {
+    __m512 a0[8], a1[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < HD / 16; k++) a0[k] = a1[k] = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        __m512 p0 = _mm512_set1_ps(sc[j]), p1 = _mm512_set1_ps(sc[j + 1]);
+        const float *v0 = V + (size_t)j * (size_t)v_stride, *v1 = v0 + v_stride;
+#pragma GCC unroll 8
+        for (int k = 0; k < HD / 16; k++) {
+            a0[k] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(v0 + 16 * k), a0[k]);
+            a1[k] = _mm512_fmadd_ps(p1, _mm512_loadu_ps(v1 + 16 * k), a1[k]);
+        }
+    }
+    if (j < n) {
+        __m512 p0 = _mm512_set1_ps(sc[j]);
+        const float *v0 = V + (size_t)j * (size_t)v_stride;
+#pragma GCC unroll 8
+        for (int k = 0; k < HD / 16; k++) a0[k] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(v0 + 16 * k), a0[k]);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < HD / 16; k++)
+        _mm512_storeu_ps(out + 16 * k, _mm512_mul_ps(_mm512_add_ps(a0[k], a1[k]), _mm512_set1_ps(inv)));
+}
+
+bool cpu_attn_item_avx512(const float *q, const float *KT, int64_t ld, const float *V, int64_t v_stride, int64_t n,
+                          int64_t hd, float scale, float *sc, float *out) {
+    if (hd != 64 && hd != 128) return false;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), vs = _mm512_set1_ps(scale);
+    __m512 vmax = ninf;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        __mmask16 m = n - j0 >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j0)) - 1);
+        __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+        const float *kt = KT + j0;
+        for (int64_t d = 0; d < hd; d += 2) {
+            c0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + (size_t)d * (size_t)ld), c0);
+            c1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_loadu_ps(kt + (size_t)(d + 1) * (size_t)ld), c1);
+        }
+        __m512 s = _mm512_mask_mov_ps(ninf, m, _mm512_mul_ps(_mm512_add_ps(c0, c1), vs));
+        _mm512_storeu_ps(sc + j0, s);
+        vmax = _mm512_max_ps(vmax, s);
+    }
+    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax)), vsum = _mm512_setzero_ps();
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        __m512 p = canon_exp(_mm512_sub_ps(_mm512_loadu_ps(sc + j0), mx));   /* -inf lanes -> 0 */
+        _mm512_storeu_ps(sc + j0, p);
+        vsum = _mm512_add_ps(vsum, p);
+    }
+    float inv = 1.0f / _mm512_reduce_add_ps(vsum);
+    if (hd == 64)
+        attn_pv(64, sc, V, v_stride, n, inv, out);
+    else
+        attn_pv(128, sc, V, v_stride, n, inv, out);
+    return true;
 }

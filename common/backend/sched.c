@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SCHED_MAX_BE 8
 #define SCHED_ALIGN 256
@@ -20,6 +21,9 @@ struct mi_sched {
     bool pending[SCHED_MAX_BE];      /* device backends with queued writes out of host memory */
     bool no_reuse;                   /* MINFER_SCHED_NOREUSE=1: every tensor its own bytes */
     int dump;                        /* MINFER_DUMP_GRAPH */
+    bool profile;                    /* MINFER_PROFILE=1: time per op (synchronizing), printed at sched_free */
+    double prof_s[MI_OP_COUNT];
+    long prof_n[MI_OP_COUNT];
     int last_dump_nodes;
     /* allocation record of the last allocated graph (for the dump) */
     const mi_graph *rec_graph;
@@ -46,6 +50,8 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     s->epoch = 1;
     const char *e = getenv("MINFER_SCHED_NOREUSE");
     s->no_reuse = e && e[0] == '1';
+    e = getenv("MINFER_PROFILE");
+    s->profile = e && e[0] == '1';
     e = getenv("MINFER_DUMP_GRAPH");
     s->dump = e ? atoi(e) : 0;
     s->last_dump_nodes = -1;
@@ -53,8 +59,23 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     return MI_OK;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void sched_free(mi_sched *s) {
     if (!s) return;
+    if (s->profile) {
+        double tot = 0;
+        for (int o = 0; o < MI_OP_COUNT; o++) tot += s->prof_s[o];
+        fprintf(stderr, "sched profile (MINFER_PROFILE=1, per op, backend synchronized after each node):\n");
+        for (int o = 0; o < MI_OP_COUNT; o++)
+            if (s->prof_n[o])
+                fprintf(stderr, "  %-10s %8ld nodes %9.3f ms %5.1f%%  %7.1f us/node\n", mi_op_name((mi_op)o), s->prof_n[o],
+                        1e3 * s->prof_s[o], tot > 0 ? 100.0 * s->prof_s[o] / tot : 0.0, 1e6 * s->prof_s[o] / (double)s->prof_n[o]);
+    }
     for (int i = 0; i < s->n; i++)
         if (s->buf[i]) s->be[i]->iface->buffer_free(s->be[i], s->buf[i]);
     free(s->rec_off);
@@ -428,6 +449,7 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
             mi_tensor *t = g->nodes[k];
             if (t->op == MI_OP_NONE) continue;
             mi_status st;
+            double t0 = s->profile ? now_s() : 0.0;
             if (t->op == MI_OP_COPY && t->src[0] && backend_of(s, t->src[0]) != t->backend) {
                 mi_backend *sb = s->be[backend_of(s, t->src[0])];
                 size_t nb = mi_nbytes(t);
@@ -437,6 +459,11 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
                 n_copies++;
             } else {
                 st = be->iface->execute_node(be, t);
+            }
+            if (st == MI_OK && s->profile) {
+                st = be->iface->synchronize(be);
+                s->prof_s[t->op] += now_s() - t0;
+                s->prof_n[t->op]++;
             }
             if (st != MI_OK)
                 return mi_err_ctx(st, "node #%d %s (%s) on %s", k, t->name, mi_op_name(t->op), be_name(s, sp.backend));

@@ -29,8 +29,11 @@ struct mi_threadpool {
     mi_chunk_fn fn;
     void *arg;
     int64_t n_chunks;
-    _Atomic uint64_t state;        /* gen << 32 | next chunk */
-    atomic_llong done;             /* chunks completed in the current task */
+    /* claimed by every chunk: each on its own cache line so claims and completions do
+     * not bounce one line between cores twice per chunk */
+    _Alignas(64) _Atomic uint64_t state;   /* gen << 32 | next chunk */
+    _Alignas(64) atomic_llong done;        /* chunks completed in the current task */
+    _Alignas(64) char pad_;
     atomic_int n_sleeping;
     atomic_int stop;
     pthread_mutex_t mtx;
@@ -89,8 +92,9 @@ static void *worker_main(void *p) {
 mi_status threadpool_new(int n_threads, mi_threadpool **out) {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
-    mi_threadpool *tp = calloc(1, sizeof *tp);
+    mi_threadpool *tp = aligned_alloc(64, (sizeof *tp + 63) / 64 * 64);   /* the atomics' lines */
     if (!tp) return mi_err(MI_ERR_NOMEM, "threadpool: out of memory");
+    memset(tp, 0, sizeof *tp);
     tp->n = n_threads;
     tp->spin_ns = 100000;
     const char *e = getenv("MINFER_SPIN_US");

@@ -21,9 +21,9 @@ struct mi_session {
     int64_t logits_rows, logits_cap_rows;
     FILE *debug;                 /* MINFER_DEBUG_LAYERS: per-op tap records */
     mi_tensor **taps;
-    void *hook_state;
+    void *hook_state;            /* a phase's per-session state (hooks.h) */
     int64_t n_ubatch;            /* params.n_ubatch (0: automatic, see ubatch_size) */
-    size_t act_per_token;        /* graph activation bytes per token, learnt from the scheduler */            /* a phase's per-session state (hooks.h) */
+    size_t act_per_token;        /* graph activation bytes per token, learnt from the scheduler */
 };
 
 void mi_session_params_default(mi_session_params *p) {

@@ -1,8 +1,8 @@
 /* Gate 7c: a model runs on CUDA as a product would (docs/PHASE7C.md).
  *   e2e_*            synth qwen2.5-0.5b Q4_0, qwen3-0.6b Q8_0, qwen2.5-7b Q4_K_M (and every file
  *                    in MINFER_GATE_REAL_MODELS): weights resident, "cuda" session vs "cpu" session,
- *                    logits NMSE <= 1e-5, greedy top-1 identical but for near-ties (margin <= 2 x
- *                    noise), no weight operand left on the host
+ *                    logits NMSE <= max(1e-5, 4 x the CPU's own ISA-to-ISA floor), greedy top-1
+ *                    identical but for near-ties (margin <= 2 x noise), no weight operand on the host
  *   session_turns    prefill -> decode -> second turn -> decode == one prefill of the same tokens
  *   registry_*       idempotent registration, replacement keeps the old copy (retired), release
  *   fusion_*         MINFER_NO_FUSION=1 vs fused: same tokens; decode tok/s both ways (A B A B)
@@ -22,7 +22,11 @@
 #include <signal.h>
 #include "gates/gate_util.h"
 #include "common/backend/backend.h"
+#include "common/backend/sched.h"
+#include "common/graph/graph.h"
+#include "common/core/mi_fp16.h"
 #include "common/model/mi.h"
+#include "common/quant/mi_types.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7c_wiring/wiring7c.h"
 
@@ -101,6 +105,47 @@ static mi_status greedy(mi_session *s, const int32_t *prompt, int64_t np, int st
     return MI_OK;
 }
 
+/* The CPU's own rounding sensitivity on this model (gate 7b's method): the prompt's logits
+ * from CPU runs at every lower SIMD width (MINFER_ISA=avx2, scalar; same reference
+ * arithmetic, other summation orders) through `minfer run --dump-logits` in a child.
+ * Random-weight models amplify last-bit differences layer after layer (gate 7b measured
+ * ~1e-2 NMSE between two CPU ISAs on qwen2.5-7b Q4_K_M), so CUDA is judged against this
+ * floor. floor[r] = max NMSE(row r, other-ISA row r); returns rows read (0: none). */
+static int cpu_floor(const char *path, const int32_t *prompt, int n, const float *rows, int64_t V, double *floor,
+                     char *how, size_t hn) {
+    const mi_isa best = mi_cpu_best_isa();
+    const char *alts[2];
+    int n_alt = 0, got = n;
+    if (best == MI_ISA_AVX512) alts[n_alt++] = "avx2";
+    if (best >= MI_ISA_AVX2) alts[n_alt++] = "scalar";
+    for (int r = 0; r < n; r++) floor[r] = 0;
+    size_t hl = (size_t)snprintf(how, hn, "cpu %s vs", mi_isa_name(best));
+    if (!n_alt) return 0;
+    char toks[600] = "", dump[128], cmd[3400];
+    size_t tl = 0;
+    for (int i = 0; i < n; i++) tl += (size_t)snprintf(toks + tl, sizeof toks - tl, "%s%d", i ? "," : "", prompt[i]);
+    snprintf(dump, sizeof dump, "/tmp/minfer-gate7c-floor-%d.bin", (int)getpid());
+    float *row = malloc((size_t)V * sizeof(float));
+    for (int a = 0; a < n_alt && row; a++) {
+        snprintf(cmd, sizeof cmd, "MINFER_LOG=0 MINFER_ISA=%s '%s' run -m '%s' --tokens %s -n 0 -t 8 --backend cpu "
+                 "-c 256 --dump-logits '%s' >/dev/null 2>&1", alts[a], g_minfer, path, toks, dump);
+        int g = 0;
+        FILE *f = system(cmd) == 0 ? fopen(dump, "rb") : NULL;
+        uint32_t hdr[4] = {0};
+        if (f && fread(hdr, 4, 4, f) == 4 && hdr[2] == (uint32_t)V && hdr[3] >= (uint32_t)n)
+            for (; g < n && fread(row, sizeof(float), (size_t)V, f) == (size_t)V; g++) {
+                const double e = nmse(row, rows + (size_t)g * V, (size_t)V);
+                if (e > floor[g]) floor[g] = e;
+            }
+        if (f) fclose(f);
+        if (g < got) got = g;
+        if (hl < hn) hl += (size_t)snprintf(how + hl, hn - hl, "%s %s%s", a ? "," : "", alts[a], g ? "" : " (failed)");
+    }
+    free(row);
+    remove(dump);
+    return got;
+}
+
 /* ---------------- end to end: CUDA session == CPU session ---------------- */
 static void test_e2e(const char *label, const char *path, int steps) {
     char name[96];
@@ -134,18 +179,31 @@ static void test_e2e(const char *label, const char *path, int steps) {
         const int64_t V = mi_model_hparams(mc)->n_vocab;
         int32_t prompt[16], tok = 0;
         for (int i = 0; i < 16; i++) prompt[i] = (int32_t)(gu_rng(&g_seed) % (unsigned long long)V);
-        double worst = 0, noise_max = 0;
-        int diverged = 0, unexplained = 0, same = 0;
-        char ties[400] = "";
+        double worst = 0, noise_max = 0, worst_prompt = 0, floor[16], floor_max = 0;
+        int diverged = 0, unexplained = 0, same = 0, prompt_over = 0;
+        char ties[400] = "", how[120] = "";
         size_t tl = 0;
         for (int step = 0; step <= steps; step++) {
             const int32_t *in = step ? &tok : prompt;
             const int64_t nin = step ? 1 : 16;
-            if (mi_session_decode(sg, in, nin, false) != MI_OK || mi_session_decode(sc, in, nin, false) != MI_OK) {
+            /* the prompt keeps every row: each is judged against the CPU floor of that row */
+            if (mi_session_decode(sg, in, nin, !step) != MI_OK || mi_session_decode(sc, in, nin, !step) != MI_OK) {
                 gu_fail(&R, "decode step %d: %s", step, mi_errmsg());
                 goto done;
             }
             const float *lg = mi_logits(sg, NULL), *lc = mi_logits(sc, NULL);
+            if (!step) {
+                const int got = cpu_floor(path, prompt, 16, lc, V, floor, how, sizeof how);
+                for (int r = 0; r < 16; r++) {
+                    if (r >= got) floor[r] = 0;
+                    if (floor[r] > floor_max) floor_max = floor[r];
+                    const double er = nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
+                    if (er > worst_prompt) worst_prompt = er;
+                    if (er > fmax(1e-5, 4 * floor[r])) prompt_over++;
+                }
+                lg += (size_t)15 * V;   /* the last row drives the greedy comparison */
+                lc += (size_t)15 * V;
+            }
             double e = nmse(lg, lc, (size_t)V), noise = 0;
             if (e > worst) worst = e;
             for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)lg[i] - lc[i]));
@@ -164,16 +222,20 @@ static void test_e2e(const char *label, const char *path, int steps) {
         }
         mi7c_pass_stats_get(&p1);
         const uint64_t wsrc = p1.weight_srcs - p0.weight_srcs, hsrc = p1.host_weight_srcs - p0.host_weight_srcs;
-        if (worst <= 1e-5 && unexplained == 0 && hsrc == 0 && wsrc > 0)
-            gu_pass(&R, "resident %.2f GiB (2nd load reused all %llu copies); prompt 16 + %d greedy: top-1 identical %d/%d "
-                        "(divergences near-ties: %s), logits nmse max %.3g (<= 1e-5), max |dlogit| %.3g; %llu weight "
-                        "operands on device, 0 on host",
-                    (w1.bytes - w0.bytes) / 1073741824.0, (unsigned long long)(w1.n_uploads - w0.n_uploads), steps, same,
-                    steps + 1, tl ? ties : "none", worst, noise_max, (unsigned long long)wsrc);
+        /* steps: 4 x the largest prompt-row floor (the steps' own floor is not measured), at least 1e-5 */
+        const double step_limit = fmax(1e-5, 4 * floor_max);
+        if (prompt_over == 0 && worst <= step_limit && unexplained == 0 && hsrc == 0 && wsrc > 0)
+            gu_pass(&R, "resident %.2f GiB (2nd load reused all %llu copies); prompt 16 rows nmse max %.3g, %d greedy "
+                        "steps nmse max %.3g (limit %.3g = max(1e-5, 4 x CPU floor); floor %s: max %.3g); top-1 identical "
+                        "%d/%d (divergences near-ties: %s), max |dlogit| %.3g; %llu weight operands on device, 0 on host",
+                    (w1.bytes - w0.bytes) / 1073741824.0, (unsigned long long)(w1.n_uploads - w0.n_uploads), worst_prompt,
+                    steps, worst, step_limit, how, floor_max, same, steps + 1, tl ? ties : "none", noise_max,
+                    (unsigned long long)wsrc);
         else
-            gu_fail(&R, "nmse max %.3g (<= 1e-5), %d divergence(s) above noise of %d; weight operands: %llu device, %llu host; "
-                        "near-ties: %s", worst, unexplained, diverged, (unsigned long long)wsrc, (unsigned long long)hsrc,
-                    tl ? ties : "none");
+            gu_fail(&R, "prompt rows over max(1e-5, 4 x floor): %d (nmse max %.3g); steps nmse max %.3g (limit %.3g; floor "
+                        "%s: max %.3g); %d divergence(s) above noise of %d; weight operands: %llu device, %llu host; "
+                        "near-ties: %s", prompt_over, worst_prompt, worst, step_limit, how, floor_max, unexplained,
+                    diverged, (unsigned long long)wsrc, (unsigned long long)hsrc, tl ? ties : "none");
     }
 done:
     mi_session_free(sg);
@@ -603,6 +665,77 @@ static int child_nodevice(int argc, char **argv) {
     return 0;
 }
 
+/* ---------------- fusion pass on the CPU (runs without a device) ---------------- */
+/* A hand-built FFN: Wg, Wu Q8_0 [K, F] @ h [K, N], swiglu, Wd F32 [F, K] -> out [K, N], run by a
+ * [cpu] scheduler unfused and after m7c_fuse_ffn with the CPU backend as the fusion target (it
+ * implements MI_OP_FFN_SWIGLU too): outputs bit-identical, one triple fused at N = 3; not fused
+ * when gate has a second consumer or N > 8. Checks the graph rewrite itself, not a kernel. */
+static mi_tensor *leaf_q8(const char *name, int64_t K, int64_t M, void **mem, unsigned long long seed) {
+    mi_tensor *t = calloc(1, sizeof *t);
+    int64_t ne[2] = {K, M};
+    tensor_init(t, name, MI_TYPE_Q8_0, 2, ne);
+    t->flags = MI_T_WEIGHT;
+    size_t nb = mi_nbytes(t);
+    mi_block_q8_0 *b = malloc(nb);
+    gu_fill(b, nb, seed);
+    for (size_t i = 0; i < nb / sizeof *b; i++) b[i].d = mi_f32_to_f16(0.002f + 0.001f * (float)(i % 7));
+    t->data = b;
+    *mem = b;
+    return t;
+}
+
+static int fuse_case(int64_t N, bool extra_use, float *out, int *n_fused, bool fuse) {
+    enum { K = 64, F = 96 };
+    void *mg, *mu;
+    mi_tensor *wg = leaf_q8("ffn_gate.weight", K, F, &mg, 11), *wu = leaf_q8("ffn_up.weight", K, F, &mu, 12);
+    mi_tensor wd;
+    int64_t ne[2] = {F, K};
+    tensor_init(&wd, "ffn_down.weight", MI_TYPE_F32, 2, ne);
+    wd.flags = MI_T_WEIGHT;
+    float *wdd = malloc(sizeof(float) * F * K), *xin = malloc(sizeof(float) * K * (size_t)N);
+    unsigned long long sd = 5;
+    for (int i = 0; i < F * K; i++) wdd[i] = (float)((int)(gu_rng(&sd) % 2001) - 1000) * 1e-4f;
+    for (int64_t i = 0; i < K * N; i++) xin[i] = (float)((int)(gu_rng(&sd) % 2001) - 1000) * 1e-3f;
+    wd.data = wdd;
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(2, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *h = graph_input(g, "h", MI_TYPE_F32, K, N, xin);
+        mi_tensor *gt = graph_matmul(g, wg, h, NULL), *up = graph_matmul(g, wu, h, NULL);
+        mi_tensor *act = graph_swiglu(g, gt, up);
+        mi_tensor *o = graph_matmul(g, &wd, act, NULL);
+        if (extra_use) o = graph_add(g, o, graph_slice_rows(g, graph_matmul(g, &wd, gt, NULL), 0, N));
+        o->flags |= MI_T_OUTPUT;
+        g->output = o;
+        *n_fused = fuse ? m7c_fuse_ffn(g, cpu) : 0;
+        if (sched_compute(sc, g) == MI_OK && sched_read(sc, o, out, 0, mi_nbytes(o)) == MI_OK) rc = 0;
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    free(mg); free(mu); free(wg); free(wu); free(wdd); free(xin);
+    return rc;
+}
+
+static void test_fusion_pass_cpu(void) {
+    gu_begin(&R, "fusion_pass_cpu");
+    static float a[64 * 16], b[64 * 16];
+    int nf = 0, nf2 = 0, nf3 = 0;
+    const char *err = NULL;
+    if (fuse_case(3, false, a, &nf, false) || fuse_case(3, false, b, &nf, true)) err = "run failed";
+    else if (nf != 1) err = "the triple was not fused at N = 3";
+    else if (memcmp(a, b, sizeof(float) * 64 * 3)) err = "fused output differs from unfused";
+    else if (fuse_case(3, true, b, &nf2, true)) err = "run failed (second consumer)";
+    else if (nf2 != 0) err = "fused although gate feeds a second node";
+    else if (fuse_case(16, false, b, &nf3, true)) err = "run failed (N = 16)";
+    else if (nf3 != 0) err = "fused a prefill-sized batch (N = 16)";
+    if (err) gu_fail(&R, "%s (%s)", err, mi_errmsg());
+    else gu_pass(&R, "gate/up/swiglu -> one FFN_SWIGLU at N = 3, output bit-identical on the CPU backend; left alone "
+                     "when gate has a second consumer and at N = 16");
+}
+
 /* A crash still leaves a summary: the running test fails with the signal named. */
 static void on_crash(int sig) {
     if (R.open) gu_fail(&R, "crashed with signal %d", sig);
@@ -628,6 +761,7 @@ int main(int argc, char **argv) {
         else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
     }
     mi_phases_install();
+    test_fusion_pass_cpu();
     int ndev = 0;
     if (mi_cudev_count(&ndev) != MI_OK || ndev == 0) {
         printf("skipped: no CUDA device (%s)\n", mi_errmsg());

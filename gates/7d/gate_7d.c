@@ -594,6 +594,7 @@ static void test_ab(model_ent *me, int reps, int ntok) {
     for (int i = 0; i < 16; i++) prompt[i] = (int32_t)((37 + 101 * i) % V);
     double on[32], off[32];
     if (reps > 32) reps = 32;
+    if (reps < 1) reps = 1;
     mi_status st = MI_OK;
     mi_cuda_graph_counters s0 = stats_now();
     for (int w = 0; w < 2 && st == MI_OK; w++) {   /* warm-up: the capture, clocks */
@@ -658,6 +659,11 @@ static void test_sanitizer(const char *tool) {
     snprintf(name, sizeof name, "sanitizer_%s", tool);
     gu_begin(&R, name);
     char cs[1024];
+    const char *ns = getenv("MINFER_GATE_NO_SANITIZER");
+    if (ns && *ns && strcmp(ns, "0")) {
+        gu_skip(&R, "MINFER_GATE_NO_SANITIZER set");
+        return;
+    }
     if (find_tool("compute-sanitizer", cs, sizeof cs)) {
         gu_skip(&R, "compute-sanitizer not found (PATH, /usr/local/cuda/bin)");
         return;
@@ -782,11 +788,13 @@ int main(int argc, char **argv) {
         test_inject(&m05, MI_GRAPH_FAIL_NODE, 2, 40);
         test_two_threads(&m05, &m06, 64);
         model_close(&m06);
-        test_ab(&m05, 5, 128);
+        const char *ar = getenv("MINFER_GATE_AB_REPS"), *at = getenv("MINFER_GATE_AB_TOKENS");
+        const int ab_reps = ar && *ar ? atoi(ar) : 5, ab_tok = at && *at ? atoi(at) : 128;
+        test_ab(&m05, ab_reps, ab_tok);
         if (getenv("MINFER_GATE_NO_7B") == NULL) {
             m7.have = model_find(&m7) == 0;
             test_replay(&m7, steps, false);
-            test_ab(&m7, 3, 128);
+            test_ab(&m7, ab_reps > 3 ? 3 : ab_reps, ab_tok);
             model_close(&m7);
         } else {
             gu_skip_named(&R, "replay_vs_direct_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");

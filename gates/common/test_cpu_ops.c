@@ -321,9 +321,9 @@ Test(cpu_ops, matmul_thread_count_invariant) {
 
 static float f16_round(float v) { return (float)(_Float16)v; }
 
-static void attn_case(env *e, mi_type kv_type, int64_t n_past, int64_t N) {
-    const int hd = 32, Hq = 6, Hkv = 2;
-    const int64_t n_ctx = 64, row = hd * Hkv;
+static void attn_case(env *e, mi_type kv_type, int64_t n_past, int64_t N, int hd) {
+    const int Hq = 6, Hkv = 2;
+    const int64_t n_ctx = 64, row = (int64_t)hd * Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
     size_t es = kv_type == MI_TYPE_F16 ? 2 : 4;
     void *kc = calloc((size_t)(row * n_ctx), es), *vc = calloc((size_t)(row * n_ctx), es);
@@ -387,7 +387,8 @@ static void attn_case(env *e, mi_type kv_type, int64_t n_past, int64_t N) {
             }
         }
     double err = nmse(r, want, (size_t)(hd * Hq * N));
-    cr_log_info("attn %s n_past=%lld N=%lld: NMSE %.3g", mi_type_name(kv_type), (long long)n_past, (long long)N, err);
+    cr_log_info("attn %s hd=%d n_past=%lld N=%lld: NMSE %.3g", mi_type_name(kv_type), hd, (long long)n_past,
+                (long long)N, err);
     cr_assert(err < 1e-10, "attn %s n_past=%lld N=%lld: NMSE %.3g (got %.7g want %.7g at 0)", mi_type_name(kv_type),
               (long long)n_past, (long long)N, err, (double)r[0], want[0]);
     free(want);
@@ -407,10 +408,15 @@ static void attn_case(env *e, mi_type kv_type, int64_t n_past, int64_t N) {
 
 Test(cpu_ops, attention_gqa_with_past) {
     env e = env_new(2);
-    attn_case(&e, MI_TYPE_F16, 9, 1);    /* decode */
-    attn_case(&e, MI_TYPE_F16, 13, 7);   /* prefill continuing a context */
-    attn_case(&e, MI_TYPE_F32, 5, 11);
-    attn_case(&e, MI_TYPE_F32, 0, 1);
+    attn_case(&e, MI_TYPE_F16, 9, 1, 32);     /* decode */
+    attn_case(&e, MI_TYPE_F16, 13, 7, 32);    /* prefill continuing a context */
+    attn_case(&e, MI_TYPE_F32, 5, 11, 32);
+    attn_case(&e, MI_TYPE_F32, 0, 1, 32);
+    /* head_dim 64/128 with N >= 8: the transposed-K AVX-512 path where available */
+    attn_case(&e, MI_TYPE_F16, 20, 37, 64);
+    attn_case(&e, MI_TYPE_F32, 3, 17, 128);
+    attn_case(&e, MI_TYPE_F16, 0, 8, 64);
+    attn_case(&e, MI_TYPE_F16, 21, 1, 128);
     env_free(&e);
 }
 

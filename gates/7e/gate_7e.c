@@ -1,0 +1,488 @@
+/* Gate 7e (docs/PHASE7E.md): every 7e item against independent references and on vs off.
+ *   e2_* / e7_* / e5_*   the staged-row (N <= 8), tensor-core (N > 8) and fused-FFN kernels
+ *                        vs the CPU scalar dot of common/quant (activations quantized the same
+ *                        way): NMSE <= 1e-6, every output written (NaN poison), repeat bitwise;
+ *                        and vs the kernels they replace (7b matmul, 7c fused FFN)
+ *   e4_f32_matmul        F32 x F32 on the device: supports() and NMSE vs double <= 1e-9
+ *   ab_<model>_<item>    whole model through mi.h, item off vs all on, fixed token stream:
+ *                        logits identical or NMSE within the model's documented bound
+ *   copies_<model>       e3: prefill and decode each one CUDA split, zero cross-backend
+ *                        copies (MINFER_DUMP_GRAPH's "splits N, copies M"), the JSON counter
+ *   e6_staging_ring      Input nodes went through 7d's pinned staging ring (7d counter)
+ * Models: MINFER_GATE_MODELS (colon list; the qwen2.5-0.5b one is used), the 7B Q4_K_M is
+ * synthesized (or reused from gate 7b) unless MINFER_GATE_NO_7B=1. */
+#include "gates/gate_util.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase7b_ops/ops7b.h"
+#include "phase7c_wiring/wiring7c.h"
+#include "phase7d_graphs/graphs7d.h"
+#include "phase7a_skeleton/cuda_dev.h"
+#include "common/model/mi.h"
+#include "common/core/mi_canon.h"
+#include "common/quant/mi_types.h"
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <math.h>
+#include <unistd.h>
+
+static gu_run R;
+static cudaStream_t S;
+static unsigned long long g_seed = 0x7e;
+static char g_minfer[2048];
+
+#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
+
+static float frand(float lo, float hi) {
+    return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
+}
+static float *rand_f32(size_t n, float lo, float hi) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
+    return p;
+}
+/* device copy at byte offset `off` of its allocation (so the kernels see unaligned tensors) */
+static void *dev_up_at(const void *h, size_t n, size_t off, void **base) {
+    char *d = NULL;
+    CK(cudaMalloc((void **)&d, n + off + 1));
+    CK(cudaMemcpy(d + off, h, n, cudaMemcpyHostToDevice));
+    *base = d;
+    return d + off;
+}
+static void *dev_poison(size_t n) {
+    void *d = NULL;
+    CK(cudaMalloc(&d, n ? n : 1));
+    CK(cudaMemset(d, 0xFF, n ? n : 1));
+    return d;
+}
+static void dev_down(void *h, const void *d, size_t n) {
+    CK(cudaStreamSynchronize(S));
+    CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+}
+/* sum (a-b)^2 / sum b^2; NaN anywhere gives NaN (fails every "<=" bound) */
+static double nmse(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+static size_t first_bad(const float *got, const float *want, size_t n, double tol_rel) {
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= tol_rel * (fabs((double)want[i]) + 1.0))) return i;
+    }
+    return (size_t)-1;
+}
+
+static void *make_weights(mi_type t, int64_t K, int64_t M, size_t *bytes) {
+    const size_t rb = mi_row_size(t, K);
+    uint8_t *w = malloc(rb * (size_t)M);
+    float *row = malloc((size_t)K * 4);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++) row[k] = frand(-1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
+        mi_quantize_row(t, row, w + rb * (size_t)m, K);
+    }
+    free(row);
+    *bytes = rb * (size_t)M;
+    return w;
+}
+
+/* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias) */
+static void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
+                       int64_t M, int64_t N) {
+    const mi_type vt = mi_type_get(t)->vec_dot_type;
+    mi_vec_dot_fn dot = mi_get_vec_dot(t, MI_ISA_SCALAR);
+    mi_quantize_fn qa = mi_get_quantize_act(vt, MI_ISA_SCALAR);
+    const size_t arow = mi_row_size(vt, K), wrb = mi_row_size(t, K);
+    uint8_t *aq = malloc(arow * (size_t)N);
+    for (int64_t n = 0; n < N; n++) qa(x + n * K, aq + arow * (size_t)n, K);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            float s;
+            dot(K, &s, w + wrb * (size_t)m, aq + arow * (size_t)n);
+            y[n * M + m] = bias ? s + bias[m] : s;
+        }
+    free(aq);
+}
+
+static const mi_type k_qtypes[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1,
+                                   MI_TYPE_Q8_0, MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
+#define N_QTYPES ((int)(sizeof k_qtypes / sizeof k_qtypes[0]))
+static double g_worst_e2, g_worst_e7, g_worst_e5;
+
+/* e2 (N <= 8) or e7 (N > 8): kernel vs CPU, vs 7b, repeat bitwise, all outputs written */
+static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64_t N, bool with_bias, size_t off) {
+    char name[96];
+    snprintf(name, sizeof name, "%s_%s_K%lld_M%lld_N%lld%s%s", item, mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, with_bias ? "_bias" : "", off ? "_unaligned" : "");
+    gu_begin(&R, name);
+    const bool e2 = N <= MI7E_MMV_MAX_N;
+    if (e2 ? !mi7e_mmv_supported(t, K, N) : !mi7e_mmq_supported(t, K, N)) {
+        gu_fail(&R, "the kernel refuses a shape it is meant to cover");
+        return;
+    }
+    size_t wb;
+    uint8_t *w = make_weights(t, K, M, &wb);
+    float *x = rand_f32((size_t)(K * N), -1.f, 1.f), *bias = rand_f32((size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)(M * N);
+    float *ref = malloc(ny * 4), *got = malloc(ny * 4), *got2 = malloc(ny * 4), *old = malloc(ny * 4);
+    cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M, N);
+    void *wbase, *xbase, *bbase;
+    void *dw = dev_up_at(w, wb, off, &wbase);
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
+    size_t wsb = e2 ? mi7e_mmv_workspace(t, K, N) : mi7e_mmq_workspace(t, K, N);
+    size_t ws7b = mi7b_matmul_workspace(t, K, N);
+    void *ws = dev_poison(wsb > ws7b ? wsb : ws7b);
+    float *dy = dev_poison(ny * 4);
+    mi_status st = e2 ? mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws)
+                      : mi7e_mmq(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws);
+    if (st == MI_OK) { dev_down(got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK)
+        st = e2 ? mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws)
+                : mi7e_mmq(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws);
+    if (st == MI_OK) { dev_down(got2, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) st = mi7b_matmul(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws);
+    if (st == MI_OK) dev_down(old, dy, ny * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = nmse(got, ref, ny), e_old = nmse(got, old, ny);
+        const bool same_old = memcmp(got, old, ny * 4) == 0, rep = memcmp(got, got2, ny * 4) == 0;
+        double *worst = e2 ? &g_worst_e2 : &g_worst_e7;
+        if (e_cpu > *worst || e_cpu != e_cpu) *worst = e_cpu;
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || !rep) {
+            size_t i = first_bad(got, ref, ny, 1e-3);
+            if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i,
+                                        got[i], ref[i], old[i]);
+            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7b %.3g, repeat %s", e_cpu, e_old,
+                    rep ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "nmse vs cpu %.3g, vs 7b %.3g (%s), repeat bitwise", e_cpu, e_old,
+                    same_old ? "bit-identical to 7b" : "not bit-identical to 7b");
+        }
+    }
+    free(w); free(x); free(bias); free(ref); free(got); free(got2); free(old);
+    cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
+}
+
+/* e5: fused gate/up/SwiGLU vs CPU (two scalar dots + mi_canon_swiglu) and vs 7c's kernel */
+static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
+    char name[96];
+    snprintf(name, sizeof name, "e5_ffn_%s_K%lld_F%lld_N%lld", mi_type_name(t), (long long)K, (long long)F, (long long)N);
+    gu_begin(&R, name);
+    size_t wb;
+    uint8_t *wg = make_weights(t, K, F, &wb), *wu = make_weights(t, K, F, &wb);
+    float *x = rand_f32((size_t)(K * N), -1.f, 1.f);
+    const size_t ny = (size_t)(F * N);
+    float *g = malloc(ny * 4), *u = malloc(ny * 4), *ref = malloc(ny * 4), *got = malloc(ny * 4), *old = malloc(ny * 4);
+    cpu_matmul(t, wg, x, NULL, g, K, F, N);
+    cpu_matmul(t, wu, x, NULL, u, K, F, N);
+    for (size_t i = 0; i < ny; i++) ref[i] = mi_canon_swiglu(g[i], u[i]);
+    void *b1, *b2, *b3;
+    void *dg = dev_up_at(wg, wb, 0, &b1), *du = dev_up_at(wu, wb, 0, &b2);
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &b3);
+    size_t wsb = mi7e_mmv_workspace(t, K, N), ws7c = mi7c_ffn_workspace(t, K, N);
+    void *ws = dev_poison(wsb > ws7c ? wsb : ws7c);
+    float *dy = dev_poison(ny * 4);
+    mi_status st = mi7e_ffn(S, t, dg, du, dx, dy, K, F, N, ws);
+    if (st == MI_OK) { dev_down(got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    bool have_old = mi7c_ffn_supported(t, K, N);
+    if (st == MI_OK && have_old) st = mi7c_ffn_swiglu(S, t, dg, du, dx, dy, K, F, N, ws);
+    if (st == MI_OK && have_old) dev_down(old, dy, ny * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = nmse(got, ref, ny), e_old = have_old ? nmse(got, old, ny) : 0.0;
+        if (e_cpu > g_worst_e5 || e_cpu != e_cpu) g_worst_e5 = e_cpu;
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6)) {
+            size_t i = first_bad(got, ref, ny, 1e-3);
+            if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g\n", name, i, got[i], ref[i]);
+            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7c %.3g", e_cpu, e_old);
+        } else {
+            gu_pass(&R, "nmse vs cpu %.3g, vs 7c fused kernel %.3g", e_cpu, e_old);
+        }
+    }
+    free(wg); free(wu); free(x); free(g); free(u); free(ref); free(got); free(old);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
+}
+
+/* e4: F32 x F32 matmul runs on the device (the op table accepts it; the kernel is right) */
+static void test_e4(void) {
+    gu_begin(&R, "e4_f32_matmul");
+    mi_cuda_supports_fn sup = NULL;
+    mi_cuda_get_op(MI_OP_MATMUL, NULL, &sup, NULL);
+    mi_tensor w, x, y;
+    const int64_t K = 896, M = 130, N = 5;
+    int64_t nw[2] = {K, M}, nx[2] = {K, N}, ny2[2] = {M, N};
+    tensor_init(&w, "w", MI_TYPE_F32, 2, nw);
+    tensor_init(&x, "x", MI_TYPE_F32, 2, nx);
+    tensor_init(&y, "y", MI_TYPE_F32, 2, ny2);
+    y.op = MI_OP_MATMUL;
+    y.src[0] = &w;
+    y.src[1] = &x;
+    bool ok_sup = sup && sup(&y);
+    float *hw = rand_f32((size_t)(K * M), -1.f, 1.f), *hx = rand_f32((size_t)(K * N), -1.f, 1.f);
+    float *got = malloc((size_t)(M * N) * 4), *ref = malloc((size_t)(M * N) * 4);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += (double)hw[m * K + k] * (double)hx[n * K + k];
+            ref[n * M + m] = (float)s;
+        }
+    void *b1, *b2;
+    void *dw = dev_up_at(hw, (size_t)(K * M) * 4, 0, &b1), *dx = dev_up_at(hx, (size_t)(K * N) * 4, 0, &b2);
+    float *dy = dev_poison((size_t)(M * N) * 4);
+    mi_status st = mi7b_matmul(S, MI_TYPE_F32, dw, dx, NULL, dy, K, M, N, NULL);
+    if (st == MI_OK) dev_down(got, dy, (size_t)(M * N) * 4);
+    double e = st == MI_OK ? nmse(got, ref, (size_t)(M * N)) : NAN;
+    if (!ok_sup || st != MI_OK || !(e <= 1e-9))
+        gu_fail(&R, "supports %s, launch %s, nmse vs double %.3g (bound 1e-9)", ok_sup ? "yes" : "NO",
+                st == MI_OK ? "ok" : mi_errmsg(), e);
+    else
+        gu_pass(&R, "F32 x F32 accepted by the CUDA op table (7b mm_float); nmse vs double %.3g", e);
+    free(hw); free(hx); free(got); free(ref);
+    cudaFree(b1); cudaFree(b2); cudaFree(dy);
+}
+
+static void test_kernels(void) {
+    for (int ti = 0; ti < N_QTYPES; ti++) {
+        const mi_type t = k_qtypes[ti];
+        const bool kq = mi_type_get(t)->blck_size == 256;
+        const int64_t K1 = kq ? 1280 : 896, K2 = kq ? 2816 : 4864;
+        /* offsets that keep each format's natural alignment but not 16 (the staging edge path) */
+        const size_t off = kq && t != MI_TYPE_Q6_K ? 4 : 2;
+        matmul_case("e2", t, K1, 333, 1, false, 0);
+        matmul_case("e2", t, K2, 1001, 1, true, off);
+        matmul_case("e2", t, K1, 65, 3, true, 0);
+        matmul_case("e2", t, K1, 7, 8, false, off);
+        matmul_case("e7", t, K1, 129, 9, true, 0);
+        matmul_case("e7", t, K2, 333, 77, false, off);
+        matmul_case("e7", t, K1, 200, 300, true, 0);
+        ffn_case(t, K1, 333, 1);
+        ffn_case(t, K1, 70, 8);
+    }
+    test_e4();
+}
+
+/* ---------------- whole models ---------------- */
+
+static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
+    const char *list = getenv("MINFER_GATE_MODELS");
+    char want[128];
+    snprintf(want, sizeof want, "%s-%s.gguf", shape, type);
+    if (list && *list) {   /* device.sh names them <shape>-<type>.gguf */
+        char buf[8192];
+        snprintf(buf, sizeof buf, "%s", list);
+        for (char *p = strtok(buf, ":"); p; p = strtok(NULL, ":")) {
+            const char *b = strrchr(p, '/');
+            if (!strcmp(b ? b + 1 : p, want) && access(p, R_OK) == 0) {
+                snprintf(path, n, "%s", p);
+                return 0;
+            }
+        }
+    }
+    const char *dirs[] = {"/tmp/minfer-7b", "/tmp/minfer-7c", "/tmp/minfer-7e"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, n, "%s-%s-%s.gguf", dirs[i], shape, type);
+        if (access(path, R_OK) == 0) return 0;
+    }
+    char cmd[4600];
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", g_minfer, shape, type, path);
+    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+}
+
+#define AB_PROMPT 32
+#define AB_STEPS 6
+/* prefill AB_PROMPT fixed ids, then AB_STEPS fixed single tokens (teacher forcing: the
+ * compared states see the same inputs, so differences do not compound through tokens) */
+static mi_status run_stream(mi_model *m, float *out, int64_t V) {
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 256;
+    mi_session *s = NULL;
+    MI_TRY(mi_session_new(m, &p, &s));
+    int32_t ids[AB_PROMPT + AB_STEPS];
+    unsigned long long st = 99;
+    for (int i = 0; i < AB_PROMPT + AB_STEPS; i++) ids[i] = (int32_t)(gu_rng(&st) % (unsigned long long)V);
+    mi_status rc = mi_session_decode(s, ids, AB_PROMPT, false);
+    for (int i = 0; i <= AB_STEPS && rc == MI_OK; i++) {
+        memcpy(out + (size_t)i * (size_t)V, mi_logits(s, NULL), (size_t)V * 4);
+        if (i < AB_STEPS) rc = mi_session_decode(s, &ids[AB_PROMPT + i], 1, false);
+    }
+    mi_session_free(s);
+    return rc;
+}
+
+/* MINFER_DUMP_GRAPH output of one prefill and one decode, stderr captured to a file */
+static void test_copies(mi_model *m, const char *label) {
+    char name[96];
+    snprintf(name, sizeof name, "copies_%s", label);
+    gu_begin(&R, name);
+    char tmp[] = "/tmp/minfer-gate7e-dumpXXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) { gu_fail(&R, "mkstemp failed"); return; }
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    setenv("MINFER_DUMP_GRAPH", "1", 1);
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 64;
+    mi_session *s = NULL;
+    mi_status st = mi_session_new(m, &p, &s);
+    int32_t ids[17] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+    if (st == MI_OK) st = mi_session_decode(s, ids, 16, false);   /* prefill */
+    if (st == MI_OK) st = mi_session_decode(s, ids + 16, 1, false);   /* decode */
+    if (s) mi_session_free(s);
+    unsetenv("MINFER_DUMP_GRAPH");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (st != MI_OK) { gu_fail(&R, "%s", mi_errmsg()); close(fd); unlink(tmp); return; }
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    char line[512];
+    int graphs = 0, splits[4] = {0}, copies[4] = {0}, cpu_nodes = 0;
+    while (fgets(line, sizeof line, f)) {
+        int a, b;
+        if (sscanf(line, "splits %d, copies %d", &a, &b) == 2) {
+            if (graphs < 4) { splits[graphs] = a; copies[graphs] = b; }
+            graphs++;
+        }
+        if (!strncmp(line, "-- split", 8) && strstr(line, ": cpu")) cpu_nodes++;
+    }
+    fclose(f);
+    unlink(tmp);
+    if (graphs < 2) { gu_fail(&R, "expected 2 graph dumps (prefill, decode), saw %d", graphs); return; }
+    if (copies[0] || copies[1] || splits[0] != 1 || splits[1] != 1 || cpu_nodes)
+        gu_fail(&R, "cross_backend_copies prefill %d decode %d; splits %d / %d; cpu splits %d (want 0, 0, 1, 1, 0)",
+                copies[0], copies[1], splits[0], splits[1], cpu_nodes);
+    else
+        gu_pass(&R, "cross_backend_copies prefill 0 decode 0; one CUDA split each (embedding lookup on the device)");
+}
+
+static void test_model(const char *shape, const char *type, double bound) {
+    char path[2048], label[64];
+    snprintf(label, sizeof label, "%.30s_%.20s", shape, type);
+    if (ensure_model(shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    mi_model *m = NULL;
+    gu_begin(&R, label);
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    gu_pass(&R, "loaded %s", path);
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(AB_STEPS + 1) * (size_t)V;
+    float *ref = malloc(nl * 4), *got = malloc(nl * 4);
+    mi7e_set_off("");
+    char nm[128];
+    snprintf(nm, sizeof nm, "ab_%s_all_on", label);
+    gu_begin(&R, nm);
+    mi7e_counters c0, c1;
+    mi7e_counters_get(&c0);
+    if (run_stream(m, ref, V) != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        mi7e_counters_get(&c1);
+        /* with every item on, the 7e kernels must actually have run */
+        if (c1.e2_launches + c1.e5_launches == c0.e2_launches + c0.e5_launches || c1.e7_launches == c0.e7_launches)
+            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu launches",
+                    (unsigned long long)(c1.e2_launches - c0.e2_launches),
+                    (unsigned long long)(c1.e5_launches - c0.e5_launches),
+                    (unsigned long long)(c1.e7_launches - c0.e7_launches));
+        else
+            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu", AB_PROMPT, AB_STEPS,
+                    (unsigned long long)(c1.e2_launches - c0.e2_launches),
+                    (unsigned long long)(c1.e5_launches - c0.e5_launches),
+                    (unsigned long long)(c1.e7_launches - c0.e7_launches));
+        const char *states[] = {"e2", "e5", "e7", "all"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
+            gu_begin(&R, nm);
+            mi7e_set_off(states[i]);
+            mi_status st = run_stream(m, got, V);
+            mi7e_set_off("");
+            if (st != MI_OK) { gu_fail(&R, "%s", mi_errmsg()); continue; }
+            double worst = 0;
+            int same = 0;
+            for (int k = 0; k <= AB_STEPS; k++) {
+                const float *a = got + (size_t)k * (size_t)V, *b = ref + (size_t)k * (size_t)V;
+                double e = nmse(a, b, (size_t)V);
+                if (e > worst || e != e) worst = e;
+                same += memcmp(a, b, (size_t)V * 4) == 0;
+            }
+            if (!(worst <= bound))
+                gu_fail(&R, "logits nmse off vs on %.3g > bound %.1g (%d/%d steps bit-identical)", worst, bound, same,
+                        AB_STEPS + 1);
+            else
+                gu_pass(&R, "logits nmse off vs on %.3g <= %.1g; %d/%d steps bit-identical", worst, bound, same,
+                        AB_STEPS + 1);
+        }
+    }
+    test_copies(m, label);
+    free(ref);
+    free(got);
+    mi_model_free(m);
+}
+
+static void test_e6(uint64_t staged_before) {
+    gu_begin(&R, "e6_staging_ring");
+    mi_cuda_graph_counters gc;
+    mi_cuda_graph_stats(&gc);
+    if (gc.staged_inputs > staged_before)
+        gu_pass(&R, "%llu input fills through 7d's pinned staging ring (cudaMemcpyAsync on the backend stream)",
+                (unsigned long long)(gc.staged_inputs - staged_before));
+    else
+        gu_fail(&R, "no input went through the pinned staging ring (staged_inputs %llu)",
+                (unsigned long long)gc.staged_inputs);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)gu_fill;
+    (void)gu_first_diff;
+    gu_init(&R, "gate-7e", "7e");
+    const char *mb = getenv("MINFER_BIN");
+    if (mb && *mb) snprintf(g_minfer, sizeof g_minfer, "%s", mb);
+    else {   /* BUILD/gates/7e/gate_7e -> BUILD/minfer */
+        snprintf(g_minfer, sizeof g_minfer, "%s", argv[0]);
+        char *sl = strrchr(g_minfer, '/');
+        if (sl) snprintf(sl, sizeof g_minfer - (size_t)(sl - g_minfer), "/../../minfer");
+        else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
+    }
+    mi_phases_install();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        (void)cudaGetLastError();
+        printf("skipped: no CUDA device\n");
+        gu_skip_named(&R, "gate_7e", "skipped: no CUDA device");
+        return gu_finish(&R);
+    }
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    snprintf(R.gpu, sizeof R.gpu, "%s", p.name);
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    snprintf(R.driver, sizeof R.driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
+    CK(cudaStreamCreate(&S));
+    char d[160];
+    mi7e_describe(d, sizeof d);
+    printf("7e items at start: %s\n", d);
+    test_kernels();
+    printf("worst nmse vs cpu: e2 %.3g, e7 %.3g, e5 %.3g\n", g_worst_e2, g_worst_e7, g_worst_e5);
+    mi_cuda_graph_counters gc0;
+    mi_cuda_graph_stats(&gc0);
+    test_model("qwen2.5-0.5b", "q4_0", 1e-5);
+    const char *no7 = getenv("MINFER_GATE_NO_7B");
+    if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
+    else test_model("qwen2.5-7b", "q4_k_m", 5e-2);
+    test_e6(gc0.staged_inputs);
+    cudaStreamDestroy(S);
+    return gu_finish(&R);
+}

@@ -1,0 +1,178 @@
+/* Session API tests on a tiny random F32 llama written here with the GGUF writer:
+ * chunked and appended decoding equal one batch bit for bit, truncate + re-feed equals
+ * the original rows, reset starts over, and bad calls fail cleanly without moving the
+ * session. (Correctness of the numbers themselves: gates/common/py_forward_ref.py.) */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "common/model/mi.h"
+#include "common/gguf/gguf.h"
+
+enum { V = 64, E = 64, L = 2, H = 4, HKV = 2, HD = 16, F = 128, CTX = 32 };
+
+static char g_path[256];
+static float *g_bufs[64];
+static int g_nbufs;
+
+static uint64_t g_rng = 12345;
+static float frand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+}
+
+static void add(gguf_writer *w, const char *name, int64_t ne0, int64_t ne1, float scale, float center) {
+    float *d = malloc((size_t)(ne0 * ne1) * sizeof *d);
+    for (int64_t i = 0; i < ne0 * ne1; i++) d[i] = center + scale * frand();
+    g_bufs[g_nbufs++] = d;
+    int64_t ne[2] = {ne0, ne1};
+    gguf_w_tensor(w, name, MI_TYPE_F32, ne1 > 1 ? 2 : 1, ne, d);
+}
+
+static void write_model(void) {
+    snprintf(g_path, sizeof g_path, "/tmp/minfer_test_session_%d.gguf", (int)getpid());
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_u32(w, "llama.block_count", L);
+    gguf_w_u32(w, "llama.context_length", CTX);
+    gguf_w_u32(w, "llama.embedding_length", E);
+    gguf_w_u32(w, "llama.feed_forward_length", F);
+    gguf_w_u32(w, "llama.attention.head_count", H);
+    gguf_w_u32(w, "llama.attention.head_count_kv", HKV);
+    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    add(w, "token_embd.weight", E, V, 2.0f, 0.0f);
+    add(w, "output_norm.weight", E, 1, 0.2f, 1.0f);
+    char nm[64];
+    for (int il = 0; il < L; il++) {
+#define T(s, a, b, sc, c) do { snprintf(nm, sizeof nm, "blk.%d." s ".weight", il); add(w, nm, a, b, sc, c); } while (0)
+        T("attn_norm", E, 1, 0.2f, 1.0f);
+        T("attn_q", E, H * HD, 0.25f, 0.0f);
+        T("attn_k", E, HKV * HD, 0.25f, 0.0f);
+        T("attn_v", E, HKV * HD, 0.25f, 0.0f);
+        T("attn_output", H * HD, E, 0.25f, 0.0f);
+        T("ffn_norm", E, 1, 0.2f, 1.0f);
+        T("ffn_gate", E, F, 0.25f, 0.0f);
+        T("ffn_up", E, F, 0.25f, 0.0f);
+        T("ffn_down", F, E, 0.18f, 0.0f);
+#undef T
+    }
+    cr_assert_eq(gguf_writer_write(w, g_path, NULL, NULL, NULL), MI_OK, "%s", mi_errmsg());
+    gguf_writer_free(w);
+}
+
+static mi_model *g_m;
+
+static void setup(void) {
+    write_model();
+    cr_assert_eq(mi_model_load(g_path, &g_m), MI_OK, "%s", mi_errmsg());
+}
+static void teardown(void) {
+    mi_model_free(g_m);
+    unlink(g_path);
+    for (int i = 0; i < g_nbufs; i++) free(g_bufs[i]);
+    g_nbufs = 0;
+}
+
+static mi_session *open_session(int64_t ubatch) {
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_threads = 2;
+    p.n_ubatch = ubatch;
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(g_m, &p, &s), MI_OK, "%s", mi_errmsg());
+    return s;
+}
+
+static const int32_t toks[12] = {5, 17, 3, 60, 22, 9, 41, 8, 33, 2, 50, 11};
+
+/* rows [12, V] of one whole batch */
+static void one_batch(float *out) {
+    mi_session *s = open_session(1000);
+    cr_assert_eq(mi_session_decode(s, toks, 12, true), MI_OK, "%s", mi_errmsg());
+    int64_t rows;
+    const float *l = mi_logits(s, &rows);
+    cr_assert_eq(rows, 12);
+    memcpy(out, l, sizeof(float) * 12 * V);
+    mi_session_free(s);
+}
+
+static void expect_rows(const float *got, const float *want, int n, const char *what) {
+    for (int i = 0; i < n * V; i++)
+        cr_assert(got[i] == want[i], "%s: logit %d (row %d): got %.9g want %.9g", what, i, i / V, got[i], want[i]);
+}
+
+TestSuite(session, .init = setup, .fini = teardown);
+
+Test(session, hparams_from_metadata) {
+    const mi_hparams *hp = mi_model_hparams(g_m);
+    cr_assert_eq(hp->arch, MI_ARCH_LLAMA);
+    cr_assert_eq(hp->head_dim, HD);
+    cr_assert_eq(hp->n_rot, HD);
+    cr_assert_eq(hp->n_vocab, V);
+    cr_assert(hp->tied_output, "no output.weight: tied");
+    cr_assert_eq(hp->rope_mode, 0);
+    cr_assert(fabsf(hp->rope_freq_base - 10000.0f) < 1e-3f, "default rope base");
+}
+
+Test(session, chunked_and_appended_equal_one_batch) {
+    float *want = malloc(sizeof(float) * 12 * V), *got = malloc(sizeof(float) * 12 * V);
+    one_batch(want);
+    /* automatic micro-batches of 4 inside one call */
+    mi_session *s = open_session(4);
+    cr_assert_eq(mi_session_decode(s, toks, 12, true), MI_OK, "%s", mi_errmsg());
+    expect_rows(mi_logits(s, NULL), want, 12, "ubatch 4");
+    mi_session_free(s);
+    /* appended calls of 5, 1, 6 tokens (last-row logits each) */
+    s = open_session(1000);
+    int cut[4] = {0, 5, 6, 12};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(mi_session_decode(s, toks + cut[k], cut[k + 1] - cut[k], false), MI_OK, "%s", mi_errmsg());
+        int64_t rows;
+        const float *l = mi_logits(s, &rows);
+        cr_assert_eq(rows, 1);
+        expect_rows(l, want + (size_t)(cut[k + 1] - 1) * V, 1, "appended piece");
+    }
+    cr_assert_eq(mi_session_n_past(s), 12);
+    mi_session_free(s);
+    free(want);
+    free(got);
+}
+
+Test(session, truncate_and_reset) {
+    float *want = malloc(sizeof(float) * 12 * V);
+    one_batch(want);
+    mi_session *s = open_session(1000);
+    int32_t wrong[4] = {1, 1, 1, 1};
+    cr_assert_eq(mi_session_decode(s, toks, 6, false), MI_OK);
+    cr_assert_eq(mi_session_decode(s, wrong, 4, false), MI_OK);
+    cr_assert_eq(mi_session_truncate(s, 6), MI_OK);        /* drop the wrong tokens */
+    cr_assert_eq(mi_session_decode(s, toks + 6, 6, true), MI_OK);
+    expect_rows(mi_logits(s, NULL), want + 6 * V, 6, "after truncate");
+    cr_assert_neq(mi_session_truncate(s, 13), MI_OK, "cannot truncate forward");
+    mi_session_reset(s);
+    cr_assert_eq(mi_session_n_past(s), 0);
+    cr_assert_eq(mi_session_decode(s, toks, 12, true), MI_OK);
+    expect_rows(mi_logits(s, NULL), want, 12, "after reset");
+    mi_session_free(s);
+    free(want);
+}
+
+Test(session, bad_calls_leave_the_session_unchanged) {
+    mi_session *s = open_session(4);
+    cr_assert_eq(mi_session_decode(s, toks, 10, false), MI_OK);
+    int32_t many[CTX];
+    for (int i = 0; i < CTX; i++) many[i] = i % V;
+    cr_assert_neq(mi_session_decode(s, many, CTX - 5, false), MI_OK, "past the context must fail");
+    cr_assert(strstr(mi_errmsg(), "exceeds the context"), "message: %s", mi_errmsg());
+    cr_assert_eq(mi_session_n_past(s), 10);
+    int32_t bad[2] = {3, V};
+    cr_assert_neq(mi_session_decode(s, bad, 2, false), MI_OK);
+    cr_assert(strstr(mi_errmsg(), "outside the vocabulary"), "message: %s", mi_errmsg());
+    cr_assert_eq(mi_session_n_past(s), 10);
+    cr_assert_neq(mi_session_decode(s, toks, 0, false), MI_OK);
+    cr_assert_eq(mi_session_decode(s, many, CTX - 10, false), MI_OK, "exactly filling the context is fine: %s", mi_errmsg());
+    cr_assert_eq(mi_session_n_past(s), CTX);
+    mi_session_free(s);
+}

@@ -1,0 +1,161 @@
+/* Phase 7e's install and switch: MINFER_PERF_OFF=e2,e5,e7 (comma list, "all") turns items
+ * off. The install keeps the op-table entries it finds (7b's MATMUL, 7c's FFN_SWIGLU) and
+ * puts 7e entries in front of them that fall back to the kept entry whenever an item is
+ * off or a shape is outside its kernel. Each switch state installs distinct exec function
+ * pointers, so 7d's graph cache (keyed on the execs) never replays a kernel of another state. */
+#include "phase7e_perf/perf7e.h"
+#include "phase7a_skeleton/cuda_backend.h"
+#include "common/graph/graph.h"
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7"};
+static unsigned g_off;   /* bit i: item i off */
+static bool g_installed;
+
+static mi_cuda_exec_fn g_mm_exec, g_ffn_exec;
+static mi_cuda_supports_fn g_mm_sup, g_ffn_sup;
+static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
+
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_fb;
+
+const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
+bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
+
+void mi7e_counters_get(mi7e_counters *out) {
+    out->e2_launches = atomic_load(&g_n_e2);
+    out->e5_launches = atomic_load(&g_n_e5);
+    out->e7_launches = atomic_load(&g_n_e7);
+    out->fallback_launches = atomic_load(&g_n_fb);
+}
+
+static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* ---------------- MATMUL: W [K, M] @ x [K, N] (+ bias [M]) -> [M, N] ---------------- */
+static size_t ws_mm(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0], *x = n->src[1];
+    size_t a = g_mm_ws ? g_mm_ws(n) : 0;
+    size_t b = mi7e_act_row_bytes(w->type, w->ne[0]) * (size_t)nrows(x);
+    return a > b ? a : b;
+}
+
+static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7) {
+    const mi_tensor *w = n->src[0], *x = n->src[1], *b = n->src[2];
+    const int64_t K = w->ne[0], M = w->ne[1], N = nrows(x);
+    if (e2 && mi7e_mmv_supported(w->type, K, N)) {
+        atomic_fetch_add(&g_n_e2, 1);
+        return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+    }
+    if (e7 && mi7e_mmq_supported(w->type, K, N)) {
+        atomic_fetch_add(&g_n_e7, 1);
+        return mi7e_mmq(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+    }
+    atomic_fetch_add(&g_n_fb, 1);
+    return g_mm_exec(c, n, ws);
+}
+/* one exec per (e2, e7) state: distinct pointers (see the file comment) */
+static mi_status ex_mm_11(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, true, true); }
+static mi_status ex_mm_10(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, true, false); }
+static mi_status ex_mm_01(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, false, true); }
+
+/* ---------------- FFN_SWIGLU: W_gate, W_up [K, F], x [K, N] -> [F, N] ----------------
+ * e5 off: the CUDA backend refuses the fused node, so 7c's fusion pass (which asks
+ * supports()) leaves gate, up and SwiGLU unfused: the off state is "no fusion". */
+static bool sup_ffn(const mi_tensor *n) {
+    if (!mi7e_item_on(MI7E_E5) || !g_ffn_sup || !g_ffn_sup(n)) return false;
+    return true;   /* ex_ffn runs 7c's kernel where the staged kernel does not fit */
+}
+static size_t ws_ffn(const mi_tensor *n) {
+    size_t a = g_ffn_ws ? g_ffn_ws(n) : 0;
+    size_t b = mi7e_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
+    return a > b ? a : b;
+}
+static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
+    const int64_t K = wg->ne[0], F = wg->ne[1], N = nrows(x);
+    if (mi7e_mmv_supported(wg->type, K, N)) {
+        atomic_fetch_add(&g_n_e5, 1);
+        return mi7e_ffn(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, N, ws);
+    }
+    atomic_fetch_add(&g_n_fb, 1);
+    return g_ffn_exec(c, n, ws);
+}
+
+static void apply(void) {
+    if (!g_installed) return;
+    if (g_mm_exec) {
+        const bool e2 = mi7e_item_on(MI7E_E2), e7 = mi7e_item_on(MI7E_E7);
+        if (e2 || e7)
+            mi_cuda_set_op(MI_OP_MATMUL, e2 && e7 ? ex_mm_11 : e2 ? ex_mm_10 : ex_mm_01, g_mm_sup, ws_mm);
+        else
+            mi_cuda_set_op(MI_OP_MATMUL, g_mm_exec, g_mm_sup, g_mm_ws);   /* the 7b entry, untouched */
+    }
+    /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
+    if (g_ffn_exec && g_ffn_sup) mi_cuda_set_op(MI_OP_FFN_SWIGLU, ex_ffn, sup_ffn, ws_ffn);
+}
+
+static mi_status parse_off(const char *list, unsigned *out) {
+    unsigned m = 0;
+    if (!list) list = "";
+    const char *p = list;
+    while (*p) {
+        while (*p == ',' || *p == ' ') p++;
+        if (!*p) break;
+        size_t l = strcspn(p, ", ");
+        if (l == 3 && !strncmp(p, "all", 3)) m = (1u << MI7E_COUNT) - 1;
+        else if (l == 4 && !strncmp(p, "none", 4)) {}
+        else if (l == 2 && !strncmp(p, "e1", 2)) {}   /* documentation item: nothing to switch */
+        else {
+            int found = -1;
+            for (int i = 0; i < MI7E_COUNT; i++)
+                if (strlen(g_names[i]) == l && !strncmp(p, g_names[i], l)) found = i;
+            if (found < 0)
+                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 e3 e4 e5 e6 e7, all)",
+                              (int)l, p);
+            m |= 1u << found;
+        }
+        p += l;
+    }
+    *out = m;
+    return MI_OK;
+}
+
+mi_status mi7e_set_off(const char *list) {
+    unsigned m;
+    MI_TRY(parse_off(list, &m));
+    g_off = m;
+    apply();
+    return MI_OK;
+}
+
+void mi7e_describe(char *buf, size_t n) {
+    char on[64] = "", off[64] = "";
+    for (int i = 0; i < MI7E_COUNT; i++) {
+        char *d = mi7e_item_on((mi7e_item)i) ? on : off;
+        size_t l = strlen(d);
+        snprintf(d + l, sizeof on - l, "%s%s", l ? "," : "", g_names[i]);
+    }
+    snprintf(buf, n, "on: %s; off: %s", on[0] ? on : "none", off[0] ? off : "none");
+}
+
+void mi_phase7e_install(void) {
+    if (g_installed) return;
+    mi_cuda_get_op(MI_OP_MATMUL, &g_mm_exec, &g_mm_sup, &g_mm_ws);
+    mi_cuda_get_op(MI_OP_FFN_SWIGLU, &g_ffn_exec, &g_ffn_sup, &g_ffn_ws);
+    g_installed = true;
+    unsigned m = 0;
+    const char *e = getenv("MINFER_PERF_OFF");
+    if (parse_off(e, &m) != MI_OK) {
+        mi_log("warning: %s; every 7e item stays on", mi_errmsg());
+        m = 0;
+    }
+    g_off = m;
+    apply();
+    if (m) {
+        char d[160];
+        mi7e_describe(d, sizeof d);
+        mi_log("phase 7e items: %s (MINFER_PERF_OFF=%s)", d, e);
+    }
+}
