@@ -151,7 +151,21 @@ gate-7a gate-7b gate-7c gate-7d gate-7e:
 fuzz:
 	@bash gates/common/fuzz/run_fuzz.sh $(or $(FUZZ_SECONDS),60)
 
+# device benches (phase 7e): tools/bench_*.sh; records appended to results/*.jsonl
+bench-era-a:
+	@$(MAKE) --no-print-directory PHASE=7e BUILD=$(BUILD)-7e all
+	@bash tools/bench_era_a.sh $(BUILD)-7e
+bench-phases:
+	@bash tools/bench_phases.sh $(BUILD)
+bench-7e:
+	@$(MAKE) --no-print-directory PHASE=7e BUILD=$(BUILD)-7e all
+	@bash tools/bench_7e.sh $(BUILD)-7e
+
 clean:
 	rm -rf $(BUILD) $(BUILD)-7a $(BUILD)-7b $(BUILD)-7c $(BUILD)-7d $(BUILD)-7e
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# CPU benchmark record (results/BENCH-CPU.md): SmolLM2 Q4_1, synth 0.5B Q4_0 / Q4_K_M, bandwidth beside
+bench-cpu: all models
+	bash results/bench-cpu.sh $(BUILD)

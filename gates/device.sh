@@ -143,6 +143,19 @@ if [ -z "${NO_BENCH:-}" ] && [ "$PHASE" != 7a ] && [ -x "$MINFER" ]; then
     status_line "bench 7B Q4_K_M (cuda): rc $?, $(grep -c tok_s "$OUT/bench-7b-qwen2.5-7b-q4_k_m.jsonl" 2>/dev/null || echo 0) records"
     grep -E '^\| ' "$LOGS/bench-7b.log" | tail -4
 fi
+# 7e (added by cuda7e): make bench-era-a, bench-7e, bench-phases on the builds above. Their
+# records go into logs.tgz (bench-7e-records.jsonl: the tool returns at most 8 files);
+# NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
+if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ]; then
+    export BENCH_JSON=$LOGS/bench-7e-records.jsonl
+    for b in era_a:$BD-7e:100 7e:$BD-7e:150 phases:$BD:200; do
+        IFS=: read -r bn barg bto <<<"$b"
+        timeout "$bto" bash "tools/bench_$bn.sh" "$barg" >"$LOGS/bench-$bn.log" 2>&1
+        status_line "bench-$bn: rc $?"
+        grep -E '^\| ' "$LOGS/bench-$bn.log" | grep -vE '^\| (---|model \| type)' | tail -24
+    done
+    unset BENCH_JSON
+fi
 
 pack
 status_line "done; files in $OUT:"

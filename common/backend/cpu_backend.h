@@ -47,12 +47,13 @@ size_t cpu_matmul_scratch(const mi_tensor *t);
 /* Row-wise RMS statistics in the canonical order (bit-identical to mi_canon_sumsq_host). */
 float cpu_sumsq_canon(const float *x, int64_t n);
 
-/* AVX-512 VNNI GEMM for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations (cpu_gemm_avx512.c),
- * used for N >= 4. Activations are repacked per token first; each thread repacks the
- * weight rows of its chunk into wscratch (cpu_gemm_w_scratch bytes). */
-size_t cpu_gemm_act_bytes(int64_t K);                                      /* per token */
-size_t cpu_gemm_w_scratch(int64_t K);                                      /* per thread */
-void cpu_gemm_pack_act(mi_type wtype, const void *q8_row, void *dst, int64_t K);
+/* AVX-512 VNNI GEMM (cpu_gemm_avx512.c) for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations
+ * and Q4_K / Q6_K x Q8_K, used for N >= 4. Activation rows (already in the dot type) are
+ * repacked per token first; each thread repacks the weight rows of its chunk into
+ * wscratch (cpu_gemm_w_scratch bytes). */
+size_t cpu_gemm_act_bytes(mi_type wtype, int64_t K);                       /* per token */
+size_t cpu_gemm_w_scratch(mi_type wtype, int64_t K);                       /* per thread */
+void cpu_gemm_pack_act(mi_type wtype, const void *act_row, void *dst, int64_t K);
 void cpu_gemm_tile(mi_type wtype, const void *w, size_t w_rb, int64_t r0, int64_t r1, const void *act,
                    size_t act_stride, int64_t t0, int64_t t1, int64_t K, float *y, int64_t M, const float *bias,
                    void *wscratch);

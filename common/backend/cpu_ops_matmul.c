@@ -21,7 +21,7 @@ typedef struct {
     mi_vec_dot_fn dot;
     int64_t K, M, N, n_rb, n_tb;
     int64_t rows;              /* rows per chunk (a multiple of MM_ROWS) */
-    bool gemm;                 /* Q4_0/Q5_0/Q8_0 x Q8_0 register-blocked path */
+    bool gemm;                 /* row-interleaved AVX-512 GEMM path (cpu_gemm_avx512.c) */
     char *pack;                /* [N] packed rows of pack_rb bytes */
     size_t pack_rb;
     char *wscratch;            /* per-thread weight repack, wstride bytes each */
@@ -31,8 +31,9 @@ typedef struct {
 /* The GEMM path needs the AVX-512 level; it is worth it from a few tokens on. Decode stays on vec_dot: measured 20 GB/s vs 10.7 GB/s for a 4x1 block of
  * this kernel on a 151936 x 896 Q4_0 matrix (one thread). */
 static bool gemm_shape(const mi_tensor *t, const mi_tensor *w, const mi_tensor *x) {
-    return t->op == MI_OP_MATMUL && (w->type == MI_TYPE_Q4_0 || w->type == MI_TYPE_Q5_0 || w->type == MI_TYPE_Q8_0) &&
-           x->ne[1] >= 4;
+    mi_type ty = w->type;
+    return t->op == MI_OP_MATMUL && x->ne[1] >= 4 &&
+           (ty == MI_TYPE_Q4_0 || ty == MI_TYPE_Q5_0 || ty == MI_TYPE_Q8_0 || ty == MI_TYPE_Q4_K || ty == MI_TYPE_Q6_K);
 }
 
 static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **w2, const mi_tensor **x) {
@@ -49,13 +50,17 @@ static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **
     return mi_type_get((*w)->type) != NULL;
 }
 
-/* Q4_0 and Q5_0 share a repack (codes + offset term); Q8_0 weights need the +128 one */
-static int pack_format(mi_type t) { return t == MI_TYPE_Q8_0 ? (int)MI_TYPE_Q8_0 : (int)MI_TYPE_Q4_0; }
+/* Q4_0 and Q5_0 share a repack (codes + offset term); Q8_0 weights need the +128 one;
+ * Q4_K and Q6_K share the Q8_K one */
+static int pack_format(mi_type t) {
+    if (t == MI_TYPE_Q4_K || t == MI_TYPE_Q6_K) return (int)MI_TYPE_Q8_K;
+    return t == MI_TYPE_Q8_0 ? (int)MI_TYPE_Q8_0 : (int)MI_TYPE_Q4_0;
+}
 
 size_t cpu_matmul_wscratch(const mi_cpu_ctx *c, const mi_tensor *t) {
     const mi_tensor *w, *w2, *x;
     if (!mm_types(t, &w, &w2, &x) || !gemm_shape(t, w, x)) return 0;
-    return cpu_gemm_w_scratch(w->ne[0]) * (size_t)c->n_threads;
+    return cpu_gemm_w_scratch(w->type, w->ne[0]) * (size_t)c->n_threads;
 }
 
 size_t cpu_matmul_scratch(const mi_tensor *t) {
@@ -64,7 +69,7 @@ size_t cpu_matmul_scratch(const mi_tensor *t) {
     mi_type vdt = mi_type_get(w->type)->vec_dot_type;
     if (vdt == MI_TYPE_F32) return 0;
     size_t need = mi_row_size(vdt, w->ne[0]) * (size_t)x->ne[1];
-    if (gemm_shape(t, w, x)) need += cpu_gemm_act_bytes(w->ne[0]) * (size_t)x->ne[1] + 64;
+    if (gemm_shape(t, w, x)) need += cpu_gemm_act_bytes(w->type, w->ne[0]) * (size_t)x->ne[1] + 64;
     return need;
 }
 
@@ -142,10 +147,10 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
         k.act = c->qbuf;
         k.gemm = !c->no_gemm && c->isa >= MI_ISA_AVX512 && gemm_shape(t, k.w, x);
         if (k.gemm) {
-            k.pack_rb = cpu_gemm_act_bytes(k.K);
+            k.pack_rb = cpu_gemm_act_bytes(k.w->type, k.K);
             uintptr_t p = (uintptr_t)((char *)c->qbuf + need);
             k.pack = (char *)((p + 63) & ~(uintptr_t)63);
-            k.wstride = cpu_gemm_w_scratch(k.K);
+            k.wstride = cpu_gemm_w_scratch(k.w->type, k.K);
             k.wscratch = c->abuf;
             if ((size_t)(k.pack - (char *)c->qbuf) + k.pack_rb * (size_t)k.N > c->qbuf_size ||
                 k.wstride * (size_t)c->n_threads > c->abuf_size)

@@ -338,7 +338,7 @@ void mi_quant_q6_k(const float *src, void *dst, int64_t n) {
             if (fabsf(a[s]) > amax) { amax = fabsf(a[s]); max = a[s]; }
         }
         /* int8 scales: the signed extreme goes to -128 */
-        uint16_t dh = mi_f32_to_f16(max / -128.0f);
+        uint16_t dh = amax > 0.0f ? mi_f32_to_f16(max / -128.0f) : 0; /* +0, not -0, for a zero block */
         float d = mi_f16_to_f32(dh);
         int8_t ls[16], q[256];
         for (int s = 0; s < 16; s++) ls[s] = (int8_t)near_clamp(d != 0.0f ? a[s] / d : 0.0f, -128, 127);

@@ -135,7 +135,7 @@ def main():
     for p in qwen:
         b = os.path.basename(p)
         check("%s chat capital" % b, p, "What is the capital of France? Answer in one sentence.", True, 32, want="Paris")
-        check("%s chat explain" % b, p, "Explain in two sentences what a hash table is.", True, 48)
+        check("%s chat explain" % b, p, "Explain in two sentences what a hash table is.", True, 32)
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 

@@ -336,11 +336,13 @@ def kquant_real(tool, t, raw, label):
     ours = rmse(ref_dequant(t, tool.quant(t, w)), w)
     check(f"kquant-rmse {t} {label}", ours <= file_rmse,
           f"{x.size // 256} blocks: ours {ours:.4e} vs file blocks {file_rmse:.4e} (ratio {ours / file_rmse:.3f})")
-    # plain round trip of the file's own values (exactly representable): informational
+    # round trip of the file's own values (exactly representable in the format): the search
+    # should (nearly) find the file's grid again; bound: a tenth of a quantization error
     rt = ref_dequant(t, tool.quant(t, x))
-    print(f"  info {t} {label}: requantizing the file's values: rmse {rmse(rt, x):.3e} "
-          f"(rms value {float(np.sqrt(np.mean(x.astype(np.float64) ** 2))):.3e}), "
-          f"{float(np.mean(rt == x)) * 100:.1f}% of values reproduced exactly")
+    rt_rmse = rmse(rt, x)
+    check(f"kquant-roundtrip {t} {label}", rt_rmse <= 0.1 * file_rmse,
+          f"requantizing the file's values: rmse {rt_rmse:.3e} (<= 0.1 x {file_rmse:.3e}), "
+          f"{float(np.mean(rt == x)) * 100:.2f}% of values reproduced exactly")
 
 
 def main():
@@ -417,11 +419,22 @@ def main():
             kquant_real(tool, t, raw.reshape(nb, ts)[pick].reshape(-1), "real blocks")
         else:
             skip(f"kquant-rmse {t} real blocks", "no model file with this type present")
-        for dist in ("normal", "heavy"):
-            x = (RNG.standard_normal(256 * 1500) if dist == "normal" else RNG.standard_t(3, 256 * 1500)).astype(np.float32)
-            ours, base = rmse(ref_dequant(t, tool.quant(t, x)), x), naive_k_rmse(t, x)
-            check(f"kquant-rmse {t} random {dist}", ours < base,
-                  f"ours {ours:.4e} vs no-search baseline {base:.4e} (ratio {ours / base:.3f})")
+        for dist in ("normal", "heavy", "edge"):
+            if dist == "edge":  # zero, constant, single-spike and tiny blocks: must stay finite and not lose
+                x = random_data(1500 * 8, 32)
+                x[: 256 * 100] = 0.0
+                x[256 * 100: 256 * 200] = np.float32(0.75)
+                x[256 * 200: 256 * 300] = np.float32(-2.5)
+                x[256 * 300: 256 * 400: 97] = np.float32(40.0)
+                x[256 * 400: 256 * 500] *= np.float32(1e-6)
+            else:
+                x = (RNG.standard_normal(256 * 1500) if dist == "normal" else RNG.standard_t(3, 256 * 1500)).astype(np.float32)
+            y = ref_dequant(t, tool.quant(t, x))
+            ours, base = rmse(y, x), naive_k_rmse(t, x)
+            ok = bool(np.isfinite(y).all()) and (ours < base if dist != "edge" else ours <= base * 1.0001)
+            check(f"kquant-rmse {t} random {dist}", ok,
+                  f"ours {ours:.4e} vs no-search baseline {base:.4e} (ratio {ours / base:.3f})"
+                  + ("" if np.isfinite(y).all() else " NON-FINITE output"))
     print(f"time {time.time() - T0:.1f}s")
     print(f"{PASS} passed, {FAIL} failed, {SKIP} skipped")
     return 1 if FAIL else 0

@@ -3,8 +3,11 @@
 
 1. Pieces vs one batch: the logits of a prompt fed as one batch equal those of the same
    prompt fed in several decode calls appending to the KV cache (`--chunks`), row by row.
-   Bound: F32 weights 1e-9 (only float32 summation order may differ between batch
-   shapes); quantized weights 1e-3 (activation rounding flips, see py_forward_ref.py).
+   Bound: F32 weights 1e-6, the F32 bound of py_forward_ref.py: the batch shape may pick
+   another kernel (GEMM vs dot product) and so another float32 summation order, and the
+   F16 KV cache turns such last-bit differences into occasional half-precision rounding
+   flips (measured up to 1.6e-9; bit-identical while both shapes use one kernel).
+   Quantized weights 1e-3 (activation rounding flips, see py_forward_ref.py).
 2. A real multi-turn chat (SmolLM2, if present): turn 2 appended to the cache gives the
    same logits as a fresh session fed the whole conversation (bound 1e-3, Q4_1 weights).
 3. Generation that reaches the end of the context stops with a note (exit 0).
@@ -173,8 +176,8 @@ def main():
         print("0 passed, 1 failed")
         return 1
     with tempfile.TemporaryDirectory() as td:
-        pieces(td, "py", "llama", "f32", 1e-9)
-        pieces(td, "py", "qwen2", "f32", 1e-9)
+        pieces(td, "py", "llama", "f32", 1e-6)
+        pieces(td, "py", "qwen2", "f32", 1e-6)
         pieces(td, "py", "qwen3", "q4_1", 1e-3)
         pieces(td, "synth", "qwen3", "q4_k_m", 1e-3)
         pieces(td, "synth", "qwen2", "q4_0", 1e-3)

@@ -1,5 +1,5 @@
 /* Session API tests on a tiny random F32 llama written here with the GGUF writer:
- * chunked and appended decoding equal one batch bit for bit, truncate + re-feed equals
+ * chunked and appended decoding equal one batch (row NMSE < 1e-6), truncate + re-feed equals
  * the original rows, reset starts over, and bad calls fail cleanly without moving the
  * session. (Correctness of the numbers themselves: gates/common/py_forward_ref.py.) */
 #include <criterion/criterion.h>
@@ -98,9 +98,22 @@ static void one_batch(float *out) {
     mi_session_free(s);
 }
 
+/* Row NMSE < 1e-6: bit-identical while both batch shapes use one kernel; another kernel
+ * (GEMM vs dot) sums in another order, and the F16 cache can round such a last-bit
+ * difference to the other half (the bound of gates/common/py_session.py). */
 static void expect_rows(const float *got, const float *want, int n, const char *what) {
-    for (int i = 0; i < n * V; i++)
-        cr_assert(got[i] == want[i], "%s: logit %d (row %d): got %.9g want %.9g", what, i, i / V, got[i], want[i]);
+    for (int r = 0; r < n; r++) {
+        double num = 0, den = 0;
+        int worst = 0;
+        for (int i = 0; i < V; i++) {
+            double d = (double)got[r * V + i] - want[r * V + i];
+            num += d * d;
+            den += (double)want[r * V + i] * want[r * V + i];
+            if (fabs(d) > fabs((double)got[r * V + worst] - want[r * V + worst])) worst = i;
+        }
+        cr_assert(num <= 1e-6 * den, "%s: row %d nmse %.3g; logit %d got %.9g want %.9g", what, r, num / den, worst,
+                  got[r * V + worst], want[r * V + worst]);
+    }
 }
 
 TestSuite(session, .init = setup, .fini = teardown);
