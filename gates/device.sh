@@ -19,6 +19,7 @@ mkdir -p "$LOGS" "$WORK/models" "$WORK/res"
 day=$(date -u +%Y%m%d)
 t_start=$(date +%s)
 JOBS=${JOBS:-16}
+export MINFER_BENCH_DIR=${MINFER_BENCH_DIR:-$OUT}   # bench JSON lines written by gates come back with the results
 export MINFER_GATE_TIMEOUT=${MINFER_GATE_TIMEOUT:-300}   # a hung gate ends; the rest of the run still reports
 BD=${BD:-/tmp/minfer-build}
 # extra make arguments; empty normally
@@ -54,8 +55,16 @@ pack() {
   echo; nvcc --version; gcc --version | head -1; uname -a; echo "commit $MINFER_COMMIT"; } >"$LOGS/machine.txt" 2>&1
 status_line "phase $PHASE (phases:$PHASES), commit $MINFER_COMMIT, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
+# TOP_ONLY=1: build only PHASE and run every gate up to it at that build (the regression
+# suite of the phase contract) instead of one build + gate run per phase; GATE_PHASES="7c 7d"
+# limits which phases' gates run (to split the suite over two calls of one warm machine).
+if [ -n "${TOP_ONLY:-}" ]; then
+    BUILD_PHASES=$PHASE
+else
+    BUILD_PHASES=$PHASES
+fi
 # ---- build: each phase at its own PHASE, into $BD-<phase> (what make gate-<phase> uses) ----
-for p in $PHASES; do
+for p in $BUILD_PHASES; do
     if ! make --no-print-directory PHASE=$p BUILD=$BD-$p CUDA_ARCH=sm_90 "${XMAKE[@]}" -j"$JOBS" all >"$LOGS/build-$p.log" 2>&1; then
         status_line "BUILD FAILED at PHASE=$p (log: build-$p.log):"
         grep -E 'error|Error' "$LOGS/build-$p.log" | head -30
@@ -86,8 +95,18 @@ synth qwen2.5-0.5b q4_0
 status_line "models: ${MODELS:-none}"
 export MINFER_GATE_MODELS=$MODELS
 
-# ---- device gates: make gate-<p> for every built phase (earlier gates = regression) ----
+# ---- device gates ----
 overall=0
+if [ -n "${TOP_ONLY:-}" ]; then
+    mkdir -p "$WORK/res/$PHASE" "$LOGS/gates-$PHASE"
+    MINFER_GATE_PHASES=${GATE_PHASES:-} MINFER_GATE_RESULTS=$WORK/res/$PHASE MINFER_GATE_LOGS=$LOGS/gates-$PHASE \
+        bash gates/run_device_gates.sh "$BD-$PHASE" "$PHASE" >"$LOGS/gate-$PHASE.log" 2>&1 || overall=1
+    status_line "gates at PHASE=$PHASE (${GATE_PHASES:-all}): $(tail -1 "$LOGS/gate-$PHASE.log")"
+    grep -E '^[0-9a-z]+/gate_' "$LOGS/gate-$PHASE.log"
+    grep -E '^FAIL' "$LOGS/gates-$PHASE"/*.log 2>/dev/null | head -20
+    for j in "$WORK/res/$PHASE"/gate-*.json; do [ -f "$j" ] && cp "$j" "$OUT/"; done
+else
+# make gate-<p> for every built phase (earlier gates = regression)
 for p in $PHASES; do
     mkdir -p "$WORK/res/$p" "$LOGS/gates-$p"
     MINFER_GATE_RESULTS=$WORK/res/$p MINFER_GATE_LOGS=$LOGS/gates-$p \
@@ -97,10 +116,13 @@ for p in $PHASES; do
     # the phase's own gate at its own build is the record; regression runs stay in the logs
     for j in "$WORK/res/$p"/gate-$p-*.json; do [ -f "$j" ] && cp "$j" "$OUT/"; done
 done
+fi
 
 # ---- compute-sanitizer memcheck on gate_7a (quick mode: sizes to 64 MiB, no child runs) ----
 SAN_LOG=$LOGS/sanitizer-memcheck.log
 G7A=$BD-7a/gates/7a/gate_7a
+[ -n "${TOP_ONLY:-}" ] && G7A=$BD-$PHASE/gates/7a/gate_7a
+[ -n "${NO_MEMCHECK:-}" ] && G7A=/nonexistent
 CSAN=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CSAN" ] && [ -x "$G7A" ]; then
     t0=$(date +%s%N)
@@ -143,14 +165,15 @@ if [ -z "${NO_BENCH:-}" ] && [ "$PHASE" != 7a ] && [ -x "$MINFER" ]; then
     status_line "bench 7B Q4_K_M (cuda): rc $?, $(grep -c tok_s "$OUT/bench-7b-qwen2.5-7b-q4_k_m.jsonl" 2>/dev/null || echo 0) records"
     grep -E '^\| ' "$LOGS/bench-7b.log" | tail -4
 fi
-# 7e (added by cuda7e): make bench-era-a, bench-7e, bench-phases on the builds above. Their
-# records go into logs.tgz (bench-7e-records.jsonl: the tool returns at most 8 files);
+# 7e (added by cuda7e): make bench-era-a, bench-7e, bench-phases on the builds above (bench-phases
+# builds a missing PHASE=7b..7d itself, e.g. under TOP_ONLY=1, with -j$JOBS). Their
+# records go to one file, $MINFER_BENCH_DIR/bench-7e-records.jsonl (the tool returns at most 8);
 # NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
 if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ]; then
-    export BENCH_JSON=$LOGS/bench-7e-records.jsonl
+    export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
     for b in era_a:$BD-7e:100 7e:$BD-7e:150 phases:$BD:200; do
         IFS=: read -r bn barg bto <<<"$b"
-        timeout "$bto" bash "tools/bench_$bn.sh" "$barg" >"$LOGS/bench-$bn.log" 2>&1
+        JOBS=$JOBS timeout "$bto" bash "tools/bench_$bn.sh" "$barg" >"$LOGS/bench-$bn.log" 2>&1
         status_line "bench-$bn: rc $?"
         grep -E '^\| ' "$LOGS/bench-$bn.log" | grep -vE '^\| (---|model \| type)' | tail -24
     done

@@ -155,9 +155,11 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
     const uint8_t *base = (const uint8_t *)smem + lead;
     const uint8_t *base2 = (const uint8_t *)smem + region + lead2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if (rows == 1) {
-        /* one (long) row: every warp takes a share, thread t units t, t+128, ..., then the
-         * warp sums are added in warp order (fixed: repeated runs are bit-identical) */
+    if (RB == 1) {
+        /* one (long) row per block: every warp takes a share, thread t units t, t+128, ...,
+         * then the warp sums are added in warp order (fixed: repeated runs are bit-identical).
+         * Keyed on RB, not on rows, so a row's order depends only on (K, type, M), and the
+         * fused and unfused FFN see the same order whenever both stage more than one row. */
         __shared__ float red[2][MMV_THREADS / 32][NC];
         float acc[NC], acc2[NC];
 #pragma unroll

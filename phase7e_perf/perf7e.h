@@ -23,6 +23,7 @@ typedef enum {
     MI7E_E5,       /* fused FFN gate/up/SwiGLU with the staged-row kernel (7c's fusion pass) */
     MI7E_E6,       /* pinned staging ring for inputs (7d): verified through 7d's counter */
     MI7E_E7,       /* tensor-core (int8 mma.sync) prefill matmul */
+    MI7E_E8,       /* query-tiled prefill attention */
     MI7E_COUNT
 } mi7e_item;
 
@@ -37,7 +38,7 @@ void mi7e_describe(char *buf, size_t n);
 
 /* Counters (process-wide, since start): kernel launches per item. */
 typedef struct {
-    uint64_t e2_launches, e5_launches, e7_launches, fallback_launches;
+    uint64_t e2_launches, e5_launches, e7_launches, e8_launches, fallback_launches;
 } mi7e_counters;
 void mi7e_counters_get(mi7e_counters *out);
 
@@ -58,6 +59,13 @@ bool mi7e_mmq_supported(mi_type wt, int64_t K, int64_t N);
 size_t mi7e_mmq_workspace(mi_type wt, int64_t K, int64_t N);
 mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                    int64_t K, int64_t M, int64_t N, void *workspace);
+
+/* ---- e8: query-tiled attention for N >= MI7E_ATTN_MIN_N (prefill); 7b's semantics:
+ * q [hd*Hq, N], caches [hd*Hkv, n_ctx] (F16|F32) -> o [hd*Hq, N], causal over 0..n_past+i */
+#define MI7E_ATTN_MIN_N 16
+bool mi7e_attn_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, int64_t N);
+mi_status mi7e_attn(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
+                    int64_t N, int64_t n_past, int64_t hd, int64_t Hq, int64_t Hkv, float scale);
 
 /* Shared by the two .cu files: quantize x [K, N] into the 7b activation layout. */
 mi_status mi7e_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N, void *workspace);

@@ -6,20 +6,25 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
+#include "phase7d_graphs/graphs7d.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7"};
+/* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
+ * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
+#define MI7E_DEFAULT_OFF ""
+
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
-static mi_cuda_exec_fn g_mm_exec, g_ffn_exec;
+static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec;
 static mi_cuda_supports_fn g_mm_sup, g_ffn_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_fb;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_fb;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -28,6 +33,7 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e2_launches = atomic_load(&g_n_e2);
     out->e5_launches = atomic_load(&g_n_e5);
     out->e7_launches = atomic_load(&g_n_e7);
+    out->e8_launches = atomic_load(&g_n_e8);
     out->fallback_launches = atomic_load(&g_n_fb);
 }
 
@@ -83,6 +89,22 @@ static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
     return g_ffn_exec(c, n, ws);
 }
 
+/* ---------------- ATTN: q [hd*Hq, N], K, V -> [hd*Hq, N] ----------------
+ * Prefill-sized batches (N >= 16) take the tiled kernel with n_past from the node; every
+ * other batch goes to the entry found at install (7d's, which reads n_past from the device
+ * step params inside a captured decode split, else 7b's). 7d captures only one-token
+ * splits, so this exec is registered as a step op: for those it is exactly 7d's. */
+static mi_status ex_attn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    const int64_t N = nrows(q);
+    if (mi7e_item_on(MI7E_E8) && mi7e_attn_supported(n->p[1], n->p[2], n->p[3], k->type, N)) {
+        atomic_fetch_add(&g_n_e8, 1);
+        return mi7e_attn(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, N, n->p[0], n->p[1], n->p[2],
+                         n->p[3], mi_tensor_pf(n, 4));
+    }
+    return g_attn_exec(c, n, ws);
+}
+
 static void apply(void) {
     if (!g_installed) return;
     if (g_mm_exec) {
@@ -112,7 +134,7 @@ static mi_status parse_off(const char *list, unsigned *out) {
             for (int i = 0; i < MI7E_COUNT; i++)
                 if (strlen(g_names[i]) == l && !strncmp(p, g_names[i], l)) found = i;
             if (found < 0)
-                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 e3 e4 e5 e6 e7, all)",
+                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 e3 e4 e5 e6 e7 e8, all)",
                               (int)l, p);
             m |= 1u << found;
         }
@@ -144,9 +166,17 @@ void mi_phase7e_install(void) {
     if (g_installed) return;
     mi_cuda_get_op(MI_OP_MATMUL, &g_mm_exec, &g_mm_sup, &g_mm_ws);
     mi_cuda_get_op(MI_OP_FFN_SWIGLU, &g_ffn_exec, &g_ffn_sup, &g_ffn_ws);
+    mi_cuda_supports_fn attn_sup = NULL;
+    mi_cuda_workspace_fn attn_ws = NULL;
+    mi_cuda_get_op(MI_OP_ATTN, &g_attn_exec, &attn_sup, &attn_ws);
+    if (g_attn_exec) {   /* one entry for both states: e8 is read per call (never inside a captured split) */
+        mi_cuda_set_op(MI_OP_ATTN, ex_attn, attn_sup, attn_ws);
+        mi_cuda_graph_register_step_op(ex_attn);
+    }
     g_installed = true;
     unsigned m = 0;
     const char *e = getenv("MINFER_PERF_OFF");
+    if (!e) e = MI7E_DEFAULT_OFF;
     if (parse_off(e, &m) != MI_OK) {
         mi_log("warning: %s; every 7e item stays on", mi_errmsg());
         m = 0;

@@ -47,8 +47,8 @@ size_t cpu_matmul_scratch(const mi_tensor *t);
 /* Row-wise RMS statistics in the canonical order (bit-identical to mi_canon_sumsq_host). */
 float cpu_sumsq_canon(const float *x, int64_t n);
 
-/* AVX-512 VNNI GEMM (cpu_gemm_avx512.c) for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations
- * and Q4_K / Q6_K x Q8_K, used for N >= 4. Activation rows (already in the dot type) are
+/* AVX-512 VNNI GEMM (cpu_gemm_avx512.c) for Q4_0 / Q5_0 / Q8_0 weights x Q8_0 activations,
+ * Q4_1 / Q5_1 x Q8_1 and Q4_K / Q6_K x Q8_K, used for N >= 4. Activation rows (already in the dot type) are
  * repacked per token first; each thread repacks the weight rows of its chunk into
  * wscratch (cpu_gemm_w_scratch bytes). */
 size_t cpu_gemm_act_bytes(mi_type wtype, int64_t K);                       /* per token */
@@ -68,6 +68,11 @@ void cpu_swiglu_avx512(const float *g, const float *u, float *y, int64_t n);
  * v_stride floats, n keys, sc scratch of n rounded up to 16; false if hd is not 64/128. */
 bool cpu_attn_item_avx512(const float *q, const float *KT, int64_t ld, const float *V, int64_t v_stride, int64_t n,
                           int64_t hd, float scale, float *sc, float *out);
+
+/* Decode item straight from an F16 cache (rows of `stride` halves); false if hd is not a
+ * multiple of 16 up to 256. */
+bool cpu_attn_item_f16_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
+                              int64_t hd, float scale, float *sc, float *out);
 
 /* SIMD helpers (cpu_ops_avx2.c), used when c->isa >= MI_ISA_AVX2. */
 void cpu_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);

@@ -1,4 +1,5 @@
-/* AVX-512 VNNI GEMM for Q4_0, Q5_0 and Q8_0 weights x Q8_0 activations (prefill).
+/* AVX-512 VNNI GEMM for Q4_0, Q5_0, Q8_0 (x Q8_0), Q4_1, Q5_1 (x Q8_1) and Q4_K, Q6_K (x Q8_K)
+ * weights (prefill).
  * Rows are interleaved so one zmm lane = one weight row: for a chunk of 16 rows each
  * 32-element block is repacked (once per chunk, into per-thread scratch) as 8 vectors
  * Z_k whose lane holds elements 4k..4k+3 of its row. An activation block then costs 8
@@ -23,7 +24,24 @@
 /* Q8_0 activation row -> packed row. Q8_0 weights are the signed side of vpdpbusd, so
  * their activations are stored +128 (as u8); Q4_0/Q5_0 codes are the unsigned side and
  * take the activations as they are, with the offset (8 or 16) folded into the start value. */
+/* Q8_1 rows (for Q4_1 / Q5_1 weights): codes as they are, d and s = d * sum(codes) as floats;
+ * the weights' min m enters as m * s per block */
+static void pack_act32_q8_1(const void *q8_row, void *dst, int64_t K) {
+    const mi_block_q8_1 *b = q8_row;
+    char *o = dst;
+    for (int64_t i = 0; i < K / 32; i++, b++, o += ACT_BLK) {
+        memcpy(o, b->qs, 32);
+        float d = _cvtsh_ss(b->d), sa = _cvtsh_ss(b->s);
+        memcpy(o + 32, &d, 4);
+        memcpy(o + 36, &sa, 4);
+    }
+}
+
 static void pack_act32(mi_type wtype, const void *q8_row, void *dst, int64_t K) {
+    if (wtype == MI_TYPE_Q4_1 || wtype == MI_TYPE_Q5_1) {
+        pack_act32_q8_1(q8_row, dst, K);
+        return;
+    }
     const mi_block_q8_0 *b = q8_row;
     char *o = dst;
     for (int64_t i = 0; i < K / 32; i++, b++, o += ACT_BLK) {
@@ -67,7 +85,7 @@ static void repack(mi_type wt, const char *w, size_t w_rb, int64_t r0, int n, in
     for (int64_t b = 0; b < nb; b++) {
         char *o = ws + (size_t)b * W_BLK;
         __m128i lo[GR], hi[GR];   /* in row order; dw and qh below are in lane order */
-        float dw[GR];
+        float dw[GR], mw[GR];
         uint32_t qh[GR];
         for (int r = 0; r < GR; r++) {
             if (r >= n) {
@@ -81,13 +99,17 @@ static void repack(mi_type wt, const char *w, size_t w_rb, int64_t r0, int n, in
                 hi[r] = _mm_loadu_si128((const __m128i *)(x->qs + 16));
             } else if (wt == MI_TYPE_Q5_0) {
                 lo[r] = _mm_loadu_si128((const __m128i *)((const mi_block_q5_0 *)row + b)->qs);
+            } else if (wt == MI_TYPE_Q4_1) {
+                lo[r] = _mm_loadu_si128((const __m128i *)((const mi_block_q4_1 *)row + b)->qs);
+            } else if (wt == MI_TYPE_Q5_1) {
+                lo[r] = _mm_loadu_si128((const __m128i *)((const mi_block_q5_1 *)row + b)->qs);
             } else {
                 lo[r] = _mm_loadu_si128((const __m128i *)((const mi_block_q4_0 *)row + b)->qs);
             }
         }
         for (int p = 0; p < GR; p++) {
             int r = perm(p);
-            dw[p] = 0.0f;
+            dw[p] = mw[p] = 0.0f;
             qh[p] = 0;
             if (r >= n) continue;
             const char *row = w + (size_t)(r0 + r) * w_rb;
@@ -96,6 +118,15 @@ static void repack(mi_type wt, const char *w, size_t w_rb, int64_t r0, int n, in
             } else if (wt == MI_TYPE_Q5_0) {
                 const mi_block_q5_0 *x = (const mi_block_q5_0 *)row + b;
                 dw[p] = _cvtsh_ss(x->d);
+                memcpy(&qh[p], x->qh, 4);
+            } else if (wt == MI_TYPE_Q4_1) {
+                const mi_block_q4_1 *x = (const mi_block_q4_1 *)row + b;
+                dw[p] = _cvtsh_ss(x->d);
+                mw[p] = _cvtsh_ss(x->m);
+            } else if (wt == MI_TYPE_Q5_1) {
+                const mi_block_q5_1 *x = (const mi_block_q5_1 *)row + b;
+                dw[p] = _cvtsh_ss(x->d);
+                mw[p] = _cvtsh_ss(x->m);
                 memcpy(&qh[p], x->qh, 4);
             } else {
                 dw[p] = _cvtsh_ss(((const mi_block_q4_0 *)row + b)->d);
@@ -116,7 +147,7 @@ static void repack(mi_type wt, const char *w, size_t w_rb, int64_t r0, int n, in
                 Z[k] = _mm512_and_si512(Q[k], m4);
                 Z[4 + k] = _mm512_and_si512(_mm512_srli_epi16(Q[k], 4), m4);
             }
-            if (wt == MI_TYPE_Q5_0) {
+            if (wt == MI_TYPE_Q5_0 || wt == MI_TYPE_Q5_1) {
                 __m512i H = _mm512_loadu_si512(qh);
                 for (int k = 0; k < 8; k++) {   /* bit 4k+j of qh -> 0x10 on byte j of Z[k] */
                     __m512i t = _mm512_shuffle_epi8(_mm512_srli_epi32(H, 4 * k), bsel);
@@ -127,6 +158,7 @@ static void repack(mi_type wt, const char *w, size_t w_rb, int64_t r0, int n, in
         }
         for (int k = 0; k < 8; k++) _mm512_storeu_si512(o + 64 * k, Z[k]);
         _mm512_storeu_ps(o + 512, _mm512_loadu_ps(dw));
+        if (wt == MI_TYPE_Q4_1 || wt == MI_TYPE_Q5_1) _mm512_storeu_ps(o + 576, _mm512_loadu_ps(mw));
     }
 }
 
@@ -143,12 +175,13 @@ static inline __attribute__((always_inline)) void group_tokens(const int wt, con
         for (int k = 0; k < 8; k++) Z[k] = _mm512_loadu_si512(o + 64 * k);
         __m512 dw = _mm512_loadu_ps(o + 512);
         __m512i winit = wt == 1 ? _mm512_loadu_si512(o + 576) : _mm512_setzero_si512();
+        __m512 mw = wt >= 3 ? _mm512_loadu_ps(o + 576) : _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int j = 0; j < T; j++) {
             const char *a = act + (size_t)(t0 + j) * act_stride + (size_t)b * ACT_BLK;
             int32_t ini;
             memcpy(&ini, a + (wt == 2 ? 40 : 36), 4);
-            __m512i s = wt == 1 ? winit : _mm512_set1_epi32(ini);
+            __m512i s = wt == 1 ? winit : wt >= 3 ? _mm512_setzero_si512() : _mm512_set1_epi32(ini);
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 int32_t a4;
@@ -159,6 +192,11 @@ static inline __attribute__((always_inline)) void group_tokens(const int wt, con
             float da;
             memcpy(&da, a + 32, 4);
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[j]);
+            if (wt >= 3) {   /* + m_w * s_a (s_a = d_a * sum of the block's codes) */
+                float sa;
+                memcpy(&sa, a + 36, 4);
+                acc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa), acc[j]);
+            }
         }
     }
 }
@@ -194,10 +232,12 @@ static void tile32(mi_type wtype, const void *w, size_t w_rb, int64_t r0, int64_
         int n = r1 - r < GR ? (int)(r1 - r) : GR;
         __mmask16 rm = (__mmask16)((1u << n) - 1);
         repack(wtype, w, w_rb, r, n, nb, ws);
-        if (wtype == MI_TYPE_Q8_0)
+            if (wtype == MI_TYPE_Q8_0)
             GROUP(1);
         else if (wtype == MI_TYPE_Q5_0)
             GROUP(2);
+        else if (wtype == MI_TYPE_Q4_1 || wtype == MI_TYPE_Q5_1)
+            GROUP(3);
         else
             GROUP(0);
     }

@@ -1,6 +1,8 @@
 /* CPU causal GQA attention over the KV cache (tolerance tier, docs/NUMERICS.md).
  * The K/V rows in use (0 .. n_past+N) are first copied to F32 scratch (converting an F16
- * cache), once per node. Decode keeps K in rows and takes one dot per key. Prefill on
+ * cache), once per node; decode on an F16 cache with AVX-512 reads it in place instead
+ * (a conversion pass would touch the whole context every token). Decode takes one dot
+ * per key. Prefill on
  * AVX-512 (N >= 8, head_dim 64/128) stores K transposed per KV head, KT[kvh][d][j], so
  * 16 keys' scores come from head_dim FMAs with no horizontal sums. Work items are
  * (head, query) pairs handed out as pool chunks (causal rows differ in length). */
@@ -21,11 +23,19 @@ typedef struct {
     int64_t n_kv, row_kv;
     int64_t conv_per;          /* rows per conversion chunk */
     bool conv_k, conv_v, trans;
+    bool direct16;             /* decode on an F16 cache read in place (AVX-512) */
 } attn_task;
+
 
 static bool use_trans(const mi_cpu_ctx *c, const mi_tensor *t) {
     int64_t hd = t->p[1];
     return c->isa >= MI_ISA_AVX512 && t->ne[1] >= 8 && (hd == 64 || hd == 128) && hd * t->p[3] <= KV_ROW_MAX;
+}
+
+static bool use_direct16(const mi_cpu_ctx *c, const mi_tensor *t) {
+    int64_t hd = t->p[1];
+    return c->isa >= MI_ISA_AVX512 && !use_trans(c, t) && t->src[1]->type == MI_TYPE_F16 &&
+           t->src[2]->type == MI_TYPE_F16 && hd % 16 == 0 && hd <= 256;
 }
 
 static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -35,6 +45,7 @@ size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t) {
     int64_t hd = t->p[1], row_kv = hd * t->p[3];
     size_t need = (size_t)c->n_threads * (size_t)(ld + hd + 16) * sizeof(float);
     if (use_trans(c, t)) return need + 2 * (size_t)ld * (size_t)row_kv * sizeof(float);
+    if (use_direct16(c, t)) return need;
     if (t->src[1]->type == MI_TYPE_F16 || t->src[2]->type == MI_TYPE_F16)
         need += 2 * (size_t)n_kv * (size_t)row_kv * sizeof(float);
     return need;
@@ -103,6 +114,11 @@ static void attn_item(void *arg, int64_t it, int ith) {
     const float *q = (const float *)t->src[0]->data + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
     float *o = (float *)t->data + (size_t)i * (size_t)(Hq * hd) + (size_t)(h * hd);
     int64_t n = n_past + i + 1;
+    if (k->direct16) {
+        const uint16_t *K16 = (const uint16_t *)t->src[1]->data + (size_t)(kvh * hd);
+        const uint16_t *V16 = (const uint16_t *)t->src[2]->data + (size_t)(kvh * hd);
+        if (cpu_attn_item_f16_avx512(q, K16, V16, k->row_kv, n, hd, scale, sc, o)) return;
+    }
     const float *vb = k->V + (size_t)(kvh * hd);
     if (k->trans &&
         cpu_attn_item_avx512(q, k->KT + (size_t)(kvh * hd) * (size_t)k->ld, k->ld, vb, k->row_kv, n, hd, scale, sc, o))
@@ -140,8 +156,11 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
     k.ld = pad16(k.n_kv);
     k.row_kv = (int64_t)t->p[1] * t->p[3];
     k.trans = use_trans(c, t);
+    k.direct16 = use_direct16(c, t);
     float *base = c->abuf;
-    if (k.trans) {
+    if (k.direct16) {
+        /* no conversion: items read the cache in place */
+    } else if (k.trans) {
         k.KT = base;
         base += (size_t)k.ld * (size_t)k.row_kv;
         k.V = base;

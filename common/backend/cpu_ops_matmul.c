@@ -33,7 +33,8 @@ typedef struct {
 static bool gemm_shape(const mi_tensor *t, const mi_tensor *w, const mi_tensor *x) {
     mi_type ty = w->type;
     return t->op == MI_OP_MATMUL && x->ne[1] >= 4 &&
-           (ty == MI_TYPE_Q4_0 || ty == MI_TYPE_Q5_0 || ty == MI_TYPE_Q8_0 || ty == MI_TYPE_Q4_K || ty == MI_TYPE_Q6_K);
+           (ty == MI_TYPE_Q4_0 || ty == MI_TYPE_Q5_0 || ty == MI_TYPE_Q8_0 || ty == MI_TYPE_Q4_1 || ty == MI_TYPE_Q5_1 ||
+            ty == MI_TYPE_Q4_K || ty == MI_TYPE_Q6_K);
 }
 
 static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **w2, const mi_tensor **x) {
@@ -51,9 +52,10 @@ static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **
 }
 
 /* Q4_0 and Q5_0 share a repack (codes + offset term); Q8_0 weights need the +128 one;
- * Q4_K and Q6_K share the Q8_K one */
+ * Q4_1/Q5_1 share the Q8_1 one (codes, d, s); Q4_K and Q6_K share the Q8_K one */
 static int pack_format(mi_type t) {
     if (t == MI_TYPE_Q4_K || t == MI_TYPE_Q6_K) return (int)MI_TYPE_Q8_K;
+    if (t == MI_TYPE_Q4_1 || t == MI_TYPE_Q5_1) return (int)MI_TYPE_Q8_1;
     return t == MI_TYPE_Q8_0 ? (int)MI_TYPE_Q8_0 : (int)MI_TYPE_Q4_0;
 }
 

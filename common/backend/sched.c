@@ -24,7 +24,6 @@ struct mi_sched {
     bool profile;                    /* MINFER_PROFILE=1: time per op (synchronizing), printed at sched_free */
     double prof_s[MI_OP_COUNT];
     long prof_n[MI_OP_COUNT];
-    int last_dump_nodes;
     /* allocation record of the last allocated graph (for the dump) */
     const mi_graph *rec_graph;
     size_t *rec_off;                 /* [n_nodes] offset in the backend buffer, SIZE_MAX = none */
@@ -54,7 +53,6 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     s->profile = e && e[0] == '1';
     e = getenv("MINFER_DUMP_GRAPH");
     s->dump = e ? atoi(e) : 0;
-    s->last_dump_nodes = -1;
     *out = s;
     return MI_OK;
 }
@@ -390,10 +388,9 @@ mi_status sched_alloc(mi_sched *s, mi_graph *g) {
     free(last);
     free(freed_by);
     free(freed_off);
-    if (st == MI_OK && s->dump && (s->dump >= 2 || g->n_nodes != s->last_dump_nodes)) {
-        s->last_dump_nodes = g->n_nodes;
-        sched_dump(s, g, stderr);
-    }
+    /* MINFER_DUMP_GRAPH=1 is served by the caller (the session dumps after compute);
+     * =2 also prints here, at every allocation */
+    if (st == MI_OK && s->dump >= 2) sched_dump(s, g, stderr);
     return st;
 }
 

@@ -34,8 +34,22 @@ mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t off
 /* Copy n bytes between tensors' data on any two backends (used for boundary copies). */
 mi_status sched_copy_across(mi_backend *dst_be, void *dst, mi_backend *src_be, const void *src, size_t n);
 const mi_sched_stats *sched_stats(const mi_sched *s);
-/* MINFER_DUMP_GRAPH=1 prints nodes, backends, splits, copies and buffer reuse. */
+/* Nodes with backend, split boundaries, copies (and from where), buffer offsets and which
+ * freed node's bytes each one reuses, per-backend bytes with and without reuse. Sessions
+ * call it when MINFER_DUMP_GRAPH=1; MINFER_DUMP_GRAPH=2 also prints at every sched_alloc. */
 void sched_dump(const mi_sched *s, const mi_graph *g, void *file);
+
+/* Notes for backends (what the scheduler guarantees):
+ * - assign: MI_OP_NONE leaves keep t->backend as set by their owner (-1 = host/CPU, the
+ *   last backend); KV_STORE runs on its cache's backend and its data aliases the cache.
+ * - a split handed to split_begin/execute may start with MI_OP_COPY nodes whose src lives
+ *   on another backend: the scheduler performs those (sched_copy_across) and never passes
+ *   them to execute_node; a COPY with a same-backend src goes to execute_node.
+ * - allocation: one buffer per backend from buffer_alloc, replaced only when too small;
+ *   offsets are 256-byte aligned; the same graph shape gets the same offsets.
+ * - sched_compute leaves device work queued; sched_read synchronizes the tensor's backend.
+ * - MINFER_PROFILE=1: per-op times (synchronizing after every node), printed by sched_free.
+ * - MINFER_SCHED_NOREUSE=1: no liveness reuse (A/B, debugging). */
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
  *                        vs the CPU scalar dot of common/quant (activations quantized the same
  *                        way): NMSE <= 1e-6, every output written (NaN poison), repeat bitwise;
  *                        and vs the kernels they replace (7b matmul, 7c fused FFN)
+ *   e8_attn_*            tiled prefill attention vs a double softmax and vs 7b: NMSE <= 1e-6
  *   e4_f32_matmul        F32 x F32 on the device: supports() and NMSE vs double <= 1e-9
  *   ab_<model>_<item>    whole model through mi.h, item off vs all on, fixed token stream:
  *                        logits identical or NMSE within the model's documented bound
@@ -247,6 +248,74 @@ static void test_e4(void) {
     cudaFree(b1); cudaFree(b2); cudaFree(dy);
 }
 
+/* e8: tiled prefill attention vs a double-precision softmax and vs 7b's kernel */
+static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_past) {
+    char name[96];
+    snprintf(name, sizeof name, "e8_attn_%s_hd%d_%d_%d_N%lld_past%lld", mi_type_name(ct), hd, Hq, Hkv, (long long)N,
+             (long long)n_past);
+    gu_begin(&R, name);
+    const int64_t n_ctx = n_past + N + 5, row = (int64_t)hd * Hkv, qd = (int64_t)hd * Hq;
+    const size_t es = ct == MI_TYPE_F16 ? 2 : 4, cb = (size_t)(n_ctx * row) * es, nq = (size_t)(N * qd);
+    float *q = rand_f32(nq, -1.f, 1.f), *kf = rand_f32((size_t)(n_ctx * row), -1.f, 1.f),
+          *vf = rand_f32((size_t)(n_ctx * row), -1.f, 1.f);
+    void *kc = malloc(cb), *vc = malloc(cb);
+    for (int64_t i = 0; i < n_ctx * row; i++) {
+        if (ct == MI_TYPE_F16) {   /* the reference uses exactly the stored values */
+            ((uint16_t *)kc)[i] = mi_f32_to_f16(kf[i]);
+            ((uint16_t *)vc)[i] = mi_f32_to_f16(vf[i]);
+            kf[i] = mi_f16_to_f32(((uint16_t *)kc)[i]);
+            vf[i] = mi_f16_to_f32(((uint16_t *)vc)[i]);
+        } else {
+            ((float *)kc)[i] = kf[i];
+            ((float *)vc)[i] = vf[i];
+        }
+    }
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *ref = malloc(nq * 4), *got = malloc(nq * 4), *old = malloc(nq * 4);
+    double *sc = malloc((size_t)n_ctx * sizeof *sc);
+    for (int64_t i = 0; i < N; i++)
+        for (int h = 0; h < Hq; h++) {
+            const int kvh = h / (Hq / Hkv);
+            const int64_t last = n_past + i;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= last; j++) {
+                double d = 0;
+                for (int e = 0; e < hd; e++) d += (double)q[i * qd + h * hd + e] * kf[j * row + kvh * hd + e];
+                sc[j] = (double)scale * d;
+                if (sc[j] > mx) mx = sc[j];
+            }
+            for (int64_t j = 0; j <= last; j++) { sc[j] = exp(sc[j] - mx); sum += sc[j]; }
+            for (int e = 0; e < hd; e++) {
+                double o = 0;
+                for (int64_t j = 0; j <= last; j++) o += sc[j] * vf[j * row + kvh * hd + e];
+                ref[i * qd + h * hd + e] = (float)(o / sum);
+            }
+        }
+    void *b1, *b2, *b3;
+    float *dq = dev_up_at(q, nq * 4, 0, &b1);
+    void *dk = dev_up_at(kc, cb, 0, &b2), *dv = dev_up_at(vc, cb, 0, &b3);
+    float *dy = dev_poison(nq * 4);
+    mi_status st = mi7e_attn(S, dq, dk, dv, ct, dy, N, n_past, hd, Hq, Hkv, scale);
+    if (st == MI_OK) { dev_down(got, dy, nq * 4); CK(cudaMemset(dy, 0xFF, nq * 4)); }
+    if (st == MI_OK) st = mi7b_attn(S, dq, dk, dv, ct, dy, N, n_past, hd, Hq, Hkv, scale);
+    if (st == MI_OK) dev_down(old, dy, nq * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_ref = nmse(got, ref, nq), e_old = nmse(got, old, nq);
+        if (!(e_ref <= 1e-6) || !(e_old <= 1e-6)) {
+            size_t i = first_bad(got, ref, nq, 1e-3);
+            if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i, got[i],
+                                        ref[i], old[i]);
+            gu_fail(&R, "nmse vs double %.3g, vs 7b %.3g (bound 1e-6)", e_ref, e_old);
+        } else {
+            gu_pass(&R, "nmse vs double %.3g, vs 7b %.3g", e_ref, e_old);
+        }
+    }
+    free(q); free(kf); free(vf); free(kc); free(vc); free(ref); free(got); free(old); free(sc);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(dy);
+}
+
 static void test_kernels(void) {
     for (int ti = 0; ti < N_QTYPES; ti++) {
         const mi_type t = k_qtypes[ti];
@@ -265,6 +334,11 @@ static void test_kernels(void) {
         ffn_case(t, K1, 70, 8);
     }
     test_e4();
+    attn_case(MI_TYPE_F16, 128, 28, 4, 200, 0);
+    attn_case(MI_TYPE_F16, 128, 28, 4, 70, 37);
+    attn_case(MI_TYPE_F32, 64, 14, 2, 100, 5);
+    attn_case(MI_TYPE_F16, 64, 16, 16, 33, 300);
+    attn_case(MI_TYPE_F32, 96, 6, 2, 16, 0);
 }
 
 /* ---------------- whole models ---------------- */
@@ -391,18 +465,21 @@ static void test_model(const char *shape, const char *type, double bound) {
     } else {
         mi7e_counters_get(&c1);
         /* with every item on, the 7e kernels must actually have run */
-        if (c1.e2_launches + c1.e5_launches == c0.e2_launches + c0.e5_launches || c1.e7_launches == c0.e7_launches)
-            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu launches",
+        if (c1.e2_launches + c1.e5_launches == c0.e2_launches + c0.e5_launches || c1.e7_launches == c0.e7_launches ||
+            c1.e8_launches == c0.e8_launches)
+            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu e8 %llu launches",
                     (unsigned long long)(c1.e2_launches - c0.e2_launches),
                     (unsigned long long)(c1.e5_launches - c0.e5_launches),
-                    (unsigned long long)(c1.e7_launches - c0.e7_launches));
+                    (unsigned long long)(c1.e7_launches - c0.e7_launches),
+                    (unsigned long long)(c1.e8_launches - c0.e8_launches));
         else
-            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu", AB_PROMPT, AB_STEPS,
+            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu e8 %llu", AB_PROMPT, AB_STEPS,
                     (unsigned long long)(c1.e2_launches - c0.e2_launches),
                     (unsigned long long)(c1.e5_launches - c0.e5_launches),
-                    (unsigned long long)(c1.e7_launches - c0.e7_launches));
-        const char *states[] = {"e2", "e5", "e7", "all"};
-        for (int i = 0; i < 4; i++) {
+                    (unsigned long long)(c1.e7_launches - c0.e7_launches),
+                    (unsigned long long)(c1.e8_launches - c0.e8_launches));
+        const char *states[] = {"e2", "e5", "e7", "e8", "all"};
+        for (int i = 0; i < 5; i++) {
             snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
             gu_begin(&R, nm);
             mi7e_set_off(states[i]);

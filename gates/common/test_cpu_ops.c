@@ -479,19 +479,19 @@ Test(cpu_ops, get_rows_and_slice) {
 
 Test(cpu_ops, ffn_swiglu_equals_unfused) {
     /* same dot kernels and the canonical swiglu: bit-identical to matmul, matmul, swiglu
-     * (Q5_1 weights take the per-call vec_dot path in both graphs: no GEMM for Q8_1 activations) */
+     * (Q5_K weights take the per-call vec_dot path in both graphs: no GEMM for them) */
     env e = env_new(2);
     const int64_t K = 256, F = 96, N = 9;
-    size_t rb = mi_row_size(MI_TYPE_Q5_1, K);
+    size_t rb = mi_row_size(MI_TYPE_Q5_K, K);
     char *wg = malloc(rb * F), *wu = malloc(rb * F);
     float *tmp = rand_vec((size_t)K, 1), *x = rand_vec((size_t)(K * N), 1);
     for (int64_t f = 0; f < F; f++) {
         for (int64_t k = 0; k < K; k++) tmp[k] = frand();
-        mi_quantize_row(MI_TYPE_Q5_1, tmp, wg + (size_t)f * rb, K);
+        mi_quantize_row(MI_TYPE_Q5_K, tmp, wg + (size_t)f * rb, K);
         for (int64_t k = 0; k < K; k++) tmp[k] = frand();
-        mi_quantize_row(MI_TYPE_Q5_1, tmp, wu + (size_t)f * rb, K);
+        mi_quantize_row(MI_TYPE_Q5_K, tmp, wu + (size_t)f * rb, K);
     }
-    mi_tensor *lg = leaf("w_gate", MI_TYPE_Q5_1, K, F, wg), *lu = leaf("w_up", MI_TYPE_Q5_1, K, F, wu);
+    mi_tensor *lg = leaf("w_gate", MI_TYPE_Q5_K, K, F, wg), *lu = leaf("w_up", MI_TYPE_Q5_K, K, F, wu);
     mi_graph *g1 = graph_new(16);
     mi_tensor *x1 = graph_input(g1, "x", MI_TYPE_F32, K, N, x);
     mi_tensor *ref = graph_swiglu(g1, graph_matmul(g1, lg, x1, NULL), graph_matmul(g1, lu, x1, NULL));
@@ -533,6 +533,9 @@ Test(cpu_ops, gemm_path_thread_invariant_and_tails) {
     matmul_case(&e2, MI_TYPE_Q4_0, 1e-4, 96, 21, 6, false, NULL);
     matmul_case(&e2, MI_TYPE_Q8_0, 1e-4, 1024, 37, 35, true, NULL);
     matmul_case(&e2, MI_TYPE_Q5_0, 1e-4, 1024, 37, 35, true, NULL);
+    matmul_case(&e2, MI_TYPE_Q4_1, 1e-4, 1024, 37, 35, true, NULL);
+    matmul_case(&e2, MI_TYPE_Q5_1, 1e-4, 96, 21, 9, false, NULL);
+    matmul_case(&e2, MI_TYPE_Q6_K, 1e-4, 768, 37, 35, true, NULL);
     env_free(&e1);
     env_free(&e2);
 }
