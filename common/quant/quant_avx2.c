@@ -25,9 +25,9 @@ static inline float h2f(uint16_t h) { return _cvtsh_ss(h); } /* exact, like mi_f
 
 /* 16 packed bytes -> 32 nibbles: low lane = low nibbles (elements 0..15), high = high (16..31) */
 static inline __m256i nibbles32(const uint8_t *p) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)p);
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    /* broadcast load (no shuffle uop), then only the high lane shifted */
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 /* bit j of the 32-bit qh -> 0x10 in byte j (the fifth bit of Q5 element j) */
@@ -104,89 +104,67 @@ static void dot_bf16(int64_t n, float *s, const void *w, const void *a) {
 
 /* ---------------- 32-element blocks ---------------- */
 
-static void dot_q4_0(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q4_0 *x = w;
-    const mi_block_q8_0 *y = a;
-    const int64_t nb = n / MI_QK4_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i w0 = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i w1 = _mm256_sub_epi8(nibbles32(x[i + 1].qs), _mm256_set1_epi8(8));
-        const __m256i p0 = dot_s8(w0, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = dot_s8(w1, _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i w0 = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i p0 = dot_s8(w0, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum8(_mm256_add_ps(acc0, acc1));
+/* fp16 field at byte offset off of 4 consecutive blocks (stride bytes apart) -> 4 floats */
+static inline __m128 f16x4(const void *base, size_t stride, size_t off) {
+    const uint8_t *p = (const uint8_t *)base + off;
+    uint16_t h[4];
+    for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * stride, 2);
+    __m128i v;
+    memcpy(&v, h, 8); /* low 64 bits; the rest is not converted */
+    return _mm_cvtph_ps(v);
 }
 
-static void dot_q4_1(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q4_1 *x = w;
-    const mi_block_q8_1 *y = a;
-    const int64_t nb = n / MI_QK4_1;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i p = dot_u8(nibbles32(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-        summ += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *s = hsum8(acc) + summ;
+/* int32 lanes of one block's integer dot, per type */
+static inline __m256i one_q4_0(const mi_block_q4_0 *x, const mi_block_q8_0 *y) {
+    return dot_s8(_mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)), _mm256_loadu_si256((const __m256i *)y->qs));
+}
+static inline __m256i one_q4_1(const mi_block_q4_1 *x, const mi_block_q8_1 *y) {
+    return dot_u8(nibbles32(x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
+}
+static inline __m256i one_q5_0(const mi_block_q5_0 *x, const mi_block_q8_0 *y) {
+    const __m256i q = _mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh));
+    return dot_s8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), _mm256_loadu_si256((const __m256i *)y->qs));
+}
+static inline __m256i one_q5_1(const mi_block_q5_1 *x, const mi_block_q8_1 *y) {
+    return dot_u8(_mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh)), _mm256_loadu_si256((const __m256i *)y->qs));
+}
+static inline __m256i one_q8_0(const mi_block_q8_0 *x, const mi_block_q8_0 *y) {
+    return dot_s8(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
-static void dot_q5_0(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q5_0 *x = w;
-    const mi_block_q8_0 *y = a;
-    const int64_t nb = n / MI_QK5_0;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_or_si256(nibbles32(x[i].qs), fifth_bits(x[i].qh));
-        const __m256i p = dot_s8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+/* 4 blocks per iteration: their fp16 scales converted together (and m*s for the _1 types,
+ * offset 2 in both blocks), then one broadcast per block. */
+#define DOT_BLOCKS32(NAME, WT, AT, ONE, HAS_MIN)                                                         \
+    static void NAME(int64_t n, float *s, const void *w, const void *a) {                                 \
+        const WT *x = w;                                                                                  \
+        const AT *y = a;                                                                                  \
+        const int64_t nb = n / 32;                                                                        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                    \
+        __m128 accm = _mm_setzero_ps();                                                                   \
+        int64_t i = 0;                                                                                    \
+        for (; i + 4 <= nb; i += 4) {                                                                     \
+            float sc[4];                                                                                  \
+            _mm_storeu_ps(sc, _mm_mul_ps(f16x4(x + i, sizeof *x, 0), f16x4(y + i, sizeof *y, 0)));        \
+            if (HAS_MIN) accm = _mm_fmadd_ps(f16x4(x + i, sizeof *x, 2), f16x4(y + i, sizeof *y, 2), accm); \
+            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[0]), _mm256_cvtepi32_ps(ONE(x + i, y + i)), acc0); \
+            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[1]), _mm256_cvtepi32_ps(ONE(x + i + 1, y + i + 1)), acc1); \
+            acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[2]), _mm256_cvtepi32_ps(ONE(x + i + 2, y + i + 2)), acc0); \
+            acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[3]), _mm256_cvtepi32_ps(ONE(x + i + 3, y + i + 3)), acc1); \
+        }                                                                                                 \
+        float tail = 0.0f;                                                                                \
+        for (; i < nb; i++) {                                                                             \
+            const uint16_t *hx = (const uint16_t *)(x + i), *hy = (const uint16_t *)(y + i);              \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(hx[0]) * h2f(hy[0])), _mm256_cvtepi32_ps(ONE(x + i, y + i)), acc0); \
+            if (HAS_MIN) tail += h2f(hx[1]) * h2f(hy[1]);                                                 \
+        }                                                                                                 \
+        *s = hsum8(_mm256_add_ps(acc0, acc1)) + hsum4(accm) + tail;                                       \
     }
-    *s = hsum8(acc);
-}
 
-static void dot_q5_1(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q5_1 *x = w;
-    const mi_block_q8_1 *y = a;
-    const int64_t nb = n / MI_QK5_1;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_or_si256(nibbles32(x[i].qs), fifth_bits(x[i].qh));
-        const __m256i p = dot_u8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-        summ += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *s = hsum8(acc) + summ;
-}
-
-static void dot_q8_0(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q8_0 *x = w;
-    const mi_block_q8_0 *y = a;
-    const int64_t nb = n / MI_QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 = dot_s8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                                  _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum8(_mm256_add_ps(acc0, acc1));
-}
+DOT_BLOCKS32(dot_q4_0, mi_block_q4_0, mi_block_q8_0, one_q4_0, 0)
+DOT_BLOCKS32(dot_q4_1, mi_block_q4_1, mi_block_q8_1, one_q4_1, 1)
+DOT_BLOCKS32(dot_q5_0, mi_block_q5_0, mi_block_q8_0, one_q5_0, 0)
+DOT_BLOCKS32(dot_q5_1, mi_block_q5_1, mi_block_q8_1, one_q5_1, 1)
+DOT_BLOCKS32(dot_q8_0, mi_block_q8_0, mi_block_q8_0, one_q8_0, 0)
 
 /* ---------------- K-quants ---------------- */
 
