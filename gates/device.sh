@@ -169,7 +169,7 @@ fi
 # builds a missing PHASE=7b..7d itself, e.g. under TOP_ONLY=1, with -j$JOBS). Their
 # records go to one file, $MINFER_BENCH_DIR/bench-7e-records.jsonl (the tool returns at most 8);
 # NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
-if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ]; then
+if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
     export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
     for b in era_a:$BD-7e:100 7e:$BD-7e:150 phases:$BD:200; do
         IFS=: read -r bn barg bto <<<"$b"
