@@ -137,7 +137,7 @@ deps:
 models: deps
 	@python3 tools/fetch_models.py
 run: deps all models
-	$(BIN) run -m $(DEFAULT_MODEL) --chat -p "What is the capital of France?" -n 48
+	$(BIN) run -m $(DEFAULT_MODEL) --chat -p "What is the capital of France? Answer in one sentence." -n 48
 test: deps
 	@$(MAKE) --no-print-directory all tests
 	@python3 tools/fetch_models.py

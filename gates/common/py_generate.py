@@ -2,9 +2,13 @@
 """Gate: greedy generation from real models is coherent English.
 
 - SmolLM2-135M-Instruct Q4_1 (the default model; skipped if `make models` has not run):
-  the chat prompt "What is the capital of France?" must name Paris; the plain prompt
-  "The capital of France is" must continue with Paris; two more chat prompts must give
-  English (mostly ASCII letters, real words, not a loop).
+  the chat prompt "What is the capital of France? Answer in one sentence." must name
+  Paris; the plain prompt "The capital of France is" must continue with Paris; two more
+  chat prompts must give English (mostly ASCII letters, real words, not a loop).
+  The bare chat question "What is the capital of France?" is not used: its first answer
+  token is a near-tie for this 135M Q4_1 model ('L' 24.98 vs 'The' 24.87), and the NumPy
+  reference that rounds activations to Q8 as ggml does prefers 'L' too, while plain float
+  activations prefer 'The' by 0.08; a gate on it would test the tie, not the engine.
 - Every models/*.gguf of a Qwen architecture (qwen2, qwen3): the capital question names
   Paris and an explanation prompt gives English by the same test.
 On a failure the output is printed, with the top-2 logits of the first generated token
@@ -121,7 +125,7 @@ def main():
         print("0 passed, 1 failed")
         return 1
     if os.path.exists(SMOL):
-        check("smollm2 chat capital of France", SMOL, "What is the capital of France?", True, 48, want="Paris")
+        check("smollm2 chat capital of France", SMOL, "What is the capital of France? Answer in one sentence.", True, 48, want="Paris")
         check("smollm2 plain capital of France", SMOL, "The capital of France is", False, 24, want="Paris")
         check("smollm2 chat ocean", SMOL, "Write two sentences about the ocean.", True, 48)
         check("smollm2 chat exercise", SMOL, "Give me three tips for staying healthy.", True, 64)
