@@ -340,7 +340,11 @@ int cmd_bench(int argc, char **argv) {
         read_cmd("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", gpu, sizeof gpu, "unknown");
         read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", driver, sizeof driver, "unknown");
     }
-    read_cmd("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit, "unknown");
+    /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
+     * commit in MINFER_COMMIT */
+    const char *env_commit = getenv("MINFER_COMMIT");
+    if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
+    else read_cmd("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit, "unknown");
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     char switches[1024] = "";

@@ -207,7 +207,7 @@ static mi_status write_taps(mi_session *s, mi_build_args *a) {
 }
 
 /* Tokens per graph for a prompt. A CPU session caps the activation memory of one graph
- * at 4% of weights + KV cache (>= 2 MiB), so peak RSS stays near model file + KV cache;
+ * at 3% of weights + KV cache (>= 2 MiB), so peak RSS stays near model file + KV cache;
  * the bytes per token come from the scheduler's last allocation (an estimate before the
  * first). Chunks give bit-identical logits (gates/common/py_session.py). A device session
  * keeps the whole prompt in one graph. MINFER_UBATCH=N (0: never split) overrides. */
@@ -224,7 +224,7 @@ static int64_t ubatch_size(mi_session *s) {
     if (!per)   /* live set of a layer with the allocator's slack: measured ~2.5x the sum */
         per = (size_t)(2.5 * 4.0 * (double)(3 * hp->n_embd + 3 * hp->n_ff + 2 * hp->head_dim * hp->n_head +
                                           2 * hp->head_dim * hp->n_head_kv));
-    size_t budget = (s->m->weight_bytes + kv_cache_bytes(&s->kv)) / 25;
+    size_t budget = (s->m->weight_bytes + kv_cache_bytes(&s->kv)) / 33;
     if (budget < ((size_t)2 << 20)) budget = (size_t)2 << 20;
     int64_t u = (int64_t)(budget / (per ? per : 1));
     if (u > 512) u = 512;
