@@ -2,93 +2,28 @@
  * KV_STORE), rebuilt to read n_past from a device int32 (the step-params slot that
  * graphs7d.c fills by an async copy before each step). A captured decode graph then
  * stays valid while the KV cache grows: the same kernel node reads a new n_past each
- * replay. The arithmetic is 7b's, operation for operation (same tiles, same reduction
- * trees, same order), so the outputs are bit-identical to phase7b_ops/attn.cu and
- * kv_store.cu; gate_7d checks that on random data before it trusts a replay. */
+ * replay. Attention runs 7b's own kernel body (phase7b_ops/attn_core.cuh); the stores are
+ * 7b's conversion with a device n_past. gate_7d checks both bit for bit against 7b on random
+ * data before it trusts a replay. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7d_graphs/graphs7d.h"
 
-#define A7_T 128      /* keys per tile = threads per block */
-#define A7_MAX_HD 256
+#include "phase7b_ops/attn_core.cuh"
 
-__device__ __forceinline__ float2 a7_ld2(const uint16_t *p) { return __half22float2(*(const __half2 *)p); }
-__device__ __forceinline__ float2 a7_ld2(const float *p) { return *(const float2 *)p; }
-__device__ __forceinline__ float a7_ld1(const uint16_t *p) { return __half2float(__ushort_as_half(*p)); }
-__device__ __forceinline__ float a7_ld1(const float *p) { return *p; }
+#define A7_T MI7B_ATT_T
+#define A7_MAX_HD MI7B_ATT_MAX_HD
 
-/* block-wide reduction over the 4 warps; every thread gets the same value */
-template <bool MAX>
-__device__ __forceinline__ float a7_reduce(float v, float *red) {
-    for (int off = 16; off >= 1; off >>= 1) {
-        const float o = __shfl_xor_sync(0xffffffffu, v, off);
-        v = MAX ? fmaxf(v, o) : v + o;
-    }
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-    __syncthreads();
-    return MAX ? fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3])) : (red[0] + red[1]) + (red[2] + red[3]);
-}
-
-/* q [hd*Hq, N], caches [hd*Hkv, n_ctx] -> o [hd*Hq, N]; one block per (head, query);
- * query i sees keys 0 .. n_past+i with n_past = *n_past_dev, read at run time */
+/* q [hd*Hq, N], caches [hd*Hkv, n_ctx] -> o [hd*Hq, N]; 7b's body (attn_core.cuh) with
+ * n_past = *n_past_dev read at run time; query i sees keys 0 .. n_past+i, clamped to n_ctx
+ * so a bad slot value never reads past the cache */
 template <typename KT>
 __global__ void __launch_bounds__(A7_T) kernel_attn_dev(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                         const KT *__restrict__ Vc, float *__restrict__ O,
                                                         const int32_t *__restrict__ n_past_dev, int64_t n_ctx,
                                                         int hd, int Hq, int Hkv, float scale) {
-    __shared__ float qs[A7_MAX_HD];
-    __shared__ float ps[A7_T];
-    __shared__ float red[8];
-    const int h = blockIdx.x, tid = threadIdx.x;
-    const int64_t i = blockIdx.y;
-    const int64_t n_past = n_past_dev[0];
-    const int kvh = h / (Hq / Hkv);
-    int64_t n_kv = n_past + i + 1;
-    if (n_kv > n_ctx) n_kv = n_ctx;   /* a bad slot value never reads past the cache */
-    const size_t kvrow = (size_t)hd * Hkv;
-    const float *qrow = Q + (size_t)i * hd * Hq + (size_t)h * hd;
-    for (int d = tid; d < hd; d += A7_T) qs[d] = qrow[d];
-    __syncthreads();
-
-    float acc0 = 0.0f, acc1 = 0.0f; /* dims tid and tid + 128 */
-    float m = -INFINITY, l = 0.0f;
-    for (int64_t t0 = 0; t0 < n_kv; t0 += A7_T) {
-        const int64_t t = t0 + tid;
-        float s = -INFINITY;
-        if (t < n_kv) {
-            const KT *kr = Kc + (size_t)t * kvrow + (size_t)kvh * hd;
-            float dot = 0.0f;
-            for (int d = 0; d < hd; d += 2) {
-                const float2 kv = a7_ld2(kr + d);
-                dot += qs[d] * kv.x;
-                dot += qs[d + 1] * kv.y;
-            }
-            s = scale * dot;
-        }
-        const float mt = a7_reduce<true>(s, red);
-        const float m_new = fmaxf(m, mt);
-        const float p = t < n_kv ? expf(s - m_new) : 0.0f;
-        ps[tid] = p;
-        const float lt = a7_reduce<false>(p, red + 4);
-        const float corr = expf(m - m_new);
-        l = l * corr + lt;
-        m = m_new;
-        const int tn = (int)(n_kv - t0 < A7_T ? n_kv - t0 : A7_T);
-        const KT *vb = Vc + (size_t)t0 * kvrow + (size_t)kvh * hd;
-        if (tid < hd) {
-            float a = acc0 * corr;
-            for (int tt = 0; tt < tn; tt++) a += ps[tt] * a7_ld1(vb + (size_t)tt * kvrow + tid);
-            acc0 = a;
-        }
-        if (tid + A7_T < hd) {
-            float a = acc1 * corr;
-            for (int tt = 0; tt < tn; tt++) a += ps[tt] * a7_ld1(vb + (size_t)tt * kvrow + tid + A7_T);
-            acc1 = a;
-        }
-        __syncthreads(); /* ps and red are rewritten by the next tile */
-    }
-    float *orow = O + (size_t)i * hd * Hq + (size_t)h * hd;
-    if (tid < hd) orow[tid] = acc0 / l;
-    if (tid + A7_T < hd) orow[tid + A7_T] = acc1 / l;
+    int64_t n_kv = (int64_t)n_past_dev[0] + (int64_t)blockIdx.y + 1;
+    if (n_kv > n_ctx) n_kv = n_ctx;
+    mi7b_attn_body<KT>(Q, Kc, Vc, O, n_kv, hd, Hq, Hkv, scale);
 }
 
 /* x [row, N] -> cache rows n_past .. n_past+N-1 (n_past = *n_past_dev); rows past
