@@ -156,4 +156,41 @@ __device__ __forceinline__ void unit_unpack(const uint8_t *row, int64_t u, wunit
     }
 }
 
+/* Activation blocks in device memory (mi7b_quantize_act): 32-element formats as
+ * d, s (f16 each), qs[32] (Q8_0 leaves s unused); Q8_K as d (f32), qs[256], bsums[16]. */
+#define A8_BYTES 36
+#define AK_BYTES 292
+
+/* One weight unit (32 elements) . the matching activation unit, in the CPU reference's
+ * order (docs/QUANT.md): exact int32 sums by dp4a, then the float scaling. Shared by the
+ * 7b matmul, 7c's fused FFN and 7e's one-token matmul, so all three are one expression;
+ * LDG reads the activation bytes through the read-only cache. */
+template <int AT, bool LDG = false>
+__device__ __forceinline__ float mi7b_unit_dot(const wunit &w, const uint8_t *arow, int64_t u) {
+    if (AT == MI_TYPE_Q8_0 || AT == MI_TYPE_Q8_1) {
+        const uint8_t *b = arow + (size_t)u * A8_BYTES;
+        const int *aq = (const int *)(b + 4);
+        int isum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a(w.q[i], LDG ? __ldg(aq + i) : aq[i], isum);
+        const float da = ld_f16(b);
+        if (AT == MI_TYPE_Q8_0) return (w.d * da) * (float)isum;
+        return (w.d * da) * (float)isum + w.m * ld_f16(b + 2);
+    } else {
+        const uint8_t *b = arow + (size_t)(u >> 3) * AK_BYTES;
+        const int j = (int)(u & 7);
+        const int *aq = (const int *)(b + 4 + 32 * j);
+        const int16_t *bs = (const int16_t *)(b + 4 + 256);
+        int lo = 0, hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo = __dp4a(w.q[i], LDG ? __ldg(aq + i) : aq[i], lo);
+#pragma unroll
+        for (int i = 4; i < 8; i++) hi = __dp4a(w.q[i], LDG ? __ldg(aq + i) : aq[i], hi);
+        const int isum = w.sc_lo * lo + w.sc_hi * hi;
+        const float d8 = *(const float *)b;
+        const int bsum = (int)bs[2 * j] + (int)bs[2 * j + 1];
+        return d8 * (w.d * (float)isum - w.m * (float)bsum);
+    }
+}
+
 #endif

@@ -10,8 +10,6 @@
 /* Device activation layouts (workspace): Q8_0 and Q8_1 both use the 36-byte Q8_1 block
  * (d, s, qs[32]) so that the int8 data is 4-byte aligned; for Q8_0 weights s is unused
  * and (d, qs) are bit-identical to the CPU's Q8_0 block. Q8_K is ggml's 292-byte block. */
-#define A8_BYTES 36
-#define AK_BYTES 292
 
 /* ---------------- activation quantizers ---------------- */
 
@@ -78,36 +76,6 @@ __global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restri
     }
 }
 
-/* ---------------- unit x activation ---------------- */
-
-template <int AT>
-__device__ __forceinline__ float unit_dot(const wunit &w, const uint8_t *arow, int64_t u) {
-    if (AT == MI_TYPE_Q8_0 || AT == MI_TYPE_Q8_1) {
-        const uint8_t *b = arow + (size_t)u * A8_BYTES;
-        const int *aq = (const int *)(b + 4);
-        int isum = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) isum = __dp4a(w.q[i], aq[i], isum);
-        const float da = ld_f16(b);
-        if (AT == MI_TYPE_Q8_0) return (w.d * da) * (float)isum;
-        return (w.d * da) * (float)isum + w.m * ld_f16(b + 2);
-    } else {
-        const uint8_t *b = arow + (size_t)(u >> 3) * AK_BYTES;
-        const int j = (int)(u & 7);
-        const int *aq = (const int *)(b + 4 + 32 * j);
-        const int16_t *bs = (const int16_t *)(b + 4 + 256);
-        int lo = 0, hi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) lo = __dp4a(w.q[i], aq[i], lo);
-#pragma unroll
-        for (int i = 4; i < 8; i++) hi = __dp4a(w.q[i], aq[i], hi);
-        const int isum = w.sc_lo * lo + w.sc_hi * hi;
-        const float d8 = *(const float *)b;
-        const int bsum = (int)bs[2 * j] + (int)bs[2 * j + 1];
-        return d8 * (w.d * (float)isum - w.m * (float)bsum);
-    }
-}
-
 /* ---------------- matmul: warp per row, NC columns ---------------- */
 
 template <int WT, int NC>
@@ -127,7 +95,7 @@ __global__ void kernel_mm_q(const uint8_t *__restrict__ W, size_t wrow, const ui
         unit_unpack<WT>(wr, u, w);
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            if (n0 + c < N) acc[c] += unit_dot<wtraits<WT>::act>(w, A + (size_t)(n0 + c) * arow, u);
+            if (n0 + c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act>(w, A + (size_t)(n0 + c) * arow, u);
     }
 #pragma unroll
     for (int c = 0; c < NC; c++) {
@@ -159,11 +127,35 @@ extern "C" bool mi7b_matmul_supported(mi_type wt, int64_t K) {
     return bk > 0 && K > 0 && K % bk == 0;
 }
 
-extern "C" size_t mi7b_matmul_workspace(mi_type wt, int64_t K, int64_t N) {
+extern "C" size_t mi7b_act_row_bytes(mi_type wt, int64_t K) {
     const int64_t bk = wt_block(wt);
-    if (bk == 0 || K % bk != 0) return 0;
-    if (bk == 256) return (size_t)N * (size_t)(K / 256) * AK_BYTES;
-    return (size_t)N * (size_t)(K / 32) * A8_BYTES;
+    if (bk == 0 || K <= 0 || K % bk != 0) return 0;
+    return bk == 256 ? (size_t)(K / 256) * AK_BYTES : (size_t)(K / 32) * A8_BYTES;
+}
+
+extern "C" size_t mi7b_matmul_workspace(mi_type wt, int64_t K, int64_t N) {
+    return mi7b_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
+}
+
+extern "C" mi_status mi7b_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N,
+                                       void *dst) {
+    const int64_t bk = wt_block(wt);
+    if (bk == 0 || K <= 0 || K % bk != 0 || N <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7b_quantize_act: %s, K = %lld, N = %lld", mi_type_name(wt),
+                      (long long)K, (long long)N);
+    if (!dst) return mi_err(MI_ERR_INTERNAL, "mi7b_quantize_act: no workspace for %s", mi_type_name(wt));
+    cudaStream_t st = (cudaStream_t)stream;
+    const int64_t nblk = N * (K / bk);
+    const int threads = 256;
+    const unsigned qgrid = mi7b_blocks(nblk * 32, threads);
+    if (bk == 256) {
+        kernel_quant_q8_k<<<qgrid, threads, 0, st>>>(x, (uint8_t *)dst, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_quant_q8_k");
+    } else {
+        kernel_quant_q8_1<<<qgrid, threads, 0, st>>>(x, (uint8_t *)dst, K, nblk);
+        MI_CU_CHECK_LAUNCH("kernel_quant_q8_1");
+    }
+    return MI_OK;
 }
 
 template <int WT>
@@ -196,21 +188,10 @@ extern "C" mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const 
     if (!mi7b_matmul_supported(wt, K) || M <= 0 || N <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7b_matmul: type %s with K = %lld", mi_type_name(wt),
                       (long long)K);
-    if (!workspace) return mi_err(MI_ERR_INTERNAL, "mi7b_matmul: no workspace for %s", mi_type_name(wt));
+    MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     cudaStream_t st = (cudaStream_t)stream;
-    uint8_t *a = (uint8_t *)workspace;
-    const bool kq = wt_block(wt) == 256;
-    const int64_t nblk = N * (K / (kq ? 256 : 32));
-    const size_t arow = kq ? (size_t)(K / 256) * AK_BYTES : (size_t)(K / 32) * A8_BYTES;
-    const int threads = 256;
-    const unsigned qgrid = mi7b_blocks(nblk * 32, threads);
-    if (kq) {
-        kernel_quant_q8_k<<<qgrid, threads, 0, st>>>(x, a, K, nblk);
-        MI_CU_CHECK_LAUNCH("kernel_quant_q8_k");
-    } else {
-        kernel_quant_q8_1<<<qgrid, threads, 0, st>>>(x, a, K, nblk);
-        MI_CU_CHECK_LAUNCH("kernel_quant_q8_1");
-    }
+    const uint8_t *a = (const uint8_t *)workspace;
+    const size_t arow = mi7b_act_row_bytes(wt, K);
     const uint8_t *wb = (const uint8_t *)w;
     switch (wt) {
     case MI_TYPE_Q4_0: return launch_mm<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N);

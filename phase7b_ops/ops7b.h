@@ -48,6 +48,11 @@ bool mi7b_attn_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
  * in the CPU's activation format for that weight type. */
 bool mi7b_matmul_supported(mi_type wt, int64_t K);
 size_t mi7b_matmul_workspace(mi_type wt, int64_t K, int64_t N);
+/* Bytes of one activation row of K elements in the dot format of weight type wt (0 for a
+ * float or unknown type), and x F32 [K, N] -> that format at dst (N such rows). The same
+ * quantizer feeds every quantized matmul of phases 7b, 7c and 7e. */
+size_t mi7b_act_row_bytes(mi_type wt, int64_t K);
+mi_status mi7b_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N, void *dst);
 mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                       float *y, int64_t K, int64_t M, int64_t N, void *workspace);
 

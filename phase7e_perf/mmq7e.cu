@@ -1,6 +1,6 @@
 /* Phase 7e item e7: tensor-core prefill matmul, W [K, M] (quantized) @ x F32 [K, N]
  * (+ bias [M]) -> y F32 [M, N] for N > 8. x is quantized once exactly as 7b and the CPU
- * do (Q8_0/Q8_1/Q8_K, mi7e_quantize_act); weight units are unpacked to int8 with 7b's
+ * do (Q8_0/Q8_1/Q8_K, mi7b_quantize_act); weight units are unpacked to int8 with 7b's
  * unit_unpack into shared memory; the integer block dots run on the int8 tensor cores
  * (mma.sync m16n8k16 s8.s8.s32, two per 32-element unit so Q6_K's 16-element scales
  * apply), and each unit's int32 dot is scaled in float as the CPU does. The integer dots
@@ -8,6 +8,7 @@
  * Tile: 64 weight rows x 64 tokens x 4 units per stage, 4 warps (2 x 2), each 32 x 32. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
+#include "phase7b_ops/ops7b.h"
 
 #define A8_BYTES 36
 #define AK_BYTES 292
@@ -174,11 +175,11 @@ extern "C" bool mi7e_mmq_supported(mi_type wt, int64_t K, int64_t N) {
     default:
         return false;
     }
-    return mi7e_act_row_bytes(wt, K) > 0 && N > MI7E_MMV_MAX_N && (N + MQ_BN - 1) / MQ_BN <= 65535;
+    return mi7b_act_row_bytes(wt, K) > 0 && N > MI7E_MMV_MAX_N && (N + MQ_BN - 1) / MQ_BN <= 65535;
 }
 
 extern "C" size_t mi7e_mmq_workspace(mi_type wt, int64_t K, int64_t N) {
-    return mi7e_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
+    return mi7b_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
 }
 
 template <int WT>
@@ -198,10 +199,10 @@ extern "C" mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const flo
     if (!mi7e_mmq_supported(wt, K, N) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmq: type %s, K = %lld, N = %lld", mi_type_name(wt), (long long)K,
                       (long long)N);
-    MI_TRY(mi7e_quantize_act(stream, wt, x, K, N, workspace));
+    MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)workspace;
-    const size_t arow = mi7e_act_row_bytes(wt, K);
+    const size_t arow = mi7b_act_row_bytes(wt, K);
     switch (wt) {
     case MI_TYPE_Q4_0: return launch_mmq<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N);
     case MI_TYPE_Q4_1: return launch_mmq<MI_TYPE_Q4_1>(st, wb, a, arow, bias, y, K, M, N);

@@ -7,97 +7,13 @@
  * exactly as 7b and the CPU do, so integer block dots equal the CPU's (docs/PHASE7E.md).
  * Built with --fmad=false (_exact): the SwiGLU epilogue is mi_canon_swiglu, bit for bit. */
 #include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
 
-#define A8_BYTES 36    /* Q8_0/Q8_1 activation block (7b layout): d, s (f16), qs[32] */
-#define AK_BYTES 292   /* Q8_K: d (f32), qs[256], bsums[16] */
 #define MMV_THREADS 128
 #define MMV_SMEM_MAX (46u << 10)   /* under the 48 KB default: no opt-in attribute needed */
 #define MMV_ROW_MAX ((size_t)22 << 10)   /* largest weight row (bytes) staged; fused = 2 rows */
-
-/* ---------------- activation quantizers (7b's arithmetic, bit for bit) ---------------- */
-
-__global__ void kernel_e7_quant_q8_1(const float *__restrict__ x, uint8_t *__restrict__ a, int64_t K,
-                                     int64_t n_blocks_total) {
-    const int lane = threadIdx.x & 31;
-    const int64_t nb = K / 32;
-    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
-         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
-        const float v = x[(g / nb) * K + (g % nb) * 32 + lane];
-        const float amax = warp_max(fabsf(v));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const int q = (int)roundf(fmaxf(-127.0f, fminf(127.0f, v * id)));
-        const int sum = warp_sum_i(q);
-        uint8_t *blk = a + (size_t)g * A8_BYTES;
-        blk[4 + lane] = (uint8_t)(int8_t)q;
-        if (lane == 0) {
-            ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
-            ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
-        }
-    }
-}
-
-__global__ void kernel_e7_quant_q8_k(const float *__restrict__ x, uint8_t *__restrict__ a, int64_t K,
-                                     int64_t n_blocks_total) {
-    const int lane = threadIdx.x & 31;
-    const int64_t nb = K / 256;
-    for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
-         g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
-        const float *xs = x + (g / nb) * K + (g % nb) * 256 + 8 * lane;
-        float v[8], amax = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            v[e] = xs[e];
-            amax = fmaxf(amax, fabsf(v[e]));
-        }
-        amax = warp_max(amax);
-        const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
-        uint8_t *blk = a + (size_t)g * AK_BYTES;
-        int8_t *qs = (int8_t *)(blk + 4);
-        int part = 0;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int q = (int)rintf(fmaxf(-127.0f, fminf(127.0f, v[e] * iscale)));
-            qs[8 * lane + e] = (int8_t)q;
-            part += q;
-        }
-        const int other = __shfl_xor_sync(0xffffffffu, part, 1);
-        if ((lane & 1) == 0) ((int16_t *)(blk + 4 + 256))[lane >> 1] = (int16_t)(part + other);
-        if (lane == 0) *(float *)blk = iscale != 0.0f ? 1.0f / iscale : 0.0f;
-    }
-}
-
-/* ---------------- unit x activation (7b's expression) ---------------- */
-
-template <int AT>
-__device__ __forceinline__ float e7_unit_dot(const wunit &w, const uint8_t *__restrict__ arow, int64_t u) {
-    if (AT == MI_TYPE_Q8_0 || AT == MI_TYPE_Q8_1) {
-        const uint8_t *b = arow + (size_t)u * A8_BYTES;
-        const int *aq = (const int *)(b + 4);
-        int isum = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) isum = __dp4a(w.q[i], __ldg(aq + i), isum);
-        const float da = ld_f16(b);
-        if (AT == MI_TYPE_Q8_0) return (w.d * da) * (float)isum;
-        return (w.d * da) * (float)isum + w.m * ld_f16(b + 2);
-    } else {
-        const uint8_t *b = arow + (size_t)(u >> 3) * AK_BYTES;
-        const int j = (int)(u & 7);
-        const int *aq = (const int *)(b + 4 + 32 * j);
-        const int16_t *bs = (const int16_t *)(b + 4 + 256);
-        int lo = 0, hi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) lo = __dp4a(w.q[i], __ldg(aq + i), lo);
-#pragma unroll
-        for (int i = 4; i < 8; i++) hi = __dp4a(w.q[i], __ldg(aq + i), hi);
-        const int isum = w.sc_lo * lo + w.sc_hi * hi;
-        const float d8 = *(const float *)b;
-        const int bsum = (int)bs[2 * j] + (int)bs[2 * j + 1];
-        return d8 * (w.d * (float)isum - w.m * (float)bsum);
-    }
-}
 
 /* ---------------- staging: n bytes at src -> shared dst, 16-byte loads ----------------
  * dst receives the bytes from floor16(src) on; the return value is src's offset in dst,
@@ -169,13 +85,13 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
             unit_unpack<WT>(base, u, w);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c < N) acc[c] += e7_unit_dot<wtraits<WT>::act>(w, A + (size_t)c * arow, u);
+                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w, A + (size_t)c * arow, u);
             if (FUSED) {
                 wunit w2;
                 unit_unpack<WT>(base2, u, w2);
 #pragma unroll
                 for (int c = 0; c < NC; c++)
-                    if (c < N) acc2[c] += e7_unit_dot<wtraits<WT>::act>(w2, A + (size_t)c * arow, u);
+                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w2, A + (size_t)c * arow, u);
             }
         }
 #pragma unroll
@@ -210,13 +126,13 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
             unit_unpack<WT>(wr, u, w);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c < N) acc[c] += e7_unit_dot<wtraits<WT>::act>(w, A + (size_t)c * arow, u);
+                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w, A + (size_t)c * arow, u);
             if (FUSED) {
                 wunit w2;
                 unit_unpack<WT>(wr2, u, w2);
 #pragma unroll
                 for (int c = 0; c < NC; c++)
-                    if (c < N) acc2[c] += e7_unit_dot<wtraits<WT>::act>(w2, A + (size_t)c * arow, u);
+                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w2, A + (size_t)c * arow, u);
             }
         }
         const int64_t m = m0 + r;
@@ -235,43 +151,9 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
 
 /* ---------------- launchers ---------------- */
 
-static int64_t e7_block(mi_type wt) {
-    switch (wt) {
-    case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0: return 32;
-    case MI_TYPE_Q4_K: case MI_TYPE_Q5_K: case MI_TYPE_Q6_K: return 256;
-    default: return 0;
-    }
-}
-
-extern "C" size_t mi7e_act_row_bytes(mi_type wt, int64_t K) {
-    const int64_t bk = e7_block(wt);
-    if (bk == 0 || K <= 0 || K % bk != 0) return 0;
-    return bk == 256 ? (size_t)(K / 256) * AK_BYTES : (size_t)(K / 32) * A8_BYTES;
-}
-
-extern "C" mi_status mi7e_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N,
-                                       void *workspace) {
-    const int64_t bk = e7_block(wt);
-    if (bk == 0 || K % bk != 0 || N <= 0) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_quantize_act: %s, K = %lld",
-                                                        mi_type_name(wt), (long long)K);
-    if (!workspace) return mi_err(MI_ERR_INTERNAL, "mi7e_quantize_act: no workspace");
-    cudaStream_t st = (cudaStream_t)stream;
-    const int64_t nblk = N * (K / bk);
-    const unsigned grid = mi7b_blocks(nblk * 32, 256);
-    if (bk == 256) {
-        kernel_e7_quant_q8_k<<<grid, 256, 0, st>>>(x, (uint8_t *)workspace, K, nblk);
-        MI_CU_CHECK_LAUNCH("kernel_e7_quant_q8_k");
-    } else {
-        kernel_e7_quant_q8_1<<<grid, 256, 0, st>>>(x, (uint8_t *)workspace, K, nblk);
-        MI_CU_CHECK_LAUNCH("kernel_e7_quant_q8_1");
-    }
-    return MI_OK;
-}
-
+/* bytes of one weight row, 0 when the type has no quantized dot on the device */
 static size_t e7_wrow(mi_type wt, int64_t K) {
-    const int64_t bk = e7_block(wt);
-    if (bk == 0 || K % bk != 0) return 0;
-    return mi_row_size(wt, K);
+    return mi7b_act_row_bytes(wt, K) > 0 ? mi_row_size(wt, K) : 0;
 }
 
 extern "C" bool mi7e_mmv_supported(mi_type wt, int64_t K, int64_t N) {
@@ -280,7 +162,7 @@ extern "C" bool mi7e_mmv_supported(mi_type wt, int64_t K, int64_t N) {
 }
 
 extern "C" size_t mi7e_mmv_workspace(mi_type wt, int64_t K, int64_t N) {
-    return mi7e_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
+    return mi7b_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
 }
 
 static int g_sm_count;   /* multiprocessors of the current device (read once) */
@@ -348,9 +230,9 @@ extern "C" mi_status mi7e_mmv(void *stream, mi_type wt, const void *w, const flo
     if (!mi7e_mmv_supported(wt, K, N) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmv: type %s, K = %lld, N = %lld", mi_type_name(wt), (long long)K,
                       (long long)N);
-    MI_TRY(mi7e_quantize_act(stream, wt, x, K, N, workspace));
+    MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     return mmv_dispatch<false>((cudaStream_t)stream, wt, (const uint8_t *)w, NULL, (const uint8_t *)workspace,
-                               mi7e_act_row_bytes(wt, K), bias, y, K, M, N);
+                               mi7b_act_row_bytes(wt, K), bias, y, K, M, N);
 }
 
 extern "C" mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
@@ -358,7 +240,7 @@ extern "C" mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const vo
     if (!mi7e_mmv_supported(wt, K, N) || F <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_ffn: type %s, K = %lld, N = %lld", mi_type_name(wt), (long long)K,
                       (long long)N);
-    MI_TRY(mi7e_quantize_act(stream, wt, x, K, N, workspace));
+    MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     return mmv_dispatch<true>((cudaStream_t)stream, wt, (const uint8_t *)wg, (const uint8_t *)wu,
-                              (const uint8_t *)workspace, mi7e_act_row_bytes(wt, K), NULL, y, K, F, N);
+                              (const uint8_t *)workspace, mi7b_act_row_bytes(wt, K), NULL, y, K, F, N);
 }

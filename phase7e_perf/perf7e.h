@@ -68,8 +68,6 @@ mi_status mi7e_attn(void *stream, const float *q, const void *k, const void *v, 
                     int64_t N, int64_t n_past, int64_t hd, int64_t Hq, int64_t Hkv, float scale);
 
 /* Shared by the two .cu files: quantize x [K, N] into the 7b activation layout. */
-mi_status mi7e_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N, void *workspace);
-size_t mi7e_act_row_bytes(mi_type wt, int64_t K);   /* 0: not a quantized weight type */
 
 void mi_phase7e_install(void);
 

@@ -4,6 +4,7 @@
  * off or a shape is outside its kernel. Each switch state installs distinct exec function
  * pointers, so 7d's graph cache (keyed on the execs) never replays a kernel of another state. */
 #include "phase7e_perf/perf7e.h"
+#include "phase7b_ops/ops7b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
 #include "phase7d_graphs/graphs7d.h"
@@ -43,7 +44,7 @@ static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]
 static size_t ws_mm(const mi_tensor *n) {
     const mi_tensor *w = n->src[0], *x = n->src[1];
     size_t a = g_mm_ws ? g_mm_ws(n) : 0;
-    size_t b = mi7e_act_row_bytes(w->type, w->ne[0]) * (size_t)nrows(x);
+    size_t b = mi7b_act_row_bytes(w->type, w->ne[0]) * (size_t)nrows(x);
     return a > b ? a : b;
 }
 
@@ -75,7 +76,7 @@ static bool sup_ffn(const mi_tensor *n) {
 }
 static size_t ws_ffn(const mi_tensor *n) {
     size_t a = g_ffn_ws ? g_ffn_ws(n) : 0;
-    size_t b = mi7e_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
+    size_t b = mi7b_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
     return a > b ? a : b;
 }
 static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
