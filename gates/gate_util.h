@@ -9,6 +9,12 @@
 #include <string.h>
 #include <stdarg.h>
 #include <time.h>
+#include <math.h>
+#include <signal.h>
+#include <unistd.h>
+#include <execinfo.h>
+#include <stdint.h>
+#include "common/quant/mi_types.h"
 
 typedef struct {
     char name[96];
@@ -175,6 +181,85 @@ static size_t gu_first_diff(const void *a, const void *b, size_t n) {
     while (n - lo > 4096 && !memcmp(x + lo, y + lo, 4096)) lo += 4096;
     for (size_t i = lo; i < n; i++) if (x[i] != y[i]) return i;
     return (size_t)-1;
+}
+
+/* Uniform float in [lo, hi) from the gate's own seeded stream. */
+static inline float gu_frand(unsigned long long *seed, float lo, float hi) {
+    return lo + (hi - lo) * (float)((gu_rng(seed) >> 11) * (1.0 / 9007199254740992.0));
+}
+/* n uniform floats in [lo, hi), malloc'd */
+static inline float *gu_rand_f32(unsigned long long *seed, size_t n, float lo, float hi) {
+    float *p = (float *)malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = gu_frand(seed, lo, hi);
+    return p;
+}
+/* M rows of K weights in type t, quantized by the CPU reference from uniform floats times
+ * amp, with an outlier (x4) every 97th element; malloc'd, *bytes set when non-NULL */
+static inline void *gu_make_weights(unsigned long long *seed, mi_type t, int64_t K, int64_t M, float amp, size_t *bytes) {
+    const size_t rb = mi_row_size(t, K);
+    uint8_t *w = (uint8_t *)malloc(rb * (size_t)M);
+    float *row = (float *)malloc((size_t)K * 4);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++) row[k] = amp * gu_frand(seed, -1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
+        mi_quantize_row(t, row, w + rb * (size_t)m, K);
+    }
+    free(row);
+    if (bytes) *bytes = rb * (size_t)M;
+    return w;
+}
+
+/* NMSE = sum (got - want)^2 / sum want^2 (the plain sum of squares when want is all zero).
+ * A NaN anywhere gives INFINITY, so no bound can pass it whichever way a gate compares. */
+static inline double gu_nmse(const float *got, const float *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    if (num != num) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+/* BUILD/minfer for a gate at BUILD/gates/<phase>/<gate> (MINFER_BIN overrides). */
+static inline void gu_minfer_path(const char *argv0, char *buf, size_t n) {
+    const char *mb = getenv("MINFER_BIN");
+    if (mb && *mb) {
+        snprintf(buf, n, "%s", mb);
+        return;
+    }
+    snprintf(buf, n, "%s", argv0);
+    char *sl = strrchr(buf, '/');
+    if (sl) snprintf(sl, n - (size_t)(sl - buf), "/../../minfer");
+    else snprintf(buf, n, "../../minfer");
+}
+
+/* A crash names the running test, prints raw frames (addr2line -e GATE +OFFSET) and still
+ * writes the summary with that test failed. Not async-signal-safe past the first write,
+ * but the process is ending anyway, and a summary beats none. */
+static gu_run *gu__crash_run __attribute__((unused));
+static const char *gu__crash_gate __attribute__((unused));
+static inline void gu__on_crash(int sig) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg, "\n%s: signal %d during test '%s'\n", gu__crash_gate, sig, gu__crash_run->cur);
+    if (write(2, msg, (size_t)n) < 0) _exit(3);
+    void *fr[48];
+    int k = backtrace(fr, 48);
+    backtrace_symbols_fd(fr, k, 2);
+    signal(sig, SIG_DFL);
+    if (!gu__crash_run->open) gu_begin(gu__crash_run, "crash");
+    gu_fail(gu__crash_run, "signal %d in this test: the gate stopped here", sig);
+    gu_finish(gu__crash_run);
+    _exit(128 + sig);
+}
+/* SIGSEGV, SIGBUS, SIGABRT (and SIGTERM, sent by a timeout, when asked) end in a summary. */
+static inline void gu_catch_crashes(gu_run *r, const char *gate, int with_sigterm) {
+    gu__crash_run = r;
+    gu__crash_gate = gate;
+    signal(SIGSEGV, gu__on_crash);
+    signal(SIGBUS, gu__on_crash);
+    signal(SIGABRT, gu__on_crash);
+    if (with_sigterm) signal(SIGTERM, gu__on_crash);
 }
 
 #endif

@@ -45,40 +45,7 @@ static int g_self;
  * MINFER_GATE_CPU_THREADS=N overrides. */
 static int g_cpu_threads = 1;
 
-/* A crash names the running test and prints raw frames (addr2line -e gate_7b +OFFSET). */
-static void on_crash(int sig) {
-    char msg[200];
-    int n = snprintf(msg, sizeof msg, "\ngate_7b: signal %d during test '%s'\n", sig, R.cur);
-    if (write(2, msg, (size_t)n) < 0) _exit(3);
-    void *fr[48];
-    int k = backtrace(fr, 48);
-    backtrace_symbols_fd(fr, k, 2);
-    /* not async-signal-safe, but this process is ending anyway: keep the summary */
-    signal(sig, SIG_DFL);
-    if (!R.open) gu_begin(&R, "crash");
-    gu_fail(&R, "signal %d in this test: the gate stopped here", sig);
-    gu_finish(&R);
-    _exit(128 + sig);
-}
 
-static float frand(float lo, float hi) {
-    return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
-}
-static float *rand_f32(size_t n, float lo, float hi) {
-    float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
-    return p;
-}
-static double nmse(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    if (num != num) return INFINITY;
-    return den > 0 ? num / den : num;
-}
 static size_t cmp_bits(const char *what, const float *got, const float *want, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -190,10 +157,10 @@ static void test_ew(void) {
         a.hd = 128;
         a.n_rot = k == 9 ? 64 : 128;
         const size_t n = (size_t)(a.D * N);
-        a.a = rand_f32(n, -20.f, 20.f);
-        a.b = rand_f32(n, -3.f, 3.f);
-        a.bc = rand_f32((size_t)a.D, -3.f, 3.f);
-        a.w = rand_f32((size_t)a.G, 0.5f, 1.5f);
+        a.a = gu_rand_f32(&g_seed, n, -20.f, 20.f);
+        a.b = gu_rand_f32(&g_seed, n, -3.f, 3.f);
+        a.bc = gu_rand_f32(&g_seed, (size_t)a.D, -3.f, 3.f);
+        a.w = gu_rand_f32(&g_seed, (size_t)a.G, 0.5f, 1.5f);
         int32_t pos[7] = {0, 1, 2, 17, 300, 4095, 31999};
         a.pos = pos;
         float *gg = malloc(n * 4), *g2 = malloc(n * 4), *cc = malloc(n * 4);
@@ -217,18 +184,6 @@ static void test_ew(void) {
     }
 }
 
-/* rows of random weights in type t, quantized by the CPU reference quantizer */
-static void *make_weights(mi_type t, int64_t K, int64_t M, float amp) {
-    const size_t rb = mi_row_size(t, K);
-    uint8_t *w = malloc(rb * (size_t)M);
-    float *row = malloc((size_t)K * 4);
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t k = 0; k < K; k++) row[k] = amp * frand(-1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
-        mi_quantize_row(t, row, w + rb * (size_t)m, K);
-    }
-    free(row);
-    return w;
-}
 
 static const mi_type k_types[] = {MI_TYPE_F32, MI_TYPE_F16, MI_TYPE_BF16, MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0,
                                   MI_TYPE_Q5_1, MI_TYPE_Q8_0, MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
@@ -237,13 +192,13 @@ static const mi_type k_types[] = {MI_TYPE_F32, MI_TYPE_F16, MI_TYPE_BF16, MI_TYP
 static void test_get_rows(void) {
     for (int ti = 0; ti < N_TYPES; ti++) {
         const int64_t E = 512, V = 41, N = 5;
-        void *tab = make_weights(k_types[ti], E, V, 1.f);
+        void *tab = gu_make_weights(&g_seed, k_types[ti], E, V, 1.f, NULL);
         int32_t ids[5] = {3, 40, 0, 3, 17};
         ew_arg a = {0};
         a.kind = 10;
         a.D = 4;
         a.N = N;
-        a.a = rand_f32(4 * N, 0, 1);
+        a.a = gu_rand_f32(&g_seed, 4 * N, 0, 1);
         a.tab = leaf("table", k_types[ti], E, V, tab);
         a.ids = ids;
         const size_t n = (size_t)(E * N);
@@ -289,11 +244,11 @@ static void test_matmul(void) {
             mm_arg a;
             a.K = K;
             a.N = N;
-            void *wd = make_weights(t, K, M, 1.f);
-            float *bias = rand_f32((size_t)M, -0.5f, 0.5f);
+            void *wd = gu_make_weights(&g_seed, t, K, M, 1.f, NULL);
+            float *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
             a.w = leaf("w", t, K, M, wd);
             a.bias = with_bias ? leaf("bias", MI_TYPE_F32, M, 1, bias) : NULL;
-            a.x = rand_f32((size_t)(K * N), -1.f, 1.f);
+            a.x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
             const size_t n = (size_t)(M * N);
             float *gg = malloc(n * 4), *g2 = malloc(n * 4), *cc = malloc(n * 4);
             int nc = 0;
@@ -304,7 +259,7 @@ static void test_matmul(void) {
             if (run_both(build_mm, &a, gg, g2, cc, n, &nc)) gu_fail(&R, "graph failed: %s", mi_errmsg());
             else if (nc) gu_fail(&R, "%d node(s) not on cuda", nc);
             else {
-                const double e = nmse(gg, cc, n);
+                const double e = gu_nmse(gg, cc, n);
                 const size_t rep = gu_first_diff(gg, g2, n * 4);
                 size_t same = 0;
                 for (size_t i = 0; i < n; i++) same += !memcmp(&gg[i], &cc[i], 4);
@@ -435,15 +390,15 @@ static void test_kv_attn(mi_type ct, int hd, int Hq, int Hkv) {
     int fail = 0, nc_all = 0;
     for (size_t s = 0; s < sizeof steps / sizeof steps[0] && !fail; s++) {
         a.N = steps[s];
-        a.q = rand_f32((size_t)(a.N * hd * Hq), -2.f, 2.f);
-        a.k = rand_f32((size_t)(a.N * hd * Hkv), -1.f, 1.f);
-        a.v = rand_f32((size_t)(a.N * hd * Hkv), -1.f, 1.f);
+        a.q = gu_rand_f32(&g_seed, (size_t)(a.N * hd * Hq), -2.f, 2.f);
+        a.k = gu_rand_f32(&g_seed, (size_t)(a.N * hd * Hkv), -1.f, 1.f);
+        a.v = gu_rand_f32(&g_seed, (size_t)(a.N * hd * Hkv), -1.f, 1.f);
         const size_t n = (size_t)(a.N * hd * Hq);
         float *gg = malloc(n * 4), *cc = malloc(n * 4);
         int nc = 0;
         if (run_both(build_attn, &a, gg, NULL, cc, n, &nc)) fail = 1;
         else {
-            const double e = nmse(gg, cc, n);
+            const double e = gu_nmse(gg, cc, n);
             if (e > worst) worst = e;
             nc_all += nc;
             kvbad += cmp_cache(a.kc[0], a.kc[1], a.n_past + a.N) + cmp_cache(a.vc[0], a.vc[1], a.n_past + a.N);
@@ -470,8 +425,8 @@ static void test_layer(mi_type wt) {
     const int64_t E = a.E, F = a.F, QD = (int64_t)a.hd * a.Hq, KD = (int64_t)a.hd * a.Hkv;
     void *bufs[16];
     int nb = 0;
-#define W(var, K, M) (bufs[nb] = make_weights(wt, K, M, 1.0f / sqrtf((float)(K))), a.var = leaf(#var, wt, K, M, bufs[nb++]))
-#define V(var, n, lo, hi) (bufs[nb] = rand_f32((size_t)(n), lo, hi), a.var = leaf(#var, MI_TYPE_F32, n, 1, bufs[nb++]))
+#define W(var, K, M) (bufs[nb] = gu_make_weights(&g_seed, wt, K, M, 1.0f / sqrtf((float)(K)), NULL), a.var = leaf(#var, wt, K, M, bufs[nb++]))
+#define V(var, n, lo, hi) (bufs[nb] = gu_rand_f32(&g_seed, (size_t)(n), lo, hi), a.var = leaf(#var, MI_TYPE_F32, n, 1, bufs[nb++]))
     W(wq, E, QD); W(wk, E, KD); W(wv, E, KD); W(wo, QD, E); W(wg, E, F); W(wu, E, F); W(wdn, F, E);
     V(attn_norm, E, 0.8f, 1.2f); V(ffn_norm, E, 0.8f, 1.2f); V(qn, a.hd, 0.8f, 1.2f); V(kn, a.hd, 0.8f, 1.2f);
     V(bq, QD, -0.1f, 0.1f); V(bk, KD, -0.1f, 0.1f); V(bv, KD, -0.1f, 0.1f);
@@ -487,7 +442,7 @@ static void test_layer(mi_type wt) {
     size_t kvbad = 0;
     for (int s = 0; s < 4 && !fail; s++) {
         a.N = steps[s];
-        a.x = rand_f32((size_t)(E * a.N), -1.f, 1.f);
+        a.x = gu_rand_f32(&g_seed, (size_t)(E * a.N), -1.f, 1.f);
         a.pos = malloc((size_t)a.N * 4);
         for (int64_t i = 0; i < a.N; i++) a.pos[i] = (int32_t)(a.n_past + i);
         const size_t n = (size_t)(E * a.N);
@@ -495,7 +450,7 @@ static void test_layer(mi_type wt) {
         int nc = 0;
         if (run_both(build_attn, &a, gg, NULL, cc, n, &nc)) fail = 1;
         else {
-            const double e = nmse(gg, cc, n);
+            const double e = gu_nmse(gg, cc, n);
             if (e > worst) worst = e;
             nc_all += nc;
             /* the K/V rows went through matmuls: compared by value, not bytes */
@@ -552,7 +507,7 @@ static int64_t cpu_noise_floor_one(const char *alt, const char *path, const int3
     if (f && fread(hdr, 4, 4, f) == 4 && hdr[2] == (uint32_t)V && hdr[3] >= (uint32_t)n) {
         float *row = malloc((size_t)V * 4);
         for (int r = 0; r < n && fread(row, 4, (size_t)V, f) == (size_t)V; r++, got++) {
-            const double e = nmse(row, cpu_rows + (size_t)r * V, (size_t)V);
+            const double e = gu_nmse(row, cpu_rows + (size_t)r * V, (size_t)V);
             if (e > floor[r]) floor[r] = e;
             int64_t ta[5], tb[5];
             topk(row, V, 5, ta);
@@ -654,7 +609,7 @@ static void test_model(const char *shape, const char *type, int steps) {
                 /* every prompt position against the CPU, and the CPU against itself (other ISA) */
                 n_floor = cpu_noise_floor(path, prompt, NP, lc, V, floor, &top5_floor, how, sizeof how);
                 for (int64_t r = 0; r < rows_g; r++) {
-                    const double e = nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
+                    const double e = gu_nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
                     if (e > worst_prompt) worst_prompt = e;
                     if (r < n_floor && floor[r] > floor_max) floor_max = floor[r];
                     if (e > 1e-5 && (r >= n_floor || e > 4 * floor[r])) prompt_over++;
@@ -662,7 +617,7 @@ static void test_model(const char *shape, const char *type, int steps) {
                 lg += (size_t)(rows_g - 1) * V;   /* the last position drives the greedy steps */
                 lc += (size_t)(rows_c - 1) * V;
             }
-            const double e = nmse(lg, lc, (size_t)V);
+            const double e = gu_nmse(lg, lc, (size_t)V);
             if (e > worst_nmse) worst_nmse = e;
             double noise = 0;
             for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)lg[i] - lc[i]));
@@ -722,19 +677,10 @@ int main(int argc, char **argv) {
     (void)argc;
     (void)gu_fill;
     gu_init(&R, "gate-7b", "7b");
-    signal(SIGSEGV, on_crash);
-    signal(SIGBUS, on_crash);
-    signal(SIGABRT, on_crash);
+    gu_catch_crashes(&R, "gate_7b", 0);
     const char *q = getenv("MINFER_GATE_QUICK");
     g_quick = q && *q && strcmp(q, "0") != 0;
-    const char *mb = getenv("MINFER_BIN");
-    if (mb && *mb) snprintf(g_minfer, sizeof g_minfer, "%s", mb);
-    else { /* BUILD/gates/7b/gate_7b -> BUILD/minfer */
-        snprintf(g_minfer, sizeof g_minfer, "%s", argv[0]);
-        char *sl = strrchr(g_minfer, '/');
-        if (sl) snprintf(sl, sizeof g_minfer - (size_t)(sl - g_minfer), "/../../minfer");
-        else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
-    }
+    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     const char *se = getenv("MINFER_GATE_SELFTEST");
     g_self = se && *se && strcmp(se, "0") != 0;

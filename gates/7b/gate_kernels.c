@@ -25,14 +25,6 @@ static int g_quick;   /* MINFER_GATE_QUICK=1: smaller set (for compute-sanitizer
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
 
-static float frand(float lo, float hi) {
-    return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
-}
-static float *rand_f32(size_t n, float lo, float hi) {
-    float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
-    return p;
-}
 static void *dev_up(const void *h, size_t n) {
     void *d = NULL;
     CK(cudaMalloc(&d, n ? n : 1));
@@ -71,22 +63,12 @@ static double nmse_d(const float *got, const double *want, size_t n) {
     if (num != num) return INFINITY;
     return den > 0 ? num / den : num;
 }
-static double nmse_f(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    if (num != num) return INFINITY;
-    return den > 0 ? num / den : num;
-}
 
 /* ---------------- elementwise + RMS norm (bitwise) ---------------- */
 static void test_elementwise(void) {
     const int64_t D = 1000, N = 7;  /* odd sizes on purpose */
     const size_t n = (size_t)(D * N);
-    float *a = rand_f32(n, -30.f, 30.f), *b = rand_f32(n, -3.f, 3.f), *bc = rand_f32((size_t)D, -3.f, 3.f);
+    float *a = gu_rand_f32(&g_seed, n, -30.f, 30.f), *b = gu_rand_f32(&g_seed, n, -3.f, 3.f), *bc = gu_rand_f32(&g_seed, (size_t)D, -3.f, 3.f);
     float *want = malloc(n * 4), *got = malloc(n * 4);
     float *da = dev_up(a, n * 4), *db = dev_up(b, n * 4), *dbc = dev_up(bc, (size_t)D * 4);
     const char *names[6] = {"add", "add_bcast", "mul", "mul_bcast", "silu", "swiglu"};
@@ -126,7 +108,7 @@ static void test_rms(void) {
         char name[64];
         snprintf(name, sizeof name, "rms_norm_G%lld_rows%lld", (long long)G, (long long)rows);
         gu_begin(&R, name);
-        float *x = rand_f32(n, -4.f, 4.f), *w = rand_f32((size_t)G, 0.5f, 1.5f);
+        float *x = gu_rand_f32(&g_seed, n, -4.f, 4.f), *w = gu_rand_f32(&g_seed, (size_t)G, 0.5f, 1.5f);
         float *want = malloc(n * 4), *got = malloc(n * 4);
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * G;
@@ -158,7 +140,7 @@ static void test_rope(void) {
         char name[64];
         snprintf(name, sizeof name, "rope_%s_hd%d_rot%d", mode == MI_ROPE_NEOX ? "neox" : "normal", hd, n_rot);
         gu_begin(&R, name);
-        float *x = rand_f32(n, -2.f, 2.f), *want = malloc(n * 4), *got = malloc(n * 4);
+        float *x = gu_rand_f32(&g_seed, n, -2.f, 2.f), *want = malloc(n * 4), *got = malloc(n * 4);
         int32_t pos[9];
         for (int i = 0; i < 9; i++) pos[i] = i < 3 ? i : (int32_t)(gu_rng(&g_seed) % 32768);
         for (int64_t t = 0; t < N; t++)
@@ -206,19 +188,6 @@ static const mi_type k_types[] = {MI_TYPE_F32, MI_TYPE_F16, MI_TYPE_BF16, MI_TYP
                                   MI_TYPE_Q5_1, MI_TYPE_Q8_0, MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 
-/* rows of random weights in type t (quantized from uniform floats with a few outliers) */
-static void *make_weights(mi_type t, int64_t K, int64_t M, size_t *bytes) {
-    const size_t rb = mi_row_size(t, K);
-    uint8_t *w = malloc(rb * (size_t)M);
-    float *row = malloc((size_t)K * 4);
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t k = 0; k < K; k++) row[k] = frand(-1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
-        mi_quantize_row(t, row, w + rb * (size_t)m, K);
-    }
-    free(row);
-    *bytes = rb * (size_t)M;
-    return w;
-}
 
 static void test_get_rows(void) {
     for (int ti = 0; ti < N_TYPES; ti++) {
@@ -228,7 +197,7 @@ static void test_get_rows(void) {
         snprintf(name, sizeof name, "get_rows_%s", mi_type_name(t));
         gu_begin(&R, name);
         size_t bytes;
-        uint8_t *tab = make_weights(t, E, V, &bytes);
+        uint8_t *tab = gu_make_weights(&g_seed, t, E, V, 1.0f, &bytes);
         int32_t ids[6] = {0, 32, 5, 5, 17, 1};
         float *want = malloc((size_t)(E * N) * 4), *got = malloc((size_t)(E * N) * 4);
         for (int i = 0; i < N; i++) mi_dequantize_row(t, tab + mi_row_size(t, E) * (size_t)ids[i], want + i * E, E);
@@ -255,8 +224,8 @@ static void run_matmul_case(mi_type t, int64_t K, int64_t M, int64_t N, bool wit
              (long long)N, with_bias ? "_bias" : "");
     gu_begin(&R, name);
     size_t wbytes;
-    uint8_t *w = make_weights(t, K, M, &wbytes);
-    float *x = rand_f32((size_t)(K * N), -1.f, 1.f), *bias = rand_f32((size_t)M, -0.5f, 0.5f);
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wbytes);
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
     const size_t ny = (size_t)(M * N);
     float *ref = malloc(ny * 4), *got = malloc(ny * 4), *got2 = malloc(ny * 4);
     double *ref64 = malloc(ny * 8);
@@ -298,7 +267,7 @@ static void run_matmul_case(mi_type t, int64_t K, int64_t M, int64_t N, bool wit
     if (st != MI_OK) gu_fail(&R, "launch: %s", mi_errmsg());
     else {
         dev_down(got2, dy, ny * 4);
-        const double e_cpu = nmse_f(got, ref, ny), e_cpu_ref64 = nmse_d(ref, ref64, ny), e_64 = nmse_d(got, ref64, ny);
+        const double e_cpu = gu_nmse(got, ref, ny), e_cpu_ref64 = nmse_d(ref, ref64, ny), e_64 = nmse_d(got, ref64, ny);
         size_t same = 0;
         for (size_t i = 0; i < ny; i++) same += !memcmp(&got[i], &ref[i], 4);
         const size_t rep = gu_first_diff(got, got2, ny * 4);
@@ -381,8 +350,8 @@ static void test_kv_attn(mi_type ctype, int hd, int Hq, int Hkv) {
     bool launch_ok = true;
     for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
         const int64_t N = steps[s];
-        float *k = rand_f32((size_t)(N * row), -1.f, 1.f), *v = rand_f32((size_t)(N * row), -1.f, 1.f);
-        float *q = rand_f32((size_t)(N * hd * Hq), -2.f, 2.f);
+        float *k = gu_rand_f32(&g_seed, (size_t)(N * row), -1.f, 1.f), *v = gu_rand_f32(&g_seed, (size_t)(N * row), -1.f, 1.f);
+        float *q = gu_rand_f32(&g_seed, (size_t)(N * hd * Hq), -2.f, 2.f);
         for (int64_t i = 0; i < N * row; i++) {
             hk[n_past * row + i] = ctype == MI_TYPE_F16 ? mi_f16_to_f32(mi_f32_to_f16(k[i])) : k[i];
             hv[n_past * row + i] = ctype == MI_TYPE_F16 ? mi_f16_to_f32(mi_f32_to_f16(v[i])) : v[i];

@@ -34,15 +34,6 @@ static gu_run R;
 static char g_minfer[1024], g_self[1024];
 static unsigned long long g_seed = 7007;
 
-static double nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
 static int64_t argmax(const float *l, int64_t n) {
     int64_t b = 0;
@@ -134,7 +125,7 @@ static int cpu_floor(const char *path, const int32_t *prompt, int n, const float
         uint32_t hdr[4] = {0};
         if (f && fread(hdr, 4, 4, f) == 4 && hdr[2] == (uint32_t)V && hdr[3] >= (uint32_t)n)
             for (; g < n && fread(row, sizeof(float), (size_t)V, f) == (size_t)V; g++) {
-                const double e = nmse(row, rows + (size_t)g * V, (size_t)V);
+                const double e = gu_nmse(row, rows + (size_t)g * V, (size_t)V);
                 if (e > floor[g]) floor[g] = e;
             }
         if (f) fclose(f);
@@ -197,14 +188,14 @@ static void test_e2e(const char *label, const char *path, int steps) {
                 for (int r = 0; r < 16; r++) {
                     if (r >= got) floor[r] = 0;
                     if (floor[r] > floor_max) floor_max = floor[r];
-                    const double er = nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
+                    const double er = gu_nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
                     if (er > worst_prompt) worst_prompt = er;
                     if (er > fmax(1e-5, 4 * floor[r])) prompt_over++;
                 }
                 lg += (size_t)15 * V;   /* the last row drives the greedy comparison */
                 lc += (size_t)15 * V;
             }
-            double e = nmse(lg, lc, (size_t)V), noise = 0;
+            double e = gu_nmse(lg, lc, (size_t)V), noise = 0;
             if (e > worst) worst = e;
             for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)lg[i] - lc[i]));
             if (noise > noise_max) noise_max = noise;
@@ -271,7 +262,7 @@ static void test_session_turns(const char *path) {
         if (mi_session_n_past(s) != ns) { gu_fail(&R, "n_past %lld, fed %d", (long long)mi_session_n_past(s), ns); goto done; }
         if (mi_session_decode(t, seq, ns, false) != MI_OK) { gu_fail(&R, "one prefill: %s", mi_errmsg()); goto done; }
         const float *l2 = mi_logits(t, NULL);
-        const double e = nmse(l1, l2, (size_t)V);
+        const double e = gu_nmse(l1, l2, (size_t)V);
         double noise = 0;
         for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)l1[i] - l2[i]));
         const bool top_ok = argmax(l1, V) == argmax(l2, V) || margin_of(l2, V) <= 2 * noise;
@@ -397,7 +388,7 @@ static void test_fusion(const char *label, const char *path, int steps) {
         if (same == steps && fused[0] > 0 && fused[1] == 0)
             gu_pass(&R, "%d greedy tokens identical fused vs MINFER_NO_FUSION=1 (final logits %s, nmse %.3g); %llu FFN "
                         "triples fused; decode tok/s fused %.1f %.1f, unfused %.1f %.1f (A B A B, best of 2): x%.3f",
-                    steps, bits ? "bit-identical" : "differ", nmse(last[0], last[1], (size_t)V),
+                    steps, bits ? "bit-identical" : "differ", gu_nmse(last[0], last[1], (size_t)V),
                     (unsigned long long)fused[0], tps[0][0], tps[0][1], tps[1][0], tps[1][1], on / off);
         else
             gu_fail(&R, "tokens equal for %d/%d steps; fused nodes %llu (on) %llu (off)", same, steps,
@@ -747,30 +738,14 @@ static void test_fusion_pass_cpu(void) {
                      "when gate has a second consumer and at N = 16");
 }
 
-/* A crash still leaves a summary: the running test fails with the signal named. */
-static void on_crash(int sig) {
-    if (R.open) gu_fail(&R, "crashed with signal %d", sig);
-    gu_finish(&R);
-    _exit(3);
-}
 
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--child-nodevice")) return child_nodevice(argc, argv);
     gu_init(&R, "gate-7c", "7c");
-    signal(SIGSEGV, on_crash);
-    signal(SIGBUS, on_crash);
-    signal(SIGABRT, on_crash);
-    signal(SIGTERM, on_crash);   /* timeout: still a summary */
+    gu_catch_crashes(&R, "gate_7c", 1);   /* SIGTERM too: a timeout still writes a summary */
     (void)gu_first_diff;
     snprintf(g_self, sizeof g_self, "%s", argv[0]);
-    const char *mb = getenv("MINFER_BIN");
-    if (mb && *mb) snprintf(g_minfer, sizeof g_minfer, "%s", mb);
-    else {   /* BUILD/gates/7c/gate_7c -> BUILD/minfer */
-        snprintf(g_minfer, sizeof g_minfer, "%s", argv[0]);
-        char *sl = strrchr(g_minfer, '/');
-        if (sl) snprintf(sl, sizeof g_minfer - (size_t)(sl - g_minfer), "/../../minfer");
-        else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
-    }
+    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     test_fusion_pass_cpu();
     int ndev = 0;

@@ -46,19 +46,6 @@ typedef struct {
     size_t clean_nodes;       /* graph nodes of this model's single-step decode capture (0 = unknown) */
 } model_ent;
 
-static void on_crash(int sig) {
-    char msg[200];
-    int n = snprintf(msg, sizeof msg, "\ngate_7d: signal %d during test '%s'\n", sig, R.cur);
-    if (write(2, msg, (size_t)n) < 0) _exit(3);
-    void *fr[48];
-    int k = backtrace(fr, 48);
-    backtrace_symbols_fd(fr, k, 2);
-    signal(sig, SIG_DFL);
-    if (!R.open) gu_begin(&R, "crash");
-    gu_fail(&R, "signal %d in this test: the gate stopped here", sig);
-    gu_finish(&R);
-    _exit(128 + sig);
-}
 
 /* ---------------- models ---------------- */
 static int model_find(model_ent *me) {
@@ -167,10 +154,6 @@ static int captures_single_step(uint64_t k, size_t want, char *out, size_t n) {
     return bad;
 }
 
-/* ---------------- step ops vs 7b, bit for bit ---------------- */
-static float frand(float lo, float hi) {
-    return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
-}
 
 static void test_step_ops(void) {
     gu_begin(&R, "step_ops_match_7b");
@@ -194,10 +177,10 @@ static void test_step_ops(void) {
         const size_t qn = (size_t)hd * Hq * Nmax, xn = row * Nmax;
         float *q = malloc(qn * 4), *x = malloc(xn * 4), *o1 = malloc(qn * 4), *o2 = malloc(qn * 4);
         unsigned char *cache = malloc(cbytes), *c1 = malloc(cbytes), *c2 = malloc(cbytes);
-        for (size_t i = 0; i < qn; i++) q[i] = frand(-2.f, 2.f);
-        for (size_t i = 0; i < xn; i++) x[i] = frand(-3.f, 3.f);
+        for (size_t i = 0; i < qn; i++) q[i] = gu_frand(&g_seed, -2.f, 2.f);
+        for (size_t i = 0; i < xn; i++) x[i] = gu_frand(&g_seed, -3.f, 3.f);
         for (size_t i = 0; i < row * (size_t)n_ctx; i++) {
-            float v = frand(-2.f, 2.f);
+            float v = gu_frand(&g_seed, -2.f, 2.f);
             if (ct == MI_TYPE_F16) { uint16_t h = mi_f32_to_f16(v); memcpy(cache + 2 * i, &h, 2); }
             else memcpy(cache + 4 * i, &v, 4);
         }
@@ -716,9 +699,7 @@ int main(int argc, char **argv) {
     (void)argc;
     (void)gu_fill;
     gu_init(&R, "gate-7d", "7d");
-    signal(SIGSEGV, on_crash);
-    signal(SIGBUS, on_crash);
-    signal(SIGABRT, on_crash);
+    gu_catch_crashes(&R, "gate_7d", 0);
     const char *q = getenv("MINFER_GATE_QUICK");
     g_quick = q && *q && strcmp(q, "0") != 0;
     const char *ch = getenv("MINFER_GATE_CHILD");
@@ -727,14 +708,7 @@ int main(int argc, char **argv) {
     ssize_t n = readlink("/proc/self/exe", g_self_exe, sizeof g_self_exe - 1);
     if (n > 0) g_self_exe[n] = 0;
     else snprintf(g_self_exe, sizeof g_self_exe, "%s", argv[0]);
-    const char *mb = getenv("MINFER_BIN");
-    if (mb && *mb) snprintf(g_minfer, sizeof g_minfer, "%s", mb);
-    else {   /* BUILD/gates/7d/gate_7d -> BUILD/minfer */
-        snprintf(g_minfer, sizeof g_minfer, "%s", g_self_exe);
-        char *sl = strrchr(g_minfer, '/');
-        if (sl) snprintf(sl, sizeof g_minfer - (size_t)(sl - g_minfer), "/../../minfer");
-        else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
-    }
+    gu_minfer_path(g_self_exe, g_minfer, sizeof g_minfer);
     mi_phases_install();
     mi_backend *probe = NULL;
     if (mi_backend_create("cuda", &probe) != MI_OK) {

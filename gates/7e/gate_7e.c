@@ -34,14 +34,6 @@ static char g_minfer[2048];
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
 
-static float frand(float lo, float hi) {
-    return lo + (hi - lo) * (float)((gu_rng(&g_seed) >> 11) * (1.0 / 9007199254740992.0));
-}
-static float *rand_f32(size_t n, float lo, float hi) {
-    float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
-    return p;
-}
 /* device copy at byte offset `off` of its allocation (so the kernels see unaligned tensors) */
 static void *dev_up_at(const void *h, size_t n, size_t off, void **base) {
     char *d = NULL;
@@ -60,16 +52,6 @@ static void dev_down(void *h, const void *d, size_t n) {
     CK(cudaStreamSynchronize(S));
     CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
 }
-/* sum (a-b)^2 / sum b^2; NaN anywhere gives NaN (fails every "<=" bound) */
-static double nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? num / den : num;
-}
 static size_t first_bad(const float *got, const float *want, size_t n, double tol_rel) {
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
@@ -78,18 +60,6 @@ static size_t first_bad(const float *got, const float *want, size_t n, double to
     return (size_t)-1;
 }
 
-static void *make_weights(mi_type t, int64_t K, int64_t M, size_t *bytes) {
-    const size_t rb = mi_row_size(t, K);
-    uint8_t *w = malloc(rb * (size_t)M);
-    float *row = malloc((size_t)K * 4);
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t k = 0; k < K; k++) row[k] = frand(-1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
-        mi_quantize_row(t, row, w + rb * (size_t)m, K);
-    }
-    free(row);
-    *bytes = rb * (size_t)M;
-    return w;
-}
 
 /* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias) */
 static void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
@@ -126,8 +96,8 @@ static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64
         return;
     }
     size_t wb;
-    uint8_t *w = make_weights(t, K, M, &wb);
-    float *x = rand_f32((size_t)(K * N), -1.f, 1.f), *bias = rand_f32((size_t)M, -0.5f, 0.5f);
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
     const size_t ny = (size_t)(M * N);
     float *ref = malloc(ny * 4), *got = malloc(ny * 4), *got2 = malloc(ny * 4), *old = malloc(ny * 4);
     cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M, N);
@@ -150,7 +120,7 @@ static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
     } else {
-        const double e_cpu = nmse(got, ref, ny), e_old = nmse(got, old, ny);
+        const double e_cpu = gu_nmse(got, ref, ny), e_old = gu_nmse(got, old, ny);
         const bool same_old = memcmp(got, old, ny * 4) == 0, rep = memcmp(got, got2, ny * 4) == 0;
         double *worst = e2 ? &g_worst_e2 : &g_worst_e7;
         if (e_cpu > *worst || e_cpu != e_cpu) *worst = e_cpu;
@@ -175,8 +145,8 @@ static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
     snprintf(name, sizeof name, "e5_ffn_%s_K%lld_F%lld_N%lld", mi_type_name(t), (long long)K, (long long)F, (long long)N);
     gu_begin(&R, name);
     size_t wb;
-    uint8_t *wg = make_weights(t, K, F, &wb), *wu = make_weights(t, K, F, &wb);
-    float *x = rand_f32((size_t)(K * N), -1.f, 1.f);
+    uint8_t *wg = gu_make_weights(&g_seed, t, K, F, 1.0f, &wb), *wu = gu_make_weights(&g_seed, t, K, F, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
     const size_t ny = (size_t)(F * N);
     float *g = malloc(ny * 4), *u = malloc(ny * 4), *ref = malloc(ny * 4), *got = malloc(ny * 4), *old = malloc(ny * 4);
     cpu_matmul(t, wg, x, NULL, g, K, F, N);
@@ -196,7 +166,7 @@ static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
     } else {
-        const double e_cpu = nmse(got, ref, ny), e_old = have_old ? nmse(got, old, ny) : 0.0;
+        const double e_cpu = gu_nmse(got, ref, ny), e_old = have_old ? gu_nmse(got, old, ny) : 0.0;
         if (e_cpu > g_worst_e5 || e_cpu != e_cpu) g_worst_e5 = e_cpu;
         if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6)) {
             size_t i = first_bad(got, ref, ny, 1e-3);
@@ -225,7 +195,7 @@ static void test_e4(void) {
     y.src[0] = &w;
     y.src[1] = &x;
     bool ok_sup = sup && sup(&y);
-    float *hw = rand_f32((size_t)(K * M), -1.f, 1.f), *hx = rand_f32((size_t)(K * N), -1.f, 1.f);
+    float *hw = gu_rand_f32(&g_seed, (size_t)(K * M), -1.f, 1.f), *hx = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
     float *got = malloc((size_t)(M * N) * 4), *ref = malloc((size_t)(M * N) * 4);
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++) {
@@ -238,7 +208,7 @@ static void test_e4(void) {
     float *dy = dev_poison((size_t)(M * N) * 4);
     mi_status st = mi7b_matmul(S, MI_TYPE_F32, dw, dx, NULL, dy, K, M, N, NULL);
     if (st == MI_OK) dev_down(got, dy, (size_t)(M * N) * 4);
-    double e = st == MI_OK ? nmse(got, ref, (size_t)(M * N)) : NAN;
+    double e = st == MI_OK ? gu_nmse(got, ref, (size_t)(M * N)) : NAN;
     if (!ok_sup || st != MI_OK || !(e <= 1e-9))
         gu_fail(&R, "supports %s, launch %s, nmse vs double %.3g (bound 1e-9)", ok_sup ? "yes" : "NO",
                 st == MI_OK ? "ok" : mi_errmsg(), e);
@@ -256,8 +226,8 @@ static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_
     gu_begin(&R, name);
     const int64_t n_ctx = n_past + N + 5, row = (int64_t)hd * Hkv, qd = (int64_t)hd * Hq;
     const size_t es = ct == MI_TYPE_F16 ? 2 : 4, cb = (size_t)(n_ctx * row) * es, nq = (size_t)(N * qd);
-    float *q = rand_f32(nq, -1.f, 1.f), *kf = rand_f32((size_t)(n_ctx * row), -1.f, 1.f),
-          *vf = rand_f32((size_t)(n_ctx * row), -1.f, 1.f);
+    float *q = gu_rand_f32(&g_seed, nq, -1.f, 1.f), *kf = gu_rand_f32(&g_seed, (size_t)(n_ctx * row), -1.f, 1.f),
+          *vf = gu_rand_f32(&g_seed, (size_t)(n_ctx * row), -1.f, 1.f);
     void *kc = malloc(cb), *vc = malloc(cb);
     for (int64_t i = 0; i < n_ctx * row; i++) {
         if (ct == MI_TYPE_F16) {   /* the reference uses exactly the stored values */
@@ -302,7 +272,7 @@ static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
     } else {
-        const double e_ref = nmse(got, ref, nq), e_old = nmse(got, old, nq);
+        const double e_ref = gu_nmse(got, ref, nq), e_old = gu_nmse(got, old, nq);
         if (!(e_ref <= 1e-6) || !(e_old <= 1e-6)) {
             size_t i = first_bad(got, ref, nq, 1e-3);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i, got[i],
@@ -490,7 +460,7 @@ static void test_model(const char *shape, const char *type, double bound) {
             int same = 0;
             for (int k = 0; k <= AB_STEPS; k++) {
                 const float *a = got + (size_t)k * (size_t)V, *b = ref + (size_t)k * (size_t)V;
-                double e = nmse(a, b, (size_t)V);
+                double e = gu_nmse(a, b, (size_t)V);
                 if (e > worst || e != e) worst = e;
                 same += memcmp(a, b, (size_t)V * 4) == 0;
             }
@@ -525,14 +495,7 @@ int main(int argc, char **argv) {
     (void)gu_fill;
     (void)gu_first_diff;
     gu_init(&R, "gate-7e", "7e");
-    const char *mb = getenv("MINFER_BIN");
-    if (mb && *mb) snprintf(g_minfer, sizeof g_minfer, "%s", mb);
-    else {   /* BUILD/gates/7e/gate_7e -> BUILD/minfer */
-        snprintf(g_minfer, sizeof g_minfer, "%s", argv[0]);
-        char *sl = strrchr(g_minfer, '/');
-        if (sl) snprintf(sl, sizeof g_minfer - (size_t)(sl - g_minfer), "/../../minfer");
-        else snprintf(g_minfer, sizeof g_minfer, "../../minfer");
-    }
+    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
