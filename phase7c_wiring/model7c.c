@@ -4,6 +4,7 @@
  * once into the resident registry (progress bar with GB/s) and the model holds one
  * reference to each copy until mi_model_free. */
 #include "phase7c_wiring/wiring7c.h"
+#include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,12 +34,6 @@ static m7c_model *g_models;
 static bool env_on(const char *name) {
     const char *e = getenv(name);
     return e && *e && strcmp(e, "0") != 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 m7c_model *m7c_model_find(const mi_model *m) {
@@ -102,7 +97,7 @@ static void progress(size_t done, size_t total, double t0, int *last_pct) {
     int pct = (int)(100.0 * (double)done / (double)total);
     if (pct == *last_pct) return;
     *last_pct = pct;
-    double dt = now_s() - t0;
+    double dt = mi_now_s() - t0;
     char bar[31];
     int fill = pct * 30 / 100;
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
@@ -136,7 +131,7 @@ static mi_status upload_all(m7c_model *ms, const mi_model *m, const char *path) 
     void *stream = NULL;
     MI_TRY(mi_cudev_select(ms->device));
     MI_TRY(mi_cudev_stream_new(&stream));
-    const double t0 = now_s();
+    const double t0 = mi_now_s();
     size_t done = 0;
     int last_pct = -1;
     long n_up = 0;
@@ -171,7 +166,7 @@ static mi_status upload_all(m7c_model *ms, const mi_model *m, const char *path) 
         if (isatty(2) && last_pct >= 0 && done < total) fputc('\n', stderr);
         return st;
     }
-    const double dt = now_s() - t0;
+    const double dt = mi_now_s() - t0;
     mi_log("cuda: %s: %d weights resident on device %d, %.2f GiB (%.2f GiB uploaded in %.2f s, %.1f GB/s; %.2f GiB reused)",
            ms->label, ms->n, ms->device, total / 1073741824.0, fresh / 1073741824.0, dt,
            dt > 0 ? fresh / dt / 1e9 : 0.0, (total - fresh) / 1073741824.0);

@@ -15,16 +15,11 @@
 #include <sys/wait.h>
 #include <immintrin.h>
 #include "common/model/mi.h"
+#include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include "common/backend/backend.h"
 
 extern char **environ;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- DRAM read bandwidth: threads sum disjoint slices of a buffer much larger than L3 ---- */
 
@@ -75,7 +70,7 @@ static double measure_bw(int n_threads) {
         pthread_t th[64];
         bw_slice sl[64];
         size_t per = (n / (size_t)n_threads) & ~(size_t)15;
-        double t0 = now_s();
+        double t0 = mi_now_s();
         for (int t = 0; t < n_threads; t++) {
             sl[t].p = buf + per * (size_t)t;
             sl[t].n = t == n_threads - 1 ? n - per * (size_t)t : per;
@@ -85,7 +80,7 @@ static double measure_bw(int n_threads) {
             pthread_join(th[t], NULL);
             sink += sl[t].sum;
         }
-        double gb = (double)bytes / (now_s() - t0) / 1e9;
+        double gb = (double)bytes / (mi_now_s() - t0) / 1e9;
         if (gb > best) best = gb;
     }
     munmap(buf, bytes);
@@ -292,14 +287,14 @@ int cmd_bench(int argc, char **argv) {
         double bytes_total = 0;
         for (int r = -1; r < reps && !rc; r++) {   /* r = -1: warm-up, not timed */
             mi_session_reset(s);
-            double t0 = now_s();
+            double t0 = mi_now_s();
             if (!is_tg) {
                 if (mi_session_decode(s, ids, n, false) != MI_OK) rc = 1;
             } else {
                 for (int64_t i = 0; i < n && !rc; i++)
                     if (mi_session_decode(s, ids + i, 1, false) != MI_OK) rc = 1;
             }
-            double dt = now_s() - t0;
+            double dt = mi_now_s() - t0;
             if (r >= 0) tv[r] = (double)n / dt;
             if (r >= 0 && is_tg) {
                 double b = 0;

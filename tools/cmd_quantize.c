@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <pthread.h>
 #include "common/core/mi_err.h"
+#include "common/core/mi_progress.h"
 #include "common/core/mi_fp16.h"
 #include "common/gguf/gguf.h"
 #include "common/quant/mi_types.h"
@@ -21,8 +22,7 @@ typedef struct {
     mi_type *dst_type;
     int64_t n;
     int n_threads;
-    double t0, t_last;
-    bool tty;
+    mi_progress prog;
 } quant_ctx;
 
 static bool is_float_type(mi_type t) { return t == MI_TYPE_F32 || t == MI_TYPE_F16 || t == MI_TYPE_BF16; }
@@ -95,22 +95,8 @@ static mi_status quant_fill(void *user, int64_t idx, void *dst, size_t nbytes) {
     return bad ? mi_err(MI_ERR_NOMEM, "quantize: %s: out of memory for a row buffer", ti->name) : MI_OK;
 }
 
-static double q_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void quant_progress(void *user, size_t done, size_t total) {
-    quant_ctx *c = user;
-    double t = q_now();
-    if (done < total && t - c->t_last < (c->tty ? 0.25 : 5.0)) return;
-    c->t_last = t;
-    double el = t - c->t0 > 1e-6 ? t - c->t0 : 1e-6;
-    fprintf(stderr, "%squantize: %.2f / %.2f GB written (%3.0f%%)  %.2f GB/s%s", c->tty ? "\r" : "",
-            (double)done / 1e9, (double)total / 1e9, total ? 100.0 * (double)done / (double)total : 100.0,
-            (double)done / 1e9 / el, c->tty ? "" : "\n");
-    fflush(stderr);
+    mi_progress_bytes(&((quant_ctx *)user)->prog, done, total);
 }
 
 static void quantize_usage(FILE *f) {
@@ -196,11 +182,12 @@ int cmd_quantize(int argc, char **argv) {
             pure ? " (pure)" : "", (long long)n, (double)total_in / 1e9, (double)total_out / 1e9);
     for (int t = 0; t < MI_TYPE_COUNT; t++) if (count[t]) fprintf(stderr, " %s x%d", mi_type_name(t), count[t]);
     fprintf(stderr, "\n");
-    quant_ctx ctx = {f, src, types, n, (int)nthreads, q_now(), 0.0, isatty(2) != 0};
+    quant_ctx ctx = {f, src, types, n, (int)nthreads, {0}};
+    mi_progress_start(&ctx.prog, "quantize");
     mi_status st = gguf_writer_write(w, pos[1], quant_fill, &ctx, quant_progress);
-    if (ctx.tty) fprintf(stderr, "\n");
+    const double el = mi_progress_end(&ctx.prog);
     if (st != MI_OK) { fprintf(stderr, "quantize: writing %s: %s\n", pos[1], mi_errmsg()); goto done; }
-    fprintf(stderr, "quantize: wrote %s in %.1f s\n", pos[1], q_now() - ctx.t0);
+    fprintf(stderr, "quantize: wrote %s in %.1f s\n", pos[1], el);
     rc = 0;
 done:
     if (w) gguf_writer_free(w);

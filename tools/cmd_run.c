@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "common/model/mi.h"
+#include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/sampler/sampler.h"
@@ -32,12 +33,6 @@ typedef struct {
     double t_prompt, t_gen, gen_bytes;
     int64_t n_prompt_tok, n_gen_tok, n_gen_steps;
 } run_state;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int fail(const char *msg) {
     fprintf(stderr, "minfer: %s\n", msg);
@@ -149,9 +144,9 @@ static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_promp
         if (is_prompt && ci < r->n_chunk && r->chunk[ci] > 0 && r->chunk[ci] < piece) piece = r->chunk[ci];
         ci++;
         int64_t n_past = mi_session_n_past(r->s);
-        double t0 = now_s();
+        double t0 = mi_now_s();
         MI_TRY(mi_session_decode(r->s, tok + done, piece, r->dump != NULL));
-        double dt = now_s() - t0;
+        double dt = mi_now_s() - t0;
         if (is_prompt) {
             r->t_prompt += dt;
             r->n_prompt_tok += piece;

@@ -14,6 +14,7 @@
 #include "common/gguf/gguf.h"
 #include "common/quant/mi_types.h"
 #include "common/model/shapes.h"
+#include "common/core/mi_progress.h"
 
 /* ---------------- PRNG: splitmix64, one stream per (tensor, chunk) ---------------- */
 static inline uint64_t sm64(uint64_t *s) {
@@ -363,8 +364,7 @@ typedef struct {
     const synth_tensor *t;
     int64_t n;
     int n_threads;
-    double t0, t_last;
-    bool tty;
+    mi_progress prog;
 } synth_ctx;
 
 static mi_status synth_fill(void *user, int64_t idx, void *dst, size_t nbytes) {
@@ -397,22 +397,8 @@ static mi_status synth_fill(void *user, int64_t idx, void *dst, size_t nbytes) {
     return MI_OK;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void synth_progress(void *user, size_t done, size_t total) {
-    synth_ctx *c = user;
-    double t = now_s();
-    if (done < total && t - c->t_last < (c->tty ? 0.25 : 5.0)) return;
-    c->t_last = t;
-    double el = t - c->t0 > 1e-6 ? t - c->t0 : 1e-6;
-    fprintf(stderr, "%ssynth: %.2f / %.2f GB (%3.0f%%)  %.2f GB/s%s", c->tty ? "\r" : "",
-            (double)done / 1e9, (double)total / 1e9, total ? 100.0 * (double)done / (double)total : 100.0,
-            (double)done / 1e9 / el, c->tty ? "" : "\n");
-    fflush(stderr);
+    mi_progress_bytes(&((synth_ctx *)user)->prog, done, total);
 }
 
 /* ---------------- metadata ---------------- */
@@ -608,11 +594,11 @@ int cmd_synth(int argc, char **argv) {
     fprintf(stderr, "synth: %s (%s, %.3f B params) as %s%s: %lld tensors, %.2f GB of weights -> %s\n", s->name, s->arch,
             (double)mi_shape_n_params(s) / 1e9, mix->name, pure ? " (pure)" : "", (long long)tl.n,
             (double)total / 1e9, out);
-    synth_ctx ctx = {tl.t, tl.n, (int)nthreads, now_s(), 0.0, isatty(2) != 0};
+    synth_ctx ctx = {tl.t, tl.n, (int)nthreads, {0}};
+    mi_progress_start(&ctx.prog, "synth");
     mi_status st = gguf_writer_write(w, out, synth_fill, &ctx, synth_progress);
-    if (ctx.tty) fprintf(stderr, "\n");
+    const double el = mi_progress_end(&ctx.prog);
     if (st != MI_OK) { fprintf(stderr, "synth: writing %s: %s\n", out, mi_errmsg()); goto done; }
-    double el = now_s() - ctx.t0;
     fprintf(stderr, "synth: wrote %s: %.2f GB in %.1f s (%.2f GB/s), %.2f bits/weight\n", out, (double)total / 1e9,
             el, (double)total / 1e9 / (el > 1e-6 ? el : 1e-6), 8.0 * (double)total / (double)mi_shape_n_params(s));
     rc = 0;

@@ -4,6 +4,7 @@
  * split-by-split execution. Decisions are made before execution; a node that fails
  * returns its error with context, never falls back mid-graph. */
 #include "sched.h"
+#include "common/core/mi_progress.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,6 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     s->dump = e ? atoi(e) : 0;
     *out = s;
     return MI_OK;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void sched_free(mi_sched *s) {
@@ -446,7 +441,7 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
             mi_tensor *t = g->nodes[k];
             if (t->op == MI_OP_NONE) continue;
             mi_status st;
-            double t0 = s->profile ? now_s() : 0.0;
+            double t0 = s->profile ? mi_now_s() : 0.0;
             if (t->op == MI_OP_COPY && t->src[0] && backend_of(s, t->src[0]) != t->backend) {
                 mi_backend *sb = s->be[backend_of(s, t->src[0])];
                 size_t nb = mi_nbytes(t);
@@ -459,7 +454,7 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
             }
             if (st == MI_OK && s->profile) {
                 st = be->iface->synchronize(be);
-                s->prof_s[t->op] += now_s() - t0;
+                s->prof_s[t->op] += mi_now_s() - t0;
                 s->prof_n[t->op]++;
             }
             if (st != MI_OK)

@@ -1,0 +1,28 @@
+/* Wall clock and a throttled progress line on stderr, shared by the long-running
+ * commands (synth, quantize): redrawn in place on a terminal at most every 0.25 s,
+ * one line every 5 s into a log. */
+#ifndef MI_PROGRESS_H
+#define MI_PROGRESS_H
+#include <stddef.h>
+#include <stdbool.h>
+#include <time.h>
+
+static inline double mi_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    const char *label;   /* "synth", "quantize" */
+    double t0, t_last;
+    bool tty;            /* stderr is a terminal */
+} mi_progress;
+
+void mi_progress_start(mi_progress *p, const char *label);
+/* "label: X / Y GB (P%)  Z GB/s", throttled; always printed when done == total */
+void mi_progress_bytes(mi_progress *p, size_t done, size_t total);
+/* End the in-place line (on a terminal) and return the seconds since start. */
+double mi_progress_end(mi_progress *p);
+
+#endif
