@@ -18,7 +18,7 @@ typedef struct {
     size_t act_rb;
     mi_quantize_fn quant;
     char *qdst;
-    mi_vec_dot_fn dot;
+    mi_vec_dot_fn dot, dot2;   /* dot2: W_up's kernel (FFN_SWIGLU) */
     int64_t K, M, N, n_rb, n_tb;
     int64_t rows;              /* rows per chunk (a multiple of MM_ROWS) */
     bool gemm;                 /* row-interleaved AVX-512 GEMM path (cpu_gemm_avx512.c) */
@@ -107,7 +107,6 @@ static void mm_chunk(void *arg, int64_t c, int ith) {
             }
         } else {
             size_t wrb2 = mi_row_size(k->w2->type, k->K);
-            mi_vec_dot_fn dot2 = mi_get_vec_dot(k->w2->type, MI_ISA_BEST);
             for (int64_t r = r0; r < r1; r++) {
                 const char *wg = (const char *)k->w->data + (size_t)r * wrb;
                 const char *wu = (const char *)k->w2->data + (size_t)r * wrb2;
@@ -115,7 +114,7 @@ static void mm_chunk(void *arg, int64_t c, int ith) {
                     float g, u;
                     const char *a = k->act + (size_t)n * k->act_rb;
                     k->dot(k->K, &g, wg, a);
-                    dot2(k->K, &u, wu, a);
+                    k->dot2(k->K, &u, wu, a);
                     y[(size_t)n * (size_t)k->M + (size_t)r] = mi_canon_swiglu(g, u);
                 }
             }
@@ -134,7 +133,9 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
     k.M = k.w->ne[1];
     k.N = x->ne[1];
     k.dot = mi_get_vec_dot(k.w->type, MI_ISA_BEST);
-    if (!k.dot) return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no dot kernel for %s", t->name, mi_type_name(k.w->type));
+    k.dot2 = k.w2 ? mi_get_vec_dot(k.w2->type, MI_ISA_BEST) : NULL;
+    if (!k.dot || (k.w2 && !k.dot2))
+        return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no dot kernel for %s", t->name, mi_type_name(k.w->type));
     mi_type vdt = mi_type_get(k.w->type)->vec_dot_type;
     int64_t work = k.M * k.N * (k.K / 32 + 1);
     if (vdt == MI_TYPE_F32) {
