@@ -180,18 +180,12 @@ mi_status mi_cuda_graph_bump_generation(int *n_bumped) {
     return st;
 }
 
-/* The registry's "cuda": 7a's backend (device from MINFER_CUDA_DEVICE), wrapped. */
+/* The registry's "cuda": whatever the phases below registered (7a's constructor, which
+ * reads MINFER_CUDA_DEVICE), wrapped with capture/replay. */
+static mi_backend_create_fn g7_inner;
 static mi_status g7_create(mi_backend **out) {
-    int dev = 0;
-    const char *e = getenv("MINFER_CUDA_DEVICE");
-    if (e && *e) {
-        char *end = NULL;
-        long v = strtol(e, &end, 10);
-        if (*end || v < 0 || v > 1024)
-            return mi_err(MI_ERR_INVALID, "MINFER_CUDA_DEVICE='%s' is not a device number", e);
-        dev = (int)v;
-    }
-    MI_TRY(mi_cuda_backend_new(dev, out));
+    if (!g7_inner) return mi_err(MI_ERR_INTERNAL, "cuda graph: no CUDA backend registered below phase 7d");
+    MI_TRY(g7_inner(out));
     if (mi_cuda_graph_wrap(*out) != MI_OK) {
         mi_log("cuda graph: %s: this backend runs without graphs", mi_errmsg());
         mi_err_clear();
@@ -217,5 +211,7 @@ static void parse_env(void) {
 void mi_phase7d_install(void) {
     m7d_install_step_ops();
     parse_env();
+    mi_backend_create_fn inner = mi_backend_registered("cuda");
+    if (inner && inner != g7_create) g7_inner = inner;   /* a second install keeps the first inner */
     mi_backend_register("cuda", g7_create);
 }

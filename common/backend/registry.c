@@ -55,3 +55,5 @@ mi_status mi_backend_create(const char *name, mi_backend **out) {
 }
 
 bool mi_backend_available(const char *name) { return lookup(name) != NULL; }
+
+mi_backend_create_fn mi_backend_registered(const char *name) { return lookup(name); }
