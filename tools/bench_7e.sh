@@ -6,24 +6,14 @@
 #          MODELS (colon list), PP (512), TG (64), REPS (3)
 set -u
 cd "$(dirname "$0")/.."
+. tools/bench_models.sh
 BUILD=${1:-${BUILD:-build}}
 B7E=$BUILD/gates/7e/bench_7e
 JSON=${BENCH_JSON:-results/bench-7e.jsonl}
 say() { echo "[bench-7e $(date -u +%H:%M:%S)] $*"; }
 [ -x "$B7E" ] || { say "$B7E missing: build PHASE=7e first (make BUILD=$BUILD)"; exit 1; }
 mkdir -p "$(dirname "$JSON")"
-if [ -z "${MODELS:-}" ]; then
-    MODELS=""
-    for st in qwen2.5-0.5b:q4_0 qwen2.5-7b:q4_k_m; do
-        f=/tmp/minfer-7b-${st%%:*}-${st#*:}.gguf
-        [ -f "$f" ] || f=/tmp/minfer-7e-${st%%:*}-${st#*:}.gguf
-        if [ ! -f "$f" ]; then
-            say "synthesizing ${st%%:*} ${st#*:} -> $f"
-            "$BUILD/minfer" synth --shape "${st%%:*}" --type "${st#*:}" -o "$f" >/dev/null || { say "synth failed"; exit 1; }
-        fi
-        MODELS="$MODELS${MODELS:+:}$f"
-    done
-fi
+if [ -z "${MODELS:-}" ]; then bench_models "$BUILD/minfer" || exit 1; fi
 IFS=: read -r -a mlist <<<"$MODELS"
 say "bench_7e -p ${PP:-512} -n ${TG:-64} -r ${REPS:-3} on ${mlist[*]}"
 "$B7E" -p "${PP:-512}" -n "${TG:-64}" -r "${REPS:-3}" --json "$JSON" "${mlist[@]}"

@@ -9,20 +9,17 @@
 #          M7 (model path), REPS (3), PP (2048), TG (128)
 set -u
 cd "$(dirname "$0")/.."
+. tools/bench_models.sh
 BUILD=${1:-${BUILD:-build}}
 MINFER=$BUILD/minfer
 JSON=${BENCH_JSON:-results/bench-era-a.jsonl}
-M7=${M7:-/tmp/minfer-7b-qwen2.5-7b-q4_k_m.gguf}
 REPS=${REPS:-3}
 PP=${PP:-2048}
 TG=${TG:-128}
 say() { echo "[bench-era-a $(date -u +%H:%M:%S)] $*"; }
 [ -x "$MINFER" ] || { say "$MINFER missing: build first (make BUILD=$BUILD)"; exit 1; }
 mkdir -p "$(dirname "$JSON")"
-if [ ! -f "$M7" ]; then
-    say "synthesizing qwen2.5-7b q4_k_m -> $M7"
-    "$MINFER" synth --shape qwen2.5-7b --type q4_k_m -o "$M7" >/dev/null || { say "synth failed"; exit 1; }
-fi
+M7=${M7:-$(bench_model "$MINFER" qwen2.5-7b q4_k_m)} || exit 1
 tmp=$(mktemp /tmp/minfer-era-a-XXXXXX.jsonl)
 say "minfer bench -p $PP -n $TG -r $REPS --backend cuda ($M7)"
 "$MINFER" bench -m "$M7" --backend cuda -p "$PP" -n "$TG" -r "$REPS" --json "$tmp" || { say "bench failed"; rm -f "$tmp"; exit 1; }

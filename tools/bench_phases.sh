@@ -9,6 +9,7 @@
 #          PP (512), TG (64), REPS (2), JOBS (make -j, 2)
 set -u
 cd "$(dirname "$0")/.."
+. tools/bench_models.sh
 BD=${1:-${BD:-build}}
 JSON=${BENCH_JSON:-results/bench-phases.jsonl}
 PP=${PP:-512}
@@ -25,18 +26,7 @@ for p in 7b 7c 7d 7e; do
     fi
 done
 TOP=$BD-7e/minfer
-if [ -z "${MODELS:-}" ]; then
-    MODELS=""
-    for st in qwen2.5-0.5b:q4_0 qwen2.5-7b:q4_k_m; do
-        f=/tmp/minfer-7b-${st%%:*}-${st#*:}.gguf
-        [ -f "$f" ] || f=/tmp/minfer-7e-${st%%:*}-${st#*:}.gguf
-        if [ ! -f "$f" ]; then
-            say "synthesizing ${st%%:*} ${st#*:} -> $f"
-            "$TOP" synth --shape "${st%%:*}" --type "${st#*:}" -o "$f" >/dev/null || { say "synth failed"; exit 1; }
-        fi
-        MODELS="$MODELS${MODELS:+:}$f"
-    done
-fi
+if [ -z "${MODELS:-}" ]; then bench_models "$TOP" || exit 1; fi
 rc=0
 IFS=: read -r -a mlist <<<"$MODELS"
 for m in "${mlist[@]}"; do
