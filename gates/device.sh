@@ -10,6 +10,34 @@
 # The device tool returns at most 8 files, so nothing else goes to $OUT.
 set -u
 cd "$(dirname "$0")/.."
+# ---- real model files, brought over several calls of one warm machine ----
+# One call carries at most 64 MiB, so a real GGUF travels as 60 MiB pieces (split -b 60M -d
+# into the git-ignored .dev/, named <base>.NN, plus .dev/sums.txt from sha256sum):
+#   bash gates/device.sh stash        moves the carried pieces to $STASH (kept between calls)
+#   REAL_MODELS=1 bash gates/device.sh   assembles every complete file whose sha256 matches
+#                                       and hands them to gate_7c (MINFER_GATE_REAL_MODELS)
+STASH=${STASH:-/root/minfer-stash}
+if [ "${1:-}" = stash ]; then
+    mkdir -p "$STASH"
+    for f in .dev/*; do [ -f "$f" ] && mv -f "$f" "$STASH/"; done
+    echo "stash: $(ls "$STASH" | wc -l) files, $(du -sh "$STASH" | cut -f1): $(ls "$STASH" | tr '\n' ' ')"
+    exit 0
+fi
+assemble_real() {   # prints the colon-joined paths of the verified files
+    local dir=/root/minfer-real list="" b f want got
+    mkdir -p "$dir"
+    [ -f "$STASH/sums.txt" ] || return 0
+    while read -r want f; do
+        b=$(basename "$f")
+        case "$b" in SmolLM2*) pre=smol ;; Qwen2.5-Coder-0.5B*) pre=q05 ;; Qwen2.5-Coder-1.5B*) pre=q15 ;; *) continue ;; esac
+        compgen -G "$STASH/$pre.*" >/dev/null || continue
+        cat "$STASH"/$pre.* >"$dir/$b"
+        got=$(sha256sum "$dir/$b" | cut -d' ' -f1)
+        if [ "$got" = "$want" ]; then list="$list${list:+:}$dir/$b"
+        else echo "real model $b: incomplete or corrupt ($(ls "$STASH"/$pre.* | wc -l) pieces, sha256 $got)" >&2; rm -f "$dir/$b"; fi
+    done <"$STASH/sums.txt"
+    echo "$list"
+}
 OUT=${OUT:-/tmp/minfer-out}
 mkdir -p "$OUT"
 WORK=/tmp/minfer-device
@@ -94,6 +122,27 @@ synth tiny-qwen3 q4_k_m
 synth qwen2.5-0.5b q4_0
 status_line "models: ${MODELS:-none}"
 export MINFER_GATE_MODELS=$MODELS
+
+if [ -n "${REAL_MODELS:-}" ]; then
+    MINFER_GATE_REAL_MODELS=$(assemble_real 2>>"$LOGS/synth.log")
+    export MINFER_GATE_REAL_MODELS
+    status_line "real model files: ${MINFER_GATE_REAL_MODELS:-none complete}"
+fi
+
+# ---- PROFILE=1: per-op and per-weight-shape times of the 7B (MINFER_PROFILE=2, synchronized
+# after every node, graphs off), prefill 2048 and decode, first, on a quiet GPU ----
+if [ -n "${PROFILE:-}" ] && [ -x "$MINFER" ]; then
+    M7=/tmp/minfer-7b-qwen2.5-7b-q4_k_m.gguf   # the path the gates synthesize to (reused by them)
+    [ -f "$M7" ] || "$MINFER" synth --shape qwen2.5-7b --type q4_k_m -o "$M7" >>"$LOGS/synth.log" 2>&1
+    for pr in "pp:-p 2048 -n 1" "tg:-p 8 -n 64"; do
+        read -r -a pa <<<"${pr#*:}"
+        MINFER_NO_CUDA_GRAPH=1 MINFER_PROFILE=2 timeout 300 "$MINFER" bench -m "$M7" --backend cuda "${pa[@]}" -r 1 \
+            >"$LOGS/profile-${pr%%:*}.log" 2>&1
+        status_line "profile ${pr%%:*} (${pr#*:}): rc $?"
+    done
+    cat "$LOGS"/profile-pp.log "$LOGS"/profile-tg.log >"$OUT/profile-7b.txt"
+    grep -E 'sched profile|^  ' "$LOGS/profile-tg.log" | head -40
+fi
 
 # ---- device gates ----
 overall=0

@@ -98,6 +98,47 @@ void mi_cudev_driver_str(char *buf, size_t n) {
 static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
 static long g_fail_at = -1;      /* -1: not yet read from the environment */
 static long g_calls;
+/* live allocations (pointer, size): a plain array, searched on free. minfer makes a few
+ * hundred device allocations at most (pool chunks, regions, one per resident weight). */
+typedef struct { void *p; size_t n; } live_rec;
+static live_rec *g_live;
+static long g_n_live, g_cap_live;
+static size_t g_live_bytes;
+
+static void live_add(void *p, size_t n) {
+    pthread_mutex_lock(&g_alloc_mu);
+    if (g_n_live == g_cap_live) {
+        long cap = g_cap_live ? 2 * g_cap_live : 256;
+        live_rec *nl = realloc(g_live, (size_t)cap * sizeof *nl);
+        if (!nl) {   /* accounting only: the allocation itself stands */
+            pthread_mutex_unlock(&g_alloc_mu);
+            return;
+        }
+        g_live = nl;
+        g_cap_live = cap;
+    }
+    g_live[g_n_live++] = (live_rec){ p, n };
+    g_live_bytes += n;
+    pthread_mutex_unlock(&g_alloc_mu);
+}
+
+static void live_remove(void *p) {
+    pthread_mutex_lock(&g_alloc_mu);
+    for (long i = g_n_live - 1; i >= 0; i--) {
+        if (g_live[i].p != p) continue;
+        g_live_bytes -= g_live[i].n;
+        g_live[i] = g_live[--g_n_live];
+        break;
+    }
+    pthread_mutex_unlock(&g_alloc_mu);
+}
+
+void mi_cudev_live(size_t *bytes, long *count) {
+    pthread_mutex_lock(&g_alloc_mu);
+    if (bytes) *bytes = g_live_bytes;
+    if (count) *count = g_n_live;
+    pthread_mutex_unlock(&g_alloc_mu);
+}
 
 void mi_cudev_fail_malloc_at(long n) {
     pthread_mutex_lock(&g_alloc_mu);
@@ -135,11 +176,14 @@ mi_status mi_cudev_malloc(void **p, size_t n) {
         return mi_err(MI_ERR_DEVICE, "cudaMalloc(%zu bytes) failed: %s at %s:%d", n,
                       cudaGetErrorString(e), __FILE__, __LINE__);
     }
+    live_add(*p, n);
     return MI_OK;
 }
 
 void mi_cudev_free(void *p) {
-    if (p) MI_CU_WARN(cudaFree(p));
+    if (!p) return;
+    live_remove(p);
+    MI_CU_WARN(cudaFree(p));
 }
 
 mi_status mi_cudev_host_alloc(void **p, size_t n) {

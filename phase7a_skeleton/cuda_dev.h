@@ -42,6 +42,10 @@ mi_status mi_cudev_malloc(void **p, size_t n);
 void mi_cudev_free(void *p);
 void mi_cudev_fail_malloc_at(long n);      /* test hook: N > 0 arms, 0 disarms; counter restarts */
 long mi_cudev_malloc_calls(void);          /* calls since start or since the last fail_malloc_at */
+/* Device bytes minfer holds right now through mi_cudev_malloc (pools, regions, resident
+ * weights), and how many allocations: the exact figure a leak check compares, unlike
+ * cudaMemGetInfo, which also moves with the driver's and runtime's own allocations. */
+void mi_cudev_live(size_t *bytes, long *count);
 /* Pinned (page-locked) host memory: truly asynchronous copies need it. */
 mi_status mi_cudev_host_alloc(void **p, size_t n);
 void mi_cudev_host_free(void *p);

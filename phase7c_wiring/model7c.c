@@ -199,6 +199,16 @@ void m7c_model_loaded(struct mi_model *m, const char *path) {
         mi_err_clear();   /* mi_cudev_count leaves its reason in the message */
         no_device = mi_cudev_count(&ndev) != MI_OK || ndev == 0;
     }
+    if (mi_model_cpu_only(m)) {
+        /* asked for at load: not a fallback, so no log line, and the device is not touched */
+        snprintf(ms->why, sizeof ms->why, "loaded with backend cpu (no weights uploaded)");
+        mi_err_clear();
+        pthread_mutex_lock(&g_mu);
+        ms->next = g_models;
+        g_models = ms;
+        pthread_mutex_unlock(&g_mu);
+        return;
+    }
     if (disabled) {
         snprintf(ms->why, sizeof ms->why, "CUDA disabled by MINFER_DISABLE_CUDA=1");
     } else if (no_device) {

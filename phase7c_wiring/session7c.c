@@ -56,6 +56,12 @@ mi_status m7c_session_open(struct mi_model *m, const char *want, mi_backend **cu
         *cuda = NULL;
         return MI_OK;
     }
+    if (!ok && !is_auto && mi_model_cpu_only(m)) {
+        (*cuda)->iface->destroy(*cuda);
+        *cuda = NULL;
+        return mi_err(MI_ERR_INVALID, "backend 'cuda': %s was loaded with backend cpu; load it with cuda or auto",
+                      ms ? m7c_model_label(ms) : "the model");
+    }
     if (!ok && ms && m7c_model_upload_failed(ms)) {
         /* asked for CUDA, and the device could not take the weights: say so */
         (*cuda)->iface->destroy(*cuda);

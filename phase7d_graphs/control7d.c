@@ -71,6 +71,10 @@ int mi_cuda_graph_capture_log(mi_cuda_graph_capture_rec *out, int max) {
 void mi_cuda_graph_set_enabled(bool on) { __atomic_store_n(&g_enabled, on ? 1 : 0, __ATOMIC_RELAXED); }
 bool mi_cuda_graph_enabled(void) { return __atomic_load_n(&g_enabled, __ATOMIC_RELAXED) != 0; }
 
+static int g_input_staging = 1;
+void mi_cuda_graph_set_input_staging(bool on) { __atomic_store_n(&g_input_staging, on ? 1 : 0, __ATOMIC_RELAXED); }
+bool mi_cuda_graph_input_staging(void) { return __atomic_load_n(&g_input_staging, __ATOMIC_RELAXED) != 0; }
+
 void mi_cuda_graph_set_fail(mi_graph_fail mode, int count) {
     pthread_mutex_lock(&g7_st_mu);
     g_fail_mode = mode;

@@ -545,7 +545,7 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     s->g = g;
     s->sp = *sp;
     s->split_serial++;
-    s->staged = mi_cuda_graph_enabled();
+    s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
     const bool eligible = split_scan(s);
     s->gen = s->orig->generation ? s->orig->generation(be) : 0;
     s->ws = mi_cuda_workspace(s->c, &s->ws_size);
@@ -574,7 +574,7 @@ static mi_status w_execute_node(mi_backend *be, mi_tensor *node) {
                           s->g->nodes[id] == node;
     if (!in_split) {
         abort_stale(s, "a node outside the split ran while a window was open");
-        s->staged = mi_cuda_graph_enabled();
+        s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
         return node->op == MI_OP_INPUT ? run_input(s, node) : run_direct(s, node);
     }
     if (id < s->first_compute || (node->op == MI_OP_INPUT && s->mode != M_CAPTURING))

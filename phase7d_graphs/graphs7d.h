@@ -55,6 +55,12 @@ int mi_cuda_graph_capture_log(mi_cuda_graph_capture_rec *out, int max);
 void mi_cuda_graph_set_enabled(bool on);
 bool mi_cuda_graph_enabled(void);
 
+/* Input fills through the pinned staging ring (default on; 7e's item e6 switches it).
+ * Off: an Input node is filled by the backend's own pageable copy, outside any window,
+ * as with graphs off. Read at each split. The step params always use the ring. */
+void mi_cuda_graph_set_input_staging(bool on);
+bool mi_cuda_graph_input_staging(void);
+
 /* Failure injection (gate): MINFER_CUDA_GRAPH_FAIL=begin|node|sync[:COUNT] at install.
  * begin: cudaStreamBeginCapture fails (issued on the legacy stream, which CUDA refuses);
  * node: a node inside the window reports an error after its kernels were recorded;

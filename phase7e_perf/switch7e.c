@@ -117,6 +117,8 @@ static void apply(void) {
     }
     /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
     if (g_ffn_exec && g_ffn_sup) mi_cuda_set_op(MI_OP_FFN_SWIGLU, ex_ffn, sup_ffn, ws_ffn);
+    /* e6 off: Input nodes take the backend's pageable copy instead of 7d's pinned ring */
+    mi_cuda_graph_set_input_staging(mi7e_item_on(MI7E_E6));
 }
 
 static mi_status parse_off(const char *list, unsigned *out) {

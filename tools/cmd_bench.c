@@ -242,7 +242,8 @@ int cmd_bench(int argc, char **argv) {
     }
 
     mi_model *m = NULL;
-    if (mi_model_load(model, &m) != MI_OK) return bench_fail(mi_errmsg());
+    mi_model_params mp = {backend};
+    if (mi_model_load_params(model, &mp, &m) != MI_OK) return bench_fail(mi_errmsg());
     const mi_hparams *hp = mi_model_hparams(m);
     gguf_file *gf = mi_model_gguf(m);
     int64_t n_ctx = n_gen;

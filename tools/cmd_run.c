@@ -251,7 +251,8 @@ int cmd_run(int argc, char **argv) {
         r.n_chunk = (int)n;
         free(v);
     }
-    if ((st = mi_model_load(a.model, &m)) != MI_OK) return fail(mi_errmsg());
+    mi_model_params mp = {a.backend};   /* --backend cpu: the device is never touched */
+    if ((st = mi_model_load_params(a.model, &mp, &m)) != MI_OK) return fail(mi_errmsg());
     r.m = m;
     const mi_hparams *hp = mi_model_hparams(m);
     gguf_file *gf = mi_model_gguf(m);

@@ -25,6 +25,11 @@ struct mi_sched {
     bool profile;                    /* MINFER_PROFILE=1: time per op (synchronizing), printed at sched_free */
     double prof_s[MI_OP_COUNT];
     long prof_n[MI_OP_COUNT];
+    /* MINFER_PROFILE=2 also: per weight-reading node shape (op, weight type, K, M, N),
+     * with the weight bytes read, so a matmul's time reads as GB/s */
+    struct { int op, type; int64_t k, m, n; size_t bytes; double s; long cnt; } prof_shape[48];
+    int n_prof_shape;
+    int profile_level;
     /* allocation record of the last allocated graph (for the dump) */
     const mi_graph *rec_graph;
     size_t *rec_off;                 /* [n_nodes] offset in the backend buffer, SIZE_MAX = none */
@@ -51,7 +56,8 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     const char *e = getenv("MINFER_SCHED_NOREUSE");
     s->no_reuse = e && e[0] == '1';
     e = getenv("MINFER_PROFILE");
-    s->profile = e && e[0] == '1';
+    s->profile = e && (e[0] == '1' || e[0] == '2');
+    s->profile_level = s->profile ? e[0] - '0' : 0;
     e = getenv("MINFER_DUMP_GRAPH");
     s->dump = e ? atoi(e) : 0;
     *out = s;
@@ -68,6 +74,16 @@ void sched_free(mi_sched *s) {
             if (s->prof_n[o])
                 fprintf(stderr, "  %-10s %8ld nodes %9.3f ms %5.1f%%  %7.1f us/node\n", mi_op_name((mi_op)o), s->prof_n[o],
                         1e3 * s->prof_s[o], tot > 0 ? 100.0 * s->prof_s[o] / tot : 0.0, 1e6 * s->prof_s[o] / (double)s->prof_n[o]);
+        if (s->n_prof_shape)
+            fprintf(stderr, "sched profile by weight shape (MINFER_PROFILE=2; weight bytes / time, launch + sync included):\n");
+        for (int i = 0; i < s->n_prof_shape; i++) {
+            const double t = s->prof_shape[i].s, c = (double)s->prof_shape[i].cnt;
+            fprintf(stderr, "  %-11s %-5s K %6lld M %6lld N %5lld %6ld nodes %9.3f ms %5.1f%% %8.1f us/node %7.1f GB/s\n",
+                    mi_op_name((mi_op)s->prof_shape[i].op), mi_type_name((mi_type)s->prof_shape[i].type),
+                    (long long)s->prof_shape[i].k, (long long)s->prof_shape[i].m, (long long)s->prof_shape[i].n,
+                    s->prof_shape[i].cnt, 1e3 * t, tot > 0 ? 100.0 * t / tot : 0.0, 1e6 * t / c,
+                    t > 0 ? (double)s->prof_shape[i].bytes * c / t / 1e9 : 0.0);
+        }
     }
     for (int i = 0; i < s->n; i++)
         if (s->buf[i]) s->be[i]->iface->buffer_free(s->be[i], s->buf[i]);
@@ -454,8 +470,35 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
             }
             if (st == MI_OK && s->profile) {
                 st = be->iface->synchronize(be);
-                s->prof_s[t->op] += mi_now_s() - t0;
+                const double dt = mi_now_s() - t0;
+                s->prof_s[t->op] += dt;
                 s->prof_n[t->op]++;
+                const mi_tensor *w = t->src[0];
+                const bool ffn = t->op == MI_OP_FFN_SWIGLU;
+                if (s->profile_level >= 2 && w && (w->flags & MI_T_WEIGHT) && (t->op == MI_OP_MATMUL || ffn)) {
+                    const mi_tensor *x = ffn ? t->src[2] : t->src[1];
+                    const int64_t n = x ? mi_nelements(x) / x->ne[0] : 0;
+                    int i = 0;
+                    for (; i < s->n_prof_shape; i++)
+                        if (s->prof_shape[i].op == (int)t->op && s->prof_shape[i].type == (int)w->type &&
+                            s->prof_shape[i].k == w->ne[0] && s->prof_shape[i].m == w->ne[1] && s->prof_shape[i].n == n)
+                            break;
+                    if (i == s->n_prof_shape && i < (int)(sizeof s->prof_shape / sizeof s->prof_shape[0])) {
+                        s->n_prof_shape++;
+                        s->prof_shape[i].op = (int)t->op;
+                        s->prof_shape[i].type = (int)w->type;
+                        s->prof_shape[i].k = w->ne[0];
+                        s->prof_shape[i].m = w->ne[1];
+                        s->prof_shape[i].n = n;
+                        s->prof_shape[i].bytes = mi_nbytes(w) + (ffn && t->src[1] ? mi_nbytes(t->src[1]) : 0);
+                        s->prof_shape[i].s = 0;
+                        s->prof_shape[i].cnt = 0;
+                    }
+                    if (i < s->n_prof_shape) {
+                        s->prof_shape[i].s += dt;
+                        s->prof_shape[i].cnt++;
+                    }
+                }
             }
             if (st != MI_OK)
                 return mi_err_ctx(st, "node #%d %s (%s) on %s", k, t->name, mi_op_name(t->op), be_name(s, sp.backend));

@@ -41,6 +41,14 @@ typedef struct {
 void mi_session_params_default(mi_session_params *p);
 
 mi_status mi_model_load(const char *path, mi_model **out);
+/* Load-time choices. backend "cpu": the model is meant for CPU sessions only, so a CUDA
+ * phase leaves the device alone (no weight upload); "auto"/"cuda"/NULL: a CUDA phase
+ * uploads the weights of an eligible model at load (the default, mi_model_load). */
+typedef struct {
+    const char *backend;
+} mi_model_params;
+mi_status mi_model_load_params(const char *path, const mi_model_params *p, mi_model **out);
+bool mi_model_cpu_only(const mi_model *m);   /* loaded with backend "cpu" */
 void mi_model_free(mi_model *m);
 const mi_hparams *mi_model_hparams(const mi_model *m);
 struct gguf_file *mi_model_gguf(const mi_model *m);

@@ -232,11 +232,19 @@ static mi_status bind_all(mi_model *m) {
     return MI_OK;
 }
 
-mi_status mi_model_load(const char *path, mi_model **out) {
+mi_status mi_model_load(const char *path, mi_model **out) { return mi_model_load_params(path, NULL, out); }
+
+bool mi_model_cpu_only(const mi_model *m) { return m && m->cpu_only; }
+
+mi_status mi_model_load_params(const char *path, const mi_model_params *p, mi_model **out) {
     *out = NULL;
     if (!path || !*path) return mi_err(MI_ERR_INVALID, "no model path given");
+    const char *be = p && p->backend ? p->backend : "auto";
+    if (strcmp(be, "cpu") && strcmp(be, "cuda") && strcmp(be, "auto"))
+        return mi_err(MI_ERR_INVALID, "unknown backend '%s' (cpu, cuda, auto)", be);
     mi_model *m = calloc(1, sizeof *m);
     if (!m) return mi_err(MI_ERR_NOMEM, "out of memory");
+    m->cpu_only = !strcmp(be, "cpu");
     mi_status st = gguf_open(path, &m->gguf);
     if (st != MI_OK) {
         free(m);

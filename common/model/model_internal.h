@@ -36,6 +36,7 @@ struct mi_model {
                                      + one embedding row (tied output counted once, as the
                                      output matmul) */
     mi_type dominant_type;        /* type holding most weight bytes */
+    bool cpu_only;                /* loaded with backend "cpu": no device placement */
 };
 
 /* KV cache: per layer K and V leaves [hd*Hkv, n_ctx] (F16 or F32), persistent. */

@@ -494,6 +494,9 @@ static void test_parallel(const char *p0, const char *p1) {
          * used1 - used0 and is reported, not hidden; cudaMemGetInfo moves in 2 MiB pages. */
         mi7c_weight_stats w0, w1;
         mi7c_weights_stats(&w0);
+        size_t live0 = 0, live_after[2] = {0, 0};
+        long nlive0 = 0, nlive_after[2] = {0, 0};
+        mi_cudev_live(&live0, &nlive0);
         const size_t used0 = dev_used();
         size_t used_after[2] = {0, 0};
         int ok = 0, bad = 0, nc = 0, np = 0;
@@ -516,27 +519,77 @@ static void test_parallel(const char *p0, const char *p1) {
                 if (args[t].err[0] && !err[0]) snprintf(err, sizeof err, "%s", args[t].err);
             }
             used_after[burst] = dev_used();
+            mi_cudev_live(&live_after[burst], &nlive_after[burst]);
         }
         const double dt = gu_now_ms() - t0;
         mi7c_weights_stats(&w1);
         const long long once = (long long)used_after[0] - (long long)used0;
         const long long grow = (long long)used_after[1] - (long long)used_after[0];
         const bool reg_same = w1.n_entries == w0.n_entries && w1.bytes == w0.bytes && w1.n_uploads == w0.n_uploads;
-        if (bad == 0 && ok == 2 * PAR_LOADS && reg_same && llabs(grow) <= (2 << 20) && llabs(once) <= (16 << 20))
+        /* minfer's own device memory (every cudaMalloc it makes) must be back to the byte */
+        const bool live_same = live_after[0] == live0 && live_after[1] == live0 && nlive_after[0] == nlive0 &&
+                               nlive_after[1] == nlive0;
+        if (bad == 0 && ok == 2 * PAR_LOADS && reg_same && live_same && llabs(grow) <= (2 << 20) &&
+            llabs(once) <= (16 << 20))
             gu_pass(&R, "%d loads on %d threads in 2 bursts, %.1f s (%d auto->cuda, %d cpu), every logits hash equal to the "
-                        "single-thread run; registry %d entries %.2f GiB before and after, no upload; device memory in use "
-                        "%.1f MiB after first loads, %.1f after burst 1 (one-time %+lld B), %.1f after burst 2 (growth %+lld B)",
-                    ok, PAR_THREADS, dt / 1e3, nc, np, w1.n_entries, w1.bytes / 1073741824.0, used0 / 1048576.0,
-                    used_after[0] / 1048576.0, once, used_after[1] / 1048576.0, grow);
+                        "single-thread run; registry %d entries %.2f GiB before and after, no upload; minfer's device "
+                        "allocations %ld / %zu B after first loads and after each burst (equal); cudaMemGetInfo in use "
+                        "%.1f MiB after first loads, %.1f after burst 1 (%+lld B, the CUDA runtime's own), %.1f after "
+                        "burst 2 (%+lld B)",
+                    ok, PAR_THREADS, dt / 1e3, nc, np, w1.n_entries, w1.bytes / 1073741824.0, nlive0, live0,
+                    used0 / 1048576.0, used_after[0] / 1048576.0, once, used_after[1] / 1048576.0, grow);
         else
-            gu_fail(&R, "%d ok, %d bad (%s); registry %d/%zu -> %d/%zu (uploads %llu -> %llu); device memory %.1f -> %.1f -> %.1f MiB",
+            gu_fail(&R, "%d ok, %d bad (%s); registry %d/%zu -> %d/%zu (uploads %llu -> %llu); minfer allocations "
+                        "%ld/%zu -> %ld/%zu -> %ld/%zu B; cudaMemGetInfo in use %.1f -> %.1f -> %.1f MiB",
                     ok, bad, err[0] ? err : "-", w0.n_entries, w0.bytes, w1.n_entries, w1.bytes,
-                    (unsigned long long)w0.n_uploads, (unsigned long long)w1.n_uploads, used0 / 1048576.0,
-                    used_after[0] / 1048576.0, used_after[1] / 1048576.0);
+                    (unsigned long long)w0.n_uploads, (unsigned long long)w1.n_uploads, nlive0, live0, nlive_after[0],
+                    live_after[0], nlive_after[1], live_after[1], used0 / 1048576.0, used_after[0] / 1048576.0,
+                    used_after[1] / 1048576.0);
     }
 done:
     mi_model_free(first[0]);
     mi_model_free(first[1]);
+}
+
+/* ---------------- a model loaded for the CPU leaves the device alone ---------------- */
+static void test_cpu_load(const char *path) {
+    gu_begin(&R, "cpu_load_no_upload");
+    mi7c_weight_stats w0, w1;
+    mi7c_weights_stats(&w0);
+    size_t live0 = 0, live1 = 0;
+    mi_cudev_live(&live0, NULL);
+    mi_model *m = NULL;
+    mi_session *s = NULL, *sc = NULL;
+    mi_model_params mp = {"cpu"};
+    const char *be = "";
+    char cuda_err[300] = "";
+    mi_status st = mi_model_load_params(path, &mp, &m);
+    if (st == MI_OK) {
+        mi7c_weights_stats(&w1);
+        mi_cudev_live(&live1, NULL);
+        st = open_session(m, "auto", 64, 0, &s);
+        if (st == MI_OK) be = mi_session_backend(s);
+    }
+    if (st == MI_OK) {
+        /* an explicit CUDA session on it is refused with a reason, not run half on the host */
+        if (open_session(m, "cuda", 64, 0, &sc) == MI_OK) snprintf(cuda_err, sizeof cuda_err, "(accepted)");
+        else snprintf(cuda_err, sizeof cuda_err, "%s", mi_errmsg());
+    }
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (w1.n_uploads != w0.n_uploads || w1.bytes != w0.bytes || live1 != live0)
+        gu_fail(&R, "loading with backend cpu touched the device: uploads %llu -> %llu, resident %zu -> %zu B, "
+                    "minfer allocations %zu -> %zu B", (unsigned long long)w0.n_uploads, (unsigned long long)w1.n_uploads,
+                w0.bytes, w1.bytes, live0, live1);
+    else if (strcmp(be, "cpu"))
+        gu_fail(&R, "an auto session on a cpu-loaded model runs on '%s'", be);
+    else if (sc || !strstr(cuda_err, "loaded with backend cpu"))
+        gu_fail(&R, "a cuda session on a cpu-loaded model: %s", cuda_err);
+    else
+        gu_pass(&R, "no upload, minfer device allocations unchanged (%zu B); auto session runs on cpu; cuda session "
+                    "refused: %s", live1, cuda_err);
+    mi_session_free(sc);
+    mi_session_free(s);
+    mi_model_free(m);
 }
 
 /* ---------------- negative paths ---------------- */
@@ -773,11 +826,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         char nm[96];
         snprintf(nm, sizeof nm, "e2e_%s", shapes[i][2]);
+        if (!gu_selected("e2e")) continue;
         if (have[i]) test_e2e(shapes[i][2], paths[i], i == 2 ? (steps < 24 ? steps : 24) : steps);
         else gu_skip_named(&R, nm, "could not synthesize the model (minfer synth missing?) or MINFER_GATE_NO_7B set");
     }
     const char *real = getenv("MINFER_GATE_REAL_MODELS");
-    if (real && *real) {
+    if (!gu_selected("real"));
+    else if (real && *real) {
         char buf[4096];
         snprintf(buf, sizeof buf, "%s", real);
         for (char *tok = strtok(buf, ":"); tok; tok = strtok(NULL, ":")) {
@@ -789,18 +844,21 @@ int main(int argc, char **argv) {
                                             "cannot hold SmolLM2-135M Q4_1 (98 MB) or the Qwen files; set "
                                             "MINFER_GATE_REAL_MODELS=a.gguf:b.gguf where they are");
     }
-    if (have[0]) test_session_turns(paths[0]);
+    if (!gu_selected("session_turns"));
+    else if (have[0]) test_session_turns(paths[0]);
     else gu_skip_named(&R, "session_turns", "no model");
-    test_registry();
-    if (have[0]) test_fusion(shapes[0][2], paths[0], 64);
-    if (have[2]) test_fusion(shapes[2][2], paths[2], 32);
-    if (have[0] && have[1]) test_parallel(paths[0], paths[1]);
+    if (gu_selected("registry")) test_registry();
+    if (have[0] && gu_selected("fusion")) test_fusion(shapes[0][2], paths[0], 64);
+    if (have[2] && gu_selected("fusion")) test_fusion(shapes[2][2], paths[2], 32);
+    if (!gu_selected("parallel_loads"));
+    else if (have[0] && have[1]) test_parallel(paths[0], paths[1]);
     else gu_skip_named(&R, "parallel_loads", "no models");
-    if (have[0]) {
+    if (have[0] && gu_selected("cpu_load_no_upload")) test_cpu_load(paths[0]);
+    if (have[0] && gu_selected("neg")) {
         neg_check("neg_disable_switch", paths[0], "MINFER_DISABLE_CUDA", "MINFER_DISABLE_CUDA", "1", false);
         test_neg_nodevice(paths[0]);
         neg_check("neg_upload_failure", paths[0], "injected", "MINFER_CUDA_FAIL_UPLOAD", "5", false);
     }
-    if (have[1]) test_neg_type(paths[1]);
+    if (have[1] && gu_selected("neg")) test_neg_type(paths[1]);
     return gu_finish(&R);
 }

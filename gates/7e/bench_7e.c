@@ -19,6 +19,7 @@ typedef struct {
 static const ab_state k_states[] = {
     {"e2_off", "e2", false},
     {"e5_off", "e5", false},
+    {"e6_off", "e6", false},
     {"e7_off", "e7", false},
     {"e8_off", "e8", false},
     {"all_off", "all", false},

@@ -448,14 +448,23 @@ static void test_model(const char *shape, const char *type, double bound) {
                     (unsigned long long)(c1.e5_launches - c0.e5_launches),
                     (unsigned long long)(c1.e7_launches - c0.e7_launches),
                     (unsigned long long)(c1.e8_launches - c0.e8_launches));
-        const char *states[] = {"e2", "e5", "e7", "e8", "all"};
-        for (int i = 0; i < 5; i++) {
+        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "all"};
+        for (int i = 0; i < 6; i++) {
             snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
             gu_begin(&R, nm);
+            mi_cuda_graph_counters g0, g1;
+            mi_cuda_graph_stats(&g0);
             mi7e_set_off(states[i]);
             mi_status st = run_stream(m, got, V);
             mi7e_set_off("");
+            mi_cuda_graph_stats(&g1);
             if (st != MI_OK) { gu_fail(&R, "%s", mi_errmsg()); continue; }
+            /* e6 off must really take the pageable path: no fill through the ring */
+            if ((!strcmp(states[i], "e6") || !strcmp(states[i], "all")) && g1.staged_inputs != g0.staged_inputs) {
+                gu_fail(&R, "%s off, yet %llu input fills went through the staging ring", states[i],
+                        (unsigned long long)(g1.staged_inputs - g0.staged_inputs));
+                continue;
+            }
             double worst = 0;
             int same = 0;
             for (int k = 0; k <= AB_STEPS; k++) {
