@@ -144,6 +144,22 @@ if [ -n "${PROFILE:-}" ] && [ -x "$MINFER" ]; then
     grep -E 'sched profile|^  ' "$LOGS/profile-tg.log" | head -40
 fi
 
+# ---- NCU=1: Nsight Compute kernel durations of 7B decode steps (graphs off, every kernel
+# timed alone) and one full-section profile of the prefill tile matmul, for the perf work ----
+NCU_BIN=$(command -v ncu 2>/dev/null || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+if [ -n "${NCU:-}" ] && [ -n "$NCU_BIN" ] && [ -x "$MINFER" ]; then
+    M7=/tmp/minfer-7b-qwen2.5-7b-q4_k_m.gguf
+    [ -f "$M7" ] || "$MINFER" synth --shape qwen2.5-7b --type q4_k_m -o "$M7" >>"$LOGS/synth.log" 2>&1
+    # bench -p 8 -n 8 -r 1 runs a warm-up and a timed pass; skip the first pass's launches
+    MINFER_NO_CUDA_GRAPH=1 timeout 400 "$NCU_BIN" --metrics gpu__time_duration.sum --csv --launch-skip ${NCU_SKIP:-3400} \
+        --launch-count ${NCU_COUNT:-3000} "$MINFER" bench -m "$M7" --backend cuda -p 8 -n 8 -r 1 \
+        >"$OUT/ncu-decode.csv" 2>"$LOGS/ncu-decode.err"
+    status_line "ncu decode kernels: rc $?, $(grep -c gpu__time_duration "$OUT/ncu-decode.csv") rows"
+    MINFER_NO_CUDA_GRAPH=1 timeout 300 "$NCU_BIN" --set full -k regex:kernel_mmq7e --launch-skip 4 --launch-count 1 \
+        "$MINFER" bench -m "$M7" --backend cuda -p 2048 -n 1 -r 1 >"$OUT/ncu-mmq.txt" 2>&1
+    status_line "ncu mmq: rc $?"
+fi
+
 # ---- device gates ----
 overall=0
 if [ -n "${TOP_ONLY:-}" ]; then

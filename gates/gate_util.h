@@ -17,7 +17,7 @@
 #include "common/quant/mi_types.h"
 
 typedef struct {
-    char name[96];
+    char name[160];
     const char *status;        /* "pass" | "fail" | "skip" */
     char detail[1024];
     double ms;
@@ -30,7 +30,7 @@ typedef struct {
     int n, cap;
     int passed, failed, skipped;
     double t_begin;            /* of the running test */
-    char cur[96];
+    char cur[160];
     int open;
 } gu_run;
 

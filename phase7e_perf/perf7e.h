@@ -24,6 +24,9 @@ typedef enum {
     MI7E_E6,       /* pinned staging ring for inputs (7d): verified through 7d's counter */
     MI7E_E7,       /* tensor-core (int8 mma.sync) prefill matmul */
     MI7E_E8,       /* query-tiled prefill attention */
+    MI7E_E9,       /* RMS norm with its loads in flight (bit-identical to 7b's) */
+    MI7E_E10,      /* tensor-core (mma f16) prefill attention */
+    MI7E_E11,      /* prefill matmul: weights unpacked once per call, not once per token tile */
     MI7E_COUNT
 } mi7e_item;
 
@@ -38,7 +41,8 @@ void mi7e_describe(char *buf, size_t n);
 
 /* Counters (process-wide, since start): kernel launches per item. */
 typedef struct {
-    uint64_t e2_launches, e5_launches, e7_launches, e8_launches, fallback_launches;
+    uint64_t e2_launches, e5_launches, e7_launches, e8_launches, e9_launches, e10_launches, e11_launches,
+        fallback_launches;
 } mi7e_counters;
 void mi7e_counters_get(mi7e_counters *out);
 
@@ -57,8 +61,14 @@ mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const void *wu, con
 /* ---- e7: int8 tensor-core matmul for N > 8 (same activation quantization, same bound) */
 bool mi7e_mmq_supported(mi_type wt, int64_t K, int64_t N);
 size_t mi7e_mmq_workspace(mi_type wt, int64_t K, int64_t N);
+/* pre (item e11): unpack the weights once per call into the workspace, which must then hold
+ * mi7e_mmq_pre_workspace bytes; bit-identical to pre = false */
 mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                   int64_t K, int64_t M, int64_t N, void *workspace);
+                   int64_t K, int64_t M, int64_t N, void *workspace, bool pre);
+size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+
+/* ---- e9: RMS norm x [G, rows], w [G] -> y, 7b's canonical order with eight loads in flight */
+mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows, float eps);
 
 /* ---- e8: query-tiled attention for N >= MI7E_ATTN_MIN_N (prefill); 7b's semantics:
  * q [hd*Hq, N], caches [hd*Hkv, n_ctx] (F16|F32) -> o [hd*Hq, N], causal over 0..n_past+i */

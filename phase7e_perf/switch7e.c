@@ -17,15 +17,15 @@
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
 #define MI7E_DEFAULT_OFF ""
 
-static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8"};
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
-static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec;
-static mi_cuda_supports_fn g_mm_sup, g_ffn_sup;
+static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec, g_rms_exec;
+static mi_cuda_supports_fn g_mm_sup, g_ffn_sup, g_rms_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_fb;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_fb;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -35,6 +35,9 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e5_launches = atomic_load(&g_n_e5);
     out->e7_launches = atomic_load(&g_n_e7);
     out->e8_launches = atomic_load(&g_n_e8);
+    out->e9_launches = atomic_load(&g_n_e9);
+    out->e10_launches = atomic_load(&g_n_e10);
+    out->e11_launches = atomic_load(&g_n_e11);
     out->fallback_launches = atomic_load(&g_n_fb);
 }
 
@@ -45,6 +48,12 @@ static size_t ws_mm(const mi_tensor *n) {
     const mi_tensor *w = n->src[0], *x = n->src[1];
     size_t a = g_mm_ws ? g_mm_ws(n) : 0;
     size_t b = mi7b_act_row_bytes(w->type, w->ne[0]) * (size_t)nrows(x);
+    /* e11's unpacked chunk, whatever the switch says now: the workspace is sized once
+     * per split and an A/B may turn e11 on later */
+    if (nrows(x) > MI7E_MMV_MAX_N && mi7e_mmq_supported(w->type, w->ne[0], nrows(x))) {
+        const size_t c = mi7e_mmq_pre_workspace(w->type, w->ne[0], w->ne[1], nrows(x));
+        if (c > b) b = c;
+    }
     return a > b ? a : b;
 }
 
@@ -57,7 +66,10 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
     }
     if (e7 && mi7e_mmq_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e7, 1);
-        return mi7e_mmq(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+        if (mi7e_item_on(MI7E_E11)) atomic_fetch_add(&g_n_e11, 1);
+        /* e11 is read per call: an N > 8 matmul never runs inside a captured (decode) split */
+        return mi7e_mmq(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws,
+                        mi7e_item_on(MI7E_E11));
     }
     atomic_fetch_add(&g_n_fb, 1);
     return g_mm_exec(c, n, ws);
@@ -106,6 +118,16 @@ static mi_status ex_attn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
     return g_attn_exec(c, n, ws);
 }
 
+/* ---------------- RMS_NORM (e9): 7b's supports(); distinct exec when on (graphs) ---------------- */
+static mi_status ex_rms7e(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
+    (void)ws;
+    const mi_tensor *x = n->src[0];
+    const int64_t G = n->p[0];
+    atomic_fetch_add(&g_n_e9, 1);
+    return mi7e_rms_norm(mi_cuda_stream(c), x->data, n->src[1]->data, n->data, G, mi_nelements(x) / G,
+                         mi_tensor_pf(n, 1));
+}
+
 static void apply(void) {
     if (!g_installed) return;
     if (g_mm_exec) {
@@ -117,6 +139,7 @@ static void apply(void) {
     }
     /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
     if (g_ffn_exec && g_ffn_sup) mi_cuda_set_op(MI_OP_FFN_SWIGLU, ex_ffn, sup_ffn, ws_ffn);
+    if (g_rms_exec) mi_cuda_set_op(MI_OP_RMS_NORM, mi7e_item_on(MI7E_E9) ? ex_rms7e : g_rms_exec, g_rms_sup, NULL);
     /* e6 off: Input nodes take the backend's pageable copy instead of 7d's pinned ring */
     mi_cuda_graph_set_input_staging(mi7e_item_on(MI7E_E6));
 }
@@ -169,6 +192,7 @@ void mi_phase7e_install(void) {
     if (g_installed) return;
     mi_cuda_get_op(MI_OP_MATMUL, &g_mm_exec, &g_mm_sup, &g_mm_ws);
     mi_cuda_get_op(MI_OP_FFN_SWIGLU, &g_ffn_exec, &g_ffn_sup, &g_ffn_ws);
+    mi_cuda_get_op(MI_OP_RMS_NORM, &g_rms_exec, &g_rms_sup, NULL);
     mi_cuda_supports_fn attn_sup = NULL;
     mi_cuda_workspace_fn attn_ws = NULL;
     mi_cuda_get_op(MI_OP_ATTN, &g_attn_exec, &attn_sup, &attn_ws);
