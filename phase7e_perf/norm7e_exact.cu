@@ -42,11 +42,92 @@ __global__ void kernel_rms_norm7e(const float *__restrict__ x, const float *__re
     }
 }
 
-extern "C" mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows,
-                                   float eps) {
+/* Variant for the timing study: the same loads without the read-only path. */
+__global__ void kernel_rms_norm7e_plain(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
+                                        int64_t G, int64_t rows, float eps) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const float *xr = x + (size_t)r * G;
+        float acc = 0.0f;
+        int64_t i = lane;
+        for (; i + (NRM_UNROLL - 1) * 32 < G; i += NRM_UNROLL * 32) {
+            float v[NRM_UNROLL];
+#pragma unroll
+            for (int k = 0; k < NRM_UNROLL; k++) v[k] = xr[i + 32 * k];
+#pragma unroll
+            for (int k = 0; k < NRM_UNROLL; k++) {
+                const float sq = v[k] * v[k];
+                acc = acc + sq;
+            }
+        }
+        for (; i < G; i += 32) {
+            const float sq = xr[i] * xr[i];
+            acc = acc + sq;
+        }
+        for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
+        const float scale = mi_canon_rms_scale(acc, G, eps);
+        float *yr = y + (size_t)r * G;
+        for (int64_t j = lane; j < G; j += 32) yr[j] = (xr[j] * scale) * w[j];
+    }
+}
+
+/* One block per row: the whole block copies the row into shared memory (every load in
+ * flight at once), warp 0 sums it in the canonical order from shared memory, the block
+ * writes y. For rows of at most NRM_SMEM_MAX floats. */
+#define NRM_BLOCK 256
+#define NRM_SMEM_MAX 12288
+__global__ void __launch_bounds__(NRM_BLOCK)
+kernel_rms_norm7e_blk(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y, int64_t G,
+                      int64_t rows, float eps) {
+    extern __shared__ float sx[];
+    __shared__ float s_scale;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + (size_t)r * G;
+#pragma unroll 4
+        for (int64_t i = tid; i < G; i += NRM_BLOCK) sx[i] = xr[i];
+        __syncthreads();
+        if (tid < 32) {
+            float acc = 0.0f;
+#pragma unroll 16
+            for (int64_t i = lane; i < G; i += 32) {
+                const float sq = sx[i] * sx[i];
+                acc = acc + sq;
+            }
+            for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
+            if (lane == 0) s_scale = mi_canon_rms_scale(acc, G, eps);
+        }
+        __syncthreads();
+        const float scale = s_scale;
+        float *yr = y + (size_t)r * G;
+#pragma unroll 4
+        for (int64_t i = tid; i < G; i += NRM_BLOCK) yr[i] = (sx[i] * scale) * w[i];
+        __syncthreads();   /* sx and s_scale are reused by the next row */
+    }
+}
+
+/* variant 0: the item's kernel; 1: ldg unrolled warp; 2: plain unrolled warp; 3: block/smem */
+extern "C" mi_status mi7e_rms_norm_variant(void *stream, const float *x, const float *w, float *y, int64_t G,
+                                           int64_t rows, float eps, int variant) {
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7e_rms_norm: empty shape");
+    cudaStream_t st = (cudaStream_t)stream;
+    if (variant == 0) variant = G <= NRM_SMEM_MAX ? 3 : 1;
+    if (variant == 3 && G > NRM_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_rms_norm: row of %lld", (long long)G);
+    if (variant == 3) {
+        const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
+        kernel_rms_norm7e_blk<<<blocks, NRM_BLOCK, (size_t)G * sizeof(float), st>>>(x, w, y, G, rows, eps);
+        MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_blk");
+        return MI_OK;
+    }
     const int threads = 256;
-    kernel_rms_norm7e<<<mi7b_blocks(rows * 32, threads), threads, 0, (cudaStream_t)stream>>>(x, w, y, G, rows, eps);
+    if (variant == 2) kernel_rms_norm7e_plain<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
+    else kernel_rms_norm7e<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm7e");
     return MI_OK;
+}
+
+extern "C" mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows,
+                                   float eps) {
+    return mi7e_rms_norm_variant(stream, x, w, y, G, rows, eps, 0);
 }

@@ -4,6 +4,7 @@
  * off or a shape is outside its kernel. Each switch state installs distinct exec function
  * pointers, so 7d's graph cache (keyed on the execs) never replays a kernel of another state. */
 #include "phase7e_perf/perf7e.h"
+#include "phase7e_perf/fattn7e.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
@@ -110,6 +111,11 @@ static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
 static mi_status ex_attn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     const int64_t N = nrows(q);
+    if (mi7e_item_on(MI7E_E10) && mi7e_fattn_supported(n->p[1], n->p[2], n->p[3], k->type, N)) {
+        atomic_fetch_add(&g_n_e10, 1);
+        return mi7e_fattn(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, N, n->p[0], n->p[1],
+                          n->p[2], n->p[3], mi_tensor_pf(n, 4));
+    }
     if (mi7e_item_on(MI7E_E8) && mi7e_attn_supported(n->p[1], n->p[2], n->p[3], k->type, N)) {
         atomic_fetch_add(&g_n_e8, 1);
         return mi7e_attn(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, N, n->p[0], n->p[1], n->p[2],

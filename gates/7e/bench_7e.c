@@ -23,6 +23,7 @@ static const ab_state k_states[] = {
     {"e7_off", "e7", false},
     {"e8_off", "e8", false},
     {"e9_off", "e9", false},
+    {"e10_off", "e10", false},
     {"e11_off", "e11", false},
     {"all_off", "all", false},
     {"no_cuda_graph", "", true},

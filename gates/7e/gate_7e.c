@@ -14,6 +14,7 @@
  * synthesized (or reused from gate 7b) unless MINFER_GATE_NO_7B=1. */
 #include "gates/gate_util.h"
 #include "phase7e_perf/perf7e.h"
+#include "gates/7e/fattn_check.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "phase7d_graphs/graphs7d.h"
@@ -308,6 +309,38 @@ static void rms_case(int64_t G, int64_t rows) {
     mi_status st = mi7e_rms_norm(S, dx, dw, dy, G, rows, 1e-6f);
     if (st == MI_OK) { dev_down(got, dy, n * 4); st = mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f); }
     if (st == MI_OK) dev_down(old, dy, n * 4);
+    /* every variant must agree too; then time them (warm, 200 launches each) */
+    char tdet[200] = "";
+    size_t tl = 0;
+    for (int v = 1; v <= 4 && st == MI_OK; v++) {
+        if (v < 4) {
+            CK(cudaMemset(dy, 0xFF, n * 4));
+            st = mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
+            if (st != MI_OK) { if (v == 3 && G > 12288) { st = MI_OK; mi_err_clear(); } break; }
+            float *vv = malloc(n * 4);
+            dev_down(vv, dy, n * 4);
+            if (memcmp(vv, old, n * 4)) {
+                st = mi_err(MI_ERR_INTERNAL, "variant %d differs from 7b's kernel", v);
+                free(vv);
+                break;
+            }
+            free(vv);
+        }
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventRecord(e0, S));
+        for (int it = 0; it < 200 && st == MI_OK; it++)
+            st = v == 4 ? mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f) : mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
+        CK(cudaEventRecord(e1, S));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        tl += (size_t)snprintf(tdet + tl, sizeof tdet - tl, "%s%s %.2f us", tl ? ", " : "",
+                               v == 1 ? "ldg" : v == 2 ? "plain" : v == 3 ? "block" : "7b", 1e3 * ms / 200);
+    }
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
     } else {
@@ -318,7 +351,8 @@ static void rms_case(int64_t G, int64_t rows) {
             gu_fail(&R, "first difference at %zu: e9 %.9g, canonical (CPU) %.9g, 7b %.9g", bad, got[bad], ref[bad],
                     old[bad]);
         else
-            gu_pass(&R, "%zu outputs bit-identical to the canonical CPU order and to 7b's kernel", n);
+            gu_pass(&R, "%zu outputs bit-identical to the canonical CPU order and to 7b's kernel; per launch: %s", n,
+                    tdet);
     }
     free(x); free(w); free(ref); free(got); free(old);
     cudaFree(b1); cudaFree(b2); cudaFree(dy);
@@ -481,20 +515,27 @@ static void test_model(const char *shape, const char *type, double bound) {
         mi7e_counters_get(&c1);
         /* with every item on, the 7e kernels must actually have run */
         if (c1.e2_launches + c1.e5_launches == c0.e2_launches + c0.e5_launches || c1.e7_launches == c0.e7_launches ||
-            c1.e8_launches == c0.e8_launches)
-            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu e8 %llu launches",
+            c1.e8_launches + c1.e10_launches == c0.e8_launches + c0.e10_launches || c1.e9_launches == c0.e9_launches ||
+            c1.e11_launches == c0.e11_launches)
+            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu launches",
                     (unsigned long long)(c1.e2_launches - c0.e2_launches),
                     (unsigned long long)(c1.e5_launches - c0.e5_launches),
                     (unsigned long long)(c1.e7_launches - c0.e7_launches),
-                    (unsigned long long)(c1.e8_launches - c0.e8_launches));
+                    (unsigned long long)(c1.e8_launches - c0.e8_launches),
+                    (unsigned long long)(c1.e9_launches - c0.e9_launches),
+                    (unsigned long long)(c1.e10_launches - c0.e10_launches),
+                    (unsigned long long)(c1.e11_launches - c0.e11_launches));
         else
-            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu e8 %llu", AB_PROMPT, AB_STEPS,
-                    (unsigned long long)(c1.e2_launches - c0.e2_launches),
+            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu",
+                    AB_PROMPT, AB_STEPS, (unsigned long long)(c1.e2_launches - c0.e2_launches),
                     (unsigned long long)(c1.e5_launches - c0.e5_launches),
                     (unsigned long long)(c1.e7_launches - c0.e7_launches),
-                    (unsigned long long)(c1.e8_launches - c0.e8_launches));
-        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e11", "all"};
-        for (int i = 0; i < 8; i++) {
+                    (unsigned long long)(c1.e8_launches - c0.e8_launches),
+                    (unsigned long long)(c1.e9_launches - c0.e9_launches),
+                    (unsigned long long)(c1.e10_launches - c0.e10_launches),
+                    (unsigned long long)(c1.e11_launches - c0.e11_launches));
+        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "all"};
+        for (int i = 0; i < 9; i++) {
             snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
             gu_begin(&R, nm);
             mi_cuda_graph_counters g0, g1;
@@ -569,6 +610,7 @@ int main(int argc, char **argv) {
     mi7e_describe(d, sizeof d);
     printf("7e items at start: %s\n", d);
     test_kernels();
+    fattn_check(&R, S);
     printf("worst nmse vs cpu: e2 %.3g, e7 %.3g, e5 %.3g\n", g_worst_e2, g_worst_e7, g_worst_e5);
     mi_cuda_graph_counters gc0;
     mi_cuda_graph_stats(&gc0);
