@@ -138,6 +138,8 @@ int main(int argc, char **argv) {
             for (int si = 0; si < N_STATES && !rc; si++) {
                 const ab_state *st = &k_states[si];
                 double a[32], b[32], w;
+                mi_cuda_graph_counters g0, g1;
+                mi_cuda_graph_stats(&g0);
                 /* warm-up of both states: captures, workspace growth, first-touch */
                 set_state(st, false);
                 if (run_once(s, ids, n, is_tg, &w) != MI_OK) rc = 1;
@@ -154,6 +156,12 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "bench_7e: %s %s %s: %s\n", mname, test, st->name, mi_errmsg());
                     break;
                 }
+                mi_cuda_graph_stats(&g1);
+                /* graph activity of this state's runs: a state that keeps capturing shows here */
+                fprintf(stderr, "bench_7e: %s %s %s: graphs %llu captures, %llu replays, %llu direct splits\n", mname,
+                        test, st->name, (unsigned long long)(g1.captures - g0.captures),
+                        (unsigned long long)(g1.replays - g0.replays),
+                        (unsigned long long)(g1.direct_splits - g0.direct_splits));
                 const double ma = median(a, reps), mb = median(b, reps);
                 printf("| %s | %s | %s | %.1f | %.1f | %.3f |\n", mname, test, st->name, ma, mb, mb / ma);
                 fflush(stdout);
