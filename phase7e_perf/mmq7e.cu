@@ -76,65 +76,85 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
             for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
 
     for (int64_t u0 = 0; u0 < nunits; u0 += MQ_BK) {
-        /* ---- stage: 64 rows x 4 units of W, 64 tokens x 4 units of A ---- */
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int i = tid + 128 * e, r = i & 63, k = i >> 6;
-            const int64_t m = m0 + r, u = u0 + k;
-            wunit w;
-            if (PRE && m < M && u < nunits) {
-                const int64_t t = m * nunits + u;
-                const int4 q0 = __ldg(Wq + 2 * t), q1 = __ldg(Wq + 2 * t + 1);
-                const float4 sc = __ldg(Ws + t);
-                w.q[0] = q0.x; w.q[1] = q0.y; w.q[2] = q0.z; w.q[3] = q0.w;
-                w.q[4] = q1.x; w.q[5] = q1.y; w.q[6] = q1.z; w.q[7] = q1.w;
-                w.d = sc.x;
-                w.m = sc.y;
-                w.sc_lo = __float_as_int(sc.z);
-                w.sc_hi = __float_as_int(sc.w);
-            } else if (m < M && u < nunits) {
-                unit_unpack<WT>(W + (size_t)m * wrow, u, w);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 8; q++) w.q[q] = 0;
-                w.d = w.m = 0.0f;
-                w.sc_lo = w.sc_hi = 0;
+        /* ---- stage: 64 rows x 4 units of W, 64 tokens x 4 units of A ----
+         * Loads are laid out for coalescing (ncu on the H200: the per-(row, unit) loads of
+         * the first version used 6 of 32 lanes' bytes per sector and saturated L1): a row's
+         * 4 units are 128 contiguous bytes in Wq and (per token) in A, so consecutive lanes
+         * read consecutive words of one row. The staged bytes are the same as before. */
+        if (PRE) {
+            for (int i = tid; i < MQ_BM * 8; i += 128) {   /* 16-byte chunks: row i/8, chunk i%8 */
+                const int r = i >> 3, c = i & 7;
+                const int64_t m = m0 + r, u = u0 + (c >> 1);
+                int4 v = make_int4(0, 0, 0, 0);
+                if (m < M && u < nunits) v = __ldg(Wq + 2 * (m * nunits + u) + (c & 1));
+                *(int4 *)&sW[r][c * 16] = v;
             }
-            int4 *dst = (int4 *)&sW[r][k * 32];
-            dst[0] = make_int4(w.q[0], w.q[1], w.q[2], w.q[3]);
-            dst[1] = make_int4(w.q[4], w.q[5], w.q[6], w.q[7]);
-            sWd[k][r] = w.d;
-            sWm[k][r] = w.m;
-            sWl[k][r] = w.sc_lo;
-            sWh[k][r] = w.sc_hi;
-
-            const int64_t n = n0 + r;
-            int q[8];
+            for (int i = tid; i < MQ_BM * MQ_BK; i += 128) {   /* scales: row i/4, unit i%4 */
+                const int r = i >> 2, k = i & 3;
+                const int64_t m = m0 + r, u = u0 + k;
+                float4 sc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (m < M && u < nunits) sc = __ldg(Ws + m * nunits + u);
+                sWd[k][r] = sc.x;
+                sWm[k][r] = sc.y;
+                sWl[k][r] = __float_as_int(sc.z);
+                sWh[k][r] = __float_as_int(sc.w);
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = tid + 128 * e, r = i & 63, k = i >> 6;
+                const int64_t m = m0 + r, u = u0 + k;
+                wunit w;
+                if (m < M && u < nunits) {
+                    unit_unpack<WT>(W + (size_t)m * wrow, u, w);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) w.q[q] = 0;
+                    w.d = w.m = 0.0f;
+                    w.sc_lo = w.sc_hi = 0;
+                }
+                int4 *dst = (int4 *)&sW[r][k * 32];
+                dst[0] = make_int4(w.q[0], w.q[1], w.q[2], w.q[3]);
+                dst[1] = make_int4(w.q[4], w.q[5], w.q[6], w.q[7]);
+                sWd[k][r] = w.d;
+                sWm[k][r] = w.m;
+                sWl[k][r] = w.sc_lo;
+                sWh[k][r] = w.sc_hi;
+            }
+        }
+        /* activation int8: warp w stages token rows w, w+4, ...; lane = one 4-byte word
+         * (unit lane/8, word lane%8), so a warp reads one token's 128 bytes at once */
+        for (int rr = warp; rr < MQ_BN; rr += 4) {
+            const int64_t n = n0 + rr;
+            const int k = lane >> 3;
+            const int64_t u = u0 + k;
+            int v = 0;
+            if (n < N && u < nunits) {
+                const int *aq = AT == MI_TYPE_Q8_K
+                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
+                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
+                v = __ldg(aq + (lane & 7));
+            }
+            *(int *)&sA[rr][k * 32 + 4 * (lane & 7)] = v;
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {   /* activation scales: token i%64, unit i/64 */
+            const int i = tid + 128 * e, r = i & 63, k = i >> 6;
+            const int64_t n = n0 + r, u = u0 + k;
             float ad = 0.0f, as = 0.0f;
             if (n < N && u < nunits) {
-                const int *aq;
                 if (AT == MI_TYPE_Q8_K) {
                     const uint8_t *sb = A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES;
                     const int j = (int)(u & 7);
                     const int16_t *bs = (const int16_t *)(sb + 4 + 256);
-                    aq = (const int *)(sb + 4 + 32 * j);
                     ad = *(const float *)sb;
                     as = (float)((int)bs[2 * j] + (int)bs[2 * j + 1]);
                 } else {
                     const uint8_t *b = A + (size_t)n * arow + (size_t)u * A8_BYTES;
-                    aq = (const int *)(b + 4);
                     ad = ld_f16(b);
                     as = ld_f16(b + 2);
                 }
-#pragma unroll
-                for (int t = 0; t < 8; t++) q[t] = __ldg(aq + t);
-            } else {
-#pragma unroll
-                for (int t = 0; t < 8; t++) q[t] = 0;
             }
-            int4 *da = (int4 *)&sA[r][k * 32];
-            da[0] = make_int4(q[0], q[1], q[2], q[3]);
-            da[1] = make_int4(q[4], q[5], q[6], q[7]);
             sAd[k][r] = ad;
             sAs[k][r] = as;
         }
