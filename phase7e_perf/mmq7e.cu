@@ -81,23 +81,50 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
          * the first version used 6 of 32 lanes' bytes per sector and saturated L1): a row's
          * 4 units are 128 contiguous bytes in Wq and (per token) in A, so consecutive lanes
          * read consecutive words of one row. The staged bytes are the same as before. */
-        if (PRE) {
-            for (int i = tid; i < MQ_BM * 8; i += 128) {   /* 16-byte chunks: row i/8, chunk i%8 */
-                const int r = i >> 3, c = i & 7;
-                const int64_t m = m0 + r, u = u0 + (c >> 1);
-                int4 v = make_int4(0, 0, 0, 0);
-                if (m < M && u < nunits) v = __ldg(Wq + 2 * (m * nunits + u) + (c & 1));
-                *(int4 *)&sW[r][c * 16] = v;
+        /* every load of the stage is issued before the first shared store (unrolled, into
+         * registers), so the stage costs one memory round trip, not one per load */
+        int av[MQ_BN / 4];
+#pragma unroll
+        for (int e = 0; e < MQ_BN / 4; e++) {   /* activation words: token warp+4e, unit lane/8, word lane%8 */
+            const int64_t n = n0 + warp + 4 * e;
+            const int64_t u = u0 + (lane >> 3);
+            av[e] = 0;
+            if (n < N && u < nunits) {
+                const int *aq = AT == MI_TYPE_Q8_K
+                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
+                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
+                av[e] = __ldg(aq + (lane & 7));
             }
-            for (int i = tid; i < MQ_BM * MQ_BK; i += 128) {   /* scales: row i/4, unit i%4 */
-                const int r = i >> 2, k = i & 3;
+        }
+        if (PRE) {
+            int4 wv[4];
+            float4 sc[2];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {   /* 16-byte chunks: row i/8, chunk i%8 */
+                const int i = tid + 128 * e, r = i >> 3, c = i & 7;
+                const int64_t m = m0 + r, u = u0 + (c >> 1);
+                wv[e] = make_int4(0, 0, 0, 0);
+                if (m < M && u < nunits) wv[e] = __ldg(Wq + 2 * (m * nunits + u) + (c & 1));
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {   /* scales: row i/4, unit i%4 */
+                const int i = tid + 128 * e, r = i >> 2, k = i & 3;
                 const int64_t m = m0 + r, u = u0 + k;
-                float4 sc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (m < M && u < nunits) sc = __ldg(Ws + m * nunits + u);
-                sWd[k][r] = sc.x;
-                sWm[k][r] = sc.y;
-                sWl[k][r] = __float_as_int(sc.z);
-                sWh[k][r] = __float_as_int(sc.w);
+                sc[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (m < M && u < nunits) sc[e] = __ldg(Ws + m * nunits + u);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = tid + 128 * e;
+                *(int4 *)&sW[i >> 3][(i & 7) * 16] = wv[e];
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = tid + 128 * e, r = i >> 2, k = i & 3;
+                sWd[k][r] = sc[e].x;
+                sWm[k][r] = sc[e].y;
+                sWl[k][r] = __float_as_int(sc[e].z);
+                sWh[k][r] = __float_as_int(sc[e].w);
             }
         } else {
 #pragma unroll
@@ -122,21 +149,10 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
                 sWh[k][r] = w.sc_hi;
             }
         }
-        /* activation int8: warp w stages token rows w, w+4, ...; lane = one 4-byte word
-         * (unit lane/8, word lane%8), so a warp reads one token's 128 bytes at once */
-        for (int rr = warp; rr < MQ_BN; rr += 4) {
-            const int64_t n = n0 + rr;
-            const int k = lane >> 3;
-            const int64_t u = u0 + k;
-            int v = 0;
-            if (n < N && u < nunits) {
-                const int *aq = AT == MI_TYPE_Q8_K
-                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
-                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
-                v = __ldg(aq + (lane & 7));
-            }
-            *(int *)&sA[rr][k * 32 + 4 * (lane & 7)] = v;
-        }
+        /* activation int8 (loaded above): warp w holds token rows w, w+4, ..., a warp's
+         * lanes one token's 128 contiguous bytes */
+#pragma unroll
+        for (int e = 0; e < MQ_BN / 4; e++) *(int *)&sA[warp + 4 * e][(lane >> 3) * 32 + 4 * (lane & 7)] = av[e];
 #pragma unroll
         for (int e = 0; e < 2; e++) {   /* activation scales: token i%64, unit i/64 */
             const int i = tid + 128 * e, r = i & 63, k = i >> 6;
