@@ -26,6 +26,13 @@
 #define MQ_BK 4                        /* units (32 elements) per stage */
 #define MQ_ROW (MQ_BK * 32 + 16)       /* bytes per staged row: 144 = 36 words, conflict-free fragments */
 
+/* d += a . b (the accumulating form) */
+__device__ __forceinline__ void mma_s8_16816_acc(int (&d)[4], int a0, int a1, int b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
 __device__ __forceinline__ void mma_s8_16816(int (&d)[4], int a0, int a1, int b0) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
@@ -51,7 +58,7 @@ __global__ void kernel_unpack7e(const uint8_t *__restrict__ W, size_t wrow, int6
 /* PRE = false: W is the quantized tensor (unit_unpack per tile); PRE = true: Wq/Ws hold
  * rows [0, M) unpacked by kernel_unpack7e. Y [N, ldy] receives columns m of this call. */
 template <int WT, bool PRE>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, 5)   /* 5 blocks an SM: at most 102 registers */
 kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict__ Wq, const float4 *__restrict__ Ws,
              const uint8_t *__restrict__ A, size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
              int64_t ldy, int64_t M, int64_t N, int64_t nunits) {
@@ -77,54 +84,33 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
 
     for (int64_t u0 = 0; u0 < nunits; u0 += MQ_BK) {
         /* ---- stage: 64 rows x 4 units of W, 64 tokens x 4 units of A ----
-         * Loads are laid out for coalescing (ncu on the H200: the per-(row, unit) loads of
-         * the first version used 6 of 32 lanes' bytes per sector and saturated L1): a row's
-         * 4 units are 128 contiguous bytes in Wq and (per token) in A, so consecutive lanes
-         * read consecutive words of one row. The staged bytes are the same as before. */
-        /* every load of the stage is issued before the first shared store (unrolled, into
-         * registers), so the stage costs one memory round trip, not one per load */
-        int av[MQ_BN / 4];
-#pragma unroll
-        for (int e = 0; e < MQ_BN / 4; e++) {   /* activation words: token warp+4e, unit lane/8, word lane%8 */
-            const int64_t n = n0 + warp + 4 * e;
-            const int64_t u = u0 + (lane >> 3);
-            av[e] = 0;
-            if (n < N && u < nunits) {
-                const int *aq = AT == MI_TYPE_Q8_K
-                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
-                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
-                av[e] = __ldg(aq + (lane & 7));
-            }
-        }
+         * ncu on the H200 (e11 kernel, 7B FFN chunk): L1 at 90%, 80% of the sectors read in
+         * excess, from the activation loads, where each lane read 8 words of its own token.
+         * Now a warp reads one token's 4 units (128 contiguous bytes) a word a lane. A
+         * coalesced form of the W staging too (8 lanes a row) cost 40 registers (3 blocks an
+         * SM instead of 4) and was slower, so W keeps one (row, unit) a lane: 48 contiguous
+         * bytes, whole sectors. The staged bytes are the same as before. */
         if (PRE) {
-            int4 wv[4];
-            float4 sc[2];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {   /* 16-byte chunks: row i/8, chunk i%8 */
-                const int i = tid + 128 * e, r = i >> 3, c = i & 7;
-                const int64_t m = m0 + r, u = u0 + (c >> 1);
-                wv[e] = make_int4(0, 0, 0, 0);
-                if (m < M && u < nunits) wv[e] = __ldg(Wq + 2 * (m * nunits + u) + (c & 1));
-            }
-#pragma unroll
-            for (int e = 0; e < 2; e++) {   /* scales: row i/4, unit i%4 */
-                const int i = tid + 128 * e, r = i >> 2, k = i & 3;
-                const int64_t m = m0 + r, u = u0 + k;
-                sc[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (m < M && u < nunits) sc[e] = __ldg(Ws + m * nunits + u);
-            }
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = tid + 128 * e;
-                *(int4 *)&sW[i >> 3][(i & 7) * 16] = wv[e];
-            }
+            /* one (row, unit) per lane, 48 contiguous bytes (Wq units are 32 B, scales 16 B) */
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const int i = tid + 128 * e, r = i >> 2, k = i & 3;
-                sWd[k][r] = sc[e].x;
-                sWm[k][r] = sc[e].y;
-                sWl[k][r] = __float_as_int(sc[e].z);
-                sWh[k][r] = __float_as_int(sc[e].w);
+                const int i = tid + 128 * e, r = i & 63, k = i >> 6;
+                const int64_t m = m0 + r, u = u0 + k;
+                int4 q0 = make_int4(0, 0, 0, 0), q1 = q0;
+                float4 sc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (m < M && u < nunits) {
+                    const int64_t t = m * nunits + u;
+                    q0 = __ldg(Wq + 2 * t);
+                    q1 = __ldg(Wq + 2 * t + 1);
+                    sc = __ldg(Ws + t);
+                }
+                int4 *dst = (int4 *)&sW[r][k * 32];
+                dst[0] = q0;
+                dst[1] = q1;
+                sWd[k][r] = sc.x;
+                sWm[k][r] = sc.y;
+                sWl[k][r] = __float_as_int(sc.z);
+                sWh[k][r] = __float_as_int(sc.w);
             }
         } else {
 #pragma unroll
@@ -149,10 +135,21 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
                 sWh[k][r] = w.sc_hi;
             }
         }
-        /* activation int8 (loaded above): warp w holds token rows w, w+4, ..., a warp's
-         * lanes one token's 128 contiguous bytes */
-#pragma unroll
-        for (int e = 0; e < MQ_BN / 4; e++) *(int *)&sA[warp + 4 * e][(lane >> 3) * 32 + 4 * (lane & 7)] = av[e];
+        /* activation int8: warp w stages token rows w, w+4, ...; lane = one 4-byte word
+         * (unit lane/8, word lane%8), so a warp reads one token's 128 bytes at once */
+        for (int rr = warp; rr < MQ_BN; rr += 4) {
+            const int64_t n = n0 + rr;
+            const int k = lane >> 3;
+            const int64_t u = u0 + k;
+            int v = 0;
+            if (n < N && u < nunits) {
+                const int *aq = AT == MI_TYPE_Q8_K
+                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
+                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
+                v = __ldg(aq + (lane & 7));
+            }
+            *(int *)&sA[rr][k * 32 + 4 * (lane & 7)] = v;
+        }
 #pragma unroll
         for (int e = 0; e < 2; e++) {   /* activation scales: token i%64, unit i/64 */
             const int i = tid + 128 * e, r = i & 63, k = i >> 6;
@@ -177,9 +174,13 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
         __syncthreads();
 
         /* ---- tensor cores: per unit two k16 halves (lo, hi), then the float scaling ---- */
+        /* Only Q6_K scales its two 16-element halves differently (sc_lo, sc_hi); for every
+         * other type they are 1, so the second half accumulates onto the first in the
+         * tensor core (exact int32: lo + hi) and needs no registers of its own. */
+        constexpr bool SPLIT = WT == MI_TYPE_Q6_K;
 #pragma unroll
         for (int k = 0; k < MQ_BK; k++) {
-            int c[2][2][4][4];
+            int c[SPLIT ? 2 : 1][2][4][4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int a[2][2], b[4];
@@ -195,7 +196,11 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++) mma_s8_16816(c[h][mt][nt], a[mt][0], a[mt][1], b[nt]);
+                    for (int nt = 0; nt < 4; nt++) {
+                        if (SPLIT) mma_s8_16816(c[SPLIT ? h : 0][mt][nt], a[mt][0], a[mt][1], b[nt]);
+                        else if (h == 0) mma_s8_16816(c[0][mt][nt], a[mt][0], a[mt][1], b[nt]);
+                        else mma_s8_16816_acc(c[0][mt][nt], a[mt][0], a[mt][1], b[nt]);
+                    }
             }
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
@@ -210,7 +215,7 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
                         for (int cc = 0; cc < 2; cc++) {
                             const int i = hr * 2 + cc;
                             const int tl = wn * 32 + nt * 8 + tig * 2 + cc;
-                            const int lo = c[0][mt][nt][i], hi = c[1][mt][nt][i];
+                            const int lo = c[0][mt][nt][i], hi = SPLIT ? c[SPLIT ? 1 : 0][mt][nt][i] : 0;
                             const float ad = sAd[k][tl];
                             if (AT == MI_TYPE_Q8_K) {
                                 acc[mt][nt][i] += ad * (wd * (float)(sl * lo + sh * hi) - wmn * sAs[k][tl]);

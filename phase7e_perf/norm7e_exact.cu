@@ -1,49 +1,23 @@
 /* Phase 7e item e9: RMS norm with its loads in flight. 7b's kernel (one warp per row,
  * lane j sums x[i]^2 for i = j, j+32, ...) issues one load per add, so a single decode row
  * waits one memory latency per element: 17 us for the 7B's 3584-element row, 57 norms a
- * token, about a fifth of a decode step (MINFER_PROFILE=2 on the H200). Here each lane
- * issues eight loads, then does the eight adds in the same increasing-i order: the
+ * token, about a fifth of a decode step (MINFER_PROFILE=2 on the H200). Here the loads
+ * are issued together and the adds done afterwards in the same increasing-i order: the
  * canonical order of docs/NUMERICS.md is kept, so the result is bit-identical to 7b's and
- * to the CPU's. Built with --fmad=false (the *_exact.cu rule), as 7b's norm is. */
+ * to the CPU's. The default form gives a row a block: all of its loads go out at once into
+ * shared memory, warp 0 then sums in the canonical order from there (4.8 us a 3584-element
+ * row vs 7b's 11.7 us, back-to-back launches on the H200). Built with --fmad=false (the
+ * *_exact.cu rule), as 7b's norm is. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
 
 #define NRM_UNROLL 8
 
-/* x [G, rows], w [G] -> y [G, rows]; one warp per row, warps stride over rows */
-__global__ void kernel_rms_norm7e(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
-                                  int64_t G, int64_t rows, float eps) {
-    const int lane = threadIdx.x & 31;
-    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
-        const float *xr = x + (size_t)r * G;
-        float acc = 0.0f;
-        int64_t i = lane;
-        for (; i + (NRM_UNROLL - 1) * 32 < G; i += NRM_UNROLL * 32) {
-            float v[NRM_UNROLL];
-#pragma unroll
-            for (int k = 0; k < NRM_UNROLL; k++) v[k] = __ldg(xr + i + 32 * k);
-#pragma unroll
-            for (int k = 0; k < NRM_UNROLL; k++) {
-                const float sq = v[k] * v[k];
-                acc = acc + sq;
-            }
-        }
-        for (; i < G; i += 32) {
-            const float sq = xr[i] * xr[i];
-            acc = acc + sq;
-        }
-        for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
-        const float scale = mi_canon_rms_scale(acc, G, eps);
-        float *yr = y + (size_t)r * G;
-#pragma unroll 4
-        for (int64_t j = lane; j < G; j += 32) yr[j] = (xr[j] * scale) * w[j];
-    }
-}
-
-/* Variant for the timing study: the same loads without the read-only path. */
-__global__ void kernel_rms_norm7e_plain(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
+/* Rows too long for shared memory: one warp per row as 7b, eight plain loads in flight.
+ * (The read-only-path (__ldg) form of this loop measured 21.5 us a row on the H200, slower
+ * than 7b's 11.7; this one 13.4, the block form below 4.8: gate_7e's e9 timing.) */
+__global__ void kernel_rms_norm7e_warp(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
                                         int64_t G, int64_t rows, float eps) {
     const int lane = threadIdx.x & 31;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
@@ -107,23 +81,23 @@ kernel_rms_norm7e_blk(const float *__restrict__ x, const float *__restrict__ w, 
     }
 }
 
-/* variant 0: the item's kernel; 1: ldg unrolled warp; 2: plain unrolled warp; 3: block/smem */
+/* variant 0: the item's choice (block form when the row fits shared memory, else the warp
+ * form); 1: warp form; 2: block form (gate_7e times both against 7b's kernel) */
 extern "C" mi_status mi7e_rms_norm_variant(void *stream, const float *x, const float *w, float *y, int64_t G,
                                            int64_t rows, float eps, int variant) {
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7e_rms_norm: empty shape");
     cudaStream_t st = (cudaStream_t)stream;
-    if (variant == 0) variant = G <= NRM_SMEM_MAX ? 3 : 1;
-    if (variant == 3 && G > NRM_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_rms_norm: row of %lld", (long long)G);
-    if (variant == 3) {
+    if (variant == 0) variant = G <= NRM_SMEM_MAX ? 2 : 1;
+    if (variant == 2 && G > NRM_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_rms_norm: row of %lld", (long long)G);
+    if (variant == 2) {
         const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
         kernel_rms_norm7e_blk<<<blocks, NRM_BLOCK, (size_t)G * sizeof(float), st>>>(x, w, y, G, rows, eps);
         MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_blk");
         return MI_OK;
     }
     const int threads = 256;
-    if (variant == 2) kernel_rms_norm7e_plain<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
-    else kernel_rms_norm7e<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
-    MI_CU_CHECK_LAUNCH("kernel_rms_norm7e");
+    kernel_rms_norm7e_warp<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
+    MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_warp");
     return MI_OK;
 }
 

@@ -69,7 +69,7 @@ size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 
 /* ---- e9: RMS norm x [G, rows], w [G] -> y, 7b's canonical order with eight loads in flight */
 mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows, float eps);
-/* the timing study's variants (gate_7e): 0 the item's choice, 1-3 see norm7e_exact.cu */
+/* gate_7e's timing study: 0 the item's choice, 1 warp form, 2 block form (norm7e_exact.cu) */
 mi_status mi7e_rms_norm_variant(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows,
                                 float eps, int variant);
 
