@@ -26,13 +26,6 @@
 #define MQ_BK 4                        /* units (32 elements) per stage */
 #define MQ_ROW (MQ_BK * 32 + 16)       /* bytes per staged row: 144 = 36 words, conflict-free fragments */
 
-/* d += a . b (the accumulating form) */
-__device__ __forceinline__ void mma_s8_16816_acc(int (&d)[4], int a0, int a1, int b0) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b0));
-}
-
 __device__ __forceinline__ void mma_s8_16816(int (&d)[4], int a0, int a1, int b0) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
@@ -58,7 +51,7 @@ __global__ void kernel_unpack7e(const uint8_t *__restrict__ W, size_t wrow, int6
 /* PRE = false: W is the quantized tensor (unit_unpack per tile); PRE = true: Wq/Ws hold
  * rows [0, M) unpacked by kernel_unpack7e. Y [N, ldy] receives columns m of this call. */
 template <int WT, bool PRE>
-__global__ void __launch_bounds__(128, 5)   /* 5 blocks an SM: at most 102 registers */
+__global__ void __launch_bounds__(128)
 kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict__ Wq, const float4 *__restrict__ Ws,
              const uint8_t *__restrict__ A, size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
              int64_t ldy, int64_t M, int64_t N, int64_t nunits) {
@@ -83,104 +76,74 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
             for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
 
     for (int64_t u0 = 0; u0 < nunits; u0 += MQ_BK) {
-        /* ---- stage: 64 rows x 4 units of W, 64 tokens x 4 units of A ----
-         * ncu on the H200 (e11 kernel, 7B FFN chunk): L1 at 90%, 80% of the sectors read in
-         * excess, from the activation loads, where each lane read 8 words of its own token.
-         * Now a warp reads one token's 4 units (128 contiguous bytes) a word a lane. A
-         * coalesced form of the W staging too (8 lanes a row) cost 40 registers (3 blocks an
-         * SM instead of 4) and was slower, so W keeps one (row, unit) a lane: 48 contiguous
-         * bytes, whole sectors. The staged bytes are the same as before. */
-        if (PRE) {
-            /* one (row, unit) per lane, 48 contiguous bytes (Wq units are 32 B, scales 16 B) */
+        /* ---- stage: 64 rows x 4 units of W, 64 tokens x 4 units of A ---- */
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int i = tid + 128 * e, r = i & 63, k = i >> 6;
-                const int64_t m = m0 + r, u = u0 + k;
-                int4 q0 = make_int4(0, 0, 0, 0), q1 = q0;
-                float4 sc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (m < M && u < nunits) {
-                    const int64_t t = m * nunits + u;
-                    q0 = __ldg(Wq + 2 * t);
-                    q1 = __ldg(Wq + 2 * t + 1);
-                    sc = __ldg(Ws + t);
-                }
-                int4 *dst = (int4 *)&sW[r][k * 32];
-                dst[0] = q0;
-                dst[1] = q1;
-                sWd[k][r] = sc.x;
-                sWm[k][r] = sc.y;
-                sWl[k][r] = __float_as_int(sc.z);
-                sWh[k][r] = __float_as_int(sc.w);
-            }
-        } else {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int i = tid + 128 * e, r = i & 63, k = i >> 6;
-                const int64_t m = m0 + r, u = u0 + k;
-                wunit w;
-                if (m < M && u < nunits) {
-                    unit_unpack<WT>(W + (size_t)m * wrow, u, w);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 8; q++) w.q[q] = 0;
-                    w.d = w.m = 0.0f;
-                    w.sc_lo = w.sc_hi = 0;
-                }
-                int4 *dst = (int4 *)&sW[r][k * 32];
-                dst[0] = make_int4(w.q[0], w.q[1], w.q[2], w.q[3]);
-                dst[1] = make_int4(w.q[4], w.q[5], w.q[6], w.q[7]);
-                sWd[k][r] = w.d;
-                sWm[k][r] = w.m;
-                sWl[k][r] = w.sc_lo;
-                sWh[k][r] = w.sc_hi;
-            }
-        }
-        /* activation int8: warp w stages token rows w, w+4, ...; lane = one 4-byte word
-         * (unit lane/8, word lane%8), so a warp reads one token's 128 bytes at once */
-        for (int rr = warp; rr < MQ_BN; rr += 4) {
-            const int64_t n = n0 + rr;
-            const int k = lane >> 3;
-            const int64_t u = u0 + k;
-            int v = 0;
-            if (n < N && u < nunits) {
-                const int *aq = AT == MI_TYPE_Q8_K
-                                    ? (const int *)(A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES + 4 + 32 * (u & 7))
-                                    : (const int *)(A + (size_t)n * arow + (size_t)u * A8_BYTES + 4);
-                v = __ldg(aq + (lane & 7));
-            }
-            *(int *)&sA[rr][k * 32 + 4 * (lane & 7)] = v;
-        }
-#pragma unroll
-        for (int e = 0; e < 2; e++) {   /* activation scales: token i%64, unit i/64 */
+        for (int e = 0; e < 2; e++) {
             const int i = tid + 128 * e, r = i & 63, k = i >> 6;
-            const int64_t n = n0 + r, u = u0 + k;
+            const int64_t m = m0 + r, u = u0 + k;
+            wunit w;
+            if (PRE && m < M && u < nunits) {
+                const int64_t t = m * nunits + u;
+                const int4 q0 = __ldg(Wq + 2 * t), q1 = __ldg(Wq + 2 * t + 1);
+                const float4 sc = __ldg(Ws + t);
+                w.q[0] = q0.x; w.q[1] = q0.y; w.q[2] = q0.z; w.q[3] = q0.w;
+                w.q[4] = q1.x; w.q[5] = q1.y; w.q[6] = q1.z; w.q[7] = q1.w;
+                w.d = sc.x;
+                w.m = sc.y;
+                w.sc_lo = __float_as_int(sc.z);
+                w.sc_hi = __float_as_int(sc.w);
+            } else if (m < M && u < nunits) {
+                unit_unpack<WT>(W + (size_t)m * wrow, u, w);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 8; q++) w.q[q] = 0;
+                w.d = w.m = 0.0f;
+                w.sc_lo = w.sc_hi = 0;
+            }
+            int4 *dst = (int4 *)&sW[r][k * 32];
+            dst[0] = make_int4(w.q[0], w.q[1], w.q[2], w.q[3]);
+            dst[1] = make_int4(w.q[4], w.q[5], w.q[6], w.q[7]);
+            sWd[k][r] = w.d;
+            sWm[k][r] = w.m;
+            sWl[k][r] = w.sc_lo;
+            sWh[k][r] = w.sc_hi;
+
+            const int64_t n = n0 + r;
+            int q[8];
             float ad = 0.0f, as = 0.0f;
             if (n < N && u < nunits) {
+                const int *aq;
                 if (AT == MI_TYPE_Q8_K) {
                     const uint8_t *sb = A + (size_t)n * arow + (size_t)(u >> 3) * AK_BYTES;
                     const int j = (int)(u & 7);
                     const int16_t *bs = (const int16_t *)(sb + 4 + 256);
+                    aq = (const int *)(sb + 4 + 32 * j);
                     ad = *(const float *)sb;
                     as = (float)((int)bs[2 * j] + (int)bs[2 * j + 1]);
                 } else {
                     const uint8_t *b = A + (size_t)n * arow + (size_t)u * A8_BYTES;
+                    aq = (const int *)(b + 4);
                     ad = ld_f16(b);
                     as = ld_f16(b + 2);
                 }
+#pragma unroll
+                for (int t = 0; t < 8; t++) q[t] = __ldg(aq + t);
+            } else {
+#pragma unroll
+                for (int t = 0; t < 8; t++) q[t] = 0;
             }
+            int4 *da = (int4 *)&sA[r][k * 32];
+            da[0] = make_int4(q[0], q[1], q[2], q[3]);
+            da[1] = make_int4(q[4], q[5], q[6], q[7]);
             sAd[k][r] = ad;
             sAs[k][r] = as;
         }
         __syncthreads();
 
         /* ---- tensor cores: per unit two k16 halves (lo, hi), then the float scaling ---- */
-        /* Only Q6_K scales its two 16-element halves differently (sc_lo, sc_hi); for every
-         * other type they are 1, so the second half accumulates onto the first in the
-         * tensor core (exact int32: lo + hi) and needs no registers of its own. */
-        constexpr bool SPLIT = WT == MI_TYPE_Q6_K;
 #pragma unroll
         for (int k = 0; k < MQ_BK; k++) {
-            int c[SPLIT ? 2 : 1][2][4][4];
+            int c[2][2][4][4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int a[2][2], b[4];
@@ -196,11 +159,7 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++) {
-                        if (SPLIT) mma_s8_16816(c[SPLIT ? h : 0][mt][nt], a[mt][0], a[mt][1], b[nt]);
-                        else if (h == 0) mma_s8_16816(c[0][mt][nt], a[mt][0], a[mt][1], b[nt]);
-                        else mma_s8_16816_acc(c[0][mt][nt], a[mt][0], a[mt][1], b[nt]);
-                    }
+                    for (int nt = 0; nt < 4; nt++) mma_s8_16816(c[h][mt][nt], a[mt][0], a[mt][1], b[nt]);
             }
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
@@ -215,7 +174,7 @@ kernel_mmq7e(const uint8_t *__restrict__ W, size_t wrow, const int4 *__restrict_
                         for (int cc = 0; cc < 2; cc++) {
                             const int i = hr * 2 + cc;
                             const int tl = wn * 32 + nt * 8 + tig * 2 + cc;
-                            const int lo = c[0][mt][nt][i], hi = SPLIT ? c[SPLIT ? 1 : 0][mt][nt][i] : 0;
+                            const int lo = c[0][mt][nt][i], hi = c[1][mt][nt][i];
                             const float ad = sAd[k][tl];
                             if (AT == MI_TYPE_Q8_K) {
                                 acc[mt][nt][i] += ad * (wd * (float)(sl * lo + sh * hi) - wmn * sAs[k][tl]);
