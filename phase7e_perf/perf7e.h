@@ -66,6 +66,7 @@ size_t mi7e_mmq_workspace(mi_type wt, int64_t K, int64_t N);
 mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                    int64_t K, int64_t M, int64_t N, void *workspace, bool pre);
 size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+#define MI7E_PRE_MIN_N 1024   /* e11 is used from this many tokens on (bench_7e, docs/PHASE7E.md) */
 
 /* ---- e9: RMS norm x [G, rows], w [G] -> y, 7b's canonical order with eight loads in flight */
 mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows, float eps);
