@@ -32,6 +32,24 @@ def load(paths):
     return recs
 
 
+RELEVANT = ("MINFER_PERF_OFF", "MINFER_NO_CUDA_GRAPH", "MINFER_NO_FUSION", "MINFER_DISABLE_CUDA", "cuda_graph")
+
+
+def tidy(r):
+    """switches: only the ones that change what runs (the device exports many MINFER_* for its
+    gates); commit: MINFER_COMMIT where the bench could not ask git"""
+    sw = [x for x in str(r.get("switches", "")).split(",") if x]
+    for x in sw:
+        if x.startswith("MINFER_COMMIT=") and r.get("commit") in (None, "", "unknown"):
+            r["commit"] = x.split("=", 1)[1][:12]
+    r["switches"] = ",".join(x for x in sw if x.startswith(RELEVANT))
+    # the same seeded synthetic file under the name of the gate that made it (minfer-7b-..., minfer-7e-...)
+    m = str(r.get("model", ""))
+    if m.startswith("minfer-7") and m[9:10] == "-":
+        r["model"] = m[10:]
+    return r
+
+
 def shape_of(r):
     m = str(r.get("model", ""))
     for k in PARAMS:
@@ -58,7 +76,7 @@ def roofline(r):
 
 def main():
     paths = sorted(glob.glob(os.path.join(here, "*.jsonl"))) + sys.argv[1:]
-    recs = load(paths)
+    recs = sorted((tidy(r) for r in load(paths)), key=lambda r: r.get("date", ""))
     runs = [r for r in recs if r.get("backend") == "cuda" and "tok_s" in r and "item" not in r]
     ab = [r for r in recs if r.get("bench") == "bench-7e"]
 
@@ -96,11 +114,13 @@ def main():
     ab_last = OrderedDict()
     for r in ab:
         ab_last[(r["model"], r["test"], r["item"])] = r
+    ab_last = OrderedDict(sorted(ab_last.items(), key=lambda kv: kv[0], reverse=True))
     if ab_last:
         labels = [f"{k[0].replace('.gguf', '')[-22:]} {k[1]} {k[2]}" for k in ab_last]
         vals = [r["ratio_off_on"] for r in ab_last.values()]
         fig, ax = plt.subplots(figsize=(8, 0.28 * len(vals) + 1.2))
-        ax.barh(labels, vals, color=["#cc6677" if v < 1 else "#117733" for v in vals])
+        # green: the item pays (off is slower by > 2%); red: it costs; grey: within 2%
+        ax.barh(labels, vals, color=["#117733" if v < 0.98 else "#cc6677" if v > 1.02 else "#999999" for v in vals])
         ax.axvline(1.0, color="k", lw=0.8)
         ax.set_xlabel("tok/s off / tok/s on (< 1: the item pays)")
         ax.tick_params(axis="y", labelsize=7)
