@@ -39,3 +39,5 @@ for trial in range(3000):
         if any(p < tb or p >= te for p in reads): bad += 1
         if (lead % 16) != (src % 16): bad += 1
 print("stage_bytes emulation:", "ok" if bad == 0 else f"{bad} BAD cases")
+if bad:
+    raise SystemExit(1)
