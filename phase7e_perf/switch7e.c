@@ -5,6 +5,7 @@
  * pointers, so 7d's graph cache (keyed on the execs) never replays a kernel of another state. */
 #include "phase7e_perf/perf7e.h"
 #include "phase7e_perf/fattn7e.h"
+#include "phase7e_perf/mmv12.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
@@ -16,9 +17,9 @@
 
 /* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
-#define MI7E_DEFAULT_OFF ""
+#define MI7E_DEFAULT_OFF "e12"   /* e12: written without a GPU, not yet measured (docs/PHASE7E.md) */
 
-static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11"};
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
@@ -26,7 +27,7 @@ static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec, g_rms_exec;
 static mi_cuda_supports_fn g_mm_sup, g_ffn_sup, g_rms_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_fb;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_fb;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -39,6 +40,7 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e9_launches = atomic_load(&g_n_e9);
     out->e10_launches = atomic_load(&g_n_e10);
     out->e11_launches = atomic_load(&g_n_e11);
+    out->e12_launches = atomic_load(&g_n_e12);
     out->fallback_launches = atomic_load(&g_n_fb);
 }
 
@@ -58,9 +60,13 @@ static size_t ws_mm(const mi_tensor *n) {
     return a > b ? a : b;
 }
 
-static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7) {
+static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12) {
     const mi_tensor *w = n->src[0], *x = n->src[1], *b = n->src[2];
     const int64_t K = w->ne[0], M = w->ne[1], N = nrows(x);
+    if (e12 && mi7e_mmv12_supported(w->type, K, N)) {
+        atomic_fetch_add(&g_n_e12, 1);
+        return mi7e_mmv12(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, ws);
+    }
     if (e2 && mi7e_mmv_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e2, 1);
         return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
@@ -77,10 +83,14 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
     atomic_fetch_add(&g_n_fb, 1);
     return g_mm_exec(c, n, ws);
 }
-/* one exec per (e2, e7) state: distinct pointers (see the file comment) */
-static mi_status ex_mm_11(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, true, true); }
-static mi_status ex_mm_10(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, true, false); }
-static mi_status ex_mm_01(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return mm_run(c, n, ws, false, true); }
+/* one exec per (e2, e7, e12) state: distinct pointers (see the file comment); index
+ * e2 | e7 << 1 | e12 << 2, entry 0 (all three off) is 7b's own */
+#define EX_MM(i) \
+    static mi_status ex_mm_##i(mi_cuda_ctx *c, mi_tensor *n, void *ws) { \
+        return mm_run(c, n, ws, (i) & 1, ((i) >> 1) & 1, ((i) >> 2) & 1); \
+    }
+EX_MM(1) EX_MM(2) EX_MM(3) EX_MM(4) EX_MM(5) EX_MM(6) EX_MM(7)
+static const mi_cuda_exec_fn k_ex_mm[8] = {NULL, ex_mm_1, ex_mm_2, ex_mm_3, ex_mm_4, ex_mm_5, ex_mm_6, ex_mm_7};
 
 /* ---------------- FFN_SWIGLU: W_gate, W_up [K, F], x [K, N] -> [F, N] ----------------
  * e5 off: the CUDA backend refuses the fused node, so 7c's fusion pass (which asks
@@ -94,9 +104,13 @@ static size_t ws_ffn(const mi_tensor *n) {
     size_t b = mi7b_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
     return a > b ? a : b;
 }
-static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
+static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     const int64_t K = wg->ne[0], F = wg->ne[1], N = nrows(x);
+    if (e12 && wg->type == wu->type && mi7e_mmv12_supported(wg->type, K, N)) {
+        atomic_fetch_add(&g_n_e12, 1);
+        return mi7e_ffn12(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, ws);
+    }
     if (mi7e_mmv_supported(wg->type, K, N)) {
         atomic_fetch_add(&g_n_e5, 1);
         return mi7e_ffn(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, N, ws);
@@ -104,6 +118,9 @@ static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
     atomic_fetch_add(&g_n_fb, 1);
     return g_ffn_exec(c, n, ws);
 }
+/* e12 on / off: two pointers, so a captured decode graph of one state never replays in the other */
+static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false); }
+static mi_status ex_ffn12(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true); }
 
 /* ---------------- ATTN: q [hd*Hq, N], K, V -> [hd*Hq, N] ----------------
  * Prefill-sized batches (N >= 16) take the tiled kernel with n_past from the node; every
@@ -139,14 +156,15 @@ static mi_status ex_rms7e(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
 static void apply(void) {
     if (!g_installed) return;
     if (g_mm_exec) {
-        const bool e2 = mi7e_item_on(MI7E_E2), e7 = mi7e_item_on(MI7E_E7);
-        if (e2 || e7)
-            mi_cuda_set_op(MI_OP_MATMUL, e2 && e7 ? ex_mm_11 : e2 ? ex_mm_10 : ex_mm_01, g_mm_sup, ws_mm);
+        const int i = (mi7e_item_on(MI7E_E2) ? 1 : 0) | (mi7e_item_on(MI7E_E7) ? 2 : 0) | (mi7e_item_on(MI7E_E12) ? 4 : 0);
+        if (i)
+            mi_cuda_set_op(MI_OP_MATMUL, k_ex_mm[i], g_mm_sup, ws_mm);
         else
             mi_cuda_set_op(MI_OP_MATMUL, g_mm_exec, g_mm_sup, g_mm_ws);   /* the 7b entry, untouched */
     }
     /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
-    if (g_ffn_exec && g_ffn_sup) mi_cuda_set_op(MI_OP_FFN_SWIGLU, ex_ffn, sup_ffn, ws_ffn);
+    if (g_ffn_exec && g_ffn_sup)
+        mi_cuda_set_op(MI_OP_FFN_SWIGLU, mi7e_item_on(MI7E_E12) ? ex_ffn12 : ex_ffn, sup_ffn, ws_ffn);
     if (g_rms_exec) mi_cuda_set_op(MI_OP_RMS_NORM, mi7e_item_on(MI7E_E9) ? ex_rms7e : g_rms_exec, g_rms_sup, NULL);
     /* e6 off: Input nodes take the backend's pageable copy instead of 7d's pinned ring */
     mi_cuda_graph_set_input_staging(mi7e_item_on(MI7E_E6));
@@ -211,6 +229,7 @@ void mi_phase7e_install(void) {
     g_installed = true;
     unsigned m = 0;
     const char *e = getenv("MINFER_PERF_OFF");
+    const bool explicit_off = e != NULL;
     if (!e) e = MI7E_DEFAULT_OFF;
     if (parse_off(e, &m) != MI_OK) {
         mi_log("warning: %s; every 7e item stays on", mi_errmsg());
@@ -218,7 +237,7 @@ void mi_phase7e_install(void) {
     }
     g_off = m;
     apply();
-    if (m) {
+    if (m && explicit_off) {   /* the default state is not news: said only when asked for */
         char d[160];
         mi7e_describe(d, sizeof d);
         mi_log("phase 7e items: %s (MINFER_PERF_OFF=%s)", d, e);

@@ -25,6 +25,7 @@ static const ab_state k_states[] = {
     {"e9_off", "e9", false},
     {"e10_off", "e10", false},
     {"e11_off", "e11", false},
+    {"e12_off", "e12", false},
     {"all_off", "all", false},
     {"no_cuda_graph", "", true},
 };

@@ -15,6 +15,7 @@
 #include "gates/gate_util.h"
 #include "phase7e_perf/perf7e.h"
 #include "gates/7e/fattn_check.h"
+#include "gates/7e/mmv12_check.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "phase7d_graphs/graphs7d.h"
@@ -498,6 +499,9 @@ static void test_model(const char *shape, const char *type, double bound) {
         return;
     }
     mi_model *m = NULL;
+    /* the reference is every item on, default-off ones (e12) included, as bench_7e's A is:
+     * each ab_* test then turns exactly one item off */
+    mi7e_set_off("");
     gu_begin(&R, label);
     if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
     gu_pass(&R, "loaded %s", path);
@@ -536,8 +540,8 @@ static void test_model(const char *shape, const char *type, double bound) {
                     (unsigned long long)(c1.e11_launches - c0.e11_launches));
         /* e11 needs MI7E_PRE_MIN_N tokens, more than this prompt: its kernel tests compare it
          * with e7 bit for bit instead */
-        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "all"};
-        for (int i = 0; i < 8; i++) {
+        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e12", "all"};
+        for (int i = 0; i < 9; i++) {
             snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
             gu_begin(&R, nm);
             mi_cuda_graph_counters g0, g1;
@@ -613,6 +617,7 @@ int main(int argc, char **argv) {
     printf("7e items at start: %s\n", d);
     test_kernels();
     fattn_check(&R, S);
+    mmv12_check(&R, S);
     printf("worst nmse vs cpu: e2 %.3g, e7 %.3g, e5 %.3g\n", g_worst_e2, g_worst_e7, g_worst_e5);
     mi_cuda_graph_counters gc0;
     mi_cuda_graph_stats(&gc0);

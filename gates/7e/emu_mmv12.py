@@ -1,0 +1,601 @@
+# Host emulation (NumPy) of kernel_mmv12 in phase7e_perf/mmv12_exact.cu (item e12), line by line:
+# activation staging into the permuted shared layout, the lane map (octet q of the warp owns
+# super-block it*4U + 4g + q, lane t = lane & 7 loads 16 bytes of its quants), Q6_K's aligned
+# 16-byte loads + realign16, the half-dot swap with lane t^1, the per-unit float expression,
+# the per-lane (it, g) accumulation, the xor butterfly and the grid-stride row cover.
+# Checked against a direct NumPy decode of the GGUF Q4_K / Q6_K blocks: every unit computed
+# exactly once and bit-identical to the reference's unit value, row sums within float rounding,
+# every row written once, no 16-byte chunk outside [floor16(tensor), tensor end). CPU only.
+import sys
+import numpy as np
+
+WARPS = 8
+AK = 292
+rng = np.random.default_rng(12)
+passed = failed = 0
+first_bad = []
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        if len(first_bad) < 10:
+            first_bad.append(f"{name}: {detail}")
+            print(f"  MISMATCH {name}: {detail}")
+
+
+# ---------------- test data (GGUF block layouts) ----------------
+def rand_f16(n, lo, hi):
+    return (rng.uniform(lo, hi, n) * rng.choice([-1.0, 1.0], n)).astype(np.float16)
+
+
+def make_q4k(M, nsb):
+    b = rng.integers(0, 256, size=(M, nsb, 144), dtype=np.uint8)
+    b[:, :, 0:2] = rand_f16(M * nsb, 1e-3, 2e-2).view(np.uint8).reshape(M, nsb, 2)
+    b[:, :, 2:4] = rand_f16(M * nsb, 1e-3, 2e-2).view(np.uint8).reshape(M, nsb, 2)
+    return b
+
+
+def make_q6k(M, nsb):
+    b = rng.integers(0, 256, size=(M, nsb, 210), dtype=np.uint8)
+    b[:, :, 208:210] = rand_f16(M * nsb, 1e-3, 2e-2).view(np.uint8).reshape(M, nsb, 2)
+    return b
+
+
+def make_act(nsb):
+    """one Q8_K row: per block f32 d, int8 qs[256], int16 bsums[16] (sums of 16 qs)"""
+    d = rng.uniform(1e-3, 1e-2, nsb).astype(np.float32)
+    qs = rng.integers(-127, 128, size=(nsb, 256)).astype(np.int8)
+    bs = qs.astype(np.int16).reshape(nsb, 16, 16).sum(axis=2).astype(np.int16)
+    raw = np.zeros((nsb, AK), np.uint8)
+    raw[:, 0:4] = d.view(np.uint8).reshape(nsb, 4)
+    raw[:, 4:260] = qs.view(np.uint8)
+    raw[:, 260:292] = bs.view(np.uint8).reshape(nsb, 32)
+    return raw.reshape(-1), d, qs, bs
+
+
+# ---------------- direct reference: unit values from the GGUF layouts ----------------
+def f16(b2):  # [..., 2] uint8 -> float32
+    return np.ascontiguousarray(b2).view(np.float16)[..., 0].astype(np.float32)
+
+
+def ref_units_q4k(w, d8, qs, bs):
+    M, nsb, _ = w.shape
+    d, dmin, sc, qb = f16(w[..., 0:2]), f16(w[..., 2:4]), w[..., 4:16].astype(np.int64), w[..., 16:144].astype(np.int64)
+    scale = np.zeros((M, nsb, 8), np.int64)
+    mins = np.zeros((M, nsb, 8), np.int64)
+    for j in range(8):
+        if j < 4:
+            scale[..., j] = sc[..., j] & 63
+            mins[..., j] = sc[..., j + 4] & 63
+        else:
+            scale[..., j] = (sc[..., j + 4] & 0xF) | ((sc[..., j - 4] >> 6) << 4)
+            mins[..., j] = (sc[..., j + 4] >> 4) | ((sc[..., j] >> 6) << 4)
+    q = np.zeros((M, nsb, 256), np.int64)
+    for c in range(4):  # 64 elements per 32 qs bytes: low nibbles then high nibbles
+        q[..., 64 * c:64 * c + 32] = qb[..., 32 * c:32 * c + 32] & 0xF
+        q[..., 64 * c + 32:64 * c + 64] = qb[..., 32 * c:32 * c + 32] >> 4
+    a = qs.astype(np.int64)[None]
+    isum = (q * a).reshape(M, nsb, 8, 32).sum(axis=3)
+    bsum = bs.astype(np.int64).reshape(nsb, 8, 2).sum(axis=2)[None]
+    wd = d[..., None] * scale.astype(np.float32)
+    wm = dmin[..., None] * mins.astype(np.float32)
+    return d8[None, :, None] * (wd * isum.astype(np.float32) - wm * bsum.astype(np.float32))
+
+
+def ref_units_q6k(w, d8, qs, bs):
+    M, nsb, _ = w.shape
+    ql, qh = w[..., 0:128].astype(np.int64), w[..., 128:192].astype(np.int64)
+    sc = w[..., 192:208].view(np.int8).astype(np.int64)
+    d = f16(w[..., 208:210])
+    q = np.zeros((M, nsb, 256), np.int64)
+    scl = np.zeros((M, nsb, 256), np.int64)
+    for n in range(2):
+        for l in range(32):
+            h = qh[..., 32 * n + l]
+            e = 128 * n + l
+            q[..., e] = (ql[..., 64 * n + l] & 0xF) | (((h >> 0) & 3) << 4)
+            q[..., e + 32] = (ql[..., 64 * n + 32 + l] & 0xF) | (((h >> 2) & 3) << 4)
+            q[..., e + 64] = (ql[..., 64 * n + l] >> 4) | (((h >> 4) & 3) << 4)
+            q[..., e + 96] = (ql[..., 64 * n + 32 + l] >> 4) | (((h >> 6) & 3) << 4)
+            for r in range(4):
+                scl[..., e + 32 * r] = sc[..., 8 * n + l // 16 + 2 * r]
+    q -= 32
+    a = qs.astype(np.int64)[None]
+    isum = (scl * q * a).reshape(M, nsb, 8, 32).sum(axis=3)
+    bsum = bs.astype(np.int64).reshape(nsb, 8, 2).sum(axis=2)[None]
+    wd = np.broadcast_to(d[..., None], isum.shape)
+    return d8[None, :, None] * (wd * isum.astype(np.float32) - np.float32(0.0) * bsum.astype(np.float32))
+
+
+# ---------------- emulation helpers (32-bit words, int32 dp4a) ----------------
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def bytes_s8(w):  # uint64 word [...] -> int64 [..., 4] signed bytes
+    b = (w[..., None] >> np.array([0, 8, 16, 24], np.uint64)) & np.uint64(0xFF)
+    b = b.astype(np.int64)
+    return np.where(b >= 128, b - 256, b)
+
+
+def dp4a(a, b, c):
+    return c + (bytes_s8(a) * bytes_s8(b)).sum(axis=-1)
+
+
+def vsub4_20(x):  # __vsub4(x, 0x20202020): bytewise x - 32 mod 256
+    b = (x[..., None] >> np.array([0, 8, 16, 24], np.uint64)) & np.uint64(0xFF)
+    b = (b.astype(np.int64) - 32) & 0xFF
+    return (b.astype(np.uint64) << np.array([0, 8, 16, 24], np.uint64)).sum(axis=-1).astype(np.uint64)
+
+
+class Mem:
+    """the device tensor at byte address `base` (allocation starts at 0); records chunk reads"""
+
+    def __init__(self, data, base):
+        self.buf = rng.integers(0, 256, size=base + len(data) + 64, dtype=np.uint8)  # garbage around it
+        self.buf[base:base + len(data)] = data
+        self.lo16, self.end = base & ~15, base + len(data)
+        self.bad = 0
+
+    def ld16(self, addr, on):  # [M,32] addresses -> [M,32,4] uint64 words (0 where not on)
+        a = np.where(on, addr, self.lo16)
+        self.bad += int(np.count_nonzero(on & ((a & 15) != 0)))
+        self.bad += int(np.count_nonzero(on & ((a < self.lo16) | (a + 16 > self.end))))
+        b = self.buf[a[..., None] + np.arange(16)].astype(np.uint64)
+        w = b.reshape(*a.shape, 4, 4) << np.array([0, 8, 16, 24], np.uint64)
+        return np.where(on[..., None], w.sum(axis=-1), np.uint64(0))
+
+    def ld_u16(self, addr, on):
+        a = np.where(on, addr, self.lo16)
+        self.bad += int(np.count_nonzero(on & (((a & 1) != 0) | (a < self.lo16) | (a + 2 > self.end))))
+        v = self.buf[a].astype(np.uint64) | (self.buf[a + 1].astype(np.uint64) << np.uint64(8))
+        return np.where(on, v, np.uint64(0))
+
+
+def act_perm(wt, v):
+    return v ^ ((v & 8) >> (2 if wt == "q4k" else 1))
+
+
+def stage_act(wt, raw, nsb):
+    """stage_act12: word i of the 292-byte blocks -> sq (permuted uint4), sd, sbs"""
+    words = raw.view("<u4").astype(np.uint64)
+    sqw = np.zeros(nsb * 64, np.uint64)
+    sd = np.zeros(nsb, np.float32)
+    sbs = np.zeros(nsb * 8, np.uint64)
+    i = np.arange(nsb * 73)
+    s, o = i // 73, i % 73
+    m0, mq, mb = o == 0, (o >= 1) & (o <= 64), o >= 65
+    sd[s[m0]] = words[i[m0]].astype(np.uint32).view(np.float32)
+    oq = o[mq] - 1
+    sqw[s[mq] * 64 + act_perm(wt, oq >> 2) * 4 + (oq & 3)] = words[i[mq]]
+    sbs[s[mb] * 8 + (o[mb] - 65)] = words[i[mb]]
+    return sqw.reshape(nsb * 16, 4), sd, sbs
+
+
+def unit_value(d8, wd, wm, isum, bsw):
+    lo = (bsw & np.uint64(0xFFFF)).astype(np.int64)
+    hi = (bsw >> np.uint64(16)).astype(np.int64)
+    bsum = np.where(lo >= 32768, lo - 65536, lo) + np.where(hi >= 32768, hi - 65536, hi)
+    return d8 * (wd * isum.astype(np.float32) - wm * bsum.astype(np.float32))
+
+
+def half(bits):
+    return bits.astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def shfl_xor(v, m):
+    return v[:, np.arange(32) ^ m]
+
+
+def realign16(x, y, sh):  # x, y [M,32,4] words; sh [M,32] even
+    w = np.concatenate([x, y], axis=-1)
+    k = (sh >> 2)[..., None]
+    bits = ((sh & 3) * 8).astype(np.uint64)[..., None]
+    v = np.where((k & 2) != 0, w[..., 2:8], w[..., 0:6])
+    u = np.where((k & 1) != 0, v[..., 1:6], v[..., 0:5])
+    wide = u[..., 0:4] | (u[..., 1:5] << np.uint64(32))
+    return (wide >> bits) & M32
+
+
+def lane_values(wt, mem, rowaddr, s, on, t, sq, sd, sbs):
+    """one group of one weight: loads at the lane's addresses, then the lane's unit value;
+    returns value [M,32], unit index [M,32]"""
+    sc = np.where(on, s, 0)
+    aq = lambda v: sq[sc * 16 + act_perm(wt, v)]  # [M,32,4]
+    if wt == "q4k":
+        sb = rowaddr[:, None] + s * 144
+        H = mem.ld16(sb, on)
+        Q = mem.ld16(sb + 16 + 16 * t, on)
+        c, h = t >> 1, t & 1
+        a0, a1 = aq(4 * c + h), aq(4 * c + 2 + h)
+        m4 = np.uint64(0x0F0F0F0F)
+        pa = np.zeros(on.shape, np.int64)
+        pb = np.zeros(on.shape, np.int64)
+        for k in range(4):
+            pa = dp4a(Q[..., k] & m4, a0[..., k], pa)
+            pb = dp4a((Q[..., k] >> np.uint64(4)) & m4, a1[..., k], pb)
+        recv = shfl_xor(np.where(h == 1, pa, pb), 1)
+        isum = np.where(h == 1, recv + pb, pa + recv)
+        j = t
+        shb = (8 * (t & 3)).astype(np.uint64)
+        by, bz, bw = [(H[..., i] >> shb) & np.uint64(0xFF) for i in (1, 2, 3)]
+        by, bz, bw = by.astype(np.int64), bz.astype(np.int64), bw.astype(np.int64)
+        scv = np.where(j < 4, by & 63, (bw & 0xF) | ((by >> 6) << 4))
+        mnv = np.where(j < 4, bz & 63, (bw >> 4) | ((bz >> 6) << 4))
+        wd = half(H[..., 0] & np.uint64(0xFFFF)) * scv.astype(np.float32)
+        wm = half(H[..., 0] >> np.uint64(16)) * mnv.astype(np.float32)
+        v = unit_value(sd[sc], wd, wm, isum, sbs[sc * 8 + j])
+        return v, j
+    # q6k
+    n, p, h = t >> 2, (t >> 1) & 1, t & 1
+    sb = rowaddr[:, None] + s * 210
+    sh = sb & 15
+    a = sb - sh
+    l0, l1 = mem.ld16(a + 16 * t, on), mem.ld16(a + 16 * t + 16, on)
+    h0 = mem.ld16(a + 128 + 32 * n + 16 * h, on)
+    h1 = mem.ld16(a + 128 + 32 * n + 16 * h + 16, on)
+    scd = mem.ld_u16(sb + 192 + 8 * n + 2 * (p + 2 * h), on) | (mem.ld_u16(sb + 208, on) << np.uint64(16))
+    sh = np.where(on, sh, 0)
+    ql, qh = realign16(l0, l1, sh), realign16(h0, h1, sh)
+    a1, a2 = aq(8 * n + 2 * p + h), aq(8 * n + 2 * p + 4 + h)
+    m4 = np.uint64(0x0F0F0F0F)
+    hs1, hs2 = (2 * p).astype(np.uint64), (2 * p + 4).astype(np.uint64)
+    lev = lambda l, qw, hs: vsub4_20(l | (((qw >> hs) & np.uint64(0x03030303)) << np.uint64(4)))
+    p1 = np.zeros(on.shape, np.int64)
+    p2 = np.zeros(on.shape, np.int64)
+    for k in range(4):
+        p1 = dp4a(lev(ql[..., k] & m4, qh[..., k], hs1), a1[..., k], p1)
+        p2 = dp4a(lev((ql[..., k] >> np.uint64(4)) & m4, qh[..., k], hs2), a2[..., k], p2)
+    recv = shfl_xor(np.where(h == 1, p1, p2), 1)
+    lo, hi = np.where(h == 1, recv, p1), np.where(h == 1, p2, recv)
+    s8 = lambda x: np.where(x >= 128, x - 256, x)
+    sc_lo = s8((scd & np.uint64(0xFF)).astype(np.int64))
+    sc_hi = s8(((scd >> np.uint64(8)) & np.uint64(0xFF)).astype(np.int64))
+    isum = sc_lo * lo + sc_hi * hi
+    wd = half(scd >> np.uint64(16))
+    j = 4 * n + p + 2 * h
+    v = unit_value(sd[sc], wd, np.float32(0.0), isum, sbs[sc * 8 + j])
+    return v, j
+
+
+def warp_sum(v):
+    for off in (16, 8, 4, 2, 1):
+        v = (v + shfl_xor(v, off)).astype(np.float32)
+    return v
+
+
+def emulate(wt, U, mems, nsb, M, sq, sd, sbs, bias):
+    """kernel_mmv12 for every row at once (a row's result does not depend on which warp
+    runs it); returns per-weight row sums [NS][M], output y, and the unit coverage"""
+    NS = len(mems)
+    wrow = nsb * (144 if wt == "q4k" else 210)
+    lane = np.arange(32)
+    q, t = np.broadcast_to(lane >> 3, (M, 32)), np.broadcast_to(lane & 7, (M, 32))
+    nit = (nsb + 4 * U - 1) // (4 * U)
+    acc = [np.zeros((M, 32), np.float32) for _ in range(NS)]
+    seen = [np.zeros((M, nsb, 8), np.int64) for _ in range(NS)]
+    got_units = [np.zeros((M, nsb, 8), np.float32) for _ in range(NS)]
+    rows = np.arange(M)
+    for it in range(nit):
+        for g in range(U):
+            s = it * 4 * U + 4 * g + q
+            on = s < nsb
+            for k in range(NS):
+                v, j = lane_values(wt, mems[k], mems[k].base + rows * wrow, s, on, t, sq, sd, sbs)
+                v = v.astype(np.float32)
+                acc[k] = np.where(on, acc[k] + v, acc[k]).astype(np.float32)
+                mi, li = np.nonzero(on)
+                np.add.at(seen[k], (mi, s[mi, li], j[mi, li]), 1)
+                got_units[k][mi, s[mi, li], j[mi, li]] = v[mi, li]
+    sums = [warp_sum(a)[:, 0] for a in acc]
+    y = sums[0] + bias if bias is not None else sums[0]
+    return sums, y, seen, got_units
+
+
+def grid_cover(M, sm=132, occ=4):
+    nb = min((M + WARPS - 1) // WARPS, sm * occ)
+    stride = nb * WARPS
+    cnt = np.zeros(M, np.int64)
+    for gw in range(nb * WARPS):
+        cnt[np.arange(gw, M, stride)] += 1
+    return cnt
+
+
+def run_case(wt, K, M, fused, off, U=0):
+    nsb = K // 256
+    # u_default() of mmv12_exact.cu; the other built values through mi7e_mmv12_u
+    U = U or {("q4k", False): 4, ("q4k", True): 2, ("q6k", False): 2, ("q6k", True): 1}[(wt, fused)]
+    name = f"{wt}_K{K}_M{M}{'_fused' if fused else ''}_off{off}_U{U}"
+    raw, d8, qs, bs = make_act(nsb)
+    sq, sd, sbs = stage_act(wt, raw, nsb)
+    # staging: the staged layout read back through act_perm equals the blocks
+    ok = np.array_equal(sd, d8)
+    for v in range(16):
+        ok &= np.array_equal(sq[np.arange(nsb) * 16 + act_perm(wt, v)].astype(np.uint32).view(np.int8).reshape(nsb, 16),
+                             qs[:, 16 * v:16 * v + 16])
+    ok &= np.array_equal(sbs.astype(np.uint32).view(np.int16).reshape(nsb, 16), bs)
+    check(name + " stage", ok, "staged activation differs from the Q8_K blocks")
+    mems, refs = [], []
+    for _ in range(2 if fused else 1):
+        w = make_q4k(M, nsb) if wt == "q4k" else make_q6k(M, nsb)
+        mem = Mem(w.reshape(-1), 256 + off)
+        mem.base = 256 + off
+        mems.append(mem)
+        refs.append(ref_units_q4k(w, d8, qs, bs) if wt == "q4k" else ref_units_q6k(w, d8, qs, bs))
+    bias = None if fused else rng.uniform(-0.5, 0.5, M).astype(np.float32)
+    sums, y, seen, got = emulate(wt, U, mems, nsb, M, sq, sd, sbs, bias)
+    for k in range(len(mems)):
+        once = np.all(seen[k] == 1)
+        check(name + f" w{k} cover", once, f"units computed {seen[k].min()}..{seen[k].max()} times (want 1)")
+        eq = np.array_equal(got[k].view(np.uint32), refs[k].astype(np.float32).view(np.uint32))
+        if not eq:
+            i = np.argwhere(got[k].view(np.uint32) != refs[k].astype(np.float32).view(np.uint32))[0]
+            check(name + f" w{k} units", False, f"unit (row, sb, j) {tuple(i)} got {got[k][tuple(i)]!r} want {refs[k][tuple(i)]!r}")
+        else:
+            check(name + f" w{k} units", True)
+        want = refs[k].astype(np.float64).sum(axis=(1, 2))
+        scale = np.abs(refs[k].astype(np.float64)).sum(axis=(1, 2)) + 1e-30
+        err = np.abs(sums[k].astype(np.float64) - want) / scale
+        i = int(np.argmax(err))
+        check(name + f" w{k} rowsum", err.max() < 1e-5, f"row {i} got {sums[k][i]!r} want {want[i]!r} (rel {err.max():.3g})")
+        check(name + f" w{k} bounds", mems[k].bad == 0, f"{mems[k].bad} loads outside the tensor or misaligned")
+    if bias is not None:
+        check(name + " bias", np.array_equal(y, (sums[0] + bias).astype(np.float32)), "bias add differs")
+    cnt = grid_cover(M)
+    check(name + " rows", np.all(cnt == 1), f"rows written {cnt.min()}..{cnt.max()} times")
+
+
+def negative_control():
+    """the checks can fail: a wrong realign offset (sh ignored) must be caught"""
+    global realign16
+    good = realign16
+    realign16 = lambda x, y, sh: good(x, y, np.zeros_like(sh))
+    global passed, failed
+    p0, f0 = passed, failed
+    saved = list(first_bad)
+    run_case("q6k", 256, 7, False, 2)
+    caught = failed > f0
+    passed, failed = p0, f0
+    first_bad[:] = saved
+    realign16 = good
+    return caught
+
+
+# ---------------- the kernel's own lane code, compiled for the host ----------------
+# phase7e_perf/mmv12_exact.cu up to its kernel (load_*, value_*, realign16, stage_act12) built
+# with g++ against stub intrinsics (a two-pass __shfl_xor_sync: pass 1 records every lane's
+# operand, pass 2 reads the partner's), driven through the kernel's loop by a small C++ main;
+# its unit values must equal the reference's and its row sums the emulation's, bit for bit.
+# Skipped (not passed) without g++ or the CUDA headers (vector_types.h).
+HOST_FP16 = r"""/* host stub for the e12 host harness */
+#pragma once
+#include <stdint.h>
+#include <string.h>
+struct __half { unsigned short b; };
+static inline __half __ushort_as_half(unsigned short b) { __half h; h.b = b; return h; }
+static inline float __half2float(__half h) { _Float16 f; memcpy(&f, &h.b, 2); return (float)f; }
+"""
+HOST_RT = r"""/* host stub for the e12 host harness: the device intrinsics the e12 lane code uses */
+#pragma once
+#include <cuda_runtime_api.h>
+#include <vector_functions.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+struct hdim { unsigned x, y, z; };
+extern hdim threadIdx, blockDim, blockIdx, gridDim;
+extern int g_pass, g_lane, g_sent[32];
+static inline uint4 __ldg(const uint4 *p) { return *p; }
+static inline unsigned short __ldg(const unsigned short *p) { return *p; }
+static inline unsigned int __ldg(const unsigned int *p) { return *p; }
+static inline int __ldg(const int *p) { return *p; }
+static inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+}
+static inline unsigned __vsub4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFFu) << (8 * k);
+    return r;
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (s & 31));
+}
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+/* two-pass shuffle: pass 1 records each lane's operand, pass 2 reads the partner's */
+static inline int __shfl_xor_sync(unsigned, int v, int m) {
+    if (g_pass == 1) { g_sent[g_lane] = v; return 0; }
+    return g_sent[g_lane ^ m];
+}
+static inline float __shfl_xor_sync(unsigned, float v, int m) { (void)m; return v; }   /* unused by the lane code */
+static inline void __syncthreads(void) {}
+"""
+HOST_MAIN = r"""/* host harness: runs the e12 lane code of phase7e_perf/mmv12_exact.cu (load_*, value_*, realign16,
+ * stage_act12, compiled for the host) through the kernel's loop; writes units and row sums. */
+#include "dev_only.inc"
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+#include <algorithm>
+hdim threadIdx, blockDim, blockIdx, gridDim;
+int g_pass, g_lane, g_sent[32];
+
+template <int WT>
+static void run(const uint8_t *W, int64_t M, int nsb, int U, const uint8_t *A, float *units, float *sums) {
+    typedef q12<WT> Q;
+    std::vector<uint4> smem((size_t)nsb * 292 / 16 + 2), other(smem.size());
+    uint4 *sq = smem.data();
+    float *sd = (float *)(sq + (size_t)nsb * 16);
+    uint32_t *sbs = (uint32_t *)(sd + nsb);
+    blockDim.x = 256;
+    for (unsigned th = 0; th < 256; th++) { threadIdx.x = th; stage_act12<WT, 4>(A, nsb, sq, sd, sbs); }
+    /* the other batch sizes and the word path (A + 4: not 16-byte aligned) stage the same bytes */
+    std::vector<uint8_t> shifted((size_t)nsb * 292 + 32);
+    uint8_t *A4 = shifted.data() + (16 - ((uintptr_t)shifted.data() & 15)) + 4;
+    memcpy(A4, A, (size_t)nsb * 292);
+    for (int variant = 0; variant < 4; variant++) {
+        std::fill(other.begin(), other.end(), make_uint4(0, 0, 0, 0));
+        uint4 *oq = other.data();
+        float *od = (float *)(oq + (size_t)nsb * 16);
+        uint32_t *ob = (uint32_t *)(od + nsb);
+        const uint8_t *src = variant & 2 ? A4 : A;
+        for (unsigned th = 0; th < 256; th++) {
+            threadIdx.x = th;
+            if (variant & 1) stage_act12<WT, 1>(src, nsb, oq, od, ob);
+            else stage_act12<WT, 2>(src, nsb, oq, od, ob);
+        }
+        if (memcmp(oq, sq, (size_t)nsb * 292)) { fprintf(stderr, "staging variant %d differs\n", variant); exit(5); }
+    }
+    const size_t wrow = (size_t)nsb * Q::bytes;
+    const int nit = (nsb + 4 * U - 1) / (4 * U);
+    for (int64_t row = 0; row < M; row++) {
+        float acc[32] = {0};
+        for (int it = 0; it < nit; it++)
+            for (int g = 0; g < U; g++) {
+                typename Q::raw r[32];
+                float v[32];
+                for (int pass = 1; pass <= 2; pass++) {
+                    g_pass = pass;
+                    for (int lane = 0; lane < 32; lane++) {
+                        g_lane = lane;
+                        const int q = lane >> 3, t = lane & 7, s = it * 4 * U + 4 * g + q;
+                        if (pass == 1) {
+                            if (s < nsb) Q::load(r[lane], W + (size_t)row * wrow + (size_t)s * Q::bytes, t);
+                            else Q::zero(r[lane]);
+                        }
+                        v[lane] = Q::value(r[lane], sq, sd, sbs, s < nsb ? s : 0, t);
+                    }
+                }
+                for (int lane = 0; lane < 32; lane++) {
+                    const int q = lane >> 3, t = lane & 7, s = it * 4 * U + 4 * g + q;
+                    if (s >= nsb) continue;
+                    acc[lane] += v[lane];
+                    const int j = WT == MI_TYPE_Q4_K ? t : 4 * (t >> 2) + ((t >> 1) & 1) + 2 * (t & 1);
+                    units[((size_t)row * nsb + s) * 8 + j] = v[lane];
+                }
+            }
+        for (int off = 16; off >= 1; off >>= 1) {
+            float n[32];
+            for (int l = 0; l < 32; l++) n[l] = acc[l] + acc[l ^ off];
+            memcpy(acc, n, sizeof acc);
+        }
+        sums[row] = acc[0];
+    }
+}
+
+int main(int argc, char **argv) {
+    /* args: wt(12|14) K M U off wfile afile outfile */
+    if (argc != 9) return 2;
+    const int wt = atoi(argv[1]), U = atoi(argv[4]);
+    const int64_t K = atoll(argv[2]), M = atoll(argv[3]);
+    const size_t off = (size_t)atoll(argv[5]);
+    const int nsb = (int)(K / 256);
+    const size_t wbytes = (size_t)M * nsb * (wt == MI_TYPE_Q4_K ? 144 : 210);
+    uint8_t *buf = (uint8_t *)aligned_alloc(256, (wbytes + off + 256 + 255) / 256 * 256);
+    FILE *f = fopen(argv[6], "rb");
+    if (!f || fread(buf + off, 1, wbytes, f) != wbytes) return 3;
+    fclose(f);
+    std::vector<uint8_t> A((size_t)nsb * 292);
+    f = fopen(argv[7], "rb");
+    if (!f || fread(A.data(), 1, A.size(), f) != A.size()) return 4;
+    fclose(f);
+    std::vector<float> units((size_t)M * nsb * 8, __builtin_nanf("")), sums(M);
+    if (wt == MI_TYPE_Q4_K) run<MI_TYPE_Q4_K>(buf + off, M, nsb, U, A.data(), units.data(), sums.data());
+    else run<MI_TYPE_Q6_K>(buf + off, M, nsb, U, A.data(), units.data(), sums.data());
+    f = fopen(argv[8], "wb");
+    fwrite(units.data(), 4, units.size(), f);
+    fwrite(sums.data(), 4, sums.size(), f);
+    fclose(f);
+    free(buf);
+    return 0;
+}
+"""
+skipped = 0
+
+
+def host_harness():
+    global skipped
+    import os, shutil, subprocess, tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.abspath(os.path.join(here, "..", ".."))
+    cxx = shutil.which("g++")
+    cuda_inc = [d for d in (os.environ.get("CUDA_HOME", "") + "/include", "/usr/local/cuda/include")
+                if os.path.exists(os.path.join(d, "vector_functions.h"))]
+    if not cxx or not cuda_inc:
+        skipped += 1
+        print("skip host_harness: no g++ or CUDA headers")
+        return
+    src = open(os.path.join(root, "phase7e_perf", "mmv12_exact.cu")).read()
+    marker = "/* ---------------- kernel ----------------"
+    if marker not in src:
+        check("host_harness source", False, "mmv12_exact.cu lost its kernel marker: update emu_mmv12.py")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "fake"))
+        open(os.path.join(tmp, "fake", "cuda_fp16.h"), "w").write(HOST_FP16)
+        open(os.path.join(tmp, "fake", "cuda_runtime.h"), "w").write(HOST_RT)
+        open(os.path.join(tmp, "dev_only.inc"), "w").write(src[:src.index(marker)])
+        open(os.path.join(tmp, "host.cpp"), "w").write(HOST_MAIN)
+        exe = os.path.join(tmp, "host")
+        r = subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-I" + os.path.join(tmp, "fake"), "-I" + tmp, "-I" + root,
+                            "-I" + cuda_inc[0], "-o", exe, os.path.join(tmp, "host.cpp")], capture_output=True, text=True)
+        if r.returncode != 0:
+            check("host_harness build", False, r.stderr.strip().splitlines()[:3])
+            return
+        hcases = [("q4k", 256, 7, 0), ("q4k", 3584, 33, 0), ("q4k", 18944, 9, 0), ("q6k", 256, 9, 2),
+                  ("q6k", 3584, 33, 6), ("q6k", 18944, 9, 14), ("q6k", 18944, 5, 4)]
+        for wt, K, M, off in hcases:
+            for U in ((4, 2) if wt == "q4k" else (2, 1)):
+                name = f"host_{wt}_K{K}_M{M}_U{U}_off{off}"
+                nsb = K // 256
+                raw, d8, qs, bs = make_act(nsb)
+                w = make_q4k(M, nsb) if wt == "q4k" else make_q6k(M, nsb)
+                ref = (ref_units_q4k if wt == "q4k" else ref_units_q6k)(w, d8, qs, bs).astype(np.float32)
+                wf, af, of = (os.path.join(tmp, x) for x in ("w.bin", "a.bin", "o.bin"))
+                w.reshape(-1).tofile(wf)
+                raw.tofile(af)
+                r = subprocess.run([exe, "12" if wt == "q4k" else "14", str(K), str(M), str(U), str(off), wf, af, of],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    check(name, False, f"harness exit {r.returncode}: {r.stderr.strip()}")
+                    continue
+                out = np.fromfile(of, np.float32)
+                units, sums = out[:M * nsb * 8].reshape(M, nsb, 8), out[M * nsb * 8:]
+                sq, sd, sbs = stage_act(wt, raw, nsb)
+                mem = Mem(w.reshape(-1), 256 + off)
+                mem.base = 256 + off
+                esums = emulate(wt, U, [mem], nsb, M, sq, sd, sbs, None)[0][0].astype(np.float32)
+                ue = units.view(np.uint32) != ref.view(np.uint32)
+                if ue.any():
+                    i = tuple(np.argwhere(ue)[0])
+                    check(name + " units", False, f"unit (row, sb, j) {i} got {units[i]!r} want {ref[i]!r}")
+                else:
+                    check(name + " units", True)
+                se = sums.view(np.uint32) != esums.view(np.uint32)
+                i = int(np.argmax(se)) if se.any() else 0
+                check(name + " rowsum", not se.any(), f"row {i} got {sums[i]!r} want (emulation) {esums[i]!r}")
+
+
+cases = []
+for K in (256, 3584, 18944):
+    for M in (1, 7, 512, 1000):
+        cases.append(("q4k", K, M, False, 0))
+        cases.append(("q6k", K, M, False, [0, 2, 6, 14, 8, 4, 10, 12][len(cases) // 2 % 8]))
+for K, M in ((3584, 512), (256, 7), (18944, 7)):
+    cases.append(("q4k", K, M, True, 0))
+    cases.append(("q6k", K, M, True, 10))
+cases += [("q4k", 3584, 512, False, 0, 2), ("q4k", 18944, 7, False, 0, 2), ("q6k", 18944, 7, False, 6, 1),
+          ("q6k", 3584, 100, False, 2, 1), ("q4k", 3584, 512, True, 0, 1)]
+print("emulating negative control ...", flush=True)
+import contextlib, io
+with contextlib.redirect_stdout(io.StringIO()):
+    caught = negative_control()
+check("negative_control_realign", caught, "a broken realign went unnoticed")
+for c in cases:
+    run_case(*c)
+host_harness()
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,260 @@
+/* Device check of item e12 (phase7e_perf/mmv12_exact.cu) for gate_7e: the streaming one-token
+ * matmul and fused FFN for Q4_K / Q6_K against the CPU scalar dot of common/quant (x quantized
+ * the same way): NMSE <= 1e-6, every output written (NaN poison), repeat runs bitwise equal,
+ * and NMSE vs e2 / e5 reported; then one timing per 7B decode shape, e2 vs e12 (cudaEvent,
+ * median of 20 calls, quantization of x included in both; a measurement: always passes).
+ * Header-only, included once: mmv12_check(&R, S). */
+#ifndef MI_MMV12_CHECK_H
+#define MI_MMV12_CHECK_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "gates/gate_util.h"
+#include "common/core/mi_fp16.h"
+#include "common/core/mi_canon.h"
+#include "common/quant/mi_types.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase7e_perf/mmv12.h"
+
+#define MC_NMSE_BOUND 1e-6
+#define MC_CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+    exit(2); } } while (0)
+
+static unsigned long long mc_seed = 0xe12;
+
+/* CPU reference: y[m] = scalar dot(W row m, quantized x) (+ bias[m]) */
+static void mc_cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
+                          int64_t M) {
+    const mi_type vt = mi_type_get(t)->vec_dot_type;
+    mi_vec_dot_fn dot = mi_get_vec_dot(t, MI_ISA_SCALAR);
+    mi_quantize_fn qa = mi_get_quantize_act(vt, MI_ISA_SCALAR);
+    const size_t arow = mi_row_size(vt, K), wrb = mi_row_size(t, K);
+    uint8_t *aq = (uint8_t *)malloc(arow);
+    qa(x, aq, K);
+    for (int64_t m = 0; m < M; m++) {
+        float s;
+        dot(K, &s, w + wrb * (size_t)m, aq);
+        y[m] = bias ? s + bias[m] : s;
+    }
+    free(aq);
+}
+
+/* M rows of random super-blocks: every bit pattern of the quants and scales, with the f16
+ * super-block scales (Q4_K d, dmin; Q6_K d) set to small finite values. The big shapes use
+ * it (quantizing 68M floats would take the gate minutes); small shapes use gu_make_weights. */
+static uint8_t *mc_random_blocks(mi_type t, int64_t K, int64_t M, size_t *bytes) {
+    const size_t rb = mi_row_size(t, K), n = rb * (size_t)M;
+    uint8_t *w = (uint8_t *)malloc(n);
+    gu_fill(w, n, gu_rng(&mc_seed));
+    const size_t bb = t == MI_TYPE_Q4_K ? 144 : 210, nb = n / bb;
+    for (size_t i = 0; i < nb; i++) {
+        uint8_t *b = w + i * bb;
+        for (int k = 0; k < (t == MI_TYPE_Q4_K ? 2 : 1); k++) {
+            const uint16_t h = mi_f32_to_f16(gu_frand(&mc_seed, -0.02f, 0.02f));
+            memcpy(t == MI_TYPE_Q4_K ? b + 2 * k : b + 208, &h, 2);
+        }
+    }
+    *bytes = n;
+    return w;
+}
+
+static void *mc_up(const void *h, size_t n, size_t off, void **base) {
+    char *d = NULL;
+    MC_CK(cudaMalloc((void **)&d, n + off + 1));
+    MC_CK(cudaMemcpy(d + off, h, n, cudaMemcpyHostToDevice));
+    *base = d;
+    return d + off;
+}
+
+static float *mc_poison(size_t nfl) {
+    float *d = NULL;
+    MC_CK(cudaMalloc((void **)&d, nfl * 4));
+    MC_CK(cudaMemset(d, 0xFF, nfl * 4));
+    return d;
+}
+
+static void mc_down(cudaStream_t S, float *h, const float *d, size_t nfl) {
+    MC_CK(cudaStreamSynchronize(S));
+    MC_CK(cudaMemcpy(h, d, nfl * 4, cudaMemcpyDeviceToHost));
+}
+
+/* One correctness case: unfused (bias optional) or fused (M = F); `off` shifts the weights'
+ * device base (Q6_K: the 2-aligned realign path; Q4_K: the fallback to e2). */
+static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, bool fused, bool with_bias,
+                    size_t off, int u) {
+    char name[128];
+    char us[8] = "";
+    if (u) snprintf(us, sizeof us, "_U%d", u);
+    snprintf(name, sizeof name, "e12_%s_%s_K%lld_M%lld%s%s%s", fused ? "ffn" : "mmv", mi_type_name(t), (long long)K,
+             (long long)M, with_bias ? "_bias" : "", off ? "_unaligned" : "", us);
+    gu_begin(R, name);
+    if (!mi7e_mmv12_supported(t, K, 1)) {
+        gu_fail(R, "the kernel refuses a shape it is meant to cover");
+        return;
+    }
+    const bool big = (double)K * (double)M > 4e6;
+    size_t wb = 0;
+    uint8_t *w = big ? mc_random_blocks(t, K, M, &wb) : (uint8_t *)gu_make_weights(&mc_seed, t, K, M, 1.0f, &wb);
+    uint8_t *w2 = NULL;
+    if (fused) w2 = big ? mc_random_blocks(t, K, M, &wb) : (uint8_t *)gu_make_weights(&mc_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&mc_seed, (size_t)K, -1.f, 1.f), *bias = gu_rand_f32(&mc_seed, (size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)M;
+    float *ref = (float *)malloc(ny * 4), *got = (float *)malloc(ny * 4), *got2 = (float *)malloc(ny * 4),
+          *old = (float *)malloc(ny * 4);
+    if (fused) {
+        float *u = (float *)malloc(ny * 4);
+        mc_cpu_matmul(t, w, x, NULL, ref, K, M);
+        mc_cpu_matmul(t, w2, x, NULL, u, K, M);
+        for (size_t i = 0; i < ny; i++) ref[i] = mi_canon_swiglu(ref[i], u[i]);
+        free(u);
+    } else {
+        mc_cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M);
+    }
+    void *b1, *b2 = NULL, *b3, *b4;
+    void *dw = mc_up(w, wb, off, &b1), *dw2 = fused ? mc_up(w2, wb, off, &b2) : NULL;
+    float *dx = (float *)mc_up(x, (size_t)K * 4, 0, &b3), *db = (float *)mc_up(bias, (size_t)M * 4, 0, &b4);
+    const size_t ws_b = mi7e_mmv_workspace(t, K, 1) > mi7e_mmv12_workspace(t, K) ? mi7e_mmv_workspace(t, K, 1)
+                                                                                  : mi7e_mmv12_workspace(t, K);
+    void *ws = NULL;
+    MC_CK(cudaMalloc(&ws, ws_b));
+    MC_CK(cudaMemset(ws, 0xFF, ws_b));
+    float *dy = mc_poison(ny);
+#define MC_RUN12() (fused ? mi7e_ffn12_u(S, t, dw, dw2, dx, dy, K, M, ws, u) \
+                          : mi7e_mmv12_u(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, ws, u))
+    mi_status st = MC_RUN12();
+    if (st == MI_OK) { mc_down(S, got, dy, ny); MC_CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) st = MC_RUN12();
+    if (st == MI_OK) { mc_down(S, got2, dy, ny); MC_CK(cudaMemset(dy, 0xFF, ny * 4)); }
+#undef MC_RUN12
+    if (st == MI_OK)
+        st = fused ? mi7e_ffn(S, t, dw, dw2, dx, dy, K, M, 1, ws)
+                   : mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, 1, ws);
+    if (st == MI_OK) mc_down(S, old, dy, ny);
+    if (st != MI_OK) {
+        gu_fail(R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = gu_nmse(got, ref, ny), e_old = gu_nmse(got, old, ny);
+        const bool rep = memcmp(got, got2, ny * 4) == 0, same_old = memcmp(got, old, ny * 4) == 0;
+        if (!(e_cpu <= MC_NMSE_BOUND) || !rep) {
+            size_t i = 0;
+            double worst = -1;
+            for (size_t k = 0; k < ny; k++) {
+                const double d = fabs((double)got[k] - (double)ref[k]);
+                if (d != d) { i = k; break; }   /* a NaN (unwritten output) first */
+                if (d > worst) { worst = d; i = k; }
+            }
+            printf("    %s: worst index %zu got %.9g want %.9g (e2/e5 %.9g)\n", name, i, got[i], ref[i], old[i]);
+            gu_fail(R, "nmse vs cpu %.3g (bound %g), vs e2/e5 %.3g, repeat %s", e_cpu, MC_NMSE_BOUND, e_old,
+                    rep ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(R, "nmse vs cpu %.3g, vs e2/e5 %.3g (%s), repeat bitwise", e_cpu, e_old,
+                    same_old ? "bit-identical" : "not bit-identical");
+        }
+    }
+    free(w); free(w2); free(x); free(bias); free(ref); free(got); free(got2); free(old);
+    cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(ws); cudaFree(dy);
+}
+
+static int mc_cmp_f(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median ms of 20 calls of e2/e5 (which = 0) or e12 with U = which - 1 (1: the default U),
+ * after 3 warm-up calls */
+static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const void *w, const void *w2, const float *x,
+                     float *y, int64_t K, int64_t M, void *ws, mi_status *st) {
+    cudaEvent_t a, b;
+    MC_CK(cudaEventCreate(&a));
+    MC_CK(cudaEventCreate(&b));
+    float ms[20];
+    *st = MI_OK;
+    for (int i = -3; i < 20 && *st == MI_OK; i++) {
+        MC_CK(cudaEventRecord(a, S));
+        if (which == 0)
+            *st = fused ? mi7e_ffn(S, t, w, w2, x, y, K, M, 1, ws) : mi7e_mmv(S, t, w, x, NULL, y, K, M, 1, ws);
+        else
+            *st = fused ? mi7e_ffn12_u(S, t, w, w2, x, y, K, M, ws, which - 1)
+                        : mi7e_mmv12_u(S, t, w, x, NULL, y, K, M, ws, which - 1);
+        MC_CK(cudaEventRecord(b, S));
+        MC_CK(cudaEventSynchronize(b));
+        if (i >= 0) MC_CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (*st != MI_OK) return 0.0f;
+    qsort(ms, 20, sizeof ms[0], mc_cmp_f);
+    return 0.5f * (ms[9] + ms[10]);
+}
+
+/* e2/e5, e12 (default U) and e12 with the other U built (alt_u) on one 7B shape */
+static void mc_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M, bool fused,
+                      int alt_u) {
+    char name[128];
+    snprintf(name, sizeof name, "e12_time_%s_%s_K%lld_M%lld", what, mi_type_name(t), (long long)K, (long long)M);
+    gu_begin(R, name);
+    size_t wb = 0;
+    uint8_t *w = mc_random_blocks(t, K, M, &wb), *w2 = fused ? mc_random_blocks(t, K, M, &wb) : NULL;
+    float *x = gu_rand_f32(&mc_seed, (size_t)K, -1.f, 1.f);
+    void *b1, *b2 = NULL, *b3;
+    void *dw = mc_up(w, wb, 0, &b1), *dw2 = fused ? mc_up(w2, wb, 0, &b2) : NULL;
+    float *dx = (float *)mc_up(x, (size_t)K * 4, 0, &b3);
+    void *ws = NULL;
+    MC_CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1) + mi7e_mmv12_workspace(t, K)));
+    float *dy = mc_poison((size_t)M);
+    mi_status st;
+    const float t2 = mc_time(S, 0, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
+    float t12 = 0.0f, ta = 0.0f;
+    if (st == MI_OK) t12 = mc_time(S, 1, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
+    if (st == MI_OK && alt_u) ta = mc_time(S, alt_u + 1, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
+    const double gb = (double)wb * (fused ? 2 : 1) / 1e9;
+    if (st != MI_OK) {
+        gu_fail(R, "launch: %s", mi_errmsg());
+    } else {
+        printf("    %s: %.1f MB weights, %s %.4f ms (%.0f GB/s), e12 %.4f ms (%.0f GB/s, x%.2f), e12 U=%d %.4f ms "
+               "(%.0f GB/s)\n", name, gb * 1e3, fused ? "e5" : "e2", t2, gb / (t2 * 1e-3), t12, gb / (t12 * 1e-3),
+               t12 > 0 ? t2 / t12 : 0.0, alt_u, ta, ta > 0 ? gb / (ta * 1e-3) : 0.0);
+        gu_pass(R, "%.1f MB: %s %.4f ms %.0f GB/s, e12 %.4f ms %.0f GB/s, e12 U=%d %.4f ms %.0f GB/s (median of 20, "
+                "x quantization included)", gb * 1e3, fused ? "e5" : "e2", t2, gb / (t2 * 1e-3), t12,
+                gb / (t12 * 1e-3), alt_u, ta, ta > 0 ? gb / (ta * 1e-3) : 0.0);
+    }
+    free(w); free(w2); free(x);
+    cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
+}
+
+static void mmv12_check(gu_run *R, cudaStream_t S) {
+    static const mi_type types[2] = {MI_TYPE_Q4_K, MI_TYPE_Q6_K};
+    for (int i = 0; i < 2; i++) {
+        const mi_type t = types[i];
+        const bool q4 = t == MI_TYPE_Q4_K;
+        mc_case(R, S, t, 3584, 3584, false, false, 0, 0);
+        mc_case(R, S, t, 3584, 512, false, false, 0, 0);
+        mc_case(R, S, t, 18944, 3584, false, false, 0, 0);
+        mc_case(R, S, t, 3584, 18944, true, false, 0, 0);
+        mc_case(R, S, t, 256, 1, false, false, 0, 0);
+        mc_case(R, S, t, 3584, 1000, false, true, 0, 0);
+        mc_case(R, S, t, 256, 7, true, false, 0, 0);
+        /* Q6_K: base 2 mod 16 (realign path); Q4_K: base 4 mod 16 (goes to e2) */
+        mc_case(R, S, t, 3584, 512, false, true, q4 ? 4 : 2, 0);
+        /* the other U built (timing study) */
+        mc_case(R, S, t, 18944, 512, false, true, 0, q4 ? 2 : 1);
+        if (q4) mc_case(R, S, t, 3584, 1000, true, false, 0, 1);
+    }
+    gu_begin(R, "e12_supported");
+    const bool ok = mi7e_mmv12_supported(MI_TYPE_Q4_K, 18944, 1) && mi7e_mmv12_supported(MI_TYPE_Q6_K, 256, 1) &&
+                    !mi7e_mmv12_supported(MI_TYPE_Q4_K, 3584, 2) && !mi7e_mmv12_supported(MI_TYPE_Q8_0, 3584, 1) &&
+                    !mi7e_mmv12_supported(MI_TYPE_Q4_K, 300, 1) && !mi7e_mmv12_supported(MI_TYPE_Q4_K, 256 * 200, 1);
+    if (ok) gu_pass(R, "Q4_K/Q6_K N = 1 accepted; N = 2, Q8_0, K = 300, K = 51200 refused");
+    else gu_fail(R, "mi7e_mmv12_supported accepts or refuses the wrong shapes");
+    /* 7B (Qwen2.5-7B) decode shapes */
+    mc_timing(R, S, "ffn_gate_up", MI_TYPE_Q4_K, 3584, 18944, true, 1);
+    mc_timing(R, S, "ffn_down", MI_TYPE_Q4_K, 18944, 3584, false, 2);
+    mc_timing(R, S, "ffn_down", MI_TYPE_Q6_K, 18944, 3584, false, 1);
+    mc_timing(R, S, "attn_q_o", MI_TYPE_Q4_K, 3584, 3584, false, 2);
+    mc_timing(R, S, "attn_v", MI_TYPE_Q6_K, 3584, 512, false, 1);
+    mc_timing(R, S, "output", MI_TYPE_Q6_K, 3584, 152064, false, 1);
+}
+#endif
