@@ -72,6 +72,9 @@ fi
 PHASES=""
 for p in 7a 7b 7c 7d 7e; do PHASES="$PHASES $p"; [ "$p" = "$PHASE" ] && break; done
 
+# The device's copy of .git has been seen to lag the working tree (benches run outside this
+# script recorded the session's starting commit), so the caller should pass MINFER_COMMIT.
+[ -n "${MINFER_COMMIT:-}" ] || echo "device.sh: MINFER_COMMIT not set; the commit read from this copy's git may be stale" >&2
 export MINFER_COMMIT=${MINFER_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)}
 status_line() { echo "[device.sh $(( $(date +%s) - t_start ))s] $*"; }
 pack() {
