@@ -134,6 +134,14 @@ static void gu_commit(char *buf, size_t n) {
     pclose(p);
 }
 
+/* Now in UTC, ISO 8601 (the "date" of every JSON record). */
+static inline void gu_utc_now(char *buf, size_t n) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 /* Print the closing line, write the JSON summary, return the exit status. */
 static int gu_finish(gu_run *r) {
     printf("%d passed, %d failed, %d skipped\n", r->passed, r->failed, r->skipped);
@@ -147,10 +155,7 @@ static int gu_finish(gu_run *r) {
         }
         char commit[128], date[64];
         gu_commit(commit, sizeof commit);
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        gu_utc_now(date, sizeof date);
         fputs("{\"gate\": ", f); gu_json_str(f, r->gate);
         fputs(", \"phase\": ", f); gu_json_str(f, r->phase);
         fputs(", \"commit\": ", f); gu_json_str(f, commit);

@@ -546,10 +546,7 @@ static void bench_line(FILE *f, const model_ent *me, const char *test, const cha
                        const double *runs, double ratio) {
     char commit[128], date[64];
     gu_commit(commit, sizeof commit);
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gu_utc_now(date, sizeof date);
     const char *base = strrchr(me->path, '/');
     fprintf(f, "{\"model\": \"%s\", \"shape\": \"%s\", \"type\": \"%s\", \"backend\": \"cuda\", \"test\": \"%s\", "
                "\"tok_s\": %.3f, \"tok_s_sd\": %.3f, \"reps\": %d, \"gpu\": \"%s\", \"commit\": \"%s\", \"phase\": \"%s\", "

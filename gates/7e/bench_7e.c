@@ -94,10 +94,7 @@ int main(int argc, char **argv) {
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 1;
     char commit[128], date[64];
     gu_commit(commit, sizeof commit);
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gu_utc_now(date, sizeof date);
     FILE *jf = json ? fopen(json, "a") : NULL;
     if (json && !jf) {
         fprintf(stderr, "bench_7e: cannot append to %s\n", json);

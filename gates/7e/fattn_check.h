@@ -11,14 +11,12 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
 #include "common/core/mi_fp16.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7e_perf/fattn7e.h"
 
 #define FC_NMSE_BOUND 1e-5
-#define FC_CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
-
 /* Device buffers of one shape: q [hd*Hq, N] F32, k/v [hd*Hkv, n_ctx] F16 with rows
  * n_past+N .. n_ctx-1 set to NaN (no kernel may read them), two outputs poisoned with NaN. */
 typedef struct {
@@ -45,18 +43,18 @@ static inline void fc_alloc(fc_bufs *b, unsigned long long *seed, int hd, int Hq
         kv[i] = j < used ? mi_f32_to_f16(gu_frand(seed, -1.f, 1.f)) : (uint16_t)0x7E00;   /* f16 NaN */
     }
     const size_t kvb = b->nkv * 2;
-    FC_CK(cudaMalloc((void **)&b->dq, b->nq * 4));
-    FC_CK(cudaMalloc((void **)&b->dy_ref, b->nq * 4));
-    FC_CK(cudaMalloc((void **)&b->dy, b->nq * 4));
-    FC_CK(cudaMalloc((void **)&b->dkv_base, koff + 2 * kvb + 16));
+    CK(cudaMalloc((void **)&b->dq, b->nq * 4));
+    CK(cudaMalloc((void **)&b->dy_ref, b->nq * 4));
+    CK(cudaMalloc((void **)&b->dy, b->nq * 4));
+    CK(cudaMalloc((void **)&b->dkv_base, koff + 2 * kvb + 16));
     b->dk = (uint16_t *)(b->dkv_base + koff);
     b->dv = (uint16_t *)(b->dkv_base + koff + kvb);
     /* v right after k keeps both aligned exactly when koff is (kvb is a multiple of 128) */
-    FC_CK(cudaMemcpy(b->dq, q, b->nq * 4, cudaMemcpyHostToDevice));
-    FC_CK(cudaMemcpy(b->dk, kv, kvb, cudaMemcpyHostToDevice));
-    FC_CK(cudaMemcpy(b->dv, kv + b->nkv, kvb, cudaMemcpyHostToDevice));
-    FC_CK(cudaMemset(b->dy_ref, 0xFF, b->nq * 4));
-    FC_CK(cudaMemset(b->dy, 0xFF, b->nq * 4));
+    CK(cudaMemcpy(b->dq, q, b->nq * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b->dk, kv, kvb, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b->dv, kv + b->nkv, kvb, cudaMemcpyHostToDevice));
+    CK(cudaMemset(b->dy_ref, 0xFF, b->nq * 4));
+    CK(cudaMemset(b->dy, 0xFF, b->nq * 4));
     free(q);
     free(kv);
 }
@@ -77,18 +75,10 @@ static inline mi_status fc_both(const fc_bufs *b, cudaStream_t S, float *got, fl
     mi_status st = fc_run(b, S, 0, b->dy_ref);
     if (st == MI_OK) st = fc_run(b, S, 1, b->dy);
     if (st != MI_OK) return st;
-    FC_CK(cudaStreamSynchronize(S));
-    FC_CK(cudaMemcpy(ref, b->dy_ref, b->nq * 4, cudaMemcpyDeviceToHost));
-    FC_CK(cudaMemcpy(got, b->dy, b->nq * 4, cudaMemcpyDeviceToHost));
+    CK(cudaStreamSynchronize(S));
+    CK(cudaMemcpy(ref, b->dy_ref, b->nq * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(got, b->dy, b->nq * 4, cudaMemcpyDeviceToHost));
     return MI_OK;
-}
-
-static inline size_t fc_first_bad(const float *got, const float *want, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)got[i] - (double)want[i]);
-        if (!(d <= 1e-2 * (fabs((double)want[i]) + 0.1))) return i;
-    }
-    return (size_t)-1;
 }
 
 static inline void fc_case(gu_run *R, cudaStream_t S, unsigned long long *seed, int hd, int Hq, int Hkv, int64_t N,
@@ -117,7 +107,7 @@ static inline void fc_case(gu_run *R, cudaStream_t S, unsigned long long *seed, 
         }
         const double e = gu_nmse(got, ref, b.nq);
         if (nan || !(e <= FC_NMSE_BOUND)) {
-            const size_t i = fc_first_bad(got, ref, b.nq);
+            const size_t i = first_bad(got, ref, b.nq, 1e-2, 0.1);
             if (i != (size_t)-1)
                 printf("    %s: first mismatch index %zu (token %zu, col %zu) got %.9g want %.9g\n", name, i,
                        i / ((size_t)hd * (size_t)Hq), i % ((size_t)hd * (size_t)Hq), got[i], ref[i]);
@@ -177,29 +167,23 @@ static inline void fc_misaligned(gu_run *R, cudaStream_t S, unsigned long long *
     fc_free(&b);
 }
 
-static int fc_cmp_f(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* median of 5 timed launches (after one warm-up) on the stream, in ms; < 0 on a launch error */
 static inline float fc_time(const fc_bufs *b, cudaStream_t S, int fast, float *out) {
     cudaEvent_t e0, e1;
-    FC_CK(cudaEventCreate(&e0));
-    FC_CK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
     float t[5], med = -1.0f;
     if (fc_run(b, S, fast, out) == MI_OK) {
         int k = 0;
         for (; k < 5; k++) {
-            FC_CK(cudaEventRecord(e0, S));
+            CK(cudaEventRecord(e0, S));
             if (fc_run(b, S, fast, out) != MI_OK) break;
-            FC_CK(cudaEventRecord(e1, S));
-            FC_CK(cudaEventSynchronize(e1));
-            FC_CK(cudaEventElapsedTime(&t[k], e0, e1));
+            CK(cudaEventRecord(e1, S));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&t[k], e0, e1));
         }
         if (k == 5) {
-            qsort(t, 5, sizeof t[0], fc_cmp_f);
-            med = t[2];
+            med = median_f(t, 5);
         }
     }
     cudaEventDestroy(e0);
@@ -220,8 +204,8 @@ static inline void fc_timing(gu_run *R, cudaStream_t S, unsigned long long *seed
         gu_fail(R, "launch: %s", mi_errmsg());
     } else {
         float *got = malloc(b.nq * 4), *ref = malloc(b.nq * 4);
-        FC_CK(cudaMemcpy(ref, b.dy_ref, b.nq * 4, cudaMemcpyDeviceToHost));
-        FC_CK(cudaMemcpy(got, b.dy, b.nq * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(ref, b.dy_ref, b.nq * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got, b.dy, b.nq * 4, cudaMemcpyDeviceToHost));
         /* causal: query i sees i + 1 keys; 2 flops per multiply-add, two products (Q K^T, P V) */
         const double flop = 4.0 * hd * Hq * ((double)N * (double)(N + 1) / 2.0);
         gu_pass(R, "7B shape (hd 128, Hq 28, Hkv 4), N 2048, n_past 0: e8 %.3f ms (%.1f TFLOP/s), e10 %.3f ms "

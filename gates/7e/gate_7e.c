@@ -13,6 +13,7 @@
  * Models: MINFER_GATE_MODELS (colon list; the qwen2.5-0.5b one is used), the 7B Q4_K_M is
  * synthesized (or reused from gate 7b) unless MINFER_GATE_NO_7B=1. */
 #include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
 #include "phase7e_perf/perf7e.h"
 #include "gates/7e/fattn_check.h"
 #include "gates/7e/mmv12_check.h"
@@ -33,53 +34,7 @@ static cudaStream_t S;
 static unsigned long long g_seed = 0x7e;
 static char g_minfer[2048];
 
-#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
-
-/* device copy at byte offset `off` of its allocation (so the kernels see unaligned tensors) */
-static void *dev_up_at(const void *h, size_t n, size_t off, void **base) {
-    char *d = NULL;
-    CK(cudaMalloc((void **)&d, n + off + 1));
-    CK(cudaMemcpy(d + off, h, n, cudaMemcpyHostToDevice));
-    *base = d;
-    return d + off;
-}
-static void *dev_poison(size_t n) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, n ? n : 1));
-    CK(cudaMemset(d, 0xFF, n ? n : 1));
-    return d;
-}
-static void dev_down(void *h, const void *d, size_t n) {
-    CK(cudaStreamSynchronize(S));
-    CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
-}
-static size_t first_bad(const float *got, const float *want, size_t n, double tol_rel) {
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)want[i]);
-        if (!(d <= tol_rel * (fabs((double)want[i]) + 1.0))) return i;
-    }
-    return (size_t)-1;
-}
-
-
-/* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias) */
-static void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
-                       int64_t M, int64_t N) {
-    const mi_type vt = mi_type_get(t)->vec_dot_type;
-    mi_vec_dot_fn dot = mi_get_vec_dot(t, MI_ISA_SCALAR);
-    mi_quantize_fn qa = mi_get_quantize_act(vt, MI_ISA_SCALAR);
-    const size_t arow = mi_row_size(vt, K), wrb = mi_row_size(t, K);
-    uint8_t *aq = malloc(arow * (size_t)N);
-    for (int64_t n = 0; n < N; n++) qa(x + n * K, aq + arow * (size_t)n, K);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t m = 0; m < M; m++) {
-            float s;
-            dot(K, &s, w + wrb * (size_t)m, aq + arow * (size_t)n);
-            y[n * M + m] = bias ? s + bias[m] : s;
-        }
-    free(aq);
-}
+static void dev_down(void *h, const void *d, size_t n) { dev_down_on(S, h, d, n); }
 
 static const mi_type k_qtypes[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1,
                                    MI_TYPE_Q8_0, MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
@@ -129,7 +84,7 @@ static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64
         double *worst = e2 ? &g_worst_e2 : &g_worst_e7;
         if (e_cpu > *worst || e_cpu != e_cpu) *worst = e_cpu;
         if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || !rep) {
-            size_t i = first_bad(got, ref, ny, 1e-3);
+            size_t i = first_bad(got, ref, ny, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i,
                                         got[i], ref[i], old[i]);
             gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7b %.3g, %s %s", e_cpu, e_old,
@@ -174,7 +129,7 @@ static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
         const double e_cpu = gu_nmse(got, ref, ny), e_old = have_old ? gu_nmse(got, old, ny) : 0.0;
         if (e_cpu > g_worst_e5 || e_cpu != e_cpu) g_worst_e5 = e_cpu;
         if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6)) {
-            size_t i = first_bad(got, ref, ny, 1e-3);
+            size_t i = first_bad(got, ref, ny, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g\n", name, i, got[i], ref[i]);
             gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7c %.3g", e_cpu, e_old);
         } else {
@@ -279,7 +234,7 @@ static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_
     } else {
         const double e_ref = gu_nmse(got, ref, nq), e_old = gu_nmse(got, old, nq);
         if (!(e_ref <= 1e-6) || !(e_old <= 1e-6)) {
-            size_t i = first_bad(got, ref, nq, 1e-3);
+            size_t i = first_bad(got, ref, nq, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i, got[i],
                                         ref[i], old[i]);
             gu_fail(&R, "nmse vs double %.3g, vs 7b %.3g (bound 1e-6)", e_ref, e_old);
@@ -313,11 +268,11 @@ static void rms_case(int64_t G, int64_t rows) {
     /* every variant must agree too; then time them (warm, 200 launches each) */
     char tdet[200] = "";
     size_t tl = 0;
-    for (int v = 1; v <= 3 && st == MI_OK; v++) {
-        if (v < 3) {
+    for (int v = 1; v <= 2 && st == MI_OK; v++) {   /* 1: e9's block form, 2: 7b's kernel */
+        if (v == 1) {
             CK(cudaMemset(dy, 0xFF, n * 4));
             st = mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
-            if (st != MI_OK) { if (v == 2 && G > 12288) { st = MI_OK; mi_err_clear(); } break; }
+            if (st != MI_OK) { if (G > 12288) { st = MI_OK; mi_err_clear(); } break; }
             float *vv = malloc(n * 4);
             dev_down(vv, dy, n * 4);
             if (memcmp(vv, old, n * 4)) {
@@ -332,7 +287,7 @@ static void rms_case(int64_t G, int64_t rows) {
         CK(cudaEventCreate(&e1));
         CK(cudaEventRecord(e0, S));
         for (int it = 0; it < 200 && st == MI_OK; it++)
-            st = v == 3 ? mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f) : mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
+            st = v == 2 ? mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f) : mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
         CK(cudaEventRecord(e1, S));
         CK(cudaEventSynchronize(e1));
         float ms = 0;
@@ -340,7 +295,7 @@ static void rms_case(int64_t G, int64_t rows) {
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
         tl += (size_t)snprintf(tdet + tl, sizeof tdet - tl, "%s%s %.2f us", tl ? ", " : "",
-                               v == 1 ? "warp" : v == 2 ? "block (default)" : "7b", 1e3 * ms / 200);
+                               v == 1 ? "e9 block" : "7b", 1e3 * ms / 200);
     }
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
@@ -384,7 +339,7 @@ static void test_kernels(void) {
     rms_case(3584, 37);
     rms_case(896, 5);
     rms_case(100, 3);
-    rms_case(13000, 2);   /* past the shared-memory form: the warp form */
+    rms_case(13000, 2);   /* past the shared-memory form: 7b's kernel */
     attn_case(MI_TYPE_F16, 128, 28, 4, 200, 0);
     attn_case(MI_TYPE_F16, 128, 28, 4, 70, 37);
     attn_case(MI_TYPE_F32, 64, 14, 2, 100, 5);
@@ -519,25 +474,20 @@ static void test_model(const char *shape, const char *type, double bound) {
     } else {
         mi7e_counters_get(&c1);
         /* with every item on, the 7e kernels must actually have run */
+        char used[200];
+        snprintf(used, sizeof used, "launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu",
+                 (unsigned long long)(c1.e2_launches - c0.e2_launches),
+                 (unsigned long long)(c1.e5_launches - c0.e5_launches),
+                 (unsigned long long)(c1.e7_launches - c0.e7_launches),
+                 (unsigned long long)(c1.e8_launches - c0.e8_launches),
+                 (unsigned long long)(c1.e9_launches - c0.e9_launches),
+                 (unsigned long long)(c1.e10_launches - c0.e10_launches),
+                 (unsigned long long)(c1.e11_launches - c0.e11_launches));
         if (c1.e2_launches + c1.e5_launches == c0.e2_launches + c0.e5_launches || c1.e7_launches == c0.e7_launches ||
             c1.e8_launches + c1.e10_launches == c0.e8_launches + c0.e10_launches || c1.e9_launches == c0.e9_launches)
-            gu_fail(&R, "7e kernels not used: e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu launches",
-                    (unsigned long long)(c1.e2_launches - c0.e2_launches),
-                    (unsigned long long)(c1.e5_launches - c0.e5_launches),
-                    (unsigned long long)(c1.e7_launches - c0.e7_launches),
-                    (unsigned long long)(c1.e8_launches - c0.e8_launches),
-                    (unsigned long long)(c1.e9_launches - c0.e9_launches),
-                    (unsigned long long)(c1.e10_launches - c0.e10_launches),
-                    (unsigned long long)(c1.e11_launches - c0.e11_launches));
+            gu_fail(&R, "7e kernels not used: %s", used);
         else
-            gu_pass(&R, "prefill %d + %d decode steps; launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu",
-                    AB_PROMPT, AB_STEPS, (unsigned long long)(c1.e2_launches - c0.e2_launches),
-                    (unsigned long long)(c1.e5_launches - c0.e5_launches),
-                    (unsigned long long)(c1.e7_launches - c0.e7_launches),
-                    (unsigned long long)(c1.e8_launches - c0.e8_launches),
-                    (unsigned long long)(c1.e9_launches - c0.e9_launches),
-                    (unsigned long long)(c1.e10_launches - c0.e10_launches),
-                    (unsigned long long)(c1.e11_launches - c0.e11_launches));
+            gu_pass(&R, "prefill %d + %d decode steps; %s", AB_PROMPT, AB_STEPS, used);
         /* e11 needs MI7E_PRE_MIN_N tokens, more than this prompt: its kernel tests compare it
          * with e7 bit for bit instead */
         const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e12", "all"};

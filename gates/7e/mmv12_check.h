@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
 #include "common/core/mi_fp16.h"
 #include "common/core/mi_canon.h"
 #include "common/quant/mi_types.h"
@@ -19,28 +20,7 @@
 #include "phase7e_perf/mmv12.h"
 
 #define MC_NMSE_BOUND 1e-6
-#define MC_CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-    exit(2); } } while (0)
-
 static unsigned long long mc_seed = 0xe12;
-
-/* CPU reference: y[m] = scalar dot(W row m, quantized x) (+ bias[m]) */
-static void mc_cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
-                          int64_t M) {
-    const mi_type vt = mi_type_get(t)->vec_dot_type;
-    mi_vec_dot_fn dot = mi_get_vec_dot(t, MI_ISA_SCALAR);
-    mi_quantize_fn qa = mi_get_quantize_act(vt, MI_ISA_SCALAR);
-    const size_t arow = mi_row_size(vt, K), wrb = mi_row_size(t, K);
-    uint8_t *aq = (uint8_t *)malloc(arow);
-    qa(x, aq, K);
-    for (int64_t m = 0; m < M; m++) {
-        float s;
-        dot(K, &s, w + wrb * (size_t)m, aq);
-        y[m] = bias ? s + bias[m] : s;
-    }
-    free(aq);
-}
 
 /* M rows of random super-blocks: every bit pattern of the quants and scales, with the f16
  * super-block scales (Q4_K d, dmin; Q6_K d) set to small finite values. The big shapes use
@@ -59,26 +39,6 @@ static uint8_t *mc_random_blocks(mi_type t, int64_t K, int64_t M, size_t *bytes)
     }
     *bytes = n;
     return w;
-}
-
-static void *mc_up(const void *h, size_t n, size_t off, void **base) {
-    char *d = NULL;
-    MC_CK(cudaMalloc((void **)&d, n + off + 1));
-    MC_CK(cudaMemcpy(d + off, h, n, cudaMemcpyHostToDevice));
-    *base = d;
-    return d + off;
-}
-
-static float *mc_poison(size_t nfl) {
-    float *d = NULL;
-    MC_CK(cudaMalloc((void **)&d, nfl * 4));
-    MC_CK(cudaMemset(d, 0xFF, nfl * 4));
-    return d;
-}
-
-static void mc_down(cudaStream_t S, float *h, const float *d, size_t nfl) {
-    MC_CK(cudaStreamSynchronize(S));
-    MC_CK(cudaMemcpy(h, d, nfl * 4, cudaMemcpyDeviceToHost));
 }
 
 /* One correctness case: unfused (bias optional) or fused (M = F); `off` shifts the weights'
@@ -106,33 +66,33 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
           *old = (float *)malloc(ny * 4);
     if (fused) {
         float *u = (float *)malloc(ny * 4);
-        mc_cpu_matmul(t, w, x, NULL, ref, K, M);
-        mc_cpu_matmul(t, w2, x, NULL, u, K, M);
+        cpu_matmul(t, w, x, NULL, ref, K, M, 1);
+        cpu_matmul(t, w2, x, NULL, u, K, M, 1);
         for (size_t i = 0; i < ny; i++) ref[i] = mi_canon_swiglu(ref[i], u[i]);
         free(u);
     } else {
-        mc_cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M);
+        cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M, 1);
     }
     void *b1, *b2 = NULL, *b3, *b4;
-    void *dw = mc_up(w, wb, off, &b1), *dw2 = fused ? mc_up(w2, wb, off, &b2) : NULL;
-    float *dx = (float *)mc_up(x, (size_t)K * 4, 0, &b3), *db = (float *)mc_up(bias, (size_t)M * 4, 0, &b4);
+    void *dw = dev_up_at(w, wb, off, &b1), *dw2 = fused ? dev_up_at(w2, wb, off, &b2) : NULL;
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b3), *db = (float *)dev_up_at(bias, (size_t)M * 4, 0, &b4);
     const size_t ws_b = mi7e_mmv_workspace(t, K, 1) > mi7e_mmv12_workspace(t, K) ? mi7e_mmv_workspace(t, K, 1)
                                                                                   : mi7e_mmv12_workspace(t, K);
     void *ws = NULL;
-    MC_CK(cudaMalloc(&ws, ws_b));
-    MC_CK(cudaMemset(ws, 0xFF, ws_b));
-    float *dy = mc_poison(ny);
+    CK(cudaMalloc(&ws, ws_b));
+    CK(cudaMemset(ws, 0xFF, ws_b));
+    float *dy = (float *)dev_poison(ny * 4);
 #define MC_RUN12() (fused ? mi7e_ffn12_u(S, t, dw, dw2, dx, dy, K, M, ws, u) \
                           : mi7e_mmv12_u(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, ws, u))
     mi_status st = MC_RUN12();
-    if (st == MI_OK) { mc_down(S, got, dy, ny); MC_CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) { dev_down_on(S, got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
     if (st == MI_OK) st = MC_RUN12();
-    if (st == MI_OK) { mc_down(S, got2, dy, ny); MC_CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) { dev_down_on(S, got2, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
 #undef MC_RUN12
     if (st == MI_OK)
         st = fused ? mi7e_ffn(S, t, dw, dw2, dx, dy, K, M, 1, ws)
                    : mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, 1, ws);
-    if (st == MI_OK) mc_down(S, old, dy, ny);
+    if (st == MI_OK) dev_down_on(S, old, dy, ny * 4);
     if (st != MI_OK) {
         gu_fail(R, "launch: %s", mi_errmsg());
     } else {
@@ -158,36 +118,30 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(ws); cudaFree(dy);
 }
 
-static int mc_cmp_f(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* median ms of 20 calls of e2/e5 (which = 0) or e12 with U = which - 1 (1: the default U),
  * after 3 warm-up calls */
 static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const void *w, const void *w2, const float *x,
                      float *y, int64_t K, int64_t M, void *ws, mi_status *st) {
     cudaEvent_t a, b;
-    MC_CK(cudaEventCreate(&a));
-    MC_CK(cudaEventCreate(&b));
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
     float ms[20];
     *st = MI_OK;
     for (int i = -3; i < 20 && *st == MI_OK; i++) {
-        MC_CK(cudaEventRecord(a, S));
+        CK(cudaEventRecord(a, S));
         if (which == 0)
             *st = fused ? mi7e_ffn(S, t, w, w2, x, y, K, M, 1, ws) : mi7e_mmv(S, t, w, x, NULL, y, K, M, 1, ws);
         else
             *st = fused ? mi7e_ffn12_u(S, t, w, w2, x, y, K, M, ws, which - 1)
                         : mi7e_mmv12_u(S, t, w, x, NULL, y, K, M, ws, which - 1);
-        MC_CK(cudaEventRecord(b, S));
-        MC_CK(cudaEventSynchronize(b));
-        if (i >= 0) MC_CK(cudaEventElapsedTime(&ms[i], a, b));
+        CK(cudaEventRecord(b, S));
+        CK(cudaEventSynchronize(b));
+        if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     if (*st != MI_OK) return 0.0f;
-    qsort(ms, 20, sizeof ms[0], mc_cmp_f);
-    return 0.5f * (ms[9] + ms[10]);
+    return median_f(ms, 20);
 }
 
 /* e2/e5, e12 (default U) and e12 with the other U built (alt_u) on one 7B shape */
@@ -200,11 +154,11 @@ static void mc_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, in
     uint8_t *w = mc_random_blocks(t, K, M, &wb), *w2 = fused ? mc_random_blocks(t, K, M, &wb) : NULL;
     float *x = gu_rand_f32(&mc_seed, (size_t)K, -1.f, 1.f);
     void *b1, *b2 = NULL, *b3;
-    void *dw = mc_up(w, wb, 0, &b1), *dw2 = fused ? mc_up(w2, wb, 0, &b2) : NULL;
-    float *dx = (float *)mc_up(x, (size_t)K * 4, 0, &b3);
+    void *dw = dev_up_at(w, wb, 0, &b1), *dw2 = fused ? dev_up_at(w2, wb, 0, &b2) : NULL;
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b3);
     void *ws = NULL;
-    MC_CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1) + mi7e_mmv12_workspace(t, K)));
-    float *dy = mc_poison((size_t)M);
+    CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1) + mi7e_mmv12_workspace(t, K)));
+    float *dy = (float *)dev_poison((size_t)M * 4);
     mi_status st;
     const float t2 = mc_time(S, 0, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
     float t12 = 0.0f, ta = 0.0f;
