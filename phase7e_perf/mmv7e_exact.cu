@@ -20,18 +20,36 @@
  * so a staged row keeps its global alignment mod 16 (unit_unpack's loads stay aligned).
  * A chunk that reaches outside the tensor [tb, te) is read byte by byte (never a read
  * past the allocation, clean under compute-sanitizer). Every thread of the block calls it. */
-/* The chunks of a staged range that reach outside the tensor [tb, te) (at most the first
- * and the last), byte by byte; thread 0 only. */
-__device__ __forceinline__ void stage_edges(uint4 *__restrict__ dst, uintptr_t a0, int nch, int lo, int hi,
-                                            const uint8_t *tb, const uint8_t *te) {
+/* A range [src, src + n) seen as 16-byte chunks from floor16(src): chunks [lo, hi) lie
+ * wholly inside the tensor [tb, te) and are copied with 16-byte loads; the first and the
+ * last chunk may reach outside it and are then copied byte by byte (stage_edges). */
+struct stage_range {
+    uintptr_t a0;   /* floor16(src) */
+    int nch, lo, hi;
+};
+__device__ __forceinline__ stage_range stage_range_of(const uint8_t *src, size_t n, const uint8_t *tb,
+                                                      const uint8_t *te) {
+    const uintptr_t s = (uintptr_t)src, a0 = s & ~(uintptr_t)15, a1 = (s + n + 15) & ~(uintptr_t)15;
+    stage_range r;
+    r.a0 = a0;
+    r.nch = (int)((a1 - a0) >> 4);
+    r.lo = a0 < (uintptr_t)tb ? 1 : 0;
+    r.hi = a1 > (uintptr_t)te ? r.nch - 1 : r.nch;
+    return r;
+}
+
+/* The chunks of a range that reach outside the tensor (at most the first and the last),
+ * byte by byte; thread 0 only. */
+__device__ __forceinline__ void stage_edges(uint4 *__restrict__ dst, const stage_range &r, const uint8_t *tb,
+                                            const uint8_t *te) {
     if (threadIdx.x != 0) return;
     for (int e = 0; e < 2; e++) {
-        const int i = e == 0 ? 0 : nch - 1;
-        if (i >= lo && i < hi) continue;        /* loaded whole */
-        if (e == 1 && nch == 1 && lo == 1) continue;   /* chunk 0 already done */
+        const int i = e == 0 ? 0 : r.nch - 1;
+        if (i >= r.lo && i < r.hi) continue;          /* loaded whole */
+        if (e == 1 && r.nch == 1 && r.lo == 1) continue;   /* chunk 0 already done */
         uint8_t *d = (uint8_t *)(dst + i);
         for (int b = 0; b < 16; b++) {
-            const uint8_t *p = (const uint8_t *)(a0 + 16 * (uintptr_t)i + b);
+            const uint8_t *p = (const uint8_t *)(r.a0 + 16 * (uintptr_t)i + b);
             d[b] = (p >= tb && p < te) ? *p : 0;
         }
     }
@@ -39,59 +57,52 @@ __device__ __forceinline__ void stage_edges(uint4 *__restrict__ dst, uintptr_t a
 
 __device__ __forceinline__ size_t stage_bytes(uint4 *__restrict__ dst, const uint8_t *src, size_t n,
                                               const uint8_t *tb, const uint8_t *te) {
-    const uintptr_t s = (uintptr_t)src, a0 = s & ~(uintptr_t)15, a1 = (s + n + 15) & ~(uintptr_t)15;
-    const int nch = (int)((a1 - a0) >> 4);
-    const int lo = a0 < (uintptr_t)tb ? 1 : 0;
-    const int hi = a1 > (uintptr_t)te ? nch - 1 : nch;
+    const stage_range r = stage_range_of(src, n, tb, te);
     const int T = blockDim.x, tid = threadIdx.x;
-    const uint4 *g = (const uint4 *)a0;
-    for (int i = lo + tid; i < hi; i += 8 * T) {
+    const uint4 *g = (const uint4 *)r.a0;
+    for (int i = r.lo + tid; i < r.hi; i += 8 * T) {
         uint4 v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            if (i + j * T < hi) v[j] = __ldg(g + i + j * T);
+            if (i + j * T < r.hi) v[j] = __ldg(g + i + j * T);
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            if (i + j * T < hi) dst[i + j * T] = v[j];
+            if (i + j * T < r.hi) dst[i + j * T] = v[j];
     }
-    stage_edges(dst, a0, nch, lo, hi, tb, te);
-    return (size_t)(s - a0);
+    stage_edges(dst, r, tb, te);
+    return (size_t)((uintptr_t)src - r.a0);
 }
 
 /* Both weights of the fused FFN at once: every load of the two ranges is issued before
  * the first store, so a block waits one memory round trip, not two (stage_bytes twice
  * serialised them). Same bytes in shared memory as two stage_bytes calls. */
-__device__ __forceinline__ void stage_pair(uint4 *__restrict__ d1, const uint8_t *s1p, const uint8_t *tb1,
-                                           const uint8_t *te1, uint4 *__restrict__ d2, const uint8_t *s2p,
+__device__ __forceinline__ void stage_pair(uint4 *__restrict__ d1, const uint8_t *s1, const uint8_t *tb1,
+                                           const uint8_t *te1, uint4 *__restrict__ d2, const uint8_t *s2,
                                            const uint8_t *tb2, const uint8_t *te2, size_t n, size_t *lead1,
                                            size_t *lead2) {
-    const uintptr_t s1 = (uintptr_t)s1p, a01 = s1 & ~(uintptr_t)15, a11 = (s1 + n + 15) & ~(uintptr_t)15;
-    const uintptr_t s2 = (uintptr_t)s2p, a02 = s2 & ~(uintptr_t)15, a12 = (s2 + n + 15) & ~(uintptr_t)15;
-    const int nch1 = (int)((a11 - a01) >> 4), nch2 = (int)((a12 - a02) >> 4);
-    const int lo1 = a01 < (uintptr_t)tb1 ? 1 : 0, hi1 = a11 > (uintptr_t)te1 ? nch1 - 1 : nch1;
-    const int lo2 = a02 < (uintptr_t)tb2 ? 1 : 0, hi2 = a12 > (uintptr_t)te2 ? nch2 - 1 : nch2;
+    const stage_range r1 = stage_range_of(s1, n, tb1, te1), r2 = stage_range_of(s2, n, tb2, te2);
     const int T = blockDim.x, tid = threadIdx.x;
-    const uint4 *g1 = (const uint4 *)a01, *g2 = (const uint4 *)a02;
-    const int first = lo1 < lo2 ? lo1 : lo2, last = hi1 > hi2 ? hi1 : hi2;
+    const uint4 *g1 = (const uint4 *)r1.a0, *g2 = (const uint4 *)r2.a0;
+    const int first = r1.lo < r2.lo ? r1.lo : r2.lo, last = r1.hi > r2.hi ? r1.hi : r2.hi;
     for (int i = first + tid; i < last; i += 4 * T) {
         uint4 v[4], w[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int c = i + j * T;
-            if (c >= lo1 && c < hi1) v[j] = __ldg(g1 + c);
-            if (c >= lo2 && c < hi2) w[j] = __ldg(g2 + c);
+            if (c >= r1.lo && c < r1.hi) v[j] = __ldg(g1 + c);
+            if (c >= r2.lo && c < r2.hi) w[j] = __ldg(g2 + c);
         }
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int c = i + j * T;
-            if (c >= lo1 && c < hi1) d1[c] = v[j];
-            if (c >= lo2 && c < hi2) d2[c] = w[j];
+            if (c >= r1.lo && c < r1.hi) d1[c] = v[j];
+            if (c >= r2.lo && c < r2.hi) d2[c] = w[j];
         }
     }
-    stage_edges(d1, a01, nch1, lo1, hi1, tb1, te1);
-    stage_edges(d2, a02, nch2, lo2, hi2, tb2, te2);
-    *lead1 = (size_t)(s1 - a01);
-    *lead2 = (size_t)(s2 - a02);
+    stage_edges(d1, r1, tb1, te1);
+    stage_edges(d2, r2, tb2, te2);
+    *lead1 = (size_t)((uintptr_t)s1 - r1.a0);
+    *lead2 = (size_t)((uintptr_t)s2 - r2.a0);
 }
 
 /* ---------------- e2 / e5 kernel ----------------

@@ -6,45 +6,13 @@
  * canonical order of docs/NUMERICS.md is kept, so the result is bit-identical to 7b's and
  * to the CPU's. The default form gives a row a block: all of its loads go out at once into
  * shared memory, warp 0 then sums in the canonical order from there (4.8 us a 3584-element
- * row vs 7b's 11.7 us, back-to-back launches on the H200). Built with --fmad=false (the
- * *_exact.cu rule), as 7b's norm is. */
+ * row vs 7b's 11.7 us, back-to-back launches on the H200; a warp with eight __ldg loads in
+ * flight measured 21.5 us, with plain loads 13.4 us, so rows too long for shared memory use
+ * 7b's kernel). Built with --fmad=false (the *_exact.cu rule), as 7b's norm is. */
 #include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
-
-#define NRM_UNROLL 8
-
-/* Rows too long for shared memory: one warp per row as 7b, eight plain loads in flight.
- * (The read-only-path (__ldg) form of this loop measured 21.5 us a row on the H200, slower
- * than 7b's 11.7; this one 13.4, the block form below 4.8: gate_7e's e9 timing.) */
-__global__ void kernel_rms_norm7e_warp(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
-                                        int64_t G, int64_t rows, float eps) {
-    const int lane = threadIdx.x & 31;
-    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
-        const float *xr = x + (size_t)r * G;
-        float acc = 0.0f;
-        int64_t i = lane;
-        for (; i + (NRM_UNROLL - 1) * 32 < G; i += NRM_UNROLL * 32) {
-            float v[NRM_UNROLL];
-#pragma unroll
-            for (int k = 0; k < NRM_UNROLL; k++) v[k] = xr[i + 32 * k];
-#pragma unroll
-            for (int k = 0; k < NRM_UNROLL; k++) {
-                const float sq = v[k] * v[k];
-                acc = acc + sq;
-            }
-        }
-        for (; i < G; i += 32) {
-            const float sq = xr[i] * xr[i];
-            acc = acc + sq;
-        }
-        for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
-        const float scale = mi_canon_rms_scale(acc, G, eps);
-        float *yr = y + (size_t)r * G;
-        for (int64_t j = lane; j < G; j += 32) yr[j] = (xr[j] * scale) * w[j];
-    }
-}
 
 /* One block per row: the whole block copies the row into shared memory (every load in
  * flight at once), warp 0 sums it in the canonical order from shared memory, the block
@@ -81,23 +49,20 @@ kernel_rms_norm7e_blk(const float *__restrict__ x, const float *__restrict__ w, 
     }
 }
 
-/* variant 0: the item's choice (block form when the row fits shared memory, else the warp
- * form); 1: warp form; 2: block form (gate_7e times both against 7b's kernel) */
+/* variant 0: the item's choice (the block form when the row fits shared memory, else 7b's
+ * kernel: the one-warp forms measured no faster than 7b's, see the file comment);
+ * 1: the block form only (gate_7e times it against 7b's kernel) */
 extern "C" mi_status mi7e_rms_norm_variant(void *stream, const float *x, const float *w, float *y, int64_t G,
                                            int64_t rows, float eps, int variant) {
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7e_rms_norm: empty shape");
-    cudaStream_t st = (cudaStream_t)stream;
-    if (variant == 0) variant = G <= NRM_SMEM_MAX ? 2 : 1;
-    if (variant == 2 && G > NRM_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_rms_norm: row of %lld", (long long)G);
-    if (variant == 2) {
-        const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
-        kernel_rms_norm7e_blk<<<blocks, NRM_BLOCK, (size_t)G * sizeof(float), st>>>(x, w, y, G, rows, eps);
-        MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_blk");
-        return MI_OK;
+    if (G > NRM_SMEM_MAX) {
+        if (variant == 1) return mi_err(MI_ERR_UNSUPPORTED, "mi7e_rms_norm: row of %lld", (long long)G);
+        return mi7b_rms_norm(stream, x, w, y, G, rows, eps);
     }
-    const int threads = 256;
-    kernel_rms_norm7e_warp<<<mi7b_blocks(rows * 32, threads), threads, 0, st>>>(x, w, y, G, rows, eps);
-    MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_warp");
+    const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
+    kernel_rms_norm7e_blk<<<blocks, NRM_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream>>>(x, w, y, G, rows,
+                                                                                               eps);
+    MI_CU_CHECK_LAUNCH("kernel_rms_norm7e_blk");
     return MI_OK;
 }
 

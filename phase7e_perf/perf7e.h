@@ -71,7 +71,7 @@ size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 
 /* ---- e9: RMS norm x [G, rows], w [G] -> y, 7b's canonical order with eight loads in flight */
 mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows, float eps);
-/* gate_7e's timing study: 0 the item's choice, 1 warp form, 2 block form (norm7e_exact.cu) */
+/* 0: the item's choice; 1: the block form only (gate_7e times it against 7b's kernel) */
 mi_status mi7e_rms_norm_variant(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows,
                                 float eps, int variant);
 
