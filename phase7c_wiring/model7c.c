@@ -193,23 +193,17 @@ void m7c_model_loaded(struct mi_model *m, const char *path) {
     ms->device = device_from_env();
     int ndev = 0;
     char err[256];
-    const bool disabled = env_on("MINFER_DISABLE_CUDA");
+    /* loaded with backend cpu: asked for, not a fallback, so no log line and no device call */
+    const bool cpu_only = mi_model_cpu_only(m);
+    const bool disabled = !cpu_only && env_on("MINFER_DISABLE_CUDA");
     bool no_device = false;
-    if (!disabled) {
+    if (!cpu_only && !disabled) {
         mi_err_clear();   /* mi_cudev_count leaves its reason in the message */
         no_device = mi_cudev_count(&ndev) != MI_OK || ndev == 0;
     }
-    if (mi_model_cpu_only(m)) {
-        /* asked for at load: not a fallback, so no log line, and the device is not touched */
+    if (cpu_only) {
         snprintf(ms->why, sizeof ms->why, "loaded with backend cpu (no weights uploaded)");
-        mi_err_clear();
-        pthread_mutex_lock(&g_mu);
-        ms->next = g_models;
-        g_models = ms;
-        pthread_mutex_unlock(&g_mu);
-        return;
-    }
-    if (disabled) {
+    } else if (disabled) {
         snprintf(ms->why, sizeof ms->why, "CUDA disabled by MINFER_DISABLE_CUDA=1");
     } else if (no_device) {
         snprintf(err, sizeof err, "%s", mi_errmsg());
@@ -230,7 +224,7 @@ void m7c_model_loaded(struct mi_model *m, const char *path) {
     }
     mi_err_clear();
     /* one line says why; without a device the session's own "CUDA unavailable" line does */
-    if (!ms->on_cuda && !no_device) mi_log("cuda: %s runs wholly on the CPU: %s", ms->label, ms->why);
+    if (!ms->on_cuda && !no_device && !cpu_only) mi_log("cuda: %s runs wholly on the CPU: %s", ms->label, ms->why);
     pthread_mutex_lock(&g_mu);
     ms->next = g_models;
     g_models = ms;
