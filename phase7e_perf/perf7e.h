@@ -27,7 +27,8 @@ typedef enum {
     MI7E_E9,       /* RMS norm with its loads in flight (bit-identical to 7b's) */
     MI7E_E10,      /* tensor-core (mma f16) prefill attention */
     MI7E_E11,      /* prefill matmul: weights unpacked once per call, not once per token tile */
-    MI7E_E12,      /* streaming one-token matmul / fused FFN for Q4_K, Q6_K (off until measured) */
+    MI7E_E12,      /* streaming one-token matmul / fused FFN for Q4_K */
+    MI7E_E13,      /* f16 tensor-core prefill matmul on weights dequantized once per call */
     MI7E_COUNT
 } mi7e_item;
 
@@ -43,7 +44,7 @@ void mi7e_describe(char *buf, size_t n);
 /* Counters (process-wide, since start): kernel launches per item. */
 typedef struct {
     uint64_t e2_launches, e5_launches, e7_launches, e8_launches, e9_launches, e10_launches, e11_launches,
-        e12_launches, fallback_launches;
+        e12_launches, e13_launches, fallback_launches;
 } mi7e_counters;
 void mi7e_counters_get(mi7e_counters *out);
 

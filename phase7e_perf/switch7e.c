@@ -6,6 +6,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase7e_perf/fattn7e.h"
 #include "phase7e_perf/mmv12.h"
+#include "phase7e_perf/gemm13.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
@@ -17,9 +18,9 @@
 
 /* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
-#define MI7E_DEFAULT_OFF "e12"   /* e12: written without a GPU, not yet measured (docs/PHASE7E.md) */
+#define MI7E_DEFAULT_OFF ""   /* none: every item pays where it is used (bench-7e, docs/PHASE7E.md) */
 
-static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12"};
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
@@ -27,7 +28,7 @@ static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec, g_rms_exec;
 static mi_cuda_supports_fn g_mm_sup, g_ffn_sup, g_rms_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_fb;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_e13, g_n_fb;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -41,6 +42,7 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e10_launches = atomic_load(&g_n_e10);
     out->e11_launches = atomic_load(&g_n_e11);
     out->e12_launches = atomic_load(&g_n_e12);
+    out->e13_launches = atomic_load(&g_n_e13);
     out->fallback_launches = atomic_load(&g_n_fb);
 }
 
@@ -57,19 +59,32 @@ static size_t ws_mm(const mi_tensor *n) {
         const size_t c = mi7e_mmq_pre_workspace(w->type, w->ne[0], w->ne[1], nrows(x));
         if (c > b) b = c;
     }
+    /* e13's f16 operands, likewise sized whatever the switch says */
+    if (nrows(x) >= MI7E_F16_MIN_N && mi7e_gemm13_supported(w->type, w->ne[0], w->ne[1], nrows(x))) {
+        const size_t c = mi7e_gemm13_workspace(w->type, w->ne[0], w->ne[1], nrows(x));
+        if (c > b) b = c;
+    }
     return a > b ? a : b;
 }
 
 static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12) {
     const mi_tensor *w = n->src[0], *x = n->src[1], *b = n->src[2];
     const int64_t K = w->ne[0], M = w->ne[1], N = nrows(x);
-    if (e12 && mi7e_mmv12_supported(w->type, K, N)) {
+    /* e12 takes Q4_K only: its Q6_K rows timed slower than e2's on the 7B (gate_7e, fe4988b:
+     * output 0.222 vs 0.201 ms, FFN down 0.045 vs 0.039 ms; Q4_K 8 to 33% faster) */
+    if (e12 && w->type == MI_TYPE_Q4_K && mi7e_mmv12_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e12, 1);
         return mi7e_mmv12(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, ws);
     }
     if (e2 && mi7e_mmv_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e2, 1);
         return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+    }
+    /* e13, like e11, is read per call (prefill splits are never captured) and takes the
+     * prefill matmuls from MI7E_F16_MIN_N tokens on, before e7 */
+    if (mi7e_item_on(MI7E_E13) && N >= MI7E_F16_MIN_N && mi7e_gemm13_supported(w->type, K, M, N)) {
+        atomic_fetch_add(&g_n_e13, 1);
+        return mi7e_gemm13(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
     }
     if (e7 && mi7e_mmq_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e7, 1);
@@ -107,7 +122,7 @@ static size_t ws_ffn(const mi_tensor *n) {
 static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     const int64_t K = wg->ne[0], F = wg->ne[1], N = nrows(x);
-    if (e12 && wg->type == wu->type && mi7e_mmv12_supported(wg->type, K, N)) {
+    if (e12 && wg->type == MI_TYPE_Q4_K && wu->type == MI_TYPE_Q4_K && mi7e_mmv12_supported(wg->type, K, N)) {
         atomic_fetch_add(&g_n_e12, 1);
         return mi7e_ffn12(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, ws);
     }
@@ -186,7 +201,7 @@ static mi_status parse_off(const char *list, unsigned *out) {
             for (int i = 0; i < MI7E_COUNT; i++)
                 if (strlen(g_names[i]) == l && !strncmp(p, g_names[i], l)) found = i;
             if (found < 0)
-                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 e3 e4 e5 e6 e7 e8, all)",
+                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 .. e13, all)",
                               (int)l, p);
             m |= 1u << found;
         }

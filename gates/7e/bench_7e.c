@@ -26,6 +26,7 @@ static const ab_state k_states[] = {
     {"e10_off", "e10", false},
     {"e11_off", "e11", false},
     {"e12_off", "e12", false},
+    {"e13_off", "e13", false},
     {"all_off", "all", false},
     {"no_cuda_graph", "", true},
 };

@@ -1,0 +1,317 @@
+/* Phase 7e item e13: f16 tensor-core prefill matmul (gemm13.h has the contract).
+ *
+ * Why: e7 keeps the CPU's arithmetic (Q8 activations, exact integer block dots, one float
+ * scale per 32-element unit), which ties its inner loop to per-unit scaling and unpacking;
+ * on the 7B it runs at ~70 TOP/s, 10% of the prefill floor. Dequantizing the weights of a
+ * call to f16 once costs one pass over 2 bytes per weight (~3 ms for all of the 7B) and
+ * leaves a plain GEMM whose inner loop is ldmatrix + mma only.
+ *
+ * Three kernels per call:
+ *   kernel_act13      x F32 [N, K] -> f16 [N, K] times 2^e per token, so the largest |x| of
+ *                     the token lands in [2^14, 2^15): no f16 overflow, no flush of small
+ *                     rows; the epilogue multiplies by 2^-e (exact).
+ *   kernel_dequant13  weight rows [m0, m0 + Mc) -> f16 [Mc, K] (7b's unit_unpack, then the
+ *                     unit's float formula), in chunks of at most MI7E_GEMM13_CHUNK bytes.
+ *   kernel_gemm13     C [Mc, N] = Wh [Mc, K] . Xh [N, K]^T, f32 accumulation.
+ * GEMM tile: 128 weight rows x 128 tokens x 32 k, 8 warps (2 x 4) of 64 x 32, four cp.async
+ * stages. Shared rows are 64 bytes (four 16-byte chunks); chunk c of row r is stored at
+ * c ^ ((r >> 1) & 3), so the eight rows one ldmatrix phase reads hit eight distinct 16-byte
+ * bank groups. Both operands are k-contiguous, so no ldmatrix needs .trans. */
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7e_perf/gemm13.h"
+#include "phase7b_ops/ops7b.h"
+
+#define G_BM 128
+#define G_BN 128
+#define G_BK 32
+#define G_ST 4
+#define G_THREADS 256
+#define G_SMEM ((size_t)G_ST * (G_BM + G_BN) * G_BK * 2)   /* 64 KB */
+
+static size_t g_chunk_bytes;   /* 0: MI7E_GEMM13_CHUNK (test hook) */
+
+extern "C" void mi7e_gemm13_set_chunk(size_t bytes) { g_chunk_bytes = bytes; }
+
+/* ---------------- small PTX wrappers ---------------- */
+static __device__ __forceinline__ uint32_t g13_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void g13_cp16(uint32_t dst, const void *src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+static __device__ __forceinline__ void g13_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> static __device__ __forceinline__ void g13_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+static __device__ __forceinline__ void g13_ldm4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+static __device__ __forceinline__ void g13_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* half offset of (row, 16-byte chunk c) in a 32-half shared row, swizzled */
+static __device__ __forceinline__ int g13_sw(int row, int c) { return row * G_BK + ((c ^ ((row >> 1) & 3)) << 3); }
+
+/* ---------------- x -> f16 with a power-of-two scale per token ---------------- */
+__global__ void __launch_bounds__(256) kernel_act13(const float *__restrict__ x, int64_t K, __half *__restrict__ xh,
+                                                    float *__restrict__ inv_s) {
+    const int64_t n = blockIdx.x;
+    const float *row = x + (size_t)n * (size_t)K;
+    float amax = 0.0f;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k]));
+    __shared__ float red[8];
+    amax = warp_max(amax);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = red[0];
+    for (int i = 1; i < (int)(blockDim.x >> 5); i++) amax = fmaxf(amax, red[i]);
+    /* amax in [2^e, 2^(e+1)) -> scale 2^(14 - e); zero / inf rows keep scale 1 / a tiny one */
+    int sh = 0;
+    if (amax > 0.0f) {
+        const int e = isfinite(amax) ? ilogbf(amax) : 127;
+        sh = 14 - e;
+        sh = sh < -120 ? -120 : (sh > 120 ? 120 : sh);
+    }
+    const float s = ldexpf(1.0f, sh);
+    __half *out = xh + (size_t)n * (size_t)K;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) out[k] = __float2half_rn(row[k] * s);
+    if (threadIdx.x == 0) inv_s[n] = ldexpf(1.0f, -sh);
+}
+
+/* ---------------- weight rows -> f16 [Mc, K], one thread per 32-element unit ---------------- */
+/* unit u of a weight row as 32 halves: 7b's unit_unpack, then the unit's formula (dev7b.cuh) */
+template <int WT>
+static __device__ __forceinline__ void g13_unit(const uint8_t *row, int64_t u, __half (&h)[32]) {
+    wunit w;
+    unit_unpack<WT>(row, u, w);
+#pragma unroll
+    for (int e = 0; e < 32; e++) {
+        const int q = (int)(int8_t)(w.q[e >> 2] >> (8 * (e & 3)));
+        float v;
+        if (WT == MI_TYPE_Q4_1 || WT == MI_TYPE_Q5_1) v = w.d * (float)q + w.m;
+        else if (WT == MI_TYPE_Q4_K || WT == MI_TYPE_Q5_K) v = w.d * (float)q - w.m;
+        else if (WT == MI_TYPE_Q6_K) v = w.d * (float)((e < 16 ? w.sc_lo : w.sc_hi) * q);
+        else v = w.d * (float)q;
+        h[e] = __float2half_rn(v);
+    }
+}
+template <>
+__device__ __forceinline__ void g13_unit<MI_TYPE_F16>(const uint8_t *row, int64_t u, __half (&h)[32]) {
+    const uint16_t *src = (const uint16_t *)row + u * 32;   /* 2-byte aligned copy */
+#pragma unroll
+    for (int e = 0; e < 32; e++) h[e] = __ushort_as_half(src[e]);
+}
+
+template <int WT>
+__global__ void __launch_bounds__(256) kernel_dequant13(const uint8_t *__restrict__ W, size_t wrow, int64_t Mc,
+                                                        int64_t nunits, __half *__restrict__ out) {
+    const int64_t total = Mc * nunits;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t m = t / nunits, u = t - m * nunits;
+        __align__(16) __half h[32];
+        g13_unit<WT>(W + (size_t)m * wrow, u, h);
+        uint4 *dst = (uint4 *)(out + (size_t)t * 32);   /* unit t of the chunk = row m, unit u */
+        const uint4 *s4 = (const uint4 *)h;
+#pragma unroll
+        for (int i = 0; i < 4; i++) dst[i] = s4[i];
+    }
+}
+
+/* ---------------- the GEMM: Y[n*ldy + m] = inv_s[n] * sum_k Wh[m,k] Xh[n,k] (+ bias[m]) ---------------- */
+__global__ void __launch_bounds__(G_THREADS, 2)
+kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, const float *__restrict__ inv_s,
+              const float *__restrict__ bias, float *__restrict__ Y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
+    extern __shared__ __align__(128) __half g13_sh[];
+    __half *sA = g13_sh;                                /* [G_ST][G_BM * G_BK] */
+    __half *sB = g13_sh + (size_t)G_ST * G_BM * G_BK;   /* [G_ST][G_BN * G_BK] */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3;   /* warp tile: rows wm*64.., tokens wn*32.. */
+    const int64_t n0 = (int64_t)blockIdx.x * G_BN, m0 = (int64_t)blockIdx.y * G_BM;
+    const int KT = (int)(K / G_BK);
+
+    /* this thread's two 16-byte chunks of each operand per stage: rows r, r + 64, chunk c */
+    const int lr = tid >> 2, lc = tid & 3;
+    const __half *srcA[2], *srcB[2];
+    int szA[2], szB[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int64_t gm = m0 + lr + 64 * i, gn = n0 + lr + 64 * i;
+        szA[i] = gm < Mc ? 16 : 0;   /* 0: cp.async fills zeros, reads nothing */
+        szB[i] = gn < N ? 16 : 0;
+        srcA[i] = Wh + (size_t)(gm < Mc ? gm : 0) * (size_t)K + lc * 8;
+        srcB[i] = Xh + (size_t)(gn < N ? gn : 0) * (size_t)K + lc * 8;
+    }
+    const uint32_t sA0 = g13_smem(sA), sB0 = g13_smem(sB);
+    auto load_stage = [&](int st, int kt) {
+        const size_t k0 = (size_t)kt * G_BK;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int off = g13_sw(lr + 64 * i, lc);
+            g13_cp16(sA0 + 2u * (uint32_t)(st * G_BM * G_BK + off), srcA[i] + k0, szA[i]);
+            g13_cp16(sB0 + 2u * (uint32_t)(st * G_BN * G_BK + off), srcB[i] + k0, szB[i]);
+        }
+    };
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[a][b][i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < G_ST - 1; s++) {
+        if (s < KT) load_stage(s, s);
+        g13_commit();
+    }
+    /* ldmatrix lane addresses: A x4 = rows (lane & 15), chunk (lane >> 4) of the k16 step;
+     * B x4 = tokens (lane & 7) + 8 (lane >> 4), chunk ((lane >> 3) & 1) */
+    const int arow = wm * 64 + (lane & 15), achk = lane >> 4;
+    const int brow = wn * 32 + (lane & 7) + ((lane >> 4) << 3), bchk = (lane >> 3) & 1;
+    for (int kt = 0; kt < KT; kt++) {
+        g13_wait<G_ST - 2>();
+        __syncthreads();   /* stage kt landed for every thread; stage kt - 1 is free */
+        {
+            const int nk = kt + G_ST - 1;
+            if (nk < KT) load_stage(nk % G_ST, nk);
+            g13_commit();
+        }
+        const int st = kt % G_ST;
+        const uint32_t a_base = sA0 + 2u * (uint32_t)(st * G_BM * G_BK);
+        const uint32_t b_base = sB0 + 2u * (uint32_t)(st * G_BN * G_BK);
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t af[4][4], bf[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+                g13_ldm4(af[mt], a_base + 2u * (uint32_t)g13_sw(arow + mt * 16, kk * 2 + achk));
+#pragma unroll
+            for (int np = 0; np < 2; np++)
+                g13_ldm4(bf[np], b_base + 2u * (uint32_t)g13_sw(brow + np * 16, kk * 2 + bchk));
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++)
+                    g13_mma(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2], bf[nt >> 1][(nt & 1) * 2 + 1]);
+        }
+    }
+    g13_wait<0>();
+
+    /* c0, c1: row gid, tokens 2 tig, 2 tig + 1; c2, c3: row gid + 8 */
+    const int gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int64_t n = n0 + wn * 32 + nt * 8 + tig * 2 + j;
+            if (n >= N) continue;
+            const float is = inv_s[n];
+            float *yr = Y + (size_t)n * (size_t)ldy;
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t m = m0 + wm * 64 + mt * 16 + gid + h * 8;
+                    if (m < Mc) {
+                        const float v = acc[mt][nt][h * 2 + j] * is;
+                        yr[m] = bias ? v + bias[m] : v;
+                    }
+                }
+        }
+}
+
+/* ---------------- launchers ---------------- */
+
+extern "C" bool mi7e_gemm13_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    switch (wt) {
+    case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0:
+    case MI_TYPE_Q4_K: case MI_TYPE_Q5_K: case MI_TYPE_Q6_K: case MI_TYPE_F16:
+        break;
+    default:
+        return false;
+    }
+    if (K <= 0 || K % G_BK || M <= 0 || N <= 0) return false;
+    if (wt != MI_TYPE_F16 && mi7b_act_row_bytes(wt, K) == 0) return false;   /* K-quants: K % 256 */
+    return (N + G_BN - 1) / G_BN <= 0x7fffffff && K <= ((int64_t)1 << 30);
+}
+
+/* rows per chunk: a multiple of the 128-row tile within the chunk size (at least one tile),
+ * or all of M when it fits */
+static int64_t g13_chunk_rows(int64_t K, int64_t M) {
+    const size_t cb = g_chunk_bytes ? g_chunk_bytes : MI7E_GEMM13_CHUNK;
+    int64_t r = (int64_t)(cb / ((size_t)K * 2)) / G_BM * G_BM;
+    if (r < G_BM) r = G_BM;
+    return r < M ? r : M;
+}
+static size_t g13_al(size_t b) { return (b + 255) & ~(size_t)255; }
+
+extern "C" size_t mi7e_gemm13_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    (void)wt;
+    if (K <= 0 || M <= 0 || N <= 0) return 0;
+    return g13_al((size_t)N * (size_t)K * 2) + g13_al((size_t)N * 4) + (size_t)g13_chunk_rows(K, M) * (size_t)K * 2;
+}
+
+template <int WT>
+static mi_status g13_dequant(cudaStream_t st, const uint8_t *w, size_t wrow, int64_t mc, int64_t K, __half *out) {
+    const int64_t units = mc * (K / 32);
+    const int64_t b = (units + 255) / 256;
+    kernel_dequant13<WT><<<(unsigned)(b < 16384 ? b : 16384), 256, 0, st>>>(w, wrow, mc, K / 32, out);
+    MI_CU_CHECK_LAUNCH("kernel_dequant13");
+    return MI_OK;
+}
+
+extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                                 int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!mi7e_gemm13_supported(wt, K, M, N))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm13: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
+                      (long long)K, (long long)M, (long long)N);
+    if (((uintptr_t)workspace & 255) != 0)
+        return mi_err(MI_ERR_INVALID, "mi7e_gemm13: workspace not 256-byte aligned");
+    cudaStream_t st = (cudaStream_t)stream;
+    static bool attr_set;   /* one opt-in to 64 KB of dynamic shared memory (idempotent, so a race is harmless) */
+    if (!attr_set) {
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM));
+        attr_set = true;
+    }
+    uint8_t *ws = (uint8_t *)workspace;
+    __half *xh = (__half *)ws;
+    float *inv_s = (float *)(ws + g13_al((size_t)N * (size_t)K * 2));
+    __half *wh = (__half *)(ws + g13_al((size_t)N * (size_t)K * 2) + g13_al((size_t)N * 4));
+    kernel_act13<<<(unsigned)N, 256, 0, st>>>(x, K, xh, inv_s);
+    MI_CU_CHECK_LAUNCH("kernel_act13");
+
+    const size_t wrow = mi_row_size(wt, K);
+    const uint8_t *wb = (const uint8_t *)w;
+    /* 16-byte aligned F16 weights are the GEMM operand as they are: one chunk, no copy */
+    const bool direct = wt == MI_TYPE_F16 && ((uintptr_t)w & 15) == 0;
+    const int64_t rows = direct ? M : g13_chunk_rows(K, M);
+    for (int64_t m0 = 0; m0 < M; m0 += rows) {
+        const int64_t mc = M - m0 < rows ? M - m0 : rows;
+        const uint8_t *wc = wb + (size_t)m0 * wrow;
+        const __half *op = wh;
+        mi_status s = MI_OK;
+        switch (wt) {
+        case MI_TYPE_Q4_0: s = g13_dequant<MI_TYPE_Q4_0>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q4_1: s = g13_dequant<MI_TYPE_Q4_1>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q5_0: s = g13_dequant<MI_TYPE_Q5_0>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q5_1: s = g13_dequant<MI_TYPE_Q5_1>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q8_0: s = g13_dequant<MI_TYPE_Q8_0>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q4_K: s = g13_dequant<MI_TYPE_Q4_K>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q5_K: s = g13_dequant<MI_TYPE_Q5_K>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_Q6_K: s = g13_dequant<MI_TYPE_Q6_K>(st, wc, wrow, mc, K, wh); break;
+        case MI_TYPE_F16:
+            if (direct) op = (const __half *)wc;
+            else s = g13_dequant<MI_TYPE_F16>(st, wc, wrow, mc, K, wh);
+            break;
+        default: return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm13: type %s", mi_type_name(wt));
+        }
+        MI_TRY(s);
+        const dim3 grid((unsigned)((N + G_BN - 1) / G_BN), (unsigned)((mc + G_BM - 1) / G_BM));
+        if (grid.y > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
+        kernel_gemm13<<<grid, G_THREADS, G_SMEM, st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
+        MI_CU_CHECK_LAUNCH("kernel_gemm13");
+    }
+    return MI_OK;
+}
