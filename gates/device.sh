@@ -148,19 +148,22 @@ if [ -n "${PROFILE:-}" ] && [ -x "$MINFER" ]; then
 fi
 
 # ---- NCU=1: Nsight Compute kernel durations of 7B decode steps (graphs off, every kernel
-# timed alone) and one full-section profile of the prefill tile matmul, for the perf work ----
+# timed alone) and one full-section profile of a prefill matmul kernel, for the perf work ----
 NCU_BIN=$(command -v ncu 2>/dev/null || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 if [ -n "${NCU:-}" ] && [ -n "$NCU_BIN" ] && [ -x "$MINFER" ]; then
     M7=/tmp/minfer-7b-qwen2.5-7b-q4_k_m.gguf
     [ -f "$M7" ] || "$MINFER" synth --shape qwen2.5-7b --type q4_k_m -o "$M7" >>"$LOGS/synth.log" 2>&1
     # bench -p 8 -n 8 -r 1 runs a warm-up and a timed pass; skip the first pass's launches
-    MINFER_NO_CUDA_GRAPH=1 timeout 400 "$NCU_BIN" --metrics gpu__time_duration.sum --csv --launch-skip ${NCU_SKIP:-3400} \
-        --launch-count ${NCU_COUNT:-3000} "$MINFER" bench -m "$M7" --backend cuda -p 8 -n 8 -r 1 \
-        >"$OUT/ncu-decode.csv" 2>"$LOGS/ncu-decode.err"
-    status_line "ncu decode kernels: rc $?, $(grep -c gpu__time_duration "$OUT/ncu-decode.csv") rows"
-    MINFER_NO_CUDA_GRAPH=1 timeout 300 "$NCU_BIN" --set full -k regex:kernel_mmq7e --launch-skip 4 --launch-count 1 \
-        "$MINFER" bench -m "$M7" --backend cuda -p 2048 -n 1 -r 1 >"$OUT/ncu-mmq.txt" 2>&1
-    status_line "ncu mmq: rc $?"
+    if [ -z "${NCU_NO_DECODE:-}" ]; then   # NCU_NO_DECODE=1: only the prefill kernel below
+        MINFER_NO_CUDA_GRAPH=1 timeout 400 "$NCU_BIN" --metrics gpu__time_duration.sum --csv --launch-skip ${NCU_SKIP:-3400} \
+            --launch-count ${NCU_COUNT:-3000} "$MINFER" bench -m "$M7" --backend cuda -p 8 -n 8 -r 1 \
+            >"$OUT/ncu-decode.csv" 2>"$LOGS/ncu-decode.err"
+        status_line "ncu decode kernels: rc $?, $(grep -c gpu__time_duration "$OUT/ncu-decode.csv") rows"
+    fi
+    # NCU_KERNEL: the prefill kernel to profile in full (default e13's GEMM; kernel_mmq7e for e7)
+    MINFER_NO_CUDA_GRAPH=1 timeout 300 "$NCU_BIN" --set full -k regex:${NCU_KERNEL:-kernel_gemm13} --launch-skip 4 --launch-count 1 \
+        "$MINFER" bench -m "$M7" --backend cuda -p 2048 -n 1 -r 1 >"$OUT/ncu-prefill.txt" 2>&1
+    status_line "ncu ${NCU_KERNEL:-kernel_gemm13}: rc $?"
 fi
 
 # ---- device gates ----

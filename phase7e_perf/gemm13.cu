@@ -22,15 +22,29 @@
 #include "phase7b_ops/ops7b.h"
 
 #define G_BM 128
-#define G_BN 128
+#define G_BN 128   /* tokens per tile; 64 for calls whose 128-token grid would not fill the GPU */
 #define G_BK 32
 #define G_ST 4
 #define G_THREADS 256
-#define G_SMEM ((size_t)G_ST * (G_BM + G_BN) * G_BK * 2)   /* 64 KB */
+#define G_SMEM(bn) ((size_t)G_ST * (G_BM + (bn)) * G_BK * 2)   /* 64 KB at bn = 128 */
 
 static size_t g_chunk_bytes;   /* 0: MI7E_GEMM13_CHUNK (test hook) */
+static int g_bn_force;         /* 0: by grid size; 64 / 128 forced (test hook) */
 
 extern "C" void mi7e_gemm13_set_chunk(size_t bytes) { g_chunk_bytes = bytes; }
+extern "C" void mi7e_gemm13_set_tile(int bn) { g_bn_force = bn == 64 || bn == 128 ? bn : 0; }
+
+static int g13_sms(void) {   /* SM count of the current device, read once */
+    static int sms;
+    if (!sms) {
+        int d = 0, v = 0;
+        if (cudaGetDevice(&d) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, d) == cudaSuccess && v > 0)
+            sms = v;
+        else
+            sms = 132;
+    }
+    return sms;
+}
 
 /* ---------------- small PTX wrappers ---------------- */
 static __device__ __forceinline__ uint32_t g13_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -119,18 +133,20 @@ __global__ void __launch_bounds__(256) kernel_dequant13(const uint8_t *__restric
 }
 
 /* ---------------- the GEMM: Y[n*ldy + m] = inv_s[n] * sum_k Wh[m,k] Xh[n,k] (+ bias[m]) ---------------- */
+template <int BN>
 __global__ void __launch_bounds__(G_THREADS, 2)
 kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, const float *__restrict__ inv_s,
               const float *__restrict__ bias, float *__restrict__ Y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
     extern __shared__ __align__(128) __half g13_sh[];
     __half *sA = g13_sh;                                /* [G_ST][G_BM * G_BK] */
-    __half *sB = g13_sh + (size_t)G_ST * G_BM * G_BK;   /* [G_ST][G_BN * G_BK] */
+    __half *sB = g13_sh + (size_t)G_ST * G_BM * G_BK;   /* [G_ST][BN * G_BK] */
+    constexpr int WN = BN / 4, NT = WN / 8, NP = NT / 2;   /* per warp: tokens, n8 tiles, ldmatrix pairs */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 2, wn = warp & 3;   /* warp tile: rows wm*64.., tokens wn*32.. */
-    const int64_t n0 = (int64_t)blockIdx.x * G_BN, m0 = (int64_t)blockIdx.y * G_BM;
+    const int wm = warp >> 2, wn = warp & 3;   /* warp tile: rows wm*64.., tokens wn*WN.. */
+    const int64_t n0 = (int64_t)blockIdx.x * BN, m0 = (int64_t)blockIdx.y * G_BM;
     const int KT = (int)(K / G_BK);
 
-    /* this thread's two 16-byte chunks of each operand per stage: rows r, r + 64, chunk c */
+    /* this thread's 16-byte chunks per stage: A rows r, r + 64; B rows r (, r + 64); chunk c */
     const int lr = tid >> 2, lc = tid & 3;
     const __half *srcA[2], *srcB[2];
     int szA[2], szB[2];
@@ -149,15 +165,15 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
         for (int i = 0; i < 2; i++) {
             const int off = g13_sw(lr + 64 * i, lc);
             g13_cp16(sA0 + 2u * (uint32_t)(st * G_BM * G_BK + off), srcA[i] + k0, szA[i]);
-            g13_cp16(sB0 + 2u * (uint32_t)(st * G_BN * G_BK + off), srcB[i] + k0, szB[i]);
+            if (i < BN / 64) g13_cp16(sB0 + 2u * (uint32_t)(st * BN * G_BK + off), srcB[i] + k0, szB[i]);
         }
     };
 
-    float acc[4][4][4];
+    float acc[4][NT][4];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
-        for (int b = 0; b < 4; b++)
+        for (int b = 0; b < NT; b++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[a][b][i] = 0.0f;
 
@@ -169,7 +185,7 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
     /* ldmatrix lane addresses: A x4 = rows (lane & 15), chunk (lane >> 4) of the k16 step;
      * B x4 = tokens (lane & 7) + 8 (lane >> 4), chunk ((lane >> 3) & 1) */
     const int arow = wm * 64 + (lane & 15), achk = lane >> 4;
-    const int brow = wn * 32 + (lane & 7) + ((lane >> 4) << 3), bchk = (lane >> 3) & 1;
+    const int brow = wn * WN + (lane & 7) + ((lane >> 4) << 3), bchk = (lane >> 3) & 1;
     for (int kt = 0; kt < KT; kt++) {
         g13_wait<G_ST - 2>();
         __syncthreads();   /* stage kt landed for every thread; stage kt - 1 is free */
@@ -180,20 +196,20 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
         }
         const int st = kt % G_ST;
         const uint32_t a_base = sA0 + 2u * (uint32_t)(st * G_BM * G_BK);
-        const uint32_t b_base = sB0 + 2u * (uint32_t)(st * G_BN * G_BK);
+        const uint32_t b_base = sB0 + 2u * (uint32_t)(st * BN * G_BK);
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) {
-            uint32_t af[4][4], bf[2][4];
+            uint32_t af[4][4], bf[NP][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
                 g13_ldm4(af[mt], a_base + 2u * (uint32_t)g13_sw(arow + mt * 16, kk * 2 + achk));
 #pragma unroll
-            for (int np = 0; np < 2; np++)
+            for (int np = 0; np < NP; np++)
                 g13_ldm4(bf[np], b_base + 2u * (uint32_t)g13_sw(brow + np * 16, kk * 2 + bchk));
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++)
+                for (int nt = 0; nt < NT; nt++)
                     g13_mma(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2], bf[nt >> 1][(nt & 1) * 2 + 1]);
         }
     }
@@ -202,10 +218,10 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
     /* c0, c1: row gid, tokens 2 tig, 2 tig + 1; c2, c3: row gid + 8 */
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int nt = 0; nt < 4; nt++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            const int64_t n = n0 + wn * 32 + nt * 8 + tig * 2 + j;
+            const int64_t n = n0 + wn * WN + nt * 8 + tig * 2 + j;
             if (n >= N) continue;
             const float is = inv_s[n];
             float *yr = Y + (size_t)n * (size_t)ldy;
@@ -234,7 +250,7 @@ extern "C" bool mi7e_gemm13_supported(mi_type wt, int64_t K, int64_t M, int64_t 
     }
     if (K <= 0 || K % G_BK || M <= 0 || N <= 0) return false;
     if (wt != MI_TYPE_F16 && mi7b_act_row_bytes(wt, K) == 0) return false;   /* K-quants: K % 256 */
-    return (N + G_BN - 1) / G_BN <= 0x7fffffff && K <= ((int64_t)1 << 30);
+    return (N + 63) / 64 <= 0x7fffffff && K <= ((int64_t)1 << 30);
 }
 
 /* rows per chunk: a multiple of the 128-row tile within the chunk size (at least one tile),
@@ -270,9 +286,10 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
     if (((uintptr_t)workspace & 255) != 0)
         return mi_err(MI_ERR_INVALID, "mi7e_gemm13: workspace not 256-byte aligned");
     cudaStream_t st = (cudaStream_t)stream;
-    static bool attr_set;   /* one opt-in to 64 KB of dynamic shared memory (idempotent, so a race is harmless) */
+    static bool attr_set;   /* one opt-in to > 48 KB of dynamic shared memory (idempotent, so a race is harmless) */
     if (!attr_set) {
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128)));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64)));
         attr_set = true;
     }
     uint8_t *ws = (uint8_t *)workspace;
@@ -308,9 +325,15 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
         default: return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm13: type %s", mi_type_name(wt));
         }
         MI_TRY(s);
-        const dim3 grid((unsigned)((N + G_BN - 1) / G_BN), (unsigned)((mc + G_BM - 1) / G_BM));
-        if (grid.y > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
-        kernel_gemm13<<<grid, G_THREADS, G_SMEM, st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
+        const int64_t gm = (mc + G_BM - 1) / G_BM;
+        if (gm > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
+        /* 128-token tiles when they give two waves' worth of blocks (2 per SM), else 64 */
+        const int bn = g_bn_force ? g_bn_force : (gm * ((N + 127) / 128) >= 2 * (int64_t)g13_sms() ? 128 : 64);
+        const dim3 grid((unsigned)((N + bn - 1) / bn), (unsigned)gm);
+        if (bn == 128)
+            kernel_gemm13<128><<<grid, G_THREADS, G_SMEM(128), st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
+        else
+            kernel_gemm13<64><<<grid, G_THREADS, G_SMEM(64), st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
         MI_CU_CHECK_LAUNCH("kernel_gemm13");
     }
     return MI_OK;

@@ -32,6 +32,9 @@ size_t mi7e_gemm13_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 /* Test hook: the weight chunk size in bytes (0 = MI7E_GEMM13_CHUNK), so gate_7e can run a
  * multi-chunk call on a small matrix. Process-wide; not for use while calls are in flight. */
 void mi7e_gemm13_set_chunk(size_t bytes);
+/* Test hook: force 64- or 128-token tiles (0 = by grid size: 128 when that fills two blocks
+ * per SM, else 64) so gate_7e checks both. Process-wide, like set_chunk. */
+void mi7e_gemm13_set_tile(int bn);
 /* W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N]. The workspace must hold
  * mi7e_gemm13_workspace bytes, 256-byte aligned. */
 mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
