@@ -23,16 +23,21 @@
 
 #define G_BM 128
 #define G_BN 128   /* tokens per tile; 64 for calls whose 128-token grid would not fill the GPU */
-#define G_BK 32
-#define G_ST 4
+#define G_BK 32    /* the k granularity every shape must meet; BK = 64 where K allows */
 #define G_THREADS 256
-#define G_SMEM(bn) ((size_t)G_ST * (G_BM + (bn)) * G_BK * 2)   /* 64 KB at bn = 128 */
+#define G_SMEM(bn, bk, st) ((size_t)(st) * (G_BM + (bn)) * (bk) * 2)   /* 64 KB (128, 32, 4); 96 KB (128, 64, 3) */
+
+#ifndef G13_DEFAULT_BK
+#define G13_DEFAULT_BK 64   /* set by the gate_7e timings (docs/PHASE7E.md) */
+#endif
 
 static size_t g_chunk_bytes;   /* 0: MI7E_GEMM13_CHUNK (test hook) */
 static int g_bn_force;         /* 0: by grid size; 64 / 128 forced (test hook) */
+static int g_bk_force;         /* 0: the default k depth; 32 / 64 forced (test hook) */
 
 extern "C" void mi7e_gemm13_set_chunk(size_t bytes) { g_chunk_bytes = bytes; }
 extern "C" void mi7e_gemm13_set_tile(int bn) { g_bn_force = bn == 64 || bn == 128 ? bn : 0; }
+extern "C" void mi7e_gemm13_set_depth(int bk) { g_bk_force = bk == 32 || bk == 64 ? bk : 0; }
 
 static int g13_sms(void) {   /* SM count of the current device, read once */
     static int sms;
@@ -64,8 +69,11 @@ static __device__ __forceinline__ void g13_mma(float (&d)[4], const uint32_t (&a
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/* half offset of (row, 16-byte chunk c) in a 32-half shared row, swizzled */
-static __device__ __forceinline__ int g13_sw(int row, int c) { return row * G_BK + ((c ^ ((row >> 1) & 3)) << 3); }
+/* half offset of (row, 16-byte chunk c) in a BK-half shared row, swizzled so that the eight
+ * rows of one ldmatrix phase land in eight distinct 16-byte bank groups */
+template <int BK> static __device__ __forceinline__ int g13_sw(int row, int c) {
+    return BK == 32 ? row * 32 + ((c ^ ((row >> 1) & 3)) << 3) : row * 64 + ((c ^ (row & 7)) << 3);
+}
 
 /* ---------------- x -> f16 with a power-of-two scale per token ---------------- */
 __global__ void __launch_bounds__(256) kernel_act13(const float *__restrict__ x, int64_t K, __half *__restrict__ xh,
@@ -132,40 +140,49 @@ __global__ void __launch_bounds__(256) kernel_dequant13(const uint8_t *__restric
     }
 }
 
-/* ---------------- the GEMM: Y[n*ldy + m] = inv_s[n] * sum_k Wh[m,k] Xh[n,k] (+ bias[m]) ---------------- */
-template <int BN>
+/* ---------------- the GEMM: Y[n*ldy + m] = inv_s[n] * sum_k Wh[m,k] Xh[n,k] (+ bias[m]) ----------------
+ * BN tokens x 128 rows per block, BK k per stage (32 or 64), ST stages. */
+template <int BN, int BK, int ST>
 __global__ void __launch_bounds__(G_THREADS, 2)
 kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, const float *__restrict__ inv_s,
               const float *__restrict__ bias, float *__restrict__ Y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
     extern __shared__ __align__(128) __half g13_sh[];
-    __half *sA = g13_sh;                                /* [G_ST][G_BM * G_BK] */
-    __half *sB = g13_sh + (size_t)G_ST * G_BM * G_BK;   /* [G_ST][BN * G_BK] */
+    constexpr int CPR = BK / 8;                    /* 16-byte chunks per shared row */
+    constexpr int RPP = G_THREADS / CPR;           /* rows one pass of the block stages */
+    constexpr int LA = G_BM / RPP, LB = BN / RPP;  /* passes per stage: weights, tokens */
     constexpr int WN = BN / 4, NT = WN / 8, NP = NT / 2;   /* per warp: tokens, n8 tiles, ldmatrix pairs */
+    __half *sA = g13_sh;                            /* [ST][G_BM * BK] */
+    __half *sB = g13_sh + (size_t)ST * G_BM * BK;   /* [ST][BN * BK] */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp >> 2, wn = warp & 3;   /* warp tile: rows wm*64.., tokens wn*WN.. */
     const int64_t n0 = (int64_t)blockIdx.x * BN, m0 = (int64_t)blockIdx.y * G_BM;
-    const int KT = (int)(K / G_BK);
+    const int KT = (int)(K / BK);
 
-    /* this thread's 16-byte chunks per stage: A rows r, r + 64; B rows r (, r + 64); chunk c */
-    const int lr = tid >> 2, lc = tid & 3;
-    const __half *srcA[2], *srcB[2];
-    int szA[2], szB[2];
+    /* this thread stages chunk lc of rows lr + RPP*i; rows past the edge are zero-filled
+     * (cp.async with 0 source bytes reads nothing) */
+    const int lr = tid / CPR, lc = tid % CPR;
+    const __half *srcA = Wh + (size_t)lr * (size_t)K + lc * 8, *srcB = Xh + (size_t)lr * (size_t)K + lc * 8;
+    srcA += (size_t)m0 * (size_t)K;
+    srcB += (size_t)n0 * (size_t)K;
+    unsigned okA = 0, okB = 0;   /* bit i: row lr + RPP*i exists */
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int64_t gm = m0 + lr + 64 * i, gn = n0 + lr + 64 * i;
-        szA[i] = gm < Mc ? 16 : 0;   /* 0: cp.async fills zeros, reads nothing */
-        szB[i] = gn < N ? 16 : 0;
-        srcA[i] = Wh + (size_t)(gm < Mc ? gm : 0) * (size_t)K + lc * 8;
-        srcB[i] = Xh + (size_t)(gn < N ? gn : 0) * (size_t)K + lc * 8;
-    }
+    for (int i = 0; i < LA; i++) okA |= (m0 + lr + RPP * i < Mc ? 1u : 0u) << i;
+#pragma unroll
+    for (int i = 0; i < LB; i++) okB |= (n0 + lr + RPP * i < N ? 1u : 0u) << i;
     const uint32_t sA0 = g13_smem(sA), sB0 = g13_smem(sB);
     auto load_stage = [&](int st, int kt) {
-        const size_t k0 = (size_t)kt * G_BK;
+        const size_t k0 = (size_t)kt * BK;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int off = g13_sw(lr + 64 * i, lc);
-            g13_cp16(sA0 + 2u * (uint32_t)(st * G_BM * G_BK + off), srcA[i] + k0, szA[i]);
-            if (i < BN / 64) g13_cp16(sB0 + 2u * (uint32_t)(st * BN * G_BK + off), srcB[i] + k0, szB[i]);
+        for (int i = 0; i < LA; i++) {
+            const bool ok = (okA >> i) & 1;
+            g13_cp16(sA0 + 2u * (uint32_t)(st * G_BM * BK + g13_sw<BK>(lr + RPP * i, lc)),
+                     ok ? srcA + (size_t)RPP * i * (size_t)K + k0 : Wh, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < LB; i++) {
+            const bool ok = (okB >> i) & 1;
+            g13_cp16(sB0 + 2u * (uint32_t)(st * BN * BK + g13_sw<BK>(lr + RPP * i, lc)),
+                     ok ? srcB + (size_t)RPP * i * (size_t)K + k0 : Xh, ok ? 16 : 0);
         }
     };
 
@@ -178,7 +195,7 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
             for (int i = 0; i < 4; i++) acc[a][b][i] = 0.0f;
 
 #pragma unroll
-    for (int s = 0; s < G_ST - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < KT) load_stage(s, s);
         g13_commit();
     }
@@ -187,25 +204,25 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
     const int arow = wm * 64 + (lane & 15), achk = lane >> 4;
     const int brow = wn * WN + (lane & 7) + ((lane >> 4) << 3), bchk = (lane >> 3) & 1;
     for (int kt = 0; kt < KT; kt++) {
-        g13_wait<G_ST - 2>();
+        g13_wait<ST - 2>();
         __syncthreads();   /* stage kt landed for every thread; stage kt - 1 is free */
         {
-            const int nk = kt + G_ST - 1;
-            if (nk < KT) load_stage(nk % G_ST, nk);
+            const int nk = kt + ST - 1;
+            if (nk < KT) load_stage(nk % ST, nk);
             g13_commit();
         }
-        const int st = kt % G_ST;
-        const uint32_t a_base = sA0 + 2u * (uint32_t)(st * G_BM * G_BK);
-        const uint32_t b_base = sB0 + 2u * (uint32_t)(st * BN * G_BK);
+        const int st = kt % ST;
+        const uint32_t a_base = sA0 + 2u * (uint32_t)(st * G_BM * BK);
+        const uint32_t b_base = sB0 + 2u * (uint32_t)(st * BN * BK);
 #pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
+        for (int kk = 0; kk < BK / 16; kk++) {
             uint32_t af[4][4], bf[NP][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
-                g13_ldm4(af[mt], a_base + 2u * (uint32_t)g13_sw(arow + mt * 16, kk * 2 + achk));
+                g13_ldm4(af[mt], a_base + 2u * (uint32_t)g13_sw<BK>(arow + mt * 16, kk * 2 + achk));
 #pragma unroll
             for (int np = 0; np < NP; np++)
-                g13_ldm4(bf[np], b_base + 2u * (uint32_t)g13_sw(brow + np * 16, kk * 2 + bchk));
+                g13_ldm4(bf[np], b_base + 2u * (uint32_t)g13_sw<BK>(brow + np * 16, kk * 2 + bchk));
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -288,8 +305,10 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
     cudaStream_t st = (cudaStream_t)stream;
     static bool attr_set;   /* one opt-in to > 48 KB of dynamic shared memory (idempotent, so a race is harmless) */
     if (!attr_set) {
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128)));
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64)));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128, 32, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128, 32, 4)));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64, 32, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64, 32, 4)));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128, 64, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128, 64, 3)));
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64, 64, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64, 64, 3)));
         attr_set = true;
     }
     uint8_t *ws = (uint8_t *)workspace;
@@ -329,11 +348,18 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
         if (gm > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
         /* 128-token tiles when they give two waves' worth of blocks (2 per SM), else 64 */
         const int bn = g_bn_force ? g_bn_force : (gm * ((N + 127) / 128) >= 2 * (int64_t)g13_sms() ? 128 : 64);
+        /* k depth: 64 (3 stages) where K allows, else 32 (4 stages) */
+        const int bk = K % 64 ? 32 : (g_bk_force ? g_bk_force : G13_DEFAULT_BK);
         const dim3 grid((unsigned)((N + bn - 1) / bn), (unsigned)gm);
-        if (bn == 128)
-            kernel_gemm13<128><<<grid, G_THREADS, G_SMEM(128), st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
+        const float *bc = bias ? bias + m0 : NULL;
+        if (bn == 128 && bk == 32)
+            kernel_gemm13<128, 32, 4><<<grid, G_THREADS, G_SMEM(128, 32, 4), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
+        else if (bn == 64 && bk == 32)
+            kernel_gemm13<64, 32, 4><<<grid, G_THREADS, G_SMEM(64, 32, 4), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
+        else if (bn == 128)
+            kernel_gemm13<128, 64, 3><<<grid, G_THREADS, G_SMEM(128, 64, 3), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
         else
-            kernel_gemm13<64><<<grid, G_THREADS, G_SMEM(64), st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
+            kernel_gemm13<64, 64, 3><<<grid, G_THREADS, G_SMEM(64, 64, 3), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
         MI_CU_CHECK_LAUNCH("kernel_gemm13");
     }
     return MI_OK;

@@ -35,6 +35,9 @@ void mi7e_gemm13_set_chunk(size_t bytes);
 /* Test hook: force 64- or 128-token tiles (0 = by grid size: 128 when that fills two blocks
  * per SM, else 64) so gate_7e checks both. Process-wide, like set_chunk. */
 void mi7e_gemm13_set_tile(int bn);
+/* Test hook: force a k depth of 32 (4 stages) or 64 (3 stages) per shared-memory stage where
+ * K % 64 == 0 (0 = the default); for gate_7e's timing of both. */
+void mi7e_gemm13_set_depth(int bk);
 /* W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N]. The workspace must hold
  * mi7e_gemm13_workspace bytes, 256-byte aligned. */
 mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
