@@ -24,20 +24,25 @@
 #define G_BM 128
 #define G_BN 128   /* tokens per tile; 64 for calls whose 128-token grid would not fill the GPU */
 #define G_BK 32    /* the k granularity every shape must meet; BK = 64 where K allows */
-#define G_THREADS 256
 #define G_SMEM(bn, bk, st) ((size_t)(st) * (G_BM + (bn)) * (bk) * 2)   /* 64 KB (128, 32, 4); 96 KB (128, 64, 3) */
 
 #ifndef G13_DEFAULT_BK
 #define G13_DEFAULT_BK 64   /* set by the gate_7e timings (docs/PHASE7E.md) */
 #endif
+#ifndef G13_DEFAULT_NW
+#define G13_DEFAULT_NW 8
+#endif
 
 static size_t g_chunk_bytes;   /* 0: MI7E_GEMM13_CHUNK (test hook) */
 static int g_bn_force;         /* 0: by grid size; 64 / 128 forced (test hook) */
 static int g_bk_force;         /* 0: the default k depth; 32 / 64 forced (test hook) */
+static int g_nw_force;         /* 0: the default warps per block; 4 / 8 forced (test hook) */
 
 extern "C" void mi7e_gemm13_set_chunk(size_t bytes) { g_chunk_bytes = bytes; }
 extern "C" void mi7e_gemm13_set_tile(int bn) { g_bn_force = bn == 64 || bn == 128 ? bn : 0; }
 extern "C" void mi7e_gemm13_set_depth(int bk) { g_bk_force = bk == 32 || bk == 64 ? bk : 0; }
+extern "C" void mi7e_gemm13_set_warps(int nw) { g_nw_force = nw == 4 || nw == 8 ? nw : 0; }
+extern "C" int mi7e_gemm13_default_warps(void) { return G13_DEFAULT_NW; }
 
 static int g13_sms(void) {   /* SM count of the current device, read once */
     static int sms;
@@ -141,20 +146,22 @@ __global__ void __launch_bounds__(256) kernel_dequant13(const uint8_t *__restric
 }
 
 /* ---------------- the GEMM: Y[n*ldy + m] = inv_s[n] * sum_k Wh[m,k] Xh[n,k] (+ bias[m]) ----------------
- * BN tokens x 128 rows per block, BK k per stage (32 or 64), ST stages. */
-template <int BN, int BK, int ST>
-__global__ void __launch_bounds__(G_THREADS, 2)
+ * BN tokens x 128 rows per block, BK k per stage (32 or 64), ST stages, NW warps (8: 2 x 4 warps
+ * of 64 x BN/4; 4: 2 x 2 warps of 64 x BN/2, half the shared-memory reads per mma). */
+template <int BN, int BK, int ST, int NW>
+__global__ void __launch_bounds__(NW * 32, 2)
 kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, const float *__restrict__ inv_s,
               const float *__restrict__ bias, float *__restrict__ Y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
     extern __shared__ __align__(128) __half g13_sh[];
     constexpr int CPR = BK / 8;                    /* 16-byte chunks per shared row */
-    constexpr int RPP = G_THREADS / CPR;           /* rows one pass of the block stages */
+    constexpr int RPP = NW * 32 / CPR;             /* rows one pass of the block stages */
     constexpr int LA = G_BM / RPP, LB = BN / RPP;  /* passes per stage: weights, tokens */
-    constexpr int WN = BN / 4, NT = WN / 8, NP = NT / 2;   /* per warp: tokens, n8 tiles, ldmatrix pairs */
+    constexpr int WNW = NW / 2;                    /* warps along the tokens */
+    constexpr int WN = BN / WNW, NT = WN / 8, NP = NT / 2;   /* per warp: tokens, n8 tiles, ldmatrix pairs */
     __half *sA = g13_sh;                            /* [ST][G_BM * BK] */
     __half *sB = g13_sh + (size_t)ST * G_BM * BK;   /* [ST][BN * BK] */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 2, wn = warp & 3;   /* warp tile: rows wm*64.., tokens wn*WN.. */
+    const int wm = warp / WNW, wn = warp % WNW;   /* warp tile: rows wm*64.., tokens wn*WN.. */
     const int64_t n0 = (int64_t)blockIdx.x * BN, m0 = (int64_t)blockIdx.y * G_BM;
     const int KT = (int)(K / BK);
 
@@ -257,6 +264,32 @@ kernel_gemm13(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
 
 /* ---------------- launchers ---------------- */
 
+typedef void (*g13_kernel_fn)(const __half *, const __half *, const float *, const float *, float *, int64_t,
+                              int64_t, int64_t, int64_t);
+struct g13_variant {
+    g13_kernel_fn fn;
+    int nw;
+    size_t smem;
+};
+/* index (bn == 128) * 4 + (bk == 64) * 2 + (nw == 4) */
+static const g13_variant k_g13[8] = {
+    {kernel_gemm13<64, 32, 4, 8>, 8, G_SMEM(64, 32, 4)},    {kernel_gemm13<64, 32, 4, 4>, 4, G_SMEM(64, 32, 4)},
+    {kernel_gemm13<64, 64, 3, 8>, 8, G_SMEM(64, 64, 3)},    {kernel_gemm13<64, 64, 3, 4>, 4, G_SMEM(64, 64, 3)},
+    {kernel_gemm13<128, 32, 4, 8>, 8, G_SMEM(128, 32, 4)},  {kernel_gemm13<128, 32, 4, 4>, 4, G_SMEM(128, 32, 4)},
+    {kernel_gemm13<128, 64, 3, 8>, 8, G_SMEM(128, 64, 3)},  {kernel_gemm13<128, 64, 3, 4>, 4, G_SMEM(128, 64, 3)},
+};
+
+/* one opt-in per variant to more than 48 KB of dynamic shared memory (idempotent, so a race
+ * between threads is harmless) */
+static mi_status g13_attrs(void) {
+    static bool done;
+    if (done) return MI_OK;
+    for (int i = 0; i < 8; i++)
+        MI_CU_CHECK(cudaFuncSetAttribute(k_g13[i].fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k_g13[i].smem));
+    done = true;
+    return MI_OK;
+}
+
 extern "C" bool mi7e_gemm13_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
     switch (wt) {
     case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0:
@@ -303,14 +336,7 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
     if (((uintptr_t)workspace & 255) != 0)
         return mi_err(MI_ERR_INVALID, "mi7e_gemm13: workspace not 256-byte aligned");
     cudaStream_t st = (cudaStream_t)stream;
-    static bool attr_set;   /* one opt-in to > 48 KB of dynamic shared memory (idempotent, so a race is harmless) */
-    if (!attr_set) {
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128, 32, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128, 32, 4)));
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64, 32, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64, 32, 4)));
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<128, 64, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(128, 64, 3)));
-        MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm13<64, 64, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G_SMEM(64, 64, 3)));
-        attr_set = true;
-    }
+    MI_TRY(g13_attrs());
     uint8_t *ws = (uint8_t *)workspace;
     __half *xh = (__half *)ws;
     float *inv_s = (float *)(ws + g13_al((size_t)N * (size_t)K * 2));
@@ -350,16 +376,10 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
         const int bn = g_bn_force ? g_bn_force : (gm * ((N + 127) / 128) >= 2 * (int64_t)g13_sms() ? 128 : 64);
         /* k depth: 64 (3 stages) where K allows, else 32 (4 stages) */
         const int bk = K % 64 ? 32 : (g_bk_force ? g_bk_force : G13_DEFAULT_BK);
+        const int nw = g_nw_force ? g_nw_force : G13_DEFAULT_NW;
+        const g13_variant &v = k_g13[(bn == 128 ? 4 : 0) + (bk == 64 ? 2 : 0) + (nw == 4 ? 1 : 0)];
         const dim3 grid((unsigned)((N + bn - 1) / bn), (unsigned)gm);
-        const float *bc = bias ? bias + m0 : NULL;
-        if (bn == 128 && bk == 32)
-            kernel_gemm13<128, 32, 4><<<grid, G_THREADS, G_SMEM(128, 32, 4), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
-        else if (bn == 64 && bk == 32)
-            kernel_gemm13<64, 32, 4><<<grid, G_THREADS, G_SMEM(64, 32, 4), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
-        else if (bn == 128)
-            kernel_gemm13<128, 64, 3><<<grid, G_THREADS, G_SMEM(128, 64, 3), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
-        else
-            kernel_gemm13<64, 64, 3><<<grid, G_THREADS, G_SMEM(64, 64, 3), st>>>(op, xh, inv_s, bc, y + m0, M, mc, N, K);
+        v.fn<<<grid, v.nw * 32, v.smem, st>>>(op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K);
         MI_CU_CHECK_LAUNCH("kernel_gemm13");
     }
     return MI_OK;

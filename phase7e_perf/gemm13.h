@@ -38,6 +38,11 @@ void mi7e_gemm13_set_tile(int bn);
 /* Test hook: force a k depth of 32 (4 stages) or 64 (3 stages) per shared-memory stage where
  * K % 64 == 0 (0 = the default); for gate_7e's timing of both. */
 void mi7e_gemm13_set_depth(int bk);
+/* Test hook: force 8 warps (2 x 4, warp tiles of 64 x tile/4) or 4 warps (2 x 2, 64 x tile/2)
+ * per block (0 = the default). Every variant runs the same k16 steps in the same order per
+ * output, so all are bit-identical. */
+void mi7e_gemm13_set_warps(int nw);
+int mi7e_gemm13_default_warps(void);
 /* W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N]. The workspace must hold
  * mi7e_gemm13_workspace bytes, 256-byte aligned. */
 mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,

@@ -93,12 +93,14 @@ static mi_status g13_run(cudaStream_t S, mi_type t, const void *dw, const float 
 }
 
 /* 1: one type and shape: NMSE vs exact, no NaN, repeat bitwise; the CPU's NMSE for context */
+static int g13_case_warps;   /* the caller's mi7e_gemm13_set_warps, for the test name */
 /* tile: 0 = the launcher's choice (64-token tiles at these sizes), 128 = forced (mi7e_gemm13_set_tile),
  * 160 = forced 128 with the caller's mi7e_gemm13_set_depth(32) (name suffix _k32) */
 static void g13_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, int64_t N, bool with_bias, int tile) {
     char name[96];
-    snprintf(name, sizeof name, "e13_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
-             (long long)N, with_bias ? "_bias" : "", tile == 128 ? "_t128" : tile == 160 ? "_t128_k32" : "");
+    snprintf(name, sizeof name, "e13_%s_K%lld_M%lld_N%lld%s%s%s", mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, with_bias ? "_bias" : "", tile == 128 ? "_t128" : tile == 160 ? "_t128_k32" : "",
+             g13_case_warps ? (g13_case_warps == 4 ? "_w4" : "_w8") : "");
     if (!gu_selected(name)) return;
     gu_begin(R, name);
     mi7e_gemm13_set_tile(tile ? 128 : 0);
@@ -396,25 +398,32 @@ static void g13_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
     const size_t ny = (size_t)M * (size_t)N;
     float *dy13 = (float *)dev_poison(ny * 4), *dy7 = (float *)dev_poison(ny * 4);
     const float t13 = g13_time(S, 0, t, dw, dx, dy13, K, M, N, ws);
-    /* the other k depth (32 per stage, 4 stages): the same k16 steps in the same order, so
-     * its output must equal the default's bit for bit */
+    /* the other variants (k depth 32 with 4 stages; 4 warps of 64 x tile/2): the same k16
+     * steps in the same order per output, so each must equal the default bit for bit */
     float *dy32 = (float *)dev_poison(ny * 4);
-    mi7e_gemm13_set_depth(32);
-    const float t32 = t13 < 0 ? -1.0f : g13_time(S, 0, t, dw, dx, dy32, K, M, N, ws);
-    mi7e_gemm13_set_depth(0);
-    bool same32 = false;
-    if (t32 >= 0) {
-        float *h1 = (float *)malloc(ny * 4), *h2 = (float *)malloc(ny * 4);
-        dev_down_on(S, h1, dy13, ny * 4);
+    float t32 = -1.0f, t4w = -1.0f;
+    bool same32 = false, same4w = false;
+    float *h1 = (float *)malloc(ny * 4), *h2 = (float *)malloc(ny * 4);
+    if (t13 >= 0) dev_down_on(S, h1, dy13, ny * 4);
+    for (int v = 0; v < 2 && t13 >= 0; v++) {
+        if (v == 0) mi7e_gemm13_set_depth(32);
+        else mi7e_gemm13_set_warps(mi7e_gemm13_default_warps() == 4 ? 8 : 4);
+        CK(cudaMemset(dy32, 0xFF, ny * 4));
+        const float tv = g13_time(S, 0, t, dw, dx, dy32, K, M, N, ws);
+        mi7e_gemm13_set_depth(0);
+        mi7e_gemm13_set_warps(0);
+        if (tv < 0) break;
         dev_down_on(S, h2, dy32, ny * 4);
-        same32 = memcmp(h1, h2, ny * 4) == 0;
-        free(h1);
-        free(h2);
+        const bool same = memcmp(h1, h2, ny * 4) == 0;
+        if (v == 0) { t32 = tv; same32 = same; }
+        else { t4w = tv; same4w = same; }
     }
+    free(h1);
+    free(h2);
     cudaFree(dy32);
     const float t7 = t13 < 0 ? -1.0f : g13_time(S, 1, t, dw, dx, dy7, K, M, N, ws);
     const float t11 = !pre || t7 < 0 ? 0.0f : g13_time(S, 2, t, dw, dx, dy7, K, M, N, ws);
-    if (t13 < 0 || t32 < 0 || t7 < 0 || t11 < 0) {
+    if (t13 < 0 || t32 < 0 || t4w < 0 || t7 < 0 || t11 < 0) {
         gu_fail(R, "%s call: %s", t13 < 0 ? "e13" : t7 < 0 ? "e7" : "e11", mi_errmsg());
     } else {
         /* context, not a bound: e7 quantizes x to Q8, e13 does not */
@@ -428,17 +437,20 @@ static void g13_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
         char e11s[96] = "";
         if (pre) snprintf(e11s, sizeof e11s, ", e11 %.3f ms %.1f TFLOP/s (e11/e13 %.2fx)", t11, fl / (t11 * 1e9),
                           t11 / t13);
-        printf("    %s: e13 %.3f ms %.1f TFLOP/s (k32 %.3f ms), e7 %.3f ms %.1f TFLOP/s (e7/e13 %.2fx)%s\n", name, t13,
-               fl / (t13 * 1e9), t32, t7, fl / (t7 * 1e9), t7 / t13, e11s);
+        printf("    %s: e13 %.3f ms %.1f TFLOP/s (k32 %.3f ms, other warps %.3f ms), e7 %.3f ms %.1f TFLOP/s (e7/e13 "
+               "%.2fx)%s\n", name, t13, fl / (t13 * 1e9), t32, t4w, t7, fl / (t7 * 1e9), t7 / t13, e11s);
         /* the only check of the 128-token tiles at full size: e13 and e7 differ by e7's Q8
          * rounding of x (~1e-5), so 1e-3 catches any indexing error, not arithmetic */
-        if (nonfin || !(e <= 1e-3) || !same32)
-            gu_fail(R, "nmse e13 vs e7 %.3g > 1e-3, or %zu non-finite outputs, or k32 %s the default depth (e13 %.3f ms, "
-                    "e7 %.3f ms)", e, nonfin, same32 ? "equal to" : "DIFFERS from", t13, t7);
+        const int ow = mi7e_gemm13_default_warps() == 4 ? 8 : 4;
+        if (nonfin || !(e <= 1e-3) || !same32 || !same4w)
+            gu_fail(R, "nmse e13 vs e7 %.3g > 1e-3, or %zu non-finite outputs, or a variant differs from the default "
+                    "(k32 %s, %d warps %s; e13 %.3f ms, e7 %.3f ms)", e, nonfin, same32 ? "equal" : "DIFFERS", ow,
+                    same4w ? "equal" : "DIFFER", t13, t7);
         else
-            gu_pass(R, "e13 %.3f ms %.1f TFLOP/s (k32: %.3f ms %.1f TFLOP/s, bit-identical), e7 %.3f ms %.1f TFLOP/s "
-                    "(e7/e13 %.2fx)%s; median of 5; nmse e13 vs e7 %.3g <= 1e-3", t13, fl / (t13 * 1e9), t32,
-                    fl / (t32 * 1e9), t7, fl / (t7 * 1e9), t7 / t13, e11s, e);
+            gu_pass(R, "e13 %.3f ms %.1f TFLOP/s (k32 %.3f ms %.1f, %d warps %.3f ms %.1f TFLOP/s, both bit-identical), "
+                    "e7 %.3f ms %.1f TFLOP/s (e7/e13 %.2fx)%s; median of 5; nmse e13 vs e7 %.3g <= 1e-3", t13,
+                    fl / (t13 * 1e9), t32, fl / (t32 * 1e9), ow, t4w, fl / (t4w * 1e9), t7, fl / (t7 * 1e9), t7 / t13,
+                    e11s, e);
     }
     cudaFree(b1); cudaFree(ws); cudaFree(dy13); cudaFree(dy7);
 }
@@ -466,6 +478,19 @@ static void gemm13_check(gu_run *R, cudaStream_t S) {
                 mi7e_gemm13_set_depth(0);
             }
     mi7e_gemm13_set_tile(0);
+    /* the other warp layout on edge shapes, both tile widths */
+    g13_case_warps = mi7e_gemm13_default_warps() == 4 ? 8 : 4;
+    mi7e_gemm13_set_warps(g13_case_warps);
+    for (int ti = 0; ti < 9; ti++)
+        if (types[ti] == MI_TYPE_Q4_K || types[ti] == MI_TYPE_Q6_K)
+            for (int n = 2; n < 4; n++) {
+                g13_case(R, S, types[ti], 256, 130, Ns[n], n == 3, 0);
+                g13_case(R, S, types[ti], 256, 130, Ns[n], n == 2, 128);
+            }
+    g13_case(R, S, MI_TYPE_Q4_0, 96, 130, 129, true, 128);   /* k depth 32 (K % 64 != 0) */
+    mi7e_gemm13_set_warps(0);
+    mi7e_gemm13_set_tile(0);
+    g13_case_warps = 0;
     g13_scale(R, S);
     g13_chunks(R, S);
     g13_refusals(R, S);
