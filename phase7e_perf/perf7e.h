@@ -52,6 +52,7 @@ void mi7e_counters_get(mi7e_counters *out);
  * x is quantized once into workspace exactly as 7b / the CPU do (Q8_0/Q8_1 in 36-byte
  * blocks, Q8_K in 292-byte blocks), so every integer block dot equals the CPU's. */
 #define MI7E_MMV_MAX_N 8
+#define MI7E_MMV_MIN_K 2048   /* the MATMUL entry uses e2 from this K on (switch7e.c, docs/PHASE7E.md) */
 bool mi7e_mmv_supported(mi_type wt, int64_t K, int64_t N);
 size_t mi7e_mmv_workspace(mi_type wt, int64_t K, int64_t N);
 mi_status mi7e_mmv(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,

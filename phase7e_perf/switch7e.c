@@ -76,7 +76,9 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
         atomic_fetch_add(&g_n_e12, 1);
         return mi7e_mmv12(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, ws);
     }
-    if (e2 && mi7e_mmv_supported(w->type, K, N)) {
+    /* e2 from MI7E_MMV_MIN_K on: bench-7e at 84a3ee1 measured it x1.09 on the 7B's decode (K 3584 /
+     * 18944) but x0.975 on the 0.5B's (K 896 / 4864), where 7b's warp-per-row kernel wins */
+    if (e2 && K >= MI7E_MMV_MIN_K && mi7e_mmv_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e2, 1);
         return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
     }
