@@ -3,7 +3,8 @@
  * one over [cpu] alone, on the same inputs, then compares (docs/PHASE7B.md):
  *   elementwise, RMS norm, GET_ROWS, KV cache bytes: bit-identical (first mismatches printed)
  *   RoPE: bit-identical but for <= 0.1% of elements within 2 ulp (double cos/sin rounding)
- *   matmul per weight type x shapes (odd M, N = 1, 7, 512): NMSE <= 1e-6, repeat bitwise
+ *   matmul per weight type x shapes (odd M, N = 1, 7, 512): NMSE <= 1e-6, repeat bitwise (or, for a
+ *     later phase's kernel with other activation arithmetic, closer than the CPU to the exact product)
  *   attention with n_past growing over steps, whole-layer chain: NMSE <= 1e-6
  *   whole models (synth qwen2.5-0.5b Q4_0, qwen3-0.6b Q8_0, qwen2.5-7b Q4_K_M) through
  *   the public API, sessions "cuda" vs "cpu": logits NMSE <= 1e-5 and top-5 overlap,
@@ -233,6 +234,25 @@ static mi_tensor *build_mm(mi_graph *g, void *p, int on_gpu) {
 
 static double g_mm_worst[MI_TYPE_COUNT];
 
+/* NMSE of the device (gg) and CPU (cc) results against the exact product: f64 dot of the
+ * dequantized weight rows with x (+ bias) */
+static void exact_errors(mi_type t, const void *w, const float *x, const float *bias, int64_t K, int64_t M,
+                         int64_t N, const float *gg, const float *cc, double *e_dev, double *e_cpu) {
+    const size_t rb = mi_row_size(t, K), n = (size_t)(M * N);
+    float *wd = malloc((size_t)(K * M) * 4), *ex = malloc(n * 4);
+    for (int64_t m = 0; m < M; m++) mi_dequantize_row(t, (const uint8_t *)w + rb * (size_t)m, wd + m * K, K);
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t m = 0; m < M; m++) {
+            double s = bias ? (double)bias[m] : 0.0;
+            for (int64_t k = 0; k < K; k++) s += (double)wd[m * K + k] * (double)x[j * K + k];
+            ex[j * M + m] = (float)s;
+        }
+    *e_dev = gu_nmse(gg, ex, n);
+    *e_cpu = gu_nmse(cc, ex, n);
+    free(wd);
+    free(ex);
+}
+
 static void test_matmul(void) {
     const int64_t shapes[][3] = {{512, 7, 1}, {512, 129, 7}, {1024, 333, 512}, {2816, 65, 1}, {512, 1001, 7}};
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -263,9 +283,19 @@ static void test_matmul(void) {
                 const size_t rep = gu_first_diff(gg, g2, n * 4);
                 size_t same = 0;
                 for (size_t i = 0; i < n; i++) same += !memcmp(&gg[i], &cc[i], 4);
-                if (e > g_mm_worst[t]) g_mm_worst[t] = e;
+                /* A later phase may install a matmul that does not quantize x as the CPU does
+                 * (7e's e13: f16 activations). It passes if it is closer than the CPU to the
+                 * exact product of the dequantized weights and x, and within 4x the CPU's own
+                 * error of the CPU. 7b's own kernel meets the first criterion. */
+                double e_dev = -1, e_cpu = -1;
+                if (e > 1e-6) exact_errors(t, wd, a.x, with_bias ? bias : NULL, K, M, N, gg, cc, &e_dev, &e_cpu);
+                const bool closer = e_dev >= 0 && e_dev <= e_cpu && e <= 4 * e_cpu;
+                if (!closer && e > g_mm_worst[t]) g_mm_worst[t] = e;   /* the worst of the CPU-arithmetic kernels */
                 if (e <= 1e-6 && rep == (size_t)-1)
                     gu_pass(&R, "nmse %.3g (<= 1e-6), %zu/%zu bit-equal to the CPU; repeat bit-identical", e, same, n);
+                else if (closer && rep == (size_t)-1)
+                    gu_pass(&R, "nmse %.3g vs the CPU (> 1e-6: not the CPU's arithmetic), but vs the exact product "
+                            "%.3g <= the CPU's %.3g, and <= 4x it vs the CPU; repeat bit-identical", e, e_dev, e_cpu);
                 else {
                     for (size_t i = 0, shown = 0; i < n && shown < 3; i++)
                         if (fabsf(gg[i] - cc[i]) > 1e-4f * (fabsf(cc[i]) + 1e-3f)) {
