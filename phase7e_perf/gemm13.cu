@@ -13,10 +13,14 @@
  *   kernel_dequant13  weight rows [m0, m0 + Mc) -> f16 [Mc, K] (7b's unit_unpack, then the
  *                     unit's float formula), in chunks of at most MI7E_GEMM13_CHUNK bytes.
  *   kernel_gemm13     C [Mc, N] = Wh [Mc, K] . Xh [N, K]^T, f32 accumulation.
- * GEMM tile: 128 weight rows x 128 tokens x 32 k, 8 warps (2 x 4) of 64 x 32, four cp.async
- * stages. Shared rows are 64 bytes (four 16-byte chunks); chunk c of row r is stored at
- * c ^ ((r >> 1) & 3), so the eight rows one ldmatrix phase reads hit eight distinct 16-byte
- * bank groups. Both operands are k-contiguous, so no ldmatrix needs .trans. */
+ * GEMM tile: 128 weight rows x 128 tokens (64 when 128 would not give two blocks per SM),
+ * k depth 64 in three cp.async stages (32 in four where K % 64 != 0), 8 warps (2 x 4) of
+ * 64 x 32 (a 4-warp layout of 64 x 64 is kept for the timing study). Shared rows are BK
+ * halves; chunk c of row r is stored at c ^ ((r >> 1) & 3) (64-byte rows) or c ^ (r & 7)
+ * (128-byte rows), so the eight rows one ldmatrix phase reads hit eight distinct 16-byte
+ * bank groups. Both operands are k-contiguous, so no ldmatrix needs .trans. Every variant
+ * runs the same k16 steps in the same order per output: their results are bit-identical
+ * (gate_7e checks it; gates/7e/emu_gemm13.py checks the order on the host). */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/gemm13.h"
 #include "phase7b_ops/ops7b.h"
