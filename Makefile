@@ -113,6 +113,12 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%_exact.cu.o: %_exact.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) --fmad=false -c $< -o $@
+# *_sm90a.cu: kernels that need Hopper's arch-specific instructions (wgmma): built for sm_90a
+# (and -DMI_BUILT_SM90A) when CUDA_ARCH is sm_90; otherwise like the rest, their kernel bodies
+# compile empty and the host side reports the kernel unavailable
+$(BUILD)/%_sm90a.cu.o: %_sm90a.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(if $(filter sm_90,$(CUDA_ARCH)),$(subst -arch=sm_90,-arch=sm_90a,$(NVFLAGS)) -DMI_BUILT_SM90A,$(NVFLAGS)) -c $< -o $@
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@

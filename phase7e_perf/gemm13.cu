@@ -47,6 +47,9 @@ extern "C" void mi7e_gemm13_set_tile(int bn) { g_bn_force = bn == 64 || bn == 12
 extern "C" void mi7e_gemm13_set_depth(int bk) { g_bk_force = bk == 32 || bk == 64 ? bk : 0; }
 extern "C" void mi7e_gemm13_set_warps(int nw) { g_nw_force = nw == 4 || nw == 8 ? nw : 0; }
 extern "C" int mi7e_gemm13_default_warps(void) { return G13_DEFAULT_NW; }
+static int g_wgmma;            /* e15: the wgmma kernel where it applies (switch7e.c sets it) */
+extern "C" void mi7e_gemm13_set_wgmma(int on) { g_wgmma = on != 0; }
+extern "C" int mi7e_gemm13_get_wgmma(void) { return g_wgmma; }
 
 static int g13_sms(void) {   /* SM count of the current device, read once */
     static int sms;
@@ -374,6 +377,12 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
         default: return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm13: type %s", mi_type_name(wt));
         }
         MI_TRY(s);
+        /* e15: the wgmma kernel (128 x 128 tiles, k depth 64), unless a test hook forces an
+         * mma.sync variant */
+        if (g_wgmma && K % 64 == 0 && !g_bn_force && !g_bk_force && !g_nw_force && mi7e_gemm15_available()) {
+            MI_TRY(mi7e_gemm15_launch(st, op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K));
+            continue;
+        }
         const int64_t gm = (mc + G_BM - 1) / G_BM;
         if (gm > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
         /* 128-token tiles when they give two waves' worth of blocks (2 per SM), else 64 */

@@ -43,6 +43,17 @@ void mi7e_gemm13_set_depth(int bk);
  * output, so all are bit-identical. */
 void mi7e_gemm13_set_warps(int nw);
 int mi7e_gemm13_default_warps(void);
+
+/* ---- e15 (gemm15_sm90a.cu): the same GEMM on Hopper's wgmma.mma_async (sm_90a). Used by
+ * mi7e_gemm13 in place of its mma.sync kernel when mi7e_gemm13_set_wgmma(1) (switch7e.c's
+ * item e15), K % 64 == 0, no test hook forces an mma.sync variant, and the build has an
+ * sm_90a image on a cc 9.0 device. Not bit-identical to mma.sync (the hardware's order of
+ * products inside one wgmma); the same exact-product bound. */
+bool mi7e_gemm15_available(void);
+mi_status mi7e_gemm15_launch(void *stream, const void *wh, const void *xh, const float *inv_s, const float *bias,
+                             float *y, int64_t ldy, int64_t Mc, int64_t N, int64_t K);
+void mi7e_gemm13_set_wgmma(int on);
+int mi7e_gemm13_get_wgmma(void);
 /* W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N]. The workspace must hold
  * mi7e_gemm13_workspace bytes, 256-byte aligned. */
 mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,

@@ -94,13 +94,14 @@ static mi_status g13_run(cudaStream_t S, mi_type t, const void *dw, const float 
 
 /* 1: one type and shape: NMSE vs exact, no NaN, repeat bitwise; the CPU's NMSE for context */
 static int g13_case_warps;   /* the caller's mi7e_gemm13_set_warps, for the test name */
+static int g13_case_wg;      /* the caller turned e15 (wgmma) on: "_wg" in the test name */
 /* tile: 0 = the launcher's choice (64-token tiles at these sizes), 128 = forced (mi7e_gemm13_set_tile),
  * 160 = forced 128 with the caller's mi7e_gemm13_set_depth(32) (name suffix _k32) */
 static void g13_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, int64_t N, bool with_bias, int tile) {
     char name[96];
     snprintf(name, sizeof name, "e13_%s_K%lld_M%lld_N%lld%s%s%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, with_bias ? "_bias" : "", tile == 128 ? "_t128" : tile == 160 ? "_t128_k32" : "",
-             g13_case_warps ? (g13_case_warps == 4 ? "_w4" : "_w8") : "");
+             g13_case_warps ? (g13_case_warps == 4 ? "_w4" : "_w8") : g13_case_wg ? "_wg" : "");
     if (!gu_selected(name)) return;
     gu_begin(R, name);
     mi7e_gemm13_set_tile(tile ? 128 : 0);
@@ -418,13 +419,28 @@ static void g13_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
         if (v == 0) { t32 = tv; same32 = same; }
         else { t4w = tv; same4w = same; }
     }
+    /* e15: the wgmma kernel (if this build and device have it), against the mma.sync default:
+     * the same f32 sums in another order, so NMSE ~1e-12; 1e-8 catches any layout error */
+    float t15 = 0.0f;
+    double e15 = 0.0;
+    const bool wg = t13 >= 0 && mi7e_gemm15_available() && K % 64 == 0;
+    if (wg) {
+        CK(cudaMemset(dy32, 0xFF, ny * 4));
+        mi7e_gemm13_set_wgmma(1);
+        t15 = g13_time(S, 0, t, dw, dx, dy32, K, M, N, ws);
+        mi7e_gemm13_set_wgmma(0);
+        if (t15 >= 0) {
+            dev_down_on(S, h2, dy32, ny * 4);
+            e15 = g13_nonfinite(h2, ny) ? 1.0 : gu_nmse(h2, h1, ny);
+        }
+    }
     free(h1);
     free(h2);
     cudaFree(dy32);
     const float t7 = t13 < 0 ? -1.0f : g13_time(S, 1, t, dw, dx, dy7, K, M, N, ws);
     const float t11 = !pre || t7 < 0 ? 0.0f : g13_time(S, 2, t, dw, dx, dy7, K, M, N, ws);
-    if (t13 < 0 || t32 < 0 || t4w < 0 || t7 < 0 || t11 < 0) {
-        gu_fail(R, "%s call: %s", t13 < 0 ? "e13" : t7 < 0 ? "e7" : "e11", mi_errmsg());
+    if (t13 < 0 || t32 < 0 || t4w < 0 || t15 < 0 || t7 < 0 || t11 < 0) {
+        gu_fail(R, "%s call: %s", t13 < 0 ? "e13" : t15 < 0 ? "e15" : t7 < 0 ? "e7" : "e11", mi_errmsg());
     } else {
         /* context, not a bound: e7 quantizes x to Q8, e13 does not */
         float *y13 = (float *)malloc(ny * 4), *y7 = (float *)malloc(ny * 4);
@@ -437,20 +453,23 @@ static void g13_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
         char e11s[96] = "";
         if (pre) snprintf(e11s, sizeof e11s, ", e11 %.3f ms %.1f TFLOP/s (e11/e13 %.2fx)", t11, fl / (t11 * 1e9),
                           t11 / t13);
+        char e15s[128] = "; e15 (wgmma) not available here";
+        if (wg) snprintf(e15s, sizeof e15s, "; e15 (wgmma) %.3f ms %.1f TFLOP/s, nmse vs e13 %.3g (<= 1e-8)", t15,
+                         fl / (t15 * 1e9), e15);
         printf("    %s: e13 %.3f ms %.1f TFLOP/s (k32 %.3f ms, other warps %.3f ms), e7 %.3f ms %.1f TFLOP/s (e7/e13 "
-               "%.2fx)%s\n", name, t13, fl / (t13 * 1e9), t32, t4w, t7, fl / (t7 * 1e9), t7 / t13, e11s);
+               "%.2fx)%s%s\n", name, t13, fl / (t13 * 1e9), t32, t4w, t7, fl / (t7 * 1e9), t7 / t13, e11s, e15s);
         /* the only check of the 128-token tiles at full size: e13 and e7 differ by e7's Q8
          * rounding of x (~1e-5), so 1e-3 catches any indexing error, not arithmetic */
         const int ow = mi7e_gemm13_default_warps() == 4 ? 8 : 4;
-        if (nonfin || !(e <= 1e-3) || !same32 || !same4w)
+        if (nonfin || !(e <= 1e-3) || !same32 || !same4w || !(e15 <= 1e-8))
             gu_fail(R, "nmse e13 vs e7 %.3g > 1e-3, or %zu non-finite outputs, or a variant differs from the default "
-                    "(k32 %s, %d warps %s; e13 %.3f ms, e7 %.3f ms)", e, nonfin, same32 ? "equal" : "DIFFERS", ow,
-                    same4w ? "equal" : "DIFFER", t13, t7);
+                    "(k32 %s, %d warps %s; e13 %.3f ms, e7 %.3f ms)%s", e, nonfin, same32 ? "equal" : "DIFFERS", ow,
+                    same4w ? "equal" : "DIFFER", t13, t7, e15s);
         else
             gu_pass(R, "e13 %.3f ms %.1f TFLOP/s (k32 %.3f ms %.1f, %d warps %.3f ms %.1f TFLOP/s, both bit-identical), "
-                    "e7 %.3f ms %.1f TFLOP/s (e7/e13 %.2fx)%s; median of 5; nmse e13 vs e7 %.3g <= 1e-3", t13,
+                    "e7 %.3f ms %.1f TFLOP/s (e7/e13 %.2fx)%s; median of 5; nmse e13 vs e7 %.3g <= 1e-3%s", t13,
                     fl / (t13 * 1e9), t32, fl / (t32 * 1e9), ow, t4w, fl / (t4w * 1e9), t7, fl / (t7 * 1e9), t7 / t13,
-                    e11s, e);
+                    e11s, e, e15s);
     }
     cudaFree(b1); cudaFree(ws); cudaFree(dy13); cudaFree(dy7);
 }
@@ -458,6 +477,9 @@ static void g13_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
 /* The whole e13 check. */
 static void gemm13_check(gu_run *R, cudaStream_t S) __attribute__((unused));
 static void gemm13_check(gu_run *R, cudaStream_t S) {
+    /* the mma.sync kernel is the subject below; e15's wgmma kernel gets its own pass */
+    const int wg_saved = mi7e_gemm13_get_wgmma();
+    mi7e_gemm13_set_wgmma(0);
     static const mi_type types[9] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0,
                                      MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K, MI_TYPE_F16};
     static const int64_t Ns[4] = {1, 7, 64, 129};
@@ -491,6 +513,18 @@ static void gemm13_check(gu_run *R, cudaStream_t S) {
     mi7e_gemm13_set_warps(0);
     mi7e_gemm13_set_tile(0);
     g13_case_warps = 0;
+    /* e15 (wgmma, K % 64 == 0): every type at the tile edges, and the scale extremes */
+    if (mi7e_gemm15_available()) {
+        mi7e_gemm13_set_wgmma(1);
+        g13_case_wg = 1;
+        for (int ti = 0; ti < 9; ti++)
+            for (int n = 0; n < 4; n++) g13_case(R, S, types[ti], 256, 130, Ns[n], n == ti % 4, 0);
+        g13_case(R, S, MI_TYPE_Q4_K, 512, 300, 300, true, 0);
+        g13_case_wg = 0;
+        mi7e_gemm13_set_wgmma(0);
+    } else {
+        gu_skip_named(R, "e15_wgmma_cases", "no sm_90a image in this build, or not a cc 9.0 device");
+    }
     g13_scale(R, S);
     g13_chunks(R, S);
     g13_refusals(R, S);
@@ -513,6 +547,7 @@ static void gemm13_check(gu_run *R, cudaStream_t S) {
     g13_timing(R, S, "ffn_gate_up", MI_TYPE_Q4_K, 3584, 18944, 128, dx);
     g13_timing(R, S, "ffn_gate_up", MI_TYPE_Q4_K, 3584, 18944, 256, dx);
     cudaFree(xb);
+    mi7e_gemm13_set_wgmma(wg_saved);
 }
 
 #endif
