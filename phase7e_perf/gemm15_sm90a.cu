@@ -117,6 +117,10 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
             w_mma(d, w_desc(sa + (uint32_t)wg * 64u * 128u + (uint32_t)kk * 32u), w_desc(sb + (uint32_t)kk * 32u));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* the accumulators are written asynchronously: tie every register to this point so
+         * the compiler moves no use of them above the wait */
+#pragma unroll
+        for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
     }
     w_wait<0>();
 
