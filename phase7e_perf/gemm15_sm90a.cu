@@ -7,8 +7,9 @@
  * f16 -> f32, times inv_s[n], plus bias[m]. Not bit-identical to e13 (the order of the
  * products inside one wgmma is the hardware's): bound by the exact product like e13.
  *
- * Tile: 128 weight rows x 128 tokens, k depth 64, 3 cp.async stages (32 KB each, 2 blocks
- * an SM), 2 warpgroups of 64 rows, each one m64n128k16 wgmma per k16 step. Shared rows are
+ * Tile: 128 weight rows x 128 tokens (64 when 128 would not give two blocks per SM, as
+ * e13), k depth 64, 3 cp.async stages (32 KB each, 2 blocks an SM), 2 warpgroups of 64 rows,
+ * each one m64n128k16 (m64n64k16) wgmma per k16 step. Shared rows are
  * 128 bytes with chunk c of row r at c ^ (r & 7): the canonical 128-byte-swizzle K-major
  * layout of the wgmma matrix descriptor (stage bases 1024-byte aligned; 8-row groups 1024
  * bytes apart = SBO; k16 steps advance the start address by 32 bytes inside the atom).
@@ -21,12 +22,11 @@
 #include "phase7e_perf/gemm13.h"
 
 #define W_BM 128
-#define W_BN 128
 #define W_BK 64
 #define W_ST 3
 #define W_THREADS 256
-#define W_STAGE_BYTES ((W_BM + W_BN) * W_BK * 2)          /* 32 KB */
-#define W_SMEM ((size_t)W_ST * W_STAGE_BYTES + 1024)       /* + room to align the base to 1024 */
+#define W_STAGE_BYTES(bn) ((W_BM + (bn)) * W_BK * 2)        /* 32 KB at 128 tokens, 24 KB at 64 */
+#define W_SMEM(bn) ((size_t)W_ST * W_STAGE_BYTES(bn) + 1024)  /* + room to align the base to 1024 */
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define W_HAVE_WGMMA 1
@@ -53,8 +53,17 @@ static __device__ __forceinline__ void w_mma(float (&d)[64], uint64_t da, uint64
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(1));
 }
+/* m64n64k16: the 64-token tile, 32 accumulators */
+static __device__ __forceinline__ void w_mma(float (&d)[32], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(1));
+}
 #endif
 
+template <int BN>
 __global__ void __launch_bounds__(W_THREADS, 2)
 kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, const float *__restrict__ inv_s,
               const float *__restrict__ bias, float *__restrict__ Y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
@@ -63,10 +72,11 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
     const uint32_t base = ((uint32_t)__cvta_generic_to_shared(w_sh) + 1023u) & ~1023u;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, wl = warp & 3;   /* warpgroup: weight rows wg*64 .. +63 */
-    const int64_t n0 = (int64_t)blockIdx.x * W_BN, m0 = (int64_t)blockIdx.y * W_BM;
+    const int64_t n0 = (int64_t)blockIdx.x * BN, m0 = (int64_t)blockIdx.y * W_BM;
     const int KT = (int)(K / W_BK);
 
-    /* staging: chunk lc of rows lr + 32 i (i < 4) of each operand; rows past the edge are
+    constexpr int LB = BN / 32;   /* token rows staged per thread and stage */
+    /* staging: chunk lc of rows lr + 32 i (i < 4, i < LB) of each operand; rows past the edge are
      * zero-filled (cp.async with 0 source bytes reads nothing) */
     const int lr = tid >> 3, lc = tid & 7;
     const __half *srcA = Wh + (size_t)(m0 + lr) * (size_t)K + lc * 8;
@@ -75,24 +85,25 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         okA |= (m0 + lr + 32 * i < Mc ? 1u : 0u) << i;
-        okB |= (n0 + lr + 32 * i < N ? 1u : 0u) << i;
+        if (i < LB) okB |= (n0 + lr + 32 * i < N ? 1u : 0u) << i;
     }
     auto load_stage = [&](int st, int kt) {
         const size_t k0 = (size_t)kt * W_BK;
-        const uint32_t sa = base + (uint32_t)st * W_STAGE_BYTES, sb = sa + W_BM * W_BK * 2;
+        const uint32_t sa = base + (uint32_t)st * W_STAGE_BYTES(BN), sb = sa + W_BM * W_BK * 2;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int row = lr + 32 * i;
             const uint32_t off = (uint32_t)row * 128u + ((uint32_t)(lc ^ (row & 7)) << 4);
             const bool a = (okA >> i) & 1, b = (okB >> i) & 1;
             w_cp16(sa + off, a ? srcA + (size_t)(32 * i) * (size_t)K + k0 : (const __half *)Wh, a ? 16 : 0);
-            w_cp16(sb + off, b ? srcB + (size_t)(32 * i) * (size_t)K + k0 : (const __half *)Xh, b ? 16 : 0);
+            if (i < LB) w_cp16(sb + off, b ? srcB + (size_t)(32 * i) * (size_t)K + k0 : (const __half *)Xh, b ? 16 : 0);
         }
     };
 
-    float d[64];
+    constexpr int ND = BN / 2;   /* accumulators a thread: 64 rows x BN tokens over 128 threads */
+    float d[ND];
 #pragma unroll
-    for (int i = 0; i < 64; i++) d[i] = 0.0f;
+    for (int i = 0; i < ND; i++) d[i] = 0.0f;
 
 #pragma unroll
     for (int s = 0; s < W_ST - 1; s++) {
@@ -110,7 +121,7 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
             if (nk < KT) load_stage(nk % W_ST, nk);
             w_commit();
         }
-        const uint32_t sa = base + (uint32_t)(kt % W_ST) * W_STAGE_BYTES, sb = sa + W_BM * W_BK * 2;
+        const uint32_t sa = base + (uint32_t)(kt % W_ST) * W_STAGE_BYTES(BN), sb = sa + W_BM * W_BK * 2;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < W_BK / 16; kk++)
@@ -120,7 +131,7 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
         /* the accumulators are written asynchronously: tie every register to this point so
          * the compiler moves no use of them above the wait */
 #pragma unroll
-        for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+        for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
     }
     w_wait<0>();
 
@@ -128,7 +139,7 @@ kernel_gemm15(const __half *__restrict__ Wh, const __half *__restrict__ Xh, cons
      * warp's 16; tokens 8 j + 2 (lane % 4) + (i % 2) */
     const int64_t mrow = m0 + wg * 64 + wl * 16 + (lane >> 2);
 #pragma unroll
-    for (int j = 0; j < 16; j++)
+    for (int j = 0; j < BN / 8; j++)
 #pragma unroll
         for (int c = 0; c < 2; c++) {
             const int64_t n = n0 + j * 8 + (lane & 3) * 2 + c;
@@ -157,8 +168,11 @@ extern "C" bool mi7e_gemm15_available(void) {
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-            minor == 0 && cudaFuncGetAttributes(&fa, kernel_gemm15) == cudaSuccess &&
-            cudaFuncSetAttribute(kernel_gemm15, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W_SMEM) == cudaSuccess)
+            minor == 0 && cudaFuncGetAttributes(&fa, kernel_gemm15<128>) == cudaSuccess &&
+            cudaFuncSetAttribute(kernel_gemm15<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W_SMEM(128)) ==
+                cudaSuccess &&
+            cudaFuncSetAttribute(kernel_gemm15<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)W_SMEM(64)) ==
+                cudaSuccess)
             avail = 1;
         (void)cudaGetLastError();
 #endif
@@ -171,9 +185,22 @@ extern "C" mi_status mi7e_gemm15_launch(void *stream, const void *wh, const void
     if (!mi7e_gemm15_available() || K % W_BK || (Mc + W_BM - 1) / W_BM > 65535)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm15: not available here or K = %lld, Mc = %lld", (long long)K,
                       (long long)Mc);
-    const dim3 grid((unsigned)((N + W_BN - 1) / W_BN), (unsigned)((Mc + W_BM - 1) / W_BM));
-    kernel_gemm15<<<grid, W_THREADS, W_SMEM, (cudaStream_t)stream>>>((const __half *)wh, (const __half *)xh, inv_s,
-                                                                     bias, y, ldy, Mc, N, K);
+    /* 128-token tiles when they give two blocks per SM, else 64 (e13's rule) */
+    static int sms;
+    if (!sms) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = 132;
+    }
+    const int64_t gm = (Mc + W_BM - 1) / W_BM;
+    const int bn = gm * ((N + 127) / 128) >= 2 * (int64_t)sms ? 128 : 64;
+    const dim3 grid((unsigned)((N + bn - 1) / bn), (unsigned)gm);
+    if (bn == 128)
+        kernel_gemm15<128><<<grid, W_THREADS, W_SMEM(128), (cudaStream_t)stream>>>(
+            (const __half *)wh, (const __half *)xh, inv_s, bias, y, ldy, Mc, N, K);
+    else
+        kernel_gemm15<64><<<grid, W_THREADS, W_SMEM(64), (cudaStream_t)stream>>>(
+            (const __half *)wh, (const __half *)xh, inv_s, bias, y, ldy, Mc, N, K);
     MI_CU_CHECK_LAUNCH("kernel_gemm15");
     return MI_OK;
 }
