@@ -2,7 +2,8 @@
  * fused FFN gate/up + SwiGLU on it. Every warp streams its own rows straight from global
  * memory with 16-byte loads (no block-wide staging barrier before compute); the Q8_K
  * activation is staged once per block in shared memory. Same per-unit arithmetic as
- * mi7b_unit_dot (docs/PHASE7E.md); a fixed, grid-independent summation order per row. */
+ * mi7b_unit_dot (docs/PHASE7E.md); a fixed, grid-independent summation order per row.
+ * e14: the same kernels quantizing x themselves (no separate quantization launch). */
 #ifndef MI_MMV12_H
 #define MI_MMV12_H
 #include <stddef.h>
@@ -36,6 +37,17 @@ mi_status mi7e_mmv12_u(void *stream, mi_type wt, const void *w, const float *x, 
                        int64_t K, int64_t M, void *workspace, int u);
 mi_status mi7e_ffn12_u(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
                        int64_t K, int64_t F, void *workspace, int u);
+
+/* Item e14: mi7e_mmv12 / mi7e_ffn12 (default U) with x quantized inside the kernel, straight
+ * into its shared Q8_K row, by a copy of mi7b_quantize_act's Q8_K arithmetic (phase7e_perf/quant_q8k.cuh):
+ * one launch fewer, results bit-identical to mi7e_mmv12 / mi7e_ffn12. Same shapes, same
+ * workspace contract and fallbacks; the workspace is only written on the fallback paths: an
+ * unaligned weight base or workspace goes to e2 / e5, Q6_K and an x not 16-byte aligned to
+ * mi7e_mmv12 / mi7e_ffn12 (Q6_K is not built with the in-kernel quantization: docs/PHASE7E.md). */
+mi_status mi7e_mmv14(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                     int64_t K, int64_t M, void *workspace);
+mi_status mi7e_ffn14(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                     int64_t K, int64_t F, void *workspace);
 
 #ifdef __cplusplus
 }

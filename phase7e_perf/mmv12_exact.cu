@@ -3,8 +3,12 @@
  * loads, every load of an iteration issued before the arithmetic that needs it; the Q8_K
  * activation is staged once per block in shared memory (the only barrier, and the first
  * iteration's weight loads are already in flight across it). Built with --fmad=false
- * (_exact): per unit the expression of mi7b_unit_dot, bit for bit (gates/7e/emu_mmv12.py). */
+ * (_exact): per unit the expression of mi7b_unit_dot, bit for bit (gates/7e/emu_mmv12.py).
+ * Item e14 (QIN): the same kernel quantizes the f32 x into that shared row itself, with 7b's
+ * Q8_K arithmetic (q8k_quant_warp), instead of reading a row mi7b_quantize_act wrote: one
+ * launch fewer per call, bit-identical results. */
 #include "phase7b_ops/dev7b.cuh"
+#include "phase7e_perf/quant_q8k.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7e_perf/mmv12.h"
@@ -246,13 +250,57 @@ template <> struct q12<MI_TYPE_Q6_K> {
 };
 
 /* ---------------- kernel ----------------
- * FUSED = false: y [M] = W @ x (+ bias).  FUSED = true: y [M] = swiglu(Wg @ x, Wu @ x).
+ * e14: the activation row quantized in the block from the f32 x [K] (K = 256 nsb, 16-byte
+ * aligned), straight into stage_act12's shared layout. Warp w takes super-blocks w, w + 8, ...
+ * in batches of NB (the batch's 16-byte loads all issued before the first reduction; x is
+ * L2-resident after the first block reads it; NB = 2 keeps 64 registers without spills beside
+ * the first weight loads of Q4_K in flight); lane l loads elements 8l .. 8l+7 and runs
+ * q8k_quant_warp, the function behind 7b's kernel_quant_q8_k, with the same lane map, so d,
+ * the levels and the bsums are those bytes bit for bit. Lane l's 8 level bytes are half
+ * (l & 1) of uint4 l >> 1 of the super-block (act_perm: each half-warp stores 128 contiguous
+ * bytes, conflict-free); even lanes store bsums[l >> 1] (16-bit halves of the sbs words);
+ * lane 0 stores d. Warp-uniform loop: every lane reaches the shuffles. */
+template <int WT, int NB>
+__device__ __forceinline__ void quant_act14(const float *__restrict__ X, int nsb, uint4 *sq, float *sd,
+                                            uint32_t *sbs) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int s0 = w; s0 < nsb; s0 += NB * MMV12_WARPS) {
+        float v[NB][8];
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int s = s0 + b * MMV12_WARPS;
+            float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+            if (s < nsb) {
+                const float4 *p = (const float4 *)(X + (size_t)s * 256 + 8 * lane);
+                lo = __ldg(p);
+                hi = __ldg(p + 1);
+            }
+            v[b][0] = lo.x; v[b][1] = lo.y; v[b][2] = lo.z; v[b][3] = lo.w;
+            v[b][4] = hi.x; v[b][5] = hi.y; v[b][6] = hi.z; v[b][7] = hi.w;
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int s = s0 + b * MMV12_WARPS;
+            if (s < nsb) {   /* warp-uniform */
+                uint32_t q[2];
+                int pair;
+                const float d = q8k_quant_warp(v[b], q, &pair);
+                ((uint2 *)sq)[(size_t)s * 32 + act_perm<WT>(lane >> 1) * 2 + (lane & 1)] = make_uint2(q[0], q[1]);
+                if (!(lane & 1)) ((int16_t *)sbs)[(size_t)s * 16 + (lane >> 1)] = (int16_t)pair;
+                if (lane == 0) sd[s] = d;
+            }
+        }
+    }
+}
+
+/* FUSED = false: y [M] = W @ x (+ bias).  FUSED = true: y [M] = swiglu(Wg @ x, Wu @ x).
  * Warp w of block b takes rows b*8 + w, then + gridDim.x*8, ... (the grid is at most one
  * resident wave, so the activation is staged once per resident block). */
-template <int WT, int U, bool FUSED>
+template <int WT, int U, bool FUSED, bool QIN>
 __global__ void __launch_bounds__(MMV12_THREADS, MMV12_MIN_BLOCKS)
 kernel_mmv12(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
-             const uint8_t *__restrict__ A, const float *__restrict__ bias, float *__restrict__ Y) {
+             const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
+             float *__restrict__ Y) {
     typedef q12<WT> Q;
     constexpr int NS = FUSED ? 2 : 1;
     extern __shared__ uint4 smem12[];
@@ -279,7 +327,8 @@ kernel_mmv12(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int6
     } while (0)
 
     if (row < M) MMV12_LOAD();   /* in flight while the activation is staged */
-    stage_act12<WT, WT == MI_TYPE_Q4_K ? 4 : (FUSED ? 1 : 2)>(A, nsb, sq, sd, sbs);
+    if constexpr (QIN) quant_act14<WT, 2>(X, nsb, sq, sd, sbs);
+    else stage_act12<WT, WT == MI_TYPE_Q4_K ? 4 : (FUSED ? 1 : 2)>(A, nsb, sq, sd, sbs);
     __syncthreads();
     float acc[NS];
 #pragma unroll
@@ -323,9 +372,9 @@ extern "C" size_t mi7e_mmv12_workspace(mi_type wt, int64_t K) { return mi7b_act_
 
 static int g_sm12;   /* multiprocessors of the current device (read once) */
 
-template <int WT, int U, bool FUSED>
+template <int WT, int U, bool FUSED, bool QIN = false>
 static mi_status launch12(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *bias,
-                          float *y, int64_t K, int64_t M) {
+                          float *y, int64_t K, int64_t M, const float *x = NULL) {
     static int occ_smem = -1, occ_blocks = 0;   /* per instantiation: occupancy at the last smem size */
     if (!g_sm12) {
         int dev = 0, n = 0;
@@ -338,7 +387,7 @@ static mi_status launch12(cudaStream_t st, const uint8_t *w, const uint8_t *w2, 
     const size_t smem = (size_t)nsb * AK_BYTES;
     if (occ_smem != (int)smem) {
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_mmv12<WT, U, FUSED>, MMV12_THREADS, smem) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_mmv12<WT, U, FUSED, QIN>, MMV12_THREADS, smem) !=
                 cudaSuccess ||
             b < 1)
             b = 1;   /* the launch itself reports a configuration that cannot run */
@@ -349,8 +398,8 @@ static mi_status launch12(cudaStream_t st, const uint8_t *w, const uint8_t *w2, 
     int64_t nb = (M + MMV12_WARPS - 1) / MMV12_WARPS;
     const int64_t wave = (int64_t)g_sm12 * occ_blocks;
     if (nb > wave) nb = wave;
-    kernel_mmv12<WT, U, FUSED><<<(unsigned)nb, MMV12_THREADS, smem, st>>>(w, w2, M, nsb, a, bias, y);
-    MI_CU_CHECK_LAUNCH("kernel_mmv12");
+    kernel_mmv12<WT, U, FUSED, QIN><<<(unsigned)nb, MMV12_THREADS, smem, st>>>(w, w2, M, nsb, a, x, bias, y);
+    MI_CU_CHECK_LAUNCH(QIN ? "kernel_mmv12<QIN>" : "kernel_mmv12");
     return MI_OK;
 }
 
@@ -365,7 +414,7 @@ static bool aligned12(mi_type wt, const void *w, const void *w2, const void *ws)
  * warps per SM) and fills the 7B rows (Q4_K K = 3584: 14 super-blocks, one iteration of 16
  * slots); the alternatives exist for the timing study (mi7e_mmv12_u). U fixes a row's
  * summation order, so results differ in the last bits between U values (each repeatable). */
-static int u_default(mi_type wt, bool fused) {
+static constexpr int u_default(mi_type wt, bool fused) {
     return wt == MI_TYPE_Q4_K ? (fused ? 2 : 4) : (fused ? 1 : 2);
 }
 
@@ -418,4 +467,37 @@ extern "C" mi_status mi7e_mmv12(void *stream, mi_type wt, const void *w, const f
 extern "C" mi_status mi7e_ffn12(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
                                 int64_t K, int64_t F, void *workspace) {
     return mi7e_ffn12_u(stream, wt, wg, wu, x, y, K, F, workspace, 0);
+}
+
+/* ---------------- e14: the same kernels, x quantized inside (QIN) ----------------
+ * Q4_K at the default U (u_default: mmv 4, ffn 2). Same contract and fallbacks as e12 (an
+ * unaligned weight base or workspace goes to e2 / e5, which quantize into the workspace); an x
+ * not 16-byte aligned, and Q6_K, take e12's own path (quantize, then the kernel): the same
+ * bits. Q6_K is not built with QIN: its raw registers leave too few for x beside them (the
+ * QIN instantiations spilled 8-20 bytes at 64 registers), and the switch gives e12 Q4_K only. */
+static_assert(u_default(MI_TYPE_Q4_K, false) == 4 && u_default(MI_TYPE_Q4_K, true) == 2,
+              "e14 is built at e12's default U (its results must equal mi7e_mmv12 / mi7e_ffn12)");
+
+extern "C" mi_status mi7e_mmv14(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                                int64_t K, int64_t M, void *workspace) {
+    if (!mi7e_mmv12_supported(wt, K, 1) || M <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_mmv14: type %s, K = %lld, M = %lld", mi_type_name(wt), (long long)K,
+                      (long long)M);
+    if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi7e_mmv14: null pointer");
+    if (!aligned12(wt, w, w, workspace)) return mi7e_mmv(stream, wt, w, x, bias, y, K, M, 1, workspace);
+    if (wt != MI_TYPE_Q4_K || ((uintptr_t)x & 15u)) return mi7e_mmv12_u(stream, wt, w, x, bias, y, K, M, workspace, 0);
+    const uint8_t *wb = (const uint8_t *)w;
+    return launch12<MI_TYPE_Q4_K, 4, false, true>((cudaStream_t)stream, wb, wb, NULL, bias, y, K, M, x);
+}
+
+extern "C" mi_status mi7e_ffn14(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                                int64_t K, int64_t F, void *workspace) {
+    if (!mi7e_mmv12_supported(wt, K, 1) || F <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_ffn14: type %s, K = %lld, F = %lld", mi_type_name(wt), (long long)K,
+                      (long long)F);
+    if (!wg || !wu || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi7e_ffn14: null pointer");
+    if (!aligned12(wt, wg, wu, workspace)) return mi7e_ffn(stream, wt, wg, wu, x, y, K, F, 1, workspace);
+    if (wt != MI_TYPE_Q4_K || ((uintptr_t)x & 15u)) return mi7e_ffn12_u(stream, wt, wg, wu, x, y, K, F, workspace, 0);
+    const uint8_t *g = (const uint8_t *)wg, *up = (const uint8_t *)wu;
+    return launch12<MI_TYPE_Q4_K, 2, true, true>((cudaStream_t)stream, g, up, NULL, NULL, y, K, F, x);
 }

@@ -29,6 +29,8 @@ typedef enum {
     MI7E_E11,      /* prefill matmul: weights unpacked once per call, not once per token tile */
     MI7E_E12,      /* streaming one-token matmul / fused FFN for Q4_K */
     MI7E_E13,      /* f16 tensor-core prefill matmul on weights dequantized once per call */
+    MI7E_E14,      /* e12 with x quantized inside the kernel (no quantization launch); needs e12 on */
+    MI7E_E15,      /* e13's GEMM on wgmma.mma_async (sm_90a build, cc 9.0 device); needs e13 on */
     MI7E_COUNT
 } mi7e_item;
 
@@ -41,10 +43,11 @@ mi_status mi7e_set_off(const char *list);
 /* Which items the current table uses, e.g. "e2,e5,e7 on; off: none" (for logs / JSON). */
 void mi7e_describe(char *buf, size_t n);
 
-/* Counters (process-wide, since start): kernel launches per item. */
+/* Counters (process-wide, since start): kernel launches per item. e14's launches are e12
+ * launches too (counted in both: e14 is e12 quantizing x itself). */
 typedef struct {
     uint64_t e2_launches, e5_launches, e7_launches, e8_launches, e9_launches, e10_launches, e11_launches,
-        e12_launches, e13_launches, fallback_launches;
+        e12_launches, e13_launches, fallback_launches, e14_launches;
 } mi7e_counters;
 void mi7e_counters_get(mi7e_counters *out);
 

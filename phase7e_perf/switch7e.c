@@ -18,9 +18,11 @@
 
 /* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
-#define MI7E_DEFAULT_OFF ""   /* none: every item pays where it is used (bench-7e, docs/PHASE7E.md) */
+/* e14, e15: not yet measured on a GPU (written after the bench-7e of 125d6a5); on once their A/B pays */
+#define MI7E_DEFAULT_OFF "e14,e15"
 
-static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13"};
+static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13",
+                                               "e14", "e15"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
@@ -28,7 +30,7 @@ static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec, g_rms_exec;
 static mi_cuda_supports_fn g_mm_sup, g_ffn_sup, g_rms_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_e13, g_n_fb;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_e13, g_n_fb, g_n_e14;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -44,6 +46,7 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e12_launches = atomic_load(&g_n_e12);
     out->e13_launches = atomic_load(&g_n_e13);
     out->fallback_launches = atomic_load(&g_n_fb);
+    out->e14_launches = atomic_load(&g_n_e14);
 }
 
 static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
@@ -67,13 +70,17 @@ static size_t ws_mm(const mi_tensor *n) {
     return a > b ? a : b;
 }
 
-static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12) {
+static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12, bool e14) {
     const mi_tensor *w = n->src[0], *x = n->src[1], *b = n->src[2];
     const int64_t K = w->ne[0], M = w->ne[1], N = nrows(x);
     /* e12 takes Q4_K only: its Q6_K rows timed slower than e2's on the 7B (gate_7e, fe4988b:
      * output 0.222 vs 0.201 ms, FFN down 0.045 vs 0.039 ms; Q4_K 8 to 33% faster) */
     if (e12 && w->type == MI_TYPE_Q4_K && mi7e_mmv12_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e12, 1);
+        if (e14) {   /* e12 quantizing x in the kernel: same bits, one launch fewer */
+            atomic_fetch_add(&g_n_e14, 1);
+            return mi7e_mmv14(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, ws);
+        }
         return mi7e_mmv12(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, ws);
     }
     /* e2 from MI7E_MMV_MIN_K on: bench-7e at 84a3ee1 measured it x1.09 on the 7B's decode (K 3584 /
@@ -100,14 +107,18 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
     atomic_fetch_add(&g_n_fb, 1);
     return g_mm_exec(c, n, ws);
 }
-/* one exec per (e2, e7, e12) state: distinct pointers (see the file comment); index
- * e2 | e7 << 1 | e12 << 2, entry 0 (all three off) is 7b's own */
+/* one exec per (e2, e7, e12, e14) state: distinct pointers (see the file comment); index
+ * e2 | e7 << 1 | e12 << 2 | e14 << 3, where e14 counts only with e12 on (it is a form of e12:
+ * with e12 off it changes nothing, so it keeps the pointer of its e14-off state); entry 0 (all
+ * off) is 7b's own, entries 8..11 are never used */
 #define EX_MM(i) \
     static mi_status ex_mm_##i(mi_cuda_ctx *c, mi_tensor *n, void *ws) { \
-        return mm_run(c, n, ws, (i) & 1, ((i) >> 1) & 1, ((i) >> 2) & 1); \
+        return mm_run(c, n, ws, (i) & 1, ((i) >> 1) & 1, ((i) >> 2) & 1, ((i) >> 3) & 1); \
     }
-EX_MM(1) EX_MM(2) EX_MM(3) EX_MM(4) EX_MM(5) EX_MM(6) EX_MM(7)
-static const mi_cuda_exec_fn k_ex_mm[8] = {NULL, ex_mm_1, ex_mm_2, ex_mm_3, ex_mm_4, ex_mm_5, ex_mm_6, ex_mm_7};
+EX_MM(1) EX_MM(2) EX_MM(3) EX_MM(4) EX_MM(5) EX_MM(6) EX_MM(7) EX_MM(12) EX_MM(13) EX_MM(14) EX_MM(15)
+static const mi_cuda_exec_fn k_ex_mm[16] = {NULL,     ex_mm_1,  ex_mm_2,  ex_mm_3,  ex_mm_4,  ex_mm_5,
+                                            ex_mm_6,  ex_mm_7,  NULL,     NULL,     NULL,     NULL,
+                                            ex_mm_12, ex_mm_13, ex_mm_14, ex_mm_15};
 
 /* ---------------- FFN_SWIGLU: W_gate, W_up [K, F], x [K, N] -> [F, N] ----------------
  * e5 off: the CUDA backend refuses the fused node, so 7c's fusion pass (which asks
@@ -121,11 +132,15 @@ static size_t ws_ffn(const mi_tensor *n) {
     size_t b = mi7b_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
     return a > b ? a : b;
 }
-static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12) {
+static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12, bool e14) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     const int64_t K = wg->ne[0], F = wg->ne[1], N = nrows(x);
     if (e12 && wg->type == MI_TYPE_Q4_K && wu->type == MI_TYPE_Q4_K && mi7e_mmv12_supported(wg->type, K, N)) {
         atomic_fetch_add(&g_n_e12, 1);
+        if (e14) {
+            atomic_fetch_add(&g_n_e14, 1);
+            return mi7e_ffn14(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, ws);
+        }
         return mi7e_ffn12(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, ws);
     }
     if (mi7e_mmv_supported(wg->type, K, N)) {
@@ -135,9 +150,11 @@ static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12) {
     atomic_fetch_add(&g_n_fb, 1);
     return g_ffn_exec(c, n, ws);
 }
-/* e12 on / off: two pointers, so a captured decode graph of one state never replays in the other */
-static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false); }
-static mi_status ex_ffn12(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true); }
+/* e12 off / e12 on / e12 + e14 on: three pointers, so a captured decode graph of one state never
+ * replays in another */
+static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false, false); }
+static mi_status ex_ffn12(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, false); }
+static mi_status ex_ffn14(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, true); }
 
 /* ---------------- ATTN: q [hd*Hq, N], K, V -> [hd*Hq, N] ----------------
  * Prefill-sized batches (N >= 16) take the tiled kernel with n_past from the node; every
@@ -173,7 +190,8 @@ static mi_status ex_rms7e(mi_cuda_ctx *c, mi_tensor *n, void *ws) {
 static void apply(void) {
     if (!g_installed) return;
     if (g_mm_exec) {
-        const int i = (mi7e_item_on(MI7E_E2) ? 1 : 0) | (mi7e_item_on(MI7E_E7) ? 2 : 0) | (mi7e_item_on(MI7E_E12) ? 4 : 0);
+        const bool e12 = mi7e_item_on(MI7E_E12), e14 = e12 && mi7e_item_on(MI7E_E14);
+        const int i = (mi7e_item_on(MI7E_E2) ? 1 : 0) | (mi7e_item_on(MI7E_E7) ? 2 : 0) | (e12 ? 4 : 0) | (e14 ? 8 : 0);
         if (i)
             mi_cuda_set_op(MI_OP_MATMUL, k_ex_mm[i], g_mm_sup, ws_mm);
         else
@@ -181,8 +199,12 @@ static void apply(void) {
     }
     /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
     if (g_ffn_exec && g_ffn_sup)
-        mi_cuda_set_op(MI_OP_FFN_SWIGLU, mi7e_item_on(MI7E_E12) ? ex_ffn12 : ex_ffn, sup_ffn, ws_ffn);
+        mi_cuda_set_op(MI_OP_FFN_SWIGLU,
+                       !mi7e_item_on(MI7E_E12) ? ex_ffn : mi7e_item_on(MI7E_E14) ? ex_ffn14 : ex_ffn12, sup_ffn,
+                       ws_ffn);
     if (g_rms_exec) mi_cuda_set_op(MI_OP_RMS_NORM, mi7e_item_on(MI7E_E9) ? ex_rms7e : g_rms_exec, g_rms_sup, NULL);
+    /* e15: e13's launcher reads it per call (prefill splits are never captured) */
+    mi7e_gemm13_set_wgmma(mi7e_item_on(MI7E_E15));
     /* e6 off: Input nodes take the backend's pageable copy instead of 7d's pinned ring */
     mi_cuda_graph_set_input_staging(mi7e_item_on(MI7E_E6));
 }
@@ -203,7 +225,7 @@ static mi_status parse_off(const char *list, unsigned *out) {
             for (int i = 0; i < MI7E_COUNT; i++)
                 if (strlen(g_names[i]) == l && !strncmp(p, g_names[i], l)) found = i;
             if (found < 0)
-                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 .. e13, all)",
+                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items: e2 .. e14, all)",
                               (int)l, p);
             m |= 1u << found;
         }

@@ -27,6 +27,8 @@ static const ab_state k_states[] = {
     {"e11_off", "e11", false},
     {"e12_off", "e12", false},
     {"e13_off", "e13", false},
+    {"e14_off", "e14", false},
+    {"e15_off", "e15", false},
     {"all_off", "all", false},
     {"no_cuda_graph", "", true},
 };

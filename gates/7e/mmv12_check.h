@@ -1,9 +1,13 @@
 /* Device check of item e12 (phase7e_perf/mmv12_exact.cu) for gate_7e: the streaming one-token
  * matmul and fused FFN for Q4_K / Q6_K against the CPU scalar dot of common/quant (x quantized
  * the same way): NMSE <= 1e-6, every output written (NaN poison), repeat runs bitwise equal,
- * and NMSE vs e2 / e5 reported; then one timing per 7B decode shape, e2 vs e12 (cudaEvent,
- * median of 20 calls, quantization of x included in both; a measurement: always passes).
- * Header-only, included once: mmv12_check(&R, S). */
+ * and NMSE vs e2 / e5 reported. Item e14 (e12 quantizing x in the kernel) on every case: bit-identical
+ * to e12 at its default U, with x 16-byte aligned and not (e12's path), the workspace poisoned
+ * before it (e14 must not read it) and the output NaN-poisoned; one case per type has x with
+ * the quantizer's edges (ties, a zero block, a negative amax). Then one timing per 7B decode
+ * shape, e2 vs e12 vs e14 (cudaEvent, median of 20 calls, quantization of x included in e2/e12;
+ * a measurement, but e14 must still equal e12 bit for bit there). Header-only, included once:
+ * mmv12_check(&R, S). */
 #ifndef MI_MMV12_CHECK_H
 #define MI_MMV12_CHECK_H
 #include <math.h>
@@ -21,6 +25,28 @@
 
 #define MC_NMSE_BOUND 1e-6
 static unsigned long long mc_seed = 0xe12;
+static int mc_xedge;   /* mc_case: x with the Q8_K quantizer's edge cases (mc_edge_x) */
+
+/* Super-blocks of x that reach the quantizer's edges: amax exactly 127 (iscale 1, d 1) with
+ * every other value a half-integer (ties: nearest-even), an all-zero block (d 0), a block whose
+ * amax is a negative element (level -127), values that land on +-127 after scaling, and large
+ * (1e5) and small (1e-20) magnitudes. */
+static void mc_edge_x(float *x, int64_t K) {
+    const int64_t nsb = K / 256;
+    for (int64_t s = 0; s < nsb; s++) {
+        float *b = x + s * 256;
+        for (int i = 0; i < 256; i++) {
+            switch (s % 6) {
+            case 0: b[i] = i == 0 ? 127.0f : (float)(i % 254 - 127) + 0.5f; break;
+            case 1: b[i] = 0.0f; break;
+            case 2: b[i] = i == 77 ? -3.0f : (float)(i % 7) * 0.25f - 0.75f; break;
+            case 3: b[i] = (i & 1) ? 2.5f : -2.5f; break;
+            case 4: b[i] = b[i] * 1e5f; break;
+            default: b[i] = b[i] * 1e-20f; break;
+            }
+        }
+    }
+}
 
 /* M rows of random super-blocks: every bit pattern of the quants and scales, with the f16
  * super-block scales (Q4_K d, dmin; Q6_K d) set to small finite values. The big shapes use
@@ -48,8 +74,8 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     char name[128];
     char us[8] = "";
     if (u) snprintf(us, sizeof us, "_U%d", u);
-    snprintf(name, sizeof name, "e12_%s_%s_K%lld_M%lld%s%s%s", fused ? "ffn" : "mmv", mi_type_name(t), (long long)K,
-             (long long)M, with_bias ? "_bias" : "", off ? "_unaligned" : "", us);
+    snprintf(name, sizeof name, "e12_%s_%s_K%lld_M%lld%s%s%s%s", fused ? "ffn" : "mmv", mi_type_name(t),
+             (long long)K, (long long)M, with_bias ? "_bias" : "", off ? "_unaligned" : "", us, mc_xedge ? "_xedge" : "");
     gu_begin(R, name);
     if (!mi7e_mmv12_supported(t, K, 1)) {
         gu_fail(R, "the kernel refuses a shape it is meant to cover");
@@ -61,9 +87,11 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     uint8_t *w2 = NULL;
     if (fused) w2 = big ? mc_random_blocks(t, K, M, &wb) : (uint8_t *)gu_make_weights(&mc_seed, t, K, M, 1.0f, &wb);
     float *x = gu_rand_f32(&mc_seed, (size_t)K, -1.f, 1.f), *bias = gu_rand_f32(&mc_seed, (size_t)M, -0.5f, 0.5f);
+    if (mc_xedge) mc_edge_x(x, K);
     const size_t ny = (size_t)M;
     float *ref = (float *)malloc(ny * 4), *got = (float *)malloc(ny * 4), *got2 = (float *)malloc(ny * 4),
-          *old = (float *)malloc(ny * 4);
+          *old = (float *)malloc(ny * 4), *def12 = (float *)malloc(ny * 4), *g14 = (float *)malloc(ny * 4),
+          *g14u = (float *)malloc(ny * 4);
     if (fused) {
         float *u = (float *)malloc(ny * 4);
         cpu_matmul(t, w, x, NULL, ref, K, M, 1);
@@ -73,9 +101,10 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     } else {
         cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M, 1);
     }
-    void *b1, *b2 = NULL, *b3, *b4;
+    void *b1, *b2 = NULL, *b3, *b4, *b5;
     void *dw = dev_up_at(w, wb, off, &b1), *dw2 = fused ? dev_up_at(w2, wb, off, &b2) : NULL;
     float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b3), *db = (float *)dev_up_at(bias, (size_t)M * 4, 0, &b4);
+    float *dx4 = (float *)dev_up_at(x, (size_t)K * 4, 4, &b5);   /* not 16-byte aligned: e14 takes e12's path */
     const size_t ws_b = mi7e_mmv_workspace(t, K, 1) > mi7e_mmv12_workspace(t, K) ? mi7e_mmv_workspace(t, K, 1)
                                                                                   : mi7e_mmv12_workspace(t, K);
     void *ws = NULL;
@@ -89,6 +118,21 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     if (st == MI_OK) st = MC_RUN12();
     if (st == MI_OK) { dev_down_on(S, got2, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
 #undef MC_RUN12
+    /* e14 is e12 at the default U: the reference for it */
+    if (st == MI_OK && u) {
+        st = fused ? mi7e_ffn12(S, t, dw, dw2, dx, dy, K, M, ws) : mi7e_mmv12(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, ws);
+        if (st == MI_OK) { dev_down_on(S, def12, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    } else if (st == MI_OK) {
+        memcpy(def12, got, ny * 4);
+    }
+    mi_status st14 = st;
+#define MC_RUN14(xx) (fused ? mi7e_ffn14(S, t, dw, dw2, (xx), dy, K, M, ws) \
+                            : mi7e_mmv14(S, t, dw, (xx), with_bias ? db : NULL, dy, K, M, ws))
+    if (st14 == MI_OK) { CK(cudaMemset(ws, 0xFF, ws_b)); st14 = MC_RUN14(dx); }
+    if (st14 == MI_OK) { dev_down_on(S, g14, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st14 == MI_OK) { CK(cudaMemset(ws, 0xFF, ws_b)); st14 = MC_RUN14(dx4); }
+    if (st14 == MI_OK) { dev_down_on(S, g14u, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+#undef MC_RUN14
     if (st == MI_OK)
         st = fused ? mi7e_ffn(S, t, dw, dw2, dx, dy, K, M, 1, ws)
                    : mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, 1, ws);
@@ -114,12 +158,35 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
                     same_old ? "bit-identical" : "not bit-identical");
         }
     }
-    free(w); free(w2); free(x); free(bias); free(ref); free(got); free(got2); free(old);
-    cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(ws); cudaFree(dy);
+    /* e14: the same case, bit for bit against e12 at the default U */
+    char name14[144];
+    snprintf(name14, sizeof name14, "e14%s", name + 3);
+    gu_begin(R, name14);
+    if (st != MI_OK) {
+        gu_fail(R, "e12 / e2 launch failed: %s", mi_errmsg());
+    } else if (st14 != MI_OK) {
+        gu_fail(R, "launch: %s", mi_errmsg());
+    } else {
+        const bool a = memcmp(g14, def12, ny * 4) == 0, b = memcmp(g14u, def12, ny * 4) == 0;
+        if (a && b) {
+            gu_pass(R, "bit-identical to e12%s (x aligned, and x + 4 bytes: e12's path), workspace poisoned, nmse vs "
+                       "cpu %.3g", u ? " (default U)" : "", gu_nmse(g14, ref, ny));
+        } else {
+            const float *g = a ? g14u : g14;
+            size_t i = 0;
+            while (i < ny && !memcmp(&g[i], &def12[i], 4)) i++;
+            printf("    %s: first difference index %zu got %.9g want (e12) %.9g\n", name14, i, g[i], def12[i]);
+            gu_fail(R, "not bit-identical to e12 (x aligned: %s, x + 4: %s); nmse vs e12 %.3g", a ? "same" : "DIFFERS",
+                    b ? "same" : "DIFFERS", gu_nmse(g, def12, ny));
+        }
+    }
+    free(w); free(w2); free(x); free(bias); free(ref); free(got); free(got2); free(old); free(def12); free(g14);
+    free(g14u);
+    cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(b5); cudaFree(ws); cudaFree(dy);
 }
 
-/* median ms of 20 calls of e2/e5 (which = 0) or e12 with U = which - 1 (1: the default U),
- * after 3 warm-up calls */
+/* median ms of 20 calls of e2/e5 (which = 0), e12 with U = which - 1 (1: the default U) or
+ * e14 (which = -1), after 3 warm-up calls */
 static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const void *w, const void *w2, const float *x,
                      float *y, int64_t K, int64_t M, void *ws, mi_status *st) {
     cudaEvent_t a, b;
@@ -131,6 +198,8 @@ static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const voi
         CK(cudaEventRecord(a, S));
         if (which == 0)
             *st = fused ? mi7e_ffn(S, t, w, w2, x, y, K, M, 1, ws) : mi7e_mmv(S, t, w, x, NULL, y, K, M, 1, ws);
+        else if (which < 0)
+            *st = fused ? mi7e_ffn14(S, t, w, w2, x, y, K, M, ws) : mi7e_mmv14(S, t, w, x, NULL, y, K, M, ws);
         else
             *st = fused ? mi7e_ffn12_u(S, t, w, w2, x, y, K, M, ws, which - 1)
                         : mi7e_mmv12_u(S, t, w, x, NULL, y, K, M, ws, which - 1);
@@ -144,7 +213,8 @@ static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const voi
     return median_f(ms, 20);
 }
 
-/* e2/e5, e12 (default U) and e12 with the other U built (alt_u) on one 7B shape */
+/* e2/e5, e12 (default U), e12 with the other U built (alt_u) and e14 on one 7B shape; e14's
+ * output must equal e12's (default U) bit for bit */
 static void mc_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M, bool fused,
                       int alt_u) {
     char name[128];
@@ -160,22 +230,33 @@ static void mc_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, in
     CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1) + mi7e_mmv12_workspace(t, K)));
     float *dy = (float *)dev_poison((size_t)M * 4);
     mi_status st;
+    float *y12 = (float *)malloc((size_t)M * 4), *y14 = (float *)malloc((size_t)M * 4);
     const float t2 = mc_time(S, 0, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
-    float t12 = 0.0f, ta = 0.0f;
+    float t12 = 0.0f, ta = 0.0f, t14 = 0.0f;
     if (st == MI_OK) t12 = mc_time(S, 1, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
+    if (st == MI_OK) { dev_down_on(S, y12, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     if (st == MI_OK && alt_u) ta = mc_time(S, alt_u + 1, t, fused, dw, dw2, dx, dy, K, M, ws, &st);
+    if (st == MI_OK) { CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); t14 = mc_time(S, -1, t, fused, dw, dw2, dx, dy, K, M, ws, &st); }
+    if (st == MI_OK) dev_down_on(S, y14, dy, (size_t)M * 4);
     const double gb = (double)wb * (fused ? 2 : 1) / 1e9;
     if (st != MI_OK) {
         gu_fail(R, "launch: %s", mi_errmsg());
     } else {
+        const bool same = memcmp(y12, y14, (size_t)M * 4) == 0;
         printf("    %s: %.1f MB weights, %s %.4f ms (%.0f GB/s), e12 %.4f ms (%.0f GB/s, x%.2f), e12 U=%d %.4f ms "
-               "(%.0f GB/s)\n", name, gb * 1e3, fused ? "e5" : "e2", t2, gb / (t2 * 1e-3), t12, gb / (t12 * 1e-3),
-               t12 > 0 ? t2 / t12 : 0.0, alt_u, ta, ta > 0 ? gb / (ta * 1e-3) : 0.0);
-        gu_pass(R, "%.1f MB: %s %.4f ms %.0f GB/s, e12 %.4f ms %.0f GB/s, e12 U=%d %.4f ms %.0f GB/s (median of 20, "
-                "x quantization included)", gb * 1e3, fused ? "e5" : "e2", t2, gb / (t2 * 1e-3), t12,
-                gb / (t12 * 1e-3), alt_u, ta, ta > 0 ? gb / (ta * 1e-3) : 0.0);
+               "(%.0f GB/s), e14 %.4f ms (%.0f GB/s, x%.2f vs e12)%s\n", name, gb * 1e3, fused ? "e5" : "e2", t2,
+               gb / (t2 * 1e-3), t12, gb / (t12 * 1e-3), t12 > 0 ? t2 / t12 : 0.0, alt_u, ta,
+               ta > 0 ? gb / (ta * 1e-3) : 0.0, t14, gb / (t14 * 1e-3), t14 > 0 ? t12 / t14 : 0.0,
+               same ? "" : " e14 NOT bit-identical to e12");
+        if (!same)
+            gu_fail(R, "e14's output differs from e12's (default U) on this shape");
+        else
+            gu_pass(R, "%.1f MB: %s %.4f ms %.0f GB/s, e12 %.4f ms %.0f GB/s, e12 U=%d %.4f ms %.0f GB/s, e14 %.4f ms "
+                    "%.0f GB/s, bit-identical to e12 (median of 20, x quantization included)", gb * 1e3,
+                    fused ? "e5" : "e2", t2, gb / (t2 * 1e-3), t12, gb / (t12 * 1e-3), alt_u, ta,
+                    ta > 0 ? gb / (ta * 1e-3) : 0.0, t14, gb / (t14 * 1e-3));
     }
-    free(w); free(w2); free(x);
+    free(w); free(w2); free(x); free(y12); free(y14);
     cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
 }
 
@@ -196,6 +277,11 @@ static void mmv12_check(gu_run *R, cudaStream_t S) {
         /* the other U built (timing study) */
         mc_case(R, S, t, 18944, 512, false, true, 0, q4 ? 2 : 1);
         if (q4) mc_case(R, S, t, 3584, 1000, true, false, 0, 1);
+        /* x at the quantizer's edges (e14 quantizes it in the kernel), unfused and fused */
+        mc_xedge = 1;
+        mc_case(R, S, t, 3584, 512, false, true, 0, 0);
+        mc_case(R, S, t, 3584, 512, true, false, 0, 0);
+        mc_xedge = 0;
     }
     gu_begin(R, "e12_supported");
     const bool ok = mi7e_mmv12_supported(MI_TYPE_Q4_K, 18944, 1) && mi7e_mmv12_supported(MI_TYPE_Q6_K, 256, 1) &&
