@@ -18,8 +18,9 @@
 
 /* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
-/* e14, e15: not yet measured on a GPU (written after the bench-7e of 125d6a5); on once their A/B pays */
-#define MI7E_DEFAULT_OFF "e14,e15"
+/* none: every item pays where it runs (bench-7e at 99295c7 for e14 and e15, 125d6a5 for the rest;
+ * docs/PHASE7E.md) */
+#define MI7E_DEFAULT_OFF ""
 
 static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13",
                                                "e14", "e15"};
