@@ -1,7 +1,7 @@
 /* Q8_K quantization of one 256-element super-block by one warp, for 7e's e14 (mmv12_exact.cu:
  * the blocks written straight into the kernel's shared memory). The same arithmetic and lane map
  * as 7b's kernel_quant_q8_k (mm_quant.cu), which stays untouched so that a 7e change cannot
- * reach layer 7b: gates/7e/emu_mmv12.py compiles both on the host and requires equal bytes (CI),
+ * reach layer 7b: gates/7e/emu_mmv14.py compiles both on the host and requires equal bytes (CI),
  * and gate_7e requires e14 bit-identical to e12 on the device. */
 #ifndef MI_QUANT_Q8K_CUH
 #define MI_QUANT_Q8K_CUH
