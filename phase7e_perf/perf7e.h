@@ -31,6 +31,7 @@ typedef enum {
     MI7E_E13,      /* f16 tensor-core prefill matmul on weights dequantized once per call */
     MI7E_E14,      /* e12 with x quantized inside the kernel (no quantization launch); needs e12 on */
     MI7E_E15,      /* e13's GEMM on wgmma.mma_async (sm_90a build, cc 9.0 device); needs e13 on */
+    MI7E_E16,      /* one-token matmul of the 32-element formats below e2's K, x quantized in the kernel */
     MI7E_COUNT
 } mi7e_item;
 
@@ -47,7 +48,7 @@ void mi7e_describe(char *buf, size_t n);
  * launches too (counted in both: e14 is e12 quantizing x itself). */
 typedef struct {
     uint64_t e2_launches, e5_launches, e7_launches, e8_launches, e9_launches, e10_launches, e11_launches,
-        e12_launches, e13_launches, fallback_launches, e14_launches;
+        e12_launches, e13_launches, fallback_launches, e14_launches, e16_launches;
 } mi7e_counters;
 void mi7e_counters_get(mi7e_counters *out);
 
@@ -73,6 +74,12 @@ mi_status mi7e_mmq(void *stream, mi_type wt, const void *w, const float *x, cons
                    int64_t K, int64_t M, int64_t N, void *workspace, bool pre);
 size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 #define MI7E_PRE_MIN_N 1024   /* e11 is used from this many tokens on (bench_7e, docs/PHASE7E.md) */
+
+/* ---- e16 (mmv16.cu): W [K, M] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) @ x F32 [K, 1] (+ bias) -> [M, 1],
+ * K % 32 == 0, K <= 16384; 7b's warp-per-row kernel with x quantized inside (no workspace) */
+bool mi7e_mmv16_supported(mi_type wt, int64_t K, int64_t N);
+mi_status mi7e_mmv16(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                     int64_t K, int64_t M);
 
 /* ---- e9: RMS norm x [G, rows], w [G] -> y, 7b's canonical order with eight loads in flight */
 mi_status mi7e_rms_norm(void *stream, const float *x, const float *w, float *y, int64_t G, int64_t rows, float eps);

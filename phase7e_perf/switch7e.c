@@ -18,12 +18,13 @@
 
 /* Items off by default (MINFER_PERF_OFF unset): an item whose bench-7e ratio off/on is >= 1
  * (it does not pay) goes here, with the numbers in docs/PHASE7E.md. */
-/* none: every item pays where it runs (bench-7e at 99295c7 for e14 and e15, 125d6a5 for the rest;
- * docs/PHASE7E.md) */
-#define MI7E_DEFAULT_OFF ""
+/* Every measured item pays where it runs (bench-7e at 99295c7 for e14 and e15, 125d6a5 for the
+ * rest; docs/PHASE7E.md). e16 was written after the session's last device run: off until its
+ * gate_7e cases and bench-7e A/B have run on a GPU. */
+#define MI7E_DEFAULT_OFF "e16"
 
 static const char *const g_names[MI7E_COUNT] = {"e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10", "e11", "e12", "e13",
-                                               "e14", "e15"};
+                                               "e14", "e15", "e16"};
 static unsigned g_off;   /* bit i: item i off */
 static bool g_installed;
 
@@ -31,7 +32,7 @@ static mi_cuda_exec_fn g_mm_exec, g_ffn_exec, g_attn_exec, g_rms_exec;
 static mi_cuda_supports_fn g_mm_sup, g_ffn_sup, g_rms_sup;
 static mi_cuda_workspace_fn g_mm_ws, g_ffn_ws;
 
-static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_e13, g_n_fb, g_n_e14;
+static _Atomic uint64_t g_n_e2, g_n_e5, g_n_e7, g_n_e8, g_n_e9, g_n_e10, g_n_e11, g_n_e12, g_n_e13, g_n_fb, g_n_e14, g_n_e16;
 
 const char *mi7e_item_name(mi7e_item it) { return (unsigned)it < MI7E_COUNT ? g_names[it] : "?"; }
 bool mi7e_item_on(mi7e_item it) { return (unsigned)it < MI7E_COUNT && !(g_off & (1u << it)); }
@@ -48,6 +49,7 @@ void mi7e_counters_get(mi7e_counters *out) {
     out->e13_launches = atomic_load(&g_n_e13);
     out->fallback_launches = atomic_load(&g_n_fb);
     out->e14_launches = atomic_load(&g_n_e14);
+    out->e16_launches = atomic_load(&g_n_e16);
 }
 
 static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
@@ -71,7 +73,7 @@ static size_t ws_mm(const mi_tensor *n) {
     return a > b ? a : b;
 }
 
-static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12, bool e14) {
+static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7, bool e12, bool e14, bool e16) {
     const mi_tensor *w = n->src[0], *x = n->src[1], *b = n->src[2];
     const int64_t K = w->ne[0], M = w->ne[1], N = nrows(x);
     /* e12 takes Q4_K only: its Q6_K rows timed slower than e2's on the 7B (gate_7e, fe4988b:
@@ -89,6 +91,12 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
     if (e2 && K >= MI7E_MMV_MIN_K && mi7e_mmv_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e2, 1);
         return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+    }
+    /* e16: below e2's K the one-token matmul of the 32-element formats is 7b's kernel; e16 is the
+     * same kernel with x quantized inside it (one launch instead of two) */
+    if (e16 && mi7e_mmv16_supported(w->type, K, N)) {
+        atomic_fetch_add(&g_n_e16, 1);
+        return mi7e_mmv16(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M);
     }
     /* e13, like e11, is read per call (prefill splits are never captured) and takes the
      * prefill matmuls from MI7E_F16_MIN_N tokens on, before e7 */
@@ -108,18 +116,21 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
     atomic_fetch_add(&g_n_fb, 1);
     return g_mm_exec(c, n, ws);
 }
-/* one exec per (e2, e7, e12, e14) state: distinct pointers (see the file comment); index
- * e2 | e7 << 1 | e12 << 2 | e14 << 3, where e14 counts only with e12 on (it is a form of e12:
- * with e12 off it changes nothing, so it keeps the pointer of its e14-off state); entry 0 (all
- * off) is 7b's own, entries 8..11 are never used */
+/* one exec per (e2, e7, e12, e14, e16) state: distinct pointers (see the file comment); index
+ * e2 | e7 << 1 | e12 << 2 | e14 << 3 | e16 << 4, where e14 counts only with e12 on (it is a form
+ * of e12: with e12 off it changes nothing, so it keeps the pointer of its e14-off state); entry 0
+ * (all off) is 7b's own; the entries with e14 set and e12 clear are never used */
 #define EX_MM(i) \
     static mi_status ex_mm_##i(mi_cuda_ctx *c, mi_tensor *n, void *ws) { \
-        return mm_run(c, n, ws, (i) & 1, ((i) >> 1) & 1, ((i) >> 2) & 1, ((i) >> 3) & 1); \
+        return mm_run(c, n, ws, (i) & 1, ((i) >> 1) & 1, ((i) >> 2) & 1, ((i) >> 3) & 1, ((i) >> 4) & 1); \
     }
 EX_MM(1) EX_MM(2) EX_MM(3) EX_MM(4) EX_MM(5) EX_MM(6) EX_MM(7) EX_MM(12) EX_MM(13) EX_MM(14) EX_MM(15)
-static const mi_cuda_exec_fn k_ex_mm[16] = {NULL,     ex_mm_1,  ex_mm_2,  ex_mm_3,  ex_mm_4,  ex_mm_5,
-                                            ex_mm_6,  ex_mm_7,  NULL,     NULL,     NULL,     NULL,
-                                            ex_mm_12, ex_mm_13, ex_mm_14, ex_mm_15};
+EX_MM(16) EX_MM(17) EX_MM(18) EX_MM(19) EX_MM(20) EX_MM(21) EX_MM(22) EX_MM(23) EX_MM(28) EX_MM(29) EX_MM(30)
+EX_MM(31)
+static const mi_cuda_exec_fn k_ex_mm[32] = {
+    NULL,     ex_mm_1,  ex_mm_2,  ex_mm_3,  ex_mm_4,  ex_mm_5,  ex_mm_6,  ex_mm_7,  NULL,     NULL,     NULL,
+    NULL,     ex_mm_12, ex_mm_13, ex_mm_14, ex_mm_15, ex_mm_16, ex_mm_17, ex_mm_18, ex_mm_19, ex_mm_20, ex_mm_21,
+    ex_mm_22, ex_mm_23, NULL,     NULL,     NULL,     NULL,     ex_mm_28, ex_mm_29, ex_mm_30, ex_mm_31};
 
 /* ---------------- FFN_SWIGLU: W_gate, W_up [K, F], x [K, N] -> [F, N] ----------------
  * e5 off: the CUDA backend refuses the fused node, so 7c's fusion pass (which asks
@@ -192,7 +203,8 @@ static void apply(void) {
     if (!g_installed) return;
     if (g_mm_exec) {
         const bool e12 = mi7e_item_on(MI7E_E12), e14 = e12 && mi7e_item_on(MI7E_E14);
-        const int i = (mi7e_item_on(MI7E_E2) ? 1 : 0) | (mi7e_item_on(MI7E_E7) ? 2 : 0) | (e12 ? 4 : 0) | (e14 ? 8 : 0);
+        const int i = (mi7e_item_on(MI7E_E2) ? 1 : 0) | (mi7e_item_on(MI7E_E7) ? 2 : 0) | (e12 ? 4 : 0) | (e14 ? 8 : 0) |
+                      (mi7e_item_on(MI7E_E16) ? 16 : 0);
         if (i)
             mi_cuda_set_op(MI_OP_MATMUL, k_ex_mm[i], g_mm_sup, ws_mm);
         else

@@ -29,6 +29,7 @@ static const ab_state k_states[] = {
     {"e13_off", "e13", false},
     {"e14_off", "e14", false},
     {"e15_off", "e15", false},
+    {"e16_off", "e16", false},
     {"all_off", "all", false},
     {"no_cuda_graph", "", true},
 };

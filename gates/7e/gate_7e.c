@@ -18,6 +18,7 @@
 #include "gates/7e/fattn_check.h"
 #include "gates/7e/mmv12_check.h"
 #include "gates/7e/gemm13_check.h"
+#include "gates/7e/mmv16_check.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "phase7d_graphs/graphs7d.h"
@@ -477,7 +478,7 @@ static void test_model(const char *shape, const char *type, double bound) {
         mi7e_counters_get(&c1);
         /* with every item on, the 7e kernels must actually have run */
         char used[256];
-        snprintf(used, sizeof used, "launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu e12 %llu e13 %llu e14 %llu",
+        snprintf(used, sizeof used, "launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu e12 %llu e13 %llu e14 %llu e16 %llu",
                  (unsigned long long)(c1.e2_launches - c0.e2_launches),
                  (unsigned long long)(c1.e5_launches - c0.e5_launches),
                  (unsigned long long)(c1.e7_launches - c0.e7_launches),
@@ -487,10 +488,11 @@ static void test_model(const char *shape, const char *type, double bound) {
                  (unsigned long long)(c1.e11_launches - c0.e11_launches),
                  (unsigned long long)(c1.e12_launches - c0.e12_launches),
                  (unsigned long long)(c1.e13_launches - c0.e13_launches),
-                 (unsigned long long)(c1.e14_launches - c0.e14_launches));
-        /* decode: e2 / e5, or e12 where it takes the type (Q4_K); prefill: e7 or e13 */
-        const uint64_t dec0 = c0.e2_launches + c0.e5_launches + c0.e12_launches,
-                       dec1 = c1.e2_launches + c1.e5_launches + c1.e12_launches;
+                 (unsigned long long)(c1.e14_launches - c0.e14_launches),
+                 (unsigned long long)(c1.e16_launches - c0.e16_launches));
+        /* decode: e2 / e5, e12 where it takes the type (Q4_K), e16 below e2's K; prefill: e7 or e13 */
+        const uint64_t dec0 = c0.e2_launches + c0.e5_launches + c0.e12_launches + c0.e16_launches,
+                       dec1 = c1.e2_launches + c1.e5_launches + c1.e12_launches + c1.e16_launches;
         if (dec1 == dec0 || c1.e7_launches + c1.e13_launches == c0.e7_launches + c0.e13_launches ||
             c1.e8_launches + c1.e10_launches == c0.e8_launches + c0.e10_launches || c1.e9_launches == c0.e9_launches)
             gu_fail(&R, "7e kernels not used: %s", used);
@@ -500,7 +502,7 @@ static void test_model(const char *shape, const char *type, double bound) {
          * with e7 bit for bit instead */
         /* e14 off against all on compares e12 with e14 (e12 quantizing x itself): bit-identical
          * by design, held to the same bound as the others (the "same" count shows the bits) */
-        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e12", "e13", "e14", "e15", "all"};
+        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e12", "e13", "e14", "e15", "e16", "all"};
         for (int i = 0; i < (int)(sizeof states / sizeof states[0]); i++) {
             snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
             gu_begin(&R, nm);
@@ -580,6 +582,7 @@ int main(int argc, char **argv) {
     fattn_check(&R, S);
     mmv12_check(&R, S);
     gemm13_check(&R, S);
+    mmv16_check(&R, S);
     printf("worst nmse vs cpu: e2 %.3g, e7 %.3g, e5 %.3g\n", g_worst_e2, g_worst_e7, g_worst_e5);
     mi_cuda_graph_counters gc0;
     mi_cuda_graph_stats(&gc0);

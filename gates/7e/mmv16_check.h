@@ -1,0 +1,141 @@
+/* Device check of item e16 (phase7e_perf/mmv16.cu) for gate_7e: the one-token matmul of the
+ * 32-element formats with x quantized inside the kernel, against the CPU scalar dot (x
+ * quantized the CPU's way): NMSE <= 1e-6, every output written (NaN poison), a repeat run
+ * bitwise equal, and whether it equals 7b's kernel (mi7b_matmul: quantize + warp per row)
+ * bit for bit, which is its design; then refusals, and a timing of 7b vs e16 on the 0.5B's
+ * decode shapes (cudaEvent, median of 20 calls; a measurement, fails only on an error).
+ * Header-only, included once: mmv16_check(&R, S). */
+#ifndef MI_MMV16_CHECK_H
+#define MI_MMV16_CHECK_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
+#include "common/quant/mi_types.h"
+#include "phase7b_ops/ops7b.h"
+#include "phase7e_perf/perf7e.h"
+
+static unsigned long long m16_seed = 0xe16;
+
+/* off: byte offset of the weights' device base (2: the 2-byte alignment of Q4_0 / Q5_0 / Q8_0 blocks) */
+static void m16_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, bool with_bias, size_t off) {
+    char name[96];
+    snprintf(name, sizeof name, "e16_%s_K%lld_M%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
+             with_bias ? "_bias" : "", off ? "_unaligned" : "");
+    if (!gu_selected(name)) return;
+    gu_begin(R, name);
+    if (!mi7e_mmv16_supported(t, K, 1)) {
+        gu_fail(R, "the kernel refuses a shape it is meant to cover");
+        return;
+    }
+    size_t wb = 0;
+    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f), *bias = gu_rand_f32(&m16_seed, (size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)M;
+    float *ref = (float *)malloc(ny * 4), *got = (float *)malloc(ny * 4), *got2 = (float *)malloc(ny * 4),
+          *g7b = (float *)malloc(ny * 4);
+    cpu_matmul(t, w, x, with_bias ? bias : NULL, ref, K, M, 1);
+    void *b1, *b2, *b3;
+    void *dw = dev_up_at(w, wb, off, &b1);
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b2), *db = (float *)dev_up_at(bias, (size_t)M * 4, 0, &b3);
+    void *ws = NULL;
+    CK(cudaMalloc(&ws, mi7b_matmul_workspace(t, K, 1)));
+    float *dy = (float *)dev_poison(ny * 4);
+    const float *hb = with_bias ? db : NULL;
+    mi_status st = mi7e_mmv16(S, t, dw, dx, hb, dy, K, M);
+    if (st == MI_OK) { dev_down_on(S, got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) st = mi7e_mmv16(S, t, dw, dx, hb, dy, K, M);
+    if (st == MI_OK) { dev_down_on(S, got2, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) st = mi7b_matmul(S, t, dw, dx, hb, dy, K, M, 1, ws);
+    if (st == MI_OK) dev_down_on(S, g7b, dy, ny * 4);
+    if (st != MI_OK) {
+        gu_fail(R, "launch: %s", mi_errmsg());
+    } else {
+        const double e = gu_nmse(got, ref, ny), e7b = gu_nmse(got, g7b, ny);
+        const bool rep = memcmp(got, got2, ny * 4) == 0, same7b = memcmp(got, g7b, ny * 4) == 0;
+        const size_t bad = first_bad(got, ref, ny, 1e-3, 1e-3);
+        if (!(e <= 1e-6) || !rep) {
+            if (bad != (size_t)-1) printf("    %s: index %zu got %.9g want %.9g\n", name, bad, got[bad], ref[bad]);
+            gu_fail(R, "nmse vs cpu %.3g (bound 1e-6), repeat %s, vs 7b %.3g", e, rep ? "bitwise" : "DIFFERS", e7b);
+        } else {
+            gu_pass(R, "nmse vs cpu %.3g, vs 7b's kernel %s (%.3g), repeat bitwise", e,
+                    same7b ? "bit-identical" : "NOT bit-identical", e7b);
+        }
+    }
+    free(w); free(x); free(bias); free(ref); free(got); free(got2); free(g7b);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
+}
+
+/* median ms of 20 calls (after 3) of 7b's matmul (which = 0) or e16 (1) */
+static float m16_time(cudaStream_t S, int which, mi_type t, const void *w, const float *x, float *y, int64_t K,
+                      int64_t M, void *ws, mi_status *st) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float ms[20];
+    *st = MI_OK;
+    for (int i = -3; i < 20 && *st == MI_OK; i++) {
+        CK(cudaEventRecord(a, S));
+        *st = which ? mi7e_mmv16(S, t, w, x, NULL, y, K, M) : mi7b_matmul(S, t, w, x, NULL, y, K, M, 1, ws);
+        CK(cudaEventRecord(b, S));
+        CK(cudaEventSynchronize(b));
+        if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return *st == MI_OK ? median_f(ms, 20) : 0.0f;
+}
+
+static void m16_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M) {
+    char name[96];
+    snprintf(name, sizeof name, "e16_time_%s_%s_K%lld_M%lld", what, mi_type_name(t), (long long)K, (long long)M);
+    if (!gu_selected(name)) return;
+    gu_begin(R, name);
+    size_t wb = 0;
+    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f);
+    void *b1, *b2;
+    void *dw = dev_up_at(w, wb, 0, &b1);
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b2);
+    void *ws = NULL;
+    CK(cudaMalloc(&ws, mi7b_matmul_workspace(t, K, 1)));
+    float *dy = (float *)dev_poison((size_t)M * 4);
+    mi_status st;
+    const float t7 = m16_time(S, 0, t, dw, dx, dy, K, M, ws, &st);
+    const float t16 = st == MI_OK ? m16_time(S, 1, t, dw, dx, dy, K, M, ws, &st) : 0.0f;
+    if (st != MI_OK) gu_fail(R, "launch: %s", mi_errmsg());
+    else
+        gu_pass(R, "%.2f MB: 7b (quantize + kernel) %.4f ms, e16 %.4f ms (x%.2f; median of 20, each call alone)",
+                (double)wb / 1e6, t7, t16, t16 > 0 ? t7 / t16 : 0.0);
+    free(w); free(x);
+    cudaFree(b1); cudaFree(b2); cudaFree(ws); cudaFree(dy);
+}
+
+static void mmv16_check(gu_run *R, cudaStream_t S) __attribute__((unused));
+static void mmv16_check(gu_run *R, cudaStream_t S) {
+    static const mi_type types[5] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0};
+    for (int i = 0; i < 5; i++) {
+        const mi_type t = types[i];
+        m16_case(R, S, t, 32, 1, false, 0);
+        m16_case(R, S, t, 896, 896, true, 0);
+        m16_case(R, S, t, 896, 128, false, 0);
+        m16_case(R, S, t, 1024, 1001, true, 2);   /* a block-aligned but not 4-aligned base */
+        m16_case(R, S, t, 4864, 896, false, 0);
+        m16_case(R, S, t, 16384, 33, true, 0);    /* the largest K */
+    }
+    gu_begin(R, "e16_supported");
+    const bool ok = mi7e_mmv16_supported(MI_TYPE_Q4_0, 896, 1) && !mi7e_mmv16_supported(MI_TYPE_Q4_K, 1024, 1) &&
+                    !mi7e_mmv16_supported(MI_TYPE_Q4_0, 896, 2) && !mi7e_mmv16_supported(MI_TYPE_Q4_0, 48, 1) &&
+                    !mi7e_mmv16_supported(MI_TYPE_Q4_0, 16416, 1) && !mi7e_mmv16_supported(MI_TYPE_F16, 896, 1) &&
+                    mi7e_mmv16(S, MI_TYPE_Q4_K, NULL, NULL, NULL, NULL, 1024, 8) == MI_ERR_UNSUPPORTED;
+    if (ok) gu_pass(R, "Q4_0 K 896 N 1 accepted; Q4_K, N = 2, K = 48, K = 16416, F16 refused (MI_ERR_UNSUPPORTED)");
+    else gu_fail(R, "a shape outside the kernel was accepted, or an inside one refused");
+    /* the 0.5B's decode shapes (Qwen2.5-0.5B: hidden 896, kv 128, ffn 4864) */
+    m16_timing(R, S, "attn_q_o", MI_TYPE_Q4_0, 896, 896);
+    m16_timing(R, S, "attn_k_v", MI_TYPE_Q4_0, 896, 128);
+    m16_timing(R, S, "ffn_down", MI_TYPE_Q4_0, 4864, 896);
+}
+
+#endif
