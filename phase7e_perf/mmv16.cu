@@ -13,26 +13,10 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
+#include "phase7e_perf/quant_q8_1.cuh"
 
 #define M16_WARPS 4
 #define M16_MAX_K 16384   /* 18 KB of shared activation blocks */
-
-/* one warp per 32-element block, lane = element: kernel_quant_q8_1 (mm_quant.cu), line for line */
-static __device__ __forceinline__ void m16_quant_block(const float *x, uint8_t *blk, int lane) {
-    const float v = x[lane];
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    /* round_q8 of quant_ref.c: clamp, then roundf (half away from zero) */
-    const float c = fmaxf(-127.0f, fminf(127.0f, v * id));
-    const int q = (int)roundf(c);
-    const int sum = warp_sum_i(q);
-    blk[4 + lane] = (uint8_t)(int8_t)q;
-    if (lane == 0) {
-        ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
-        ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
-    }
-}
 
 /* W [K, M] rows of wrow bytes; rows m = blockIdx.x * M16_WARPS + warp, + gridDim.x * M16_WARPS, ... */
 template <int WT>
@@ -41,7 +25,7 @@ kernel_mmv16(const uint8_t *__restrict__ W, size_t wrow, const float *__restrict
              float *__restrict__ Y, int64_t M, int64_t nunits) {
     extern __shared__ __align__(16) uint8_t m16_act[];   /* nunits x 36 bytes (the Q8_1 layout of 7b) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int64_t u = warp; u < nunits; u += M16_WARPS) m16_quant_block(x + u * 32, m16_act + (size_t)u * A8_BYTES, lane);
+    for (int64_t u = warp; u < nunits; u += M16_WARPS) q81_quant_block(x + u * 32, m16_act + (size_t)u * A8_BYTES, lane);
     __syncthreads();
     for (int64_t m = (int64_t)blockIdx.x * M16_WARPS + warp; m < M; m += (int64_t)gridDim.x * M16_WARPS) {
         const uint8_t *wr = W + (size_t)m * wrow;

@@ -10,6 +10,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7e_perf/quant_q8_1.cuh"
 
 #define MMV_THREADS 128
 #define MMV_SMEM_MAX (46u << 10)   /* under the 48 KB default: no opt-in attribute needed */
@@ -107,13 +108,25 @@ __device__ __forceinline__ void stage_pair(uint4 *__restrict__ d1, const uint8_t
 
 /* ---------------- e2 / e5 kernel ----------------
  * FUSED = false: Y [M, N] = W @ x (+ bias).  FUSED = true: Y [M, N] = swiglu(Wg @ x, Wu @ x).
- * Block b stages rows b*RB .. b*RB+RB-1 (one region, or one per weight when fused). */
-template <int WT, int NC, bool FUSED>
+ * Block b stages rows b*RB .. b*RB+RB-1 (one region, or one per weight when fused).
+ * QIN (e16; N = 1, the 32-element formats): the block quantizes x (X) itself into shared memory
+ * at byte act_off, with 7b's Q8_1 arithmetic (q81_quant_block), and dots from there instead of
+ * the workspace row A: the same bytes, so the same results, one launch fewer. */
+template <int WT, int NC, bool FUSED, bool QIN>
 __global__ void __launch_bounds__(MMV_THREADS)
 kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size_t wrow, int64_t M,
-             const uint8_t *__restrict__ A, size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
-             int64_t N, int64_t nunits, int RB, size_t region) {
+             const uint8_t *__restrict__ A_, size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
+             int64_t N, int64_t nunits, int RB, size_t region, const float *__restrict__ X, size_t act_off) {
     extern __shared__ uint4 smem[];
+    static_assert(!QIN || (NC == 1 && (wtraits<WT>::act == MI_TYPE_Q8_0 || wtraits<WT>::act == MI_TYPE_Q8_1)),
+                  "QIN: one token, 32-element formats");
+    constexpr bool LDG = !QIN;   /* the activation: read-only global cache, or shared memory */
+    const uint8_t *A = QIN ? (const uint8_t *)smem + act_off : A_;
+    if (QIN) {   /* warp w quantizes blocks w, w + 4, ...; the staging barrier below publishes them */
+        const int ql = threadIdx.x & 31;
+        for (int64_t u = threadIdx.x >> 5; u < nunits; u += MMV_THREADS / 32)
+            q81_quant_block(X + u * 32, (uint8_t *)smem + act_off + (size_t)u * A8_BYTES, ql);
+    }
     const int64_t m0 = (int64_t)blockIdx.x * RB;
     const int rows = (int)(M - m0 < RB ? M - m0 : RB);
     const size_t nbytes = (size_t)rows * wrow, total = (size_t)M * wrow;
@@ -141,13 +154,13 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
             unit_unpack<WT>(base, u, w);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w, A + (size_t)c * arow, u);
+                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, LDG>(w, A + (size_t)c * arow, u);
             if (FUSED) {
                 wunit w2;
                 unit_unpack<WT>(base2, u, w2);
 #pragma unroll
                 for (int c = 0; c < NC; c++)
-                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w2, A + (size_t)c * arow, u);
+                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, LDG>(w2, A + (size_t)c * arow, u);
             }
         }
 #pragma unroll
@@ -182,13 +195,13 @@ kernel_mmv7e(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size
             unit_unpack<WT>(wr, u, w);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w, A + (size_t)c * arow, u);
+                if (c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act, LDG>(w, A + (size_t)c * arow, u);
             if (FUSED) {
                 wunit w2;
                 unit_unpack<WT>(wr2, u, w2);
 #pragma unroll
                 for (int c = 0; c < NC; c++)
-                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, true>(w2, A + (size_t)c * arow, u);
+                    if (c < N) acc2[c] += mi7b_unit_dot<wtraits<WT>::act, LDG>(w2, A + (size_t)c * arow, u);
             }
         }
         const int64_t m = m0 + r;
@@ -241,9 +254,13 @@ static int mmv_rows_per_block(size_t wrow, int regions, int64_t M) {
     return (int)rb;
 }
 
+/* shared bytes of x quantized in the block (QIN): the 36-byte blocks, 16-byte rounded */
+static size_t qin_bytes(int64_t K) { return ((size_t)(K / 32) * A8_BYTES + 15) & ~(size_t)15; }
+
+/* x: the f32 activation for QIN (N = 1, 32-element formats), else NULL (a: its quantized rows) */
 template <int WT, bool FUSED>
 static mi_status launch_mmv(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, size_t arow,
-                            const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+                            const float *bias, float *y, int64_t K, int64_t M, int64_t N, const float *x = NULL) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
     const int regions = FUSED ? 2 : 1;
     const int rb = mmv_rows_per_block(wrow, regions, M);
@@ -253,27 +270,53 @@ static mi_status launch_mmv(cudaStream_t st, const uint8_t *w, const uint8_t *w2
     const int64_t nb = (M + rb - 1) / rb;
     if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi7e_mmv: M = %lld too large", (long long)M);
     const int64_t nunits = K / 32;
+    constexpr bool Q32 = wtraits<WT>::act == MI_TYPE_Q8_0 || wtraits<WT>::act == MI_TYPE_Q8_1;
+    if constexpr (Q32) {
+        if (x) {   /* the caller checked smem + qin_bytes(K) <= MMV_SMEM_MAX (mi7e_mmv_qin_fits) */
+            kernel_mmv7e<WT, 1, FUSED, true><<<(unsigned)nb, MMV_THREADS, smem + qin_bytes(K), st>>>(
+                w, w2, wrow, M, NULL, 0, bias, y, 1, nunits, rb, region, x, smem);
+            MI_CU_CHECK_LAUNCH("kernel_mmv7e<QIN>");
+            return MI_OK;
+        }
+    }
     if (N == 1) {
-        kernel_mmv7e<WT, 1, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias, y, N, nunits,
-                                                                          rb, region);
+        kernel_mmv7e<WT, 1, FUSED, false><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias, y, N,
+                                                                                 nunits, rb, region, NULL, 0);
         MI_CU_CHECK_LAUNCH("kernel_mmv7e<NC=1>");
     } else {
-        kernel_mmv7e<WT, MI7E_MMV_MAX_N, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias,
-                                                                                       y, N, nunits, rb, region);
+        kernel_mmv7e<WT, MI7E_MMV_MAX_N, FUSED, false><<<(unsigned)nb, MMV_THREADS, smem, st>>>(
+            w, w2, wrow, M, a, arow, bias, y, N, nunits, rb, region, NULL, 0);
         MI_CU_CHECK_LAUNCH("kernel_mmv7e<NC=8>");
     }
     return MI_OK;
 }
 
+/* QIN applies: one token, a 32-element format, and the staged rows plus x's blocks fit */
+static bool mmv_qin_fits(mi_type wt, int64_t K, int64_t M, int64_t N, bool fused) {
+    if (N != 1) return false;
+    switch (wt) {
+    case MI_TYPE_Q4_0: case MI_TYPE_Q4_1: case MI_TYPE_Q5_0: case MI_TYPE_Q5_1: case MI_TYPE_Q8_0:
+        break;
+    default:
+        return false;
+    }
+    const size_t wrow = mi_row_size(wt, K);
+    const int regions = fused ? 2 : 1;
+    const int rb = mmv_rows_per_block(wrow, regions, M);
+    const size_t region = ((size_t)rb * wrow + 32 + 15) & ~(size_t)15;
+    return region * (size_t)regions + qin_bytes(K) <= MMV_SMEM_MAX;
+}
+
 template <bool FUSED>
 static mi_status mmv_dispatch(cudaStream_t st, mi_type wt, const uint8_t *w, const uint8_t *w2, const uint8_t *a,
-                              size_t arow, const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+                              size_t arow, const float *bias, float *y, int64_t K, int64_t M, int64_t N,
+                              const float *x = NULL) {
     switch (wt) {
-    case MI_TYPE_Q4_0: return launch_mmv<MI_TYPE_Q4_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q4_1: return launch_mmv<MI_TYPE_Q4_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q5_0: return launch_mmv<MI_TYPE_Q5_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q5_1: return launch_mmv<MI_TYPE_Q5_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q8_0: return launch_mmv<MI_TYPE_Q8_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
+    case MI_TYPE_Q4_0: return launch_mmv<MI_TYPE_Q4_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N, x);
+    case MI_TYPE_Q4_1: return launch_mmv<MI_TYPE_Q4_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N, x);
+    case MI_TYPE_Q5_0: return launch_mmv<MI_TYPE_Q5_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N, x);
+    case MI_TYPE_Q5_1: return launch_mmv<MI_TYPE_Q5_1, FUSED>(st, w, w2, a, arow, bias, y, K, M, N, x);
+    case MI_TYPE_Q8_0: return launch_mmv<MI_TYPE_Q8_0, FUSED>(st, w, w2, a, arow, bias, y, K, M, N, x);
     case MI_TYPE_Q4_K: return launch_mmv<MI_TYPE_Q4_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
     case MI_TYPE_Q5_K: return launch_mmv<MI_TYPE_Q5_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
     case MI_TYPE_Q6_K: return launch_mmv<MI_TYPE_Q6_K, FUSED>(st, w, w2, a, arow, bias, y, K, M, N);
@@ -299,4 +342,23 @@ extern "C" mi_status mi7e_ffn(void *stream, mi_type wt, const void *wg, const vo
     MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     return mmv_dispatch<true>((cudaStream_t)stream, wt, (const uint8_t *)wg, (const uint8_t *)wu,
                               (const uint8_t *)workspace, mi7b_act_row_bytes(wt, K), NULL, y, K, F, N);
+}
+
+/* ---------------- e16: the same kernels with x quantized in the block (QIN) ----------------
+ * One token and a 32-element format whose staged rows and x's blocks fit the shared budget;
+ * anything else takes the plain path (quantize into the workspace, then the kernel): the same
+ * bits either way, so the caller needs no second rule. */
+extern "C" mi_status mi7e_mmv_qin(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                                  int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!mi7e_mmv_supported(wt, K, N) || M <= 0 || !mmv_qin_fits(wt, K, M, N, false))
+        return mi7e_mmv(stream, wt, w, x, bias, y, K, M, N, workspace);
+    return mmv_dispatch<false>((cudaStream_t)stream, wt, (const uint8_t *)w, NULL, NULL, 0, bias, y, K, M, 1, x);
+}
+
+extern "C" mi_status mi7e_ffn_qin(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                                  int64_t K, int64_t F, int64_t N, void *workspace) {
+    if (!mi7e_mmv_supported(wt, K, N) || F <= 0 || !mmv_qin_fits(wt, K, F, N, true))
+        return mi7e_ffn(stream, wt, wg, wu, x, y, K, F, N, workspace);
+    return mmv_dispatch<true>((cudaStream_t)stream, wt, (const uint8_t *)wg, (const uint8_t *)wu, NULL, 0, NULL, y, K, F,
+                              1, x);
 }

@@ -78,6 +78,13 @@ size_t mi7e_mmq_pre_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 /* ---- e16 (mmv16.cu): W [K, M] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) @ x F32 [K, 1] (+ bias) -> [M, 1],
  * K % 32 == 0, K <= 16384; 7b's warp-per-row kernel with x quantized inside (no workspace) */
 bool mi7e_mmv16_supported(mi_type wt, int64_t K, int64_t N);
+/* e16 on e2 / e5 (mmv7e_exact.cu): the same contract as mi7e_mmv / mi7e_ffn; for one token of a
+ * 32-element format the kernel quantizes x itself (bit-identical, one launch fewer), else it is
+ * mi7e_mmv / mi7e_ffn */
+mi_status mi7e_mmv_qin(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                       int64_t K, int64_t M, int64_t N, void *workspace);
+mi_status mi7e_ffn_qin(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
+                       int64_t K, int64_t F, int64_t N, void *workspace);
 mi_status mi7e_mmv16(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                      int64_t K, int64_t M);
 

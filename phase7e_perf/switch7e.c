@@ -90,6 +90,10 @@ static mi_status mm_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e2, bool e7
      * 18944) but x0.975 on the 0.5B's (K 896 / 4864), where 7b's warp-per-row kernel wins */
     if (e2 && K >= MI7E_MMV_MIN_K && mi7e_mmv_supported(w->type, K, N)) {
         atomic_fetch_add(&g_n_e2, 1);
+        if (e16) {   /* one token of a 32-element format: the kernel quantizes x itself (same bits) */
+            atomic_fetch_add(&g_n_e16, 1);
+            return mi7e_mmv_qin(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
+        }
         return mi7e_mmv(mi_cuda_stream(c), w->type, w->data, x->data, b ? b->data : NULL, n->data, K, M, N, ws);
     }
     /* e16: below e2's K the one-token matmul of the 32-element formats is 7b's kernel; e16 is the
@@ -144,7 +148,7 @@ static size_t ws_ffn(const mi_tensor *n) {
     size_t b = mi7b_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]) * (size_t)nrows(n->src[2]);
     return a > b ? a : b;
 }
-static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12, bool e14) {
+static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12, bool e14, bool e16) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     const int64_t K = wg->ne[0], F = wg->ne[1], N = nrows(x);
     if (e12 && wg->type == MI_TYPE_Q4_K && wu->type == MI_TYPE_Q4_K && mi7e_mmv12_supported(wg->type, K, N)) {
@@ -157,16 +161,24 @@ static mi_status ffn_run(mi_cuda_ctx *c, mi_tensor *n, void *ws, bool e12, bool 
     }
     if (mi7e_mmv_supported(wg->type, K, N)) {
         atomic_fetch_add(&g_n_e5, 1);
+        if (e16) {   /* one token of a 32-element format: x quantized in the kernel (same bits) */
+            atomic_fetch_add(&g_n_e16, 1);
+            return mi7e_ffn_qin(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, N, ws);
+        }
         return mi7e_ffn(mi_cuda_stream(c), wg->type, wg->data, wu->data, x->data, n->data, K, F, N, ws);
     }
     atomic_fetch_add(&g_n_fb, 1);
     return g_ffn_exec(c, n, ws);
 }
-/* e12 off / e12 on / e12 + e14 on: three pointers, so a captured decode graph of one state never
- * replays in another */
-static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false, false); }
-static mi_status ex_ffn12(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, false); }
-static mi_status ex_ffn14(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, true); }
+/* (e12 off / e12 on / e12 + e14 on) x (e16 off / on): six pointers, so a captured decode graph of
+ * one state never replays in another */
+static mi_status ex_ffn(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false, false, false); }
+static mi_status ex_ffn12(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, false, false); }
+static mi_status ex_ffn14(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, true, false); }
+static mi_status ex_ffn_16(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, false, false, true); }
+static mi_status ex_ffn12_16(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, false, true); }
+static mi_status ex_ffn14_16(mi_cuda_ctx *c, mi_tensor *n, void *ws) { return ffn_run(c, n, ws, true, true, true); }
+static const mi_cuda_exec_fn k_ex_ffn[6] = {ex_ffn, ex_ffn12, ex_ffn14, ex_ffn_16, ex_ffn12_16, ex_ffn14_16};
 
 /* ---------------- ATTN: q [hd*Hq, N], K, V -> [hd*Hq, N] ----------------
  * Prefill-sized batches (N >= 16) take the tiled kernel with n_past from the node; every
@@ -212,9 +224,9 @@ static void apply(void) {
     }
     /* e5 off: the same entry, whose sup_ffn then refuses every node (no fusion) */
     if (g_ffn_exec && g_ffn_sup)
-        mi_cuda_set_op(MI_OP_FFN_SWIGLU,
-                       !mi7e_item_on(MI7E_E12) ? ex_ffn : mi7e_item_on(MI7E_E14) ? ex_ffn14 : ex_ffn12, sup_ffn,
-                       ws_ffn);
+        mi_cuda_set_op(MI_OP_FFN_SWIGLU, k_ex_ffn[(mi7e_item_on(MI7E_E12) ? (mi7e_item_on(MI7E_E14) ? 2 : 1) : 0) +
+                                                    (mi7e_item_on(MI7E_E16) ? 3 : 0)],
+                       sup_ffn, ws_ffn);
     if (g_rms_exec) mi_cuda_set_op(MI_OP_RMS_NORM, mi7e_item_on(MI7E_E9) ? ex_rms7e : g_rms_exec, g_rms_sup, NULL);
     /* e15: e13's launcher reads it per call (prefill splits are never captured) */
     mi7e_gemm13_set_wgmma(mi7e_item_on(MI7E_E15));

@@ -14,6 +14,7 @@
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
 #include "common/quant/mi_types.h"
+#include "common/core/mi_canon.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 
@@ -68,6 +69,58 @@ static void m16_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M,
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
 }
 
+/* e16 on e2 / e5 (QIN): mi7e_mmv_qin / mi7e_ffn_qin against mi7e_mmv / mi7e_ffn (bitwise, the
+ * design) and against the CPU (NMSE <= 1e-6); fused: gate/up + mi_canon_swiglu */
+static void m16_qin_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, bool fused, bool with_bias,
+                         size_t off) {
+    char name[96];
+    snprintf(name, sizeof name, "e16_%s_qin_%s_K%lld_M%lld%s%s", fused ? "e5" : "e2", mi_type_name(t), (long long)K,
+             (long long)M, with_bias ? "_bias" : "", off ? "_unaligned" : "");
+    if (!gu_selected(name)) return;
+    gu_begin(R, name);
+    size_t wb = 0;
+    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
+    uint8_t *w2 = fused ? (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb) : NULL;
+    float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f), *bias = gu_rand_f32(&m16_seed, (size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)M;
+    float *ref = (float *)malloc(ny * 4), *got = (float *)malloc(ny * 4), *plain = (float *)malloc(ny * 4);
+    cpu_matmul(t, w, x, with_bias && !fused ? bias : NULL, ref, K, M, 1);
+    if (fused) {
+        float *u = (float *)malloc(ny * 4);
+        cpu_matmul(t, w2, x, NULL, u, K, M, 1);
+        for (size_t i = 0; i < ny; i++) ref[i] = mi_canon_swiglu(ref[i], u[i]);
+        free(u);
+    }
+    void *b1, *b2 = NULL, *b3, *b4;
+    void *dw = dev_up_at(w, wb, off, &b1), *dw2 = fused ? dev_up_at(w2, wb, off, &b2) : NULL;
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b3), *db = (float *)dev_up_at(bias, (size_t)M * 4, 0, &b4);
+    void *ws = NULL;
+    CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1)));
+    CK(cudaMemset(ws, 0xFF, mi7e_mmv_workspace(t, K, 1)));   /* QIN must not read it */
+    float *dy = (float *)dev_poison(ny * 4);
+    const float *hb = with_bias && !fused ? db : NULL;
+    mi_status st = fused ? mi7e_ffn_qin(S, t, dw, dw2, dx, dy, K, M, 1, ws) : mi7e_mmv_qin(S, t, dw, dx, hb, dy, K, M, 1, ws);
+    if (st == MI_OK) { dev_down_on(S, got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
+    if (st == MI_OK) st = fused ? mi7e_ffn(S, t, dw, dw2, dx, dy, K, M, 1, ws) : mi7e_mmv(S, t, dw, dx, hb, dy, K, M, 1, ws);
+    if (st == MI_OK) dev_down_on(S, plain, dy, ny * 4);
+    if (st != MI_OK) {
+        gu_fail(R, "launch: %s", mi_errmsg());
+    } else {
+        const double e = gu_nmse(got, ref, ny);
+        const bool same = memcmp(got, plain, ny * 4) == 0;
+        if (!(e <= 1e-6) || !same) {
+            const size_t bad = first_bad(got, plain, ny, 0.0, 0.0);
+            if (bad != (size_t)-1) printf("    %s: index %zu got %.9g, %s %.9g\n", name, bad, got[bad],
+                                          fused ? "e5" : "e2", plain[bad]);
+            gu_fail(R, "nmse vs cpu %.3g (bound 1e-6); %s", e, same ? "equal to the plain kernel" : "DIFFERS from the plain kernel");
+        } else {
+            gu_pass(R, "bit-identical to %s with the workspace quantization; nmse vs cpu %.3g", fused ? "e5" : "e2", e);
+        }
+    }
+    free(w); free(w2); free(x); free(bias); free(ref); free(got); free(plain);
+    cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(ws); cudaFree(dy);
+}
+
 /* median ms of 20 calls (after 3) of 7b's matmul (which = 0) or e16 (1) */
 static float m16_time(cudaStream_t S, int which, mi_type t, const void *w, const float *x, float *y, int64_t K,
                       int64_t M, void *ws, mi_status *st) {
@@ -113,6 +166,49 @@ static void m16_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, i
     cudaFree(b1); cudaFree(b2); cudaFree(ws); cudaFree(dy);
 }
 
+/* e2 / e5 plain vs QIN on one shape: median of 20 calls each (after 3), each call alone */
+static void m16_qin_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M, bool fused) {
+    char name[96];
+    snprintf(name, sizeof name, "e16_time_%s_qin_%s_K%lld_M%lld", fused ? "e5" : "e2", mi_type_name(t), (long long)K,
+             (long long)M);
+    (void)what;
+    if (!gu_selected(name)) return;
+    gu_begin(R, name);
+    size_t wb = 0;
+    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f);
+    void *b1, *b2;
+    void *dw = dev_up_at(w, wb, 0, &b1);
+    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b2);
+    void *ws = NULL;
+    CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1)));
+    float *dy = (float *)dev_poison((size_t)M * 4);
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float t2[2] = {0, 0};
+    mi_status st = MI_OK;
+    for (int v = 0; v < 2 && st == MI_OK; v++) {
+        float ms[20];
+        for (int i = -3; i < 20 && st == MI_OK; i++) {
+            CK(cudaEventRecord(a, S));
+            if (fused) st = v ? mi7e_ffn_qin(S, t, dw, dw, dx, dy, K, M, 1, ws) : mi7e_ffn(S, t, dw, dw, dx, dy, K, M, 1, ws);
+            else st = v ? mi7e_mmv_qin(S, t, dw, dx, NULL, dy, K, M, 1, ws) : mi7e_mmv(S, t, dw, dx, NULL, dy, K, M, 1, ws);
+            CK(cudaEventRecord(b, S));
+            CK(cudaEventSynchronize(b));
+            if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
+        }
+        if (st == MI_OK) t2[v] = median_f(ms, 20);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (st != MI_OK) gu_fail(R, "launch: %s", mi_errmsg());
+    else gu_pass(R, "%s plain (quantize + kernel) %.4f ms, with x quantized inside %.4f ms (x%.2f)", fused ? "e5" : "e2",
+                 t2[0], t2[1], t2[1] > 0 ? t2[0] / t2[1] : 0.0);
+    free(w); free(x);
+    cudaFree(b1); cudaFree(b2); cudaFree(ws); cudaFree(dy);
+}
+
 static void mmv16_check(gu_run *R, cudaStream_t S) __attribute__((unused));
 static void mmv16_check(gu_run *R, cudaStream_t S) {
     static const mi_type types[5] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0};
@@ -125,6 +221,15 @@ static void mmv16_check(gu_run *R, cudaStream_t S) {
         m16_case(R, S, t, 4864, 896, false, 0);
         m16_case(R, S, t, 16384, 33, true, 0);    /* the largest K */
     }
+    for (int i = 0; i < 5; i++) {
+        const mi_type t = types[i];
+        m16_qin_case(R, S, t, 4864, 896, false, false, 0);    /* the 0.5B's FFN down */
+        m16_qin_case(R, S, t, 2048, 1001, false, true, 2);
+        m16_qin_case(R, S, t, 896, 4864, true, false, 0);     /* the 0.5B's FFN gate / up */
+        m16_qin_case(R, S, t, 896, 70, true, false, 2);
+    }
+    /* x's blocks do not fit beside two staged rows: the plain path, the same bits */
+    m16_qin_case(R, S, MI_TYPE_Q8_0, 19968, 40, true, false, 0);
     gu_begin(R, "e16_supported");
     const bool ok = mi7e_mmv16_supported(MI_TYPE_Q4_0, 896, 1) && !mi7e_mmv16_supported(MI_TYPE_Q4_K, 1024, 1) &&
                     !mi7e_mmv16_supported(MI_TYPE_Q4_0, 896, 2) && !mi7e_mmv16_supported(MI_TYPE_Q4_0, 48, 1) &&
@@ -136,6 +241,8 @@ static void mmv16_check(gu_run *R, cudaStream_t S) {
     m16_timing(R, S, "attn_q_o", MI_TYPE_Q4_0, 896, 896);
     m16_timing(R, S, "attn_k_v", MI_TYPE_Q4_0, 896, 128);
     m16_timing(R, S, "ffn_down", MI_TYPE_Q4_0, 4864, 896);
+    m16_qin_timing(R, S, "ffn_down", MI_TYPE_Q4_0, 4864, 896, false);
+    m16_qin_timing(R, S, "ffn_gate_up", MI_TYPE_Q4_0, 896, 4864, true);
 }
 
 #endif
