@@ -23,6 +23,7 @@
  * (gate_7e checks it; gates/7e/emu_gemm13.py checks the order on the host). */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/gemm13.h"
+#include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
 
 #define G_BM 128
@@ -50,18 +51,6 @@ extern "C" int mi7e_gemm13_default_warps(void) { return G13_DEFAULT_NW; }
 static int g_wgmma;            /* e15: the wgmma kernel where it applies (switch7e.c sets it) */
 extern "C" void mi7e_gemm13_set_wgmma(int on) { g_wgmma = on != 0; }
 extern "C" int mi7e_gemm13_get_wgmma(void) { return g_wgmma; }
-
-static int g13_sms(void) {   /* SM count of the current device, read once */
-    static int sms;
-    if (!sms) {
-        int d = 0, v = 0;
-        if (cudaGetDevice(&d) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, d) == cudaSuccess && v > 0)
-            sms = v;
-        else
-            sms = 132;
-    }
-    return sms;
-}
 
 /* ---------------- small PTX wrappers ---------------- */
 static __device__ __forceinline__ uint32_t g13_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -377,16 +366,17 @@ extern "C" mi_status mi7e_gemm13(void *stream, mi_type wt, const void *w, const 
         default: return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm13: type %s", mi_type_name(wt));
         }
         MI_TRY(s);
-        /* e15: the wgmma kernel (128 x 128 tiles, k depth 64), unless a test hook forces an
-         * mma.sync variant */
-        if (g_wgmma && K % 64 == 0 && !g_bn_force && !g_bk_force && !g_nw_force && mi7e_gemm15_available()) {
-            MI_TRY(mi7e_gemm15_launch(st, op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K));
-            continue;
-        }
         const int64_t gm = (mc + G_BM - 1) / G_BM;
         if (gm > 65535) return mi_err(MI_ERR_INVALID, "mi7e_gemm13: %lld rows in one chunk", (long long)mc);
-        /* 128-token tiles when they give two waves' worth of blocks (2 per SM), else 64 */
-        const int bn = g_bn_force ? g_bn_force : (gm * ((N + 127) / 128) >= 2 * (int64_t)g13_sms() ? 128 : 64);
+        /* 128-token tiles when they give two waves' worth of blocks (2 per SM), else 64; the
+         * rule of both kernels */
+        const int bn_rule = gm * ((N + 127) / 128) >= 2 * (int64_t)mi7e_sm_count() ? 128 : 64;
+        /* e15: the wgmma kernel (k depth 64), unless a test hook forces an mma.sync variant */
+        if (g_wgmma && K % 64 == 0 && !g_bn_force && !g_bk_force && !g_nw_force && mi7e_gemm15_available()) {
+            MI_TRY(mi7e_gemm15_launch(st, op, xh, inv_s, bias ? bias + m0 : NULL, y + m0, M, mc, N, K, bn_rule));
+            continue;
+        }
+        const int bn = g_bn_force ? g_bn_force : bn_rule;
         /* k depth: 64 (3 stages) where K allows, else 32 (4 stages) */
         const int bk = K % 64 ? 32 : (g_bk_force ? g_bk_force : G13_DEFAULT_BK);
         const int nw = g_nw_force ? g_nw_force : G13_DEFAULT_NW;

@@ -50,8 +50,9 @@ int mi7e_gemm13_default_warps(void);
  * sm_90a image on a cc 9.0 device. Not bit-identical to mma.sync (the hardware's order of
  * products inside one wgmma); the same exact-product bound. */
 bool mi7e_gemm15_available(void);
+/* bn: tokens per tile, 64 or 128 (the caller's rule, mi7e_gemm13's) */
 mi_status mi7e_gemm15_launch(void *stream, const void *wh, const void *xh, const float *inv_s, const float *bias,
-                             float *y, int64_t ldy, int64_t Mc, int64_t N, int64_t K);
+                             float *y, int64_t ldy, int64_t Mc, int64_t N, int64_t K, int bn);
 void mi7e_gemm13_set_wgmma(int on);
 int mi7e_gemm13_get_wgmma(void);
 /* W [K, M] (quantized) @ x F32 [K, N] (+ bias [M]) -> y F32 [M, N]. The workspace must hold

@@ -7,8 +7,8 @@
  * f16 -> f32, times inv_s[n], plus bias[m]. Not bit-identical to e13 (the order of the
  * products inside one wgmma is the hardware's): bound by the exact product like e13.
  *
- * Tile: 128 weight rows x 128 tokens (64 when 128 would not give two blocks per SM, as
- * e13), k depth 64, 3 cp.async stages (32 KB each, 2 blocks an SM), 2 warpgroups of 64 rows,
+ * Tile: 128 weight rows x bn tokens (128 or 64: e13's launcher chooses for both kernels),
+ * k depth 64, 3 cp.async stages (32 KB each, 2 blocks an SM), 2 warpgroups of 64 rows,
  * each one m64n128k16 (m64n64k16) wgmma per k16 step. Shared rows are
  * 128 bytes with chunk c of row r at c ^ (r & 7): the canonical 128-byte-swizzle K-major
  * layout of the wgmma matrix descriptor (stage bases 1024-byte aligned; 8-row groups 1024
@@ -181,19 +181,12 @@ extern "C" bool mi7e_gemm15_available(void) {
 }
 
 extern "C" mi_status mi7e_gemm15_launch(void *stream, const void *wh, const void *xh, const float *inv_s,
-                                        const float *bias, float *y, int64_t ldy, int64_t Mc, int64_t N, int64_t K) {
-    if (!mi7e_gemm15_available() || K % W_BK || (Mc + W_BM - 1) / W_BM > 65535)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm15: not available here or K = %lld, Mc = %lld", (long long)K,
-                      (long long)Mc);
-    /* 128-token tiles when they give two blocks per SM, else 64 (e13's rule) */
-    static int sms;
-    if (!sms) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            sms = 132;
-    }
+                                        const float *bias, float *y, int64_t ldy, int64_t Mc, int64_t N, int64_t K,
+                                        int bn) {
+    if (!mi7e_gemm15_available() || K % W_BK || (Mc + W_BM - 1) / W_BM > 65535 || (bn != 64 && bn != 128))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_gemm15: not available here or K = %lld, Mc = %lld, tile %d",
+                      (long long)K, (long long)Mc, bn);
     const int64_t gm = (Mc + W_BM - 1) / W_BM;
-    const int bn = gm * ((N + 127) / 128) >= 2 * (int64_t)sms ? 128 : 64;
     const dim3 grid((unsigned)((N + bn - 1) / bn), (unsigned)gm);
     if (bn == 128)
         kernel_gemm15<128><<<grid, W_THREADS, W_SMEM(128), (cudaStream_t)stream>>>(

@@ -370,19 +370,10 @@ extern "C" bool mi7e_mmv12_supported(mi_type wt, int64_t K, int64_t N) {
 
 extern "C" size_t mi7e_mmv12_workspace(mi_type wt, int64_t K) { return mi7b_act_row_bytes(wt, K); }
 
-static int g_sm12;   /* multiprocessors of the current device (read once) */
-
 template <int WT, int U, bool FUSED, bool QIN = false>
 static mi_status launch12(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *bias,
                           float *y, int64_t K, int64_t M, const float *x = NULL) {
     static int occ_smem = -1, occ_blocks = 0;   /* per instantiation: occupancy at the last smem size */
-    if (!g_sm12) {
-        int dev = 0, n = 0;
-        const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0;
-        g_sm12 = ok ? n : 132;
-        (void)cudaGetLastError();
-    }
     const int nsb = (int)(K / 256);
     const size_t smem = (size_t)nsb * AK_BYTES;
     if (occ_smem != (int)smem) {
@@ -396,7 +387,7 @@ static mi_status launch12(cudaStream_t st, const uint8_t *w, const uint8_t *w2, 
         occ_smem = (int)smem;
     }
     int64_t nb = (M + MMV12_WARPS - 1) / MMV12_WARPS;
-    const int64_t wave = (int64_t)g_sm12 * occ_blocks;
+    const int64_t wave = (int64_t)mi7e_sm_count() * occ_blocks;
     if (nb > wave) nb = wave;
     kernel_mmv12<WT, U, FUSED, QIN><<<(unsigned)nb, MMV12_THREADS, smem, st>>>(w, w2, M, nsb, a, x, bias, y);
     MI_CU_CHECK_LAUNCH(QIN ? "kernel_mmv12<QIN>" : "kernel_mmv12");

@@ -50,18 +50,6 @@ extern "C" bool mi7e_mmv16_supported(mi_type wt, int64_t K, int64_t N) {
     return N == 1 && K > 0 && K % 32 == 0 && K <= M16_MAX_K;
 }
 
-static int m16_sms(void) {   /* SM count, read once */
-    static int sms;
-    if (!sms) {
-        int d = 0, v = 0;
-        sms = cudaGetDevice(&d) == cudaSuccess &&
-                      cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, d) == cudaSuccess && v > 0
-                  ? v
-                  : 132;
-    }
-    return sms;
-}
-
 template <int WT>
 static mi_status m16_launch(cudaStream_t st, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
                             int64_t M) {
@@ -70,7 +58,7 @@ static mi_status m16_launch(cudaStream_t st, const uint8_t *w, const float *x, c
     /* a warp per row as 7b, but at most 4 blocks an SM: each block quantizes x once, so fewer
      * blocks quantize it fewer times; the rows are strided over them */
     int64_t blocks = (M + M16_WARPS - 1) / M16_WARPS;
-    const int64_t cap = 4 * (int64_t)m16_sms();
+    const int64_t cap = 4 * (int64_t)mi7e_sm_count();
     if (blocks > cap) blocks = cap;
     kernel_mmv16<WT><<<(unsigned)blocks, M16_WARPS * 32, (size_t)nunits * A8_BYTES, st>>>(w, wrow, x, bias, y, M, nunits);
     MI_CU_CHECK_LAUNCH("kernel_mmv16");

@@ -234,21 +234,11 @@ extern "C" size_t mi7e_mmv_workspace(mi_type wt, int64_t K, int64_t N) {
     return mi7b_act_row_bytes(wt, K) * (size_t)(N > 0 ? N : 0);
 }
 
-static int g_sm_count;   /* multiprocessors of the current device (read once) */
-
 /* rows per block: about 16 KB of weights per region, but enough blocks to cover the SMs twice */
 static int mmv_rows_per_block(size_t wrow, int regions, int64_t M) {
-    if (!g_sm_count) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0)
-            g_sm_count = n;
-        else
-            g_sm_count = 132;
-        (void)cudaGetLastError();
-    }
     int64_t rb = (int64_t)((16u << 10) / ((size_t)regions * wrow));
     if (rb > 32) rb = 32;
-    const int64_t cover = M / (2 * (int64_t)g_sm_count);
+    const int64_t cover = M / (2 * (int64_t)mi7e_sm_count());
     if (rb > cover) rb = cover;
     if (rb < 1) rb = 1;
     return (int)rb;

@@ -103,6 +103,9 @@ mi_status mi7e_attn(void *stream, const float *q, const void *k, const void *v, 
 
 /* Shared by the two .cu files: quantize x [K, N] into the 7b activation layout. */
 
+/* Multiprocessors of the current device, read once (device7e.c): every 7e grid rule uses it */
+int mi7e_sm_count(void);
+
 void mi_phase7e_install(void);
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
-/* Helpers the 7e device gates share (gate_7e.c, fattn_check.h, mmv12_check.h): a CUDA call
- * check, device buffers (copied in at an offset, NaN-poisoned), copies back, the CPU scalar
- * matmul reference, the first element out of tolerance and a float median. Plain C. */
+/* Helpers the 7e device gates share (gate_7e.c and the *_check.h files): a CUDA call check,
+ * device buffers (copied in at an offset, NaN-poisoned), copies back, the CPU scalar matmul
+ * reference, the first element out of tolerance, a float median and a kernel timing. Plain C. */
 #ifndef GATE_DEV7E_H
 #define GATE_DEV7E_H
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
+#include "common/core/mi_err.h"
 #include "common/quant/mi_types.h"
 
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -71,6 +72,32 @@ static inline int cmp_float(const void *a, const void *b) {
 static inline float median_f(float *v, int n) {
     qsort(v, (size_t)n, sizeof v[0], cmp_float);
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One call of the code under test, on stream S with the arguments in ctx (dev_time_median) */
+typedef mi_status (*dev_call_fn)(cudaStream_t S, const void *ctx);
+
+/* median ms of `reps` (<= 32) calls, each alone between two events on S, after `warm` untimed
+ * ones; on a failed call, *st is its status and the result -1 */
+static inline float dev_time_median(cudaStream_t S, int warm, int reps, dev_call_fn call, const void *ctx,
+                                    mi_status *st) {
+    float ms[32];
+    if (reps > 32) reps = 32;
+    *st = MI_OK;
+    for (int i = 0; i < warm && *st == MI_OK; i++) *st = call(S, ctx);
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < reps && *st == MI_OK; i++) {
+        CK(cudaEventRecord(a, S));
+        *st = call(S, ctx);
+        CK(cudaEventRecord(b, S));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return *st == MI_OK ? median_f(ms, reps) : -1.0f;
 }
 
 #endif

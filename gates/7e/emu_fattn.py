@@ -5,6 +5,7 @@
 # the epilogue; vs a float64 softmax attention. Also checks ldmatrix alignment and that every
 # ldmatrix phase is free of shared-memory bank conflicts.
 # CPU only, no device: python3 gates/7e/emu_fattn.py (exit 1 when an error is above the bound).
+import os
 import sys
 import numpy as np
 
@@ -13,19 +14,9 @@ BQ, BK, PAD = 64, 64, 8
 LOG2E = np.float32(1.4426950408889634)
 F16, F32 = np.float16, np.float32
 
-lane = np.arange(32); gid = lane >> 2; tig = lane & 3
-# PTX "Matrix Fragments for mma.m16n8k16 with floating point type" (element i of a lane;
-# register i // 2, half i % 2, the lower index in the low half)
-iA = np.arange(8)
-A_row = gid[:, None] + 8 * ~np.isin(iA, [0, 1, 4, 5])[None, :]
-A_col = tig[:, None] * 2 + (iA & 1)[None, :] + 8 * (iA >= 4)[None, :]
-iB = np.arange(4)
-B_row = tig[:, None] * 2 + (iB & 1)[None, :] + 8 * (iB >= 2)[None, :]
-B_col = np.repeat(gid[:, None], 4, axis=1)
-C_row = gid[:, None] + 8 * (iB >= 2)[None, :]
-C_col = tig[:, None] * 2 + (iB & 1)[None, :]
-for R, C, shp in ((A_row, A_col, (16, 16)), (B_row, B_col, (16, 8)), (C_row, C_col, (16, 8))):
-    cover = np.zeros(shp, int); np.add.at(cover, (R, C), 1); assert (cover == 1).all()  # a permutation
+# PTX m16n8k16 fragment tables (lane, gid, tig, A/B/C rows and columns): ptx_frag.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptx_frag import lane, gid, tig, A_row, A_col, B_row, B_col, C_row, C_col  # noqa: E402
 
 def mma(d, a, b0, b1):
     """d [32,4] f32 += A (a [4 regs,32,2] f16) @ B (b0, b1 [32,2] f16); returns the new d"""

@@ -49,18 +49,9 @@ def first_bad(mask, got, want, n=5):
     return [(int(i), got.ravel()[i].item(), want.ravel()[i].item()) for i in idx]
 
 
-# ---------------- PTX fragment layouts (as emu_fattn.py encodes them) ----------------
-lane = np.arange(32); gid = lane >> 2; tig = lane & 3
-iA = np.arange(8)
-A_row = gid[:, None] + 8 * ~np.isin(iA, [0, 1, 4, 5])[None, :]
-A_col = tig[:, None] * 2 + (iA & 1)[None, :] + 8 * (iA >= 4)[None, :]
-iB = np.arange(4)
-B_row = tig[:, None] * 2 + (iB & 1)[None, :] + 8 * (iB >= 2)[None, :]
-B_col = np.repeat(gid[:, None], 4, axis=1)
-C_row = gid[:, None] + 8 * (iB >= 2)[None, :]
-C_col = tig[:, None] * 2 + (iB & 1)[None, :]
-for R, C, shp in ((A_row, A_col, (16, 16)), (B_row, B_col, (16, 8)), (C_row, C_col, (16, 8))):
-    cover = np.zeros(shp, int); np.add.at(cover, (R, C), 1); assert (cover == 1).all()
+# PTX m16n8k16 fragment tables (lane, gid, tig, A/B/C rows and columns): ptx_frag.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptx_frag import lane, gid, tig, A_row, A_col, B_row, B_col, C_row, C_col  # noqa: E402
 K16 = np.arange(16)
 
 

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mmv12_emu_lib import (WARPS, Checks, HOST_FP16, act_perm, host_tools, make_act, make_q4k,  # noqa: E402
+from mmv12_emu_lib import (WARPS, Checks, HOST_FP16, HOST_INTRINSICS, act_perm, host_tools, make_act, make_q4k,  # noqa: E402
                            make_q6k, rng, stage_act)
 
 C = Checks()
@@ -323,23 +323,7 @@ HOST_RT = r"""/* host stub for the e12 host harness: the device intrinsics the e
 struct hdim { unsigned x, y, z; };
 extern hdim threadIdx, blockDim, blockIdx, gridDim;
 extern int g_pass, g_lane, g_sent[32];
-static inline uint4 __ldg(const uint4 *p) { return *p; }
-static inline unsigned short __ldg(const unsigned short *p) { return *p; }
-static inline unsigned int __ldg(const unsigned int *p) { return *p; }
-static inline int __ldg(const int *p) { return *p; }
-static inline int __dp4a(int a, int b, int c) {
-    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
-    return c;
-}
-static inline unsigned __vsub4(unsigned a, unsigned b) {
-    unsigned r = 0;
-    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFFu) << (8 * k);
-    return r;
-}
-static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
-    return (unsigned)((((uint64_t)hi << 32) | lo) >> (s & 31));
-}
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+@INTRINSICS@
 /* two-pass shuffle: pass 1 records each lane's operand, pass 2 reads the partner's */
 static inline int __shfl_xor_sync(unsigned, int v, int m) {
     if (g_pass == 1) { g_sent[g_lane] = v; return 0; }
@@ -347,7 +331,7 @@ static inline int __shfl_xor_sync(unsigned, int v, int m) {
 }
 static inline float __shfl_xor_sync(unsigned, float v, int m) { (void)m; return v; }   /* unused by the lane code */
 static inline void __syncthreads(void) {}
-"""
+""".replace("@INTRINSICS@\n", HOST_INTRINSICS)
 HOST_MAIN = r"""/* host harness: runs the e12 lane code of phase7e_perf/mmv12_exact.cu (load_*, value_*, realign16,
  * stage_act12, compiled for the host) through the kernel's loop; writes units and row sums. */
 #include "dev_only.inc"

@@ -10,7 +10,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mmv12_emu_lib import AK, WARPS, Checks, HOST_FP16, act_perm, host_tools, rng, stage_act  # noqa: E402
+from mmv12_emu_lib import AK, WARPS, Checks, HOST_FP16, HOST_INTRINSICS, act_perm, host_tools, rng, stage_act  # noqa: E402
 
 C = Checks()
 check = C.check
@@ -239,25 +239,9 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int m) {
     return o;
 }
 static inline float4 __ldg(const float4 *p) { return *p; }
-static inline uint4 __ldg(const uint4 *p) { return *p; }
-static inline unsigned short __ldg(const unsigned short *p) { return *p; }
-static inline unsigned int __ldg(const unsigned int *p) { return *p; }
-static inline int __ldg(const int *p) { return *p; }
-static inline int __dp4a(int a, int b, int c) {
-    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
-    return c;
-}
-static inline unsigned __vsub4(unsigned a, unsigned b) {
-    unsigned r = 0;
-    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFFu) << (8 * k);
-    return r;
-}
-static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
-    return (unsigned)((((uint64_t)hi << 32) | lo) >> (s & 31));
-}
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+@INTRINSICS@
 static inline void __syncthreads(void) {}
-"""
+""".replace("@INTRINSICS@\n", HOST_INTRINSICS)
 HOSTQ_MAIN = r"""/* host harness: quant_act14 (e14) and kernel_quant_q8_k (7b) run lane by lane on threads */
 #include "dev_only.inc"
 #include <stdio.h>

@@ -342,33 +342,28 @@ static uint8_t *g13_random_superblocks(mi_type t, int64_t K, int64_t M, size_t *
     return w;
 }
 
-/* which: 0 e13, 1 e7 (mi7e_mmq, pre = false), 2 e11 (pre = true) */
-static mi_status g13_call(cudaStream_t S, int which, mi_type t, const void *w, const float *x, float *y, int64_t K,
-                          int64_t M, int64_t N, void *ws) {
-    if (which == 0) return mi7e_gemm13(S, t, w, x, NULL, y, K, M, N, ws);
-    return mi7e_mmq(S, t, w, x, NULL, y, K, M, N, ws, which == 2);
+/* the timed call: which 0 e13, 1 e7 (mi7e_mmq, pre = false), 2 e11 (pre = true) */
+typedef struct {
+    int which;
+    mi_type t;
+    const void *w;
+    const float *x;
+    float *y;
+    int64_t K, M, N;
+    void *ws;
+} g13_args;
+static mi_status g13_call(cudaStream_t S, const void *p) {
+    const g13_args *a = (const g13_args *)p;
+    if (a->which == 0) return mi7e_gemm13(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws);
+    return mi7e_mmq(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws, a->which == 2);
 }
 
 /* median ms of 5 timed calls after one warm-up; < 0 on an error */
 static float g13_time(cudaStream_t S, int which, mi_type t, const void *w, const float *x, float *y, int64_t K,
                       int64_t M, int64_t N, void *ws) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    float ms[5], med = -1.0f;
-    mi_status st = g13_call(S, which, t, w, x, y, K, M, N, ws);
-    int i = 0;
-    for (; i < 5 && st == MI_OK; i++) {
-        CK(cudaEventRecord(a, S));
-        st = g13_call(S, which, t, w, x, y, K, M, N, ws);
-        CK(cudaEventRecord(b, S));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    if (st == MI_OK && i == 5) med = median_f(ms, 5);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return med;
+    const g13_args a = {which, t, w, x, y, K, M, N, ws};
+    mi_status st;
+    return dev_time_median(S, 1, 5, g13_call, &a, &st);
 }
 
 /* 5: e13 vs e7 (and e11 from MI7E_PRE_MIN_N tokens) on one 7B shape; x: K*N floats on the

@@ -185,32 +185,34 @@ static void mc_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_t M, 
     cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(b5); cudaFree(ws); cudaFree(dy);
 }
 
-/* median ms of 20 calls of e2/e5 (which = 0), e12 with U = which - 1 (1: the default U) or
- * e14 (which = -1), after 3 warm-up calls */
+/* the timed call: e2/e5 (which = 0), e12 with U = which - 1 (1: the default U) or e14 (which = -1) */
+typedef struct {
+    int which;
+    mi_type t;
+    bool fused;
+    const void *w, *w2;
+    const float *x;
+    float *y;
+    int64_t K, M;
+    void *ws;
+} mc_args;
+static mi_status mc_call(cudaStream_t S, const void *p) {
+    const mc_args *a = (const mc_args *)p;
+    if (a->which == 0)
+        return a->fused ? mi7e_ffn(S, a->t, a->w, a->w2, a->x, a->y, a->K, a->M, 1, a->ws)
+                        : mi7e_mmv(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, 1, a->ws);
+    if (a->which < 0)
+        return a->fused ? mi7e_ffn14(S, a->t, a->w, a->w2, a->x, a->y, a->K, a->M, a->ws)
+                        : mi7e_mmv14(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->ws);
+    return a->fused ? mi7e_ffn12_u(S, a->t, a->w, a->w2, a->x, a->y, a->K, a->M, a->ws, a->which - 1)
+                    : mi7e_mmv12_u(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->ws, a->which - 1);
+}
+/* median ms of 20 calls after 3 warm-up calls; 0 on an error (its status in *st) */
 static float mc_time(cudaStream_t S, int which, mi_type t, bool fused, const void *w, const void *w2, const float *x,
                      float *y, int64_t K, int64_t M, void *ws, mi_status *st) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    float ms[20];
-    *st = MI_OK;
-    for (int i = -3; i < 20 && *st == MI_OK; i++) {
-        CK(cudaEventRecord(a, S));
-        if (which == 0)
-            *st = fused ? mi7e_ffn(S, t, w, w2, x, y, K, M, 1, ws) : mi7e_mmv(S, t, w, x, NULL, y, K, M, 1, ws);
-        else if (which < 0)
-            *st = fused ? mi7e_ffn14(S, t, w, w2, x, y, K, M, ws) : mi7e_mmv14(S, t, w, x, NULL, y, K, M, ws);
-        else
-            *st = fused ? mi7e_ffn12_u(S, t, w, w2, x, y, K, M, ws, which - 1)
-                        : mi7e_mmv12_u(S, t, w, x, NULL, y, K, M, ws, which - 1);
-        CK(cudaEventRecord(b, S));
-        CK(cudaEventSynchronize(b));
-        if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    if (*st != MI_OK) return 0.0f;
-    return median_f(ms, 20);
+    const mc_args a = {which, t, fused, w, w2, x, y, K, M, ws};
+    const float r = dev_time_median(S, 3, 20, mc_call, &a, st);
+    return *st == MI_OK ? r : 0.0f;
 }
 
 /* e2/e5, e12 (default U), e12 with the other U built (alt_u) and e14 on one 7B shape; e14's

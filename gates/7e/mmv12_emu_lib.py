@@ -114,3 +114,23 @@ def host_tools():
     cuda_inc = [d for d in (os.environ.get("CUDA_HOME", "") + "/include", "/usr/local/cuda/include")
                 if os.path.exists(os.path.join(d, "vector_functions.h"))]
     return root, cxx, cuda_inc
+
+# the integer / load intrinsics both host harnesses (emu_mmv12.py, emu_mmv14.py) stub the same way
+HOST_INTRINSICS = r"""static inline uint4 __ldg(const uint4 *p) { return *p; }
+static inline unsigned short __ldg(const unsigned short *p) { return *p; }
+static inline unsigned int __ldg(const unsigned int *p) { return *p; }
+static inline int __ldg(const int *p) { return *p; }
+static inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    return c;
+}
+static inline unsigned __vsub4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFFu) << (8 * k);
+    return r;
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (s & 31));
+}
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+"""

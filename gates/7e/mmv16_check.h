@@ -121,90 +121,53 @@ static void m16_qin_case(gu_run *R, cudaStream_t S, mi_type t, int64_t K, int64_
     cudaFree(b1); if (b2) cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(ws); cudaFree(dy);
 }
 
-/* median ms of 20 calls (after 3) of 7b's matmul (which = 0) or e16 (1) */
-static float m16_time(cudaStream_t S, int which, mi_type t, const void *w, const float *x, float *y, int64_t K,
-                      int64_t M, void *ws, mi_status *st) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    float ms[20];
-    *st = MI_OK;
-    for (int i = -3; i < 20 && *st == MI_OK; i++) {
-        CK(cudaEventRecord(a, S));
-        *st = which ? mi7e_mmv16(S, t, w, x, NULL, y, K, M) : mi7b_matmul(S, t, w, x, NULL, y, K, M, 1, ws);
-        CK(cudaEventRecord(b, S));
-        CK(cudaEventSynchronize(b));
-        if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
+/* the timed call: which 0 7b's matmul (quantize + kernel), 1 e16's small-K kernel, 2 / 3 e2
+ * plain / with x quantized inside, 4 / 5 the same for the e5 fused FFN (gate and up = w) */
+typedef struct {
+    int which;
+    mi_type t;
+    const void *w;
+    const float *x;
+    float *y;
+    int64_t K, M;
+    void *ws;
+} m16_args;
+static mi_status m16_call(cudaStream_t S, const void *p) {
+    const m16_args *a = (const m16_args *)p;
+    switch (a->which) {
+    case 0: return mi7b_matmul(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, 1, a->ws);
+    case 1: return mi7e_mmv16(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M);
+    case 2: return mi7e_mmv(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, 1, a->ws);
+    case 3: return mi7e_mmv_qin(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, 1, a->ws);
+    case 4: return mi7e_ffn(S, a->t, a->w, a->w, a->x, a->y, a->K, a->M, 1, a->ws);
+    default: return mi7e_ffn_qin(S, a->t, a->w, a->w, a->x, a->y, a->K, a->M, 1, a->ws);
     }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return *st == MI_OK ? median_f(ms, 20) : 0.0f;
 }
 
-static void m16_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M) {
-    char name[96];
-    snprintf(name, sizeof name, "e16_time_%s_%s_K%lld_M%lld", what, mi_type_name(t), (long long)K, (long long)M);
+/* calls wa (labelled la) and wb (lb) on one shape: median of 20 calls each after 3, each call
+ * alone (a measurement: fails only on an error) */
+static void m16_timing(gu_run *R, cudaStream_t S, const char *name, int wa, const char *la, int wb, const char *lb,
+                       mi_type t, int64_t K, int64_t M) {
     if (!gu_selected(name)) return;
     gu_begin(R, name);
-    size_t wb = 0;
-    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
+    size_t wbytes = 0;
+    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wbytes);
     float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f);
     void *b1, *b2;
-    void *dw = dev_up_at(w, wb, 0, &b1);
+    void *dw = dev_up_at(w, wbytes, 0, &b1);
     float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b2);
     void *ws = NULL;
     CK(cudaMalloc(&ws, mi7b_matmul_workspace(t, K, 1)));
     float *dy = (float *)dev_poison((size_t)M * 4);
+    m16_args a = {wa, t, dw, dx, dy, K, M, ws};
     mi_status st;
-    const float t7 = m16_time(S, 0, t, dw, dx, dy, K, M, ws, &st);
-    const float t16 = st == MI_OK ? m16_time(S, 1, t, dw, dx, dy, K, M, ws, &st) : 0.0f;
+    const float ta = dev_time_median(S, 3, 20, m16_call, &a, &st);
+    a.which = wb;
+    const float tb = st == MI_OK ? dev_time_median(S, 3, 20, m16_call, &a, &st) : -1.0f;
     if (st != MI_OK) gu_fail(R, "launch: %s", mi_errmsg());
     else
-        gu_pass(R, "%.2f MB: 7b (quantize + kernel) %.4f ms, e16 %.4f ms (x%.2f; median of 20, each call alone)",
-                (double)wb / 1e6, t7, t16, t16 > 0 ? t7 / t16 : 0.0);
-    free(w); free(x);
-    cudaFree(b1); cudaFree(b2); cudaFree(ws); cudaFree(dy);
-}
-
-/* e2 / e5 plain vs QIN on one shape: median of 20 calls each (after 3), each call alone */
-static void m16_qin_timing(gu_run *R, cudaStream_t S, const char *what, mi_type t, int64_t K, int64_t M, bool fused) {
-    char name[96];
-    snprintf(name, sizeof name, "e16_time_%s_qin_%s_K%lld_M%lld", fused ? "e5" : "e2", mi_type_name(t), (long long)K,
-             (long long)M);
-    (void)what;
-    if (!gu_selected(name)) return;
-    gu_begin(R, name);
-    size_t wb = 0;
-    uint8_t *w = (uint8_t *)gu_make_weights(&m16_seed, t, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&m16_seed, (size_t)K, -1.f, 1.f);
-    void *b1, *b2;
-    void *dw = dev_up_at(w, wb, 0, &b1);
-    float *dx = (float *)dev_up_at(x, (size_t)K * 4, 0, &b2);
-    void *ws = NULL;
-    CK(cudaMalloc(&ws, mi7e_mmv_workspace(t, K, 1)));
-    float *dy = (float *)dev_poison((size_t)M * 4);
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    float t2[2] = {0, 0};
-    mi_status st = MI_OK;
-    for (int v = 0; v < 2 && st == MI_OK; v++) {
-        float ms[20];
-        for (int i = -3; i < 20 && st == MI_OK; i++) {
-            CK(cudaEventRecord(a, S));
-            if (fused) st = v ? mi7e_ffn_qin(S, t, dw, dw, dx, dy, K, M, 1, ws) : mi7e_ffn(S, t, dw, dw, dx, dy, K, M, 1, ws);
-            else st = v ? mi7e_mmv_qin(S, t, dw, dx, NULL, dy, K, M, 1, ws) : mi7e_mmv(S, t, dw, dx, NULL, dy, K, M, 1, ws);
-            CK(cudaEventRecord(b, S));
-            CK(cudaEventSynchronize(b));
-            if (i >= 0) CK(cudaEventElapsedTime(&ms[i], a, b));
-        }
-        if (st == MI_OK) t2[v] = median_f(ms, 20);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    if (st != MI_OK) gu_fail(R, "launch: %s", mi_errmsg());
-    else gu_pass(R, "%s plain (quantize + kernel) %.4f ms, with x quantized inside %.4f ms (x%.2f)", fused ? "e5" : "e2",
-                 t2[0], t2[1], t2[1] > 0 ? t2[0] / t2[1] : 0.0);
+        gu_pass(R, "%.2f MB: %s %.4f ms, %s %.4f ms (x%.2f; median of 20, each call alone)", (double)wbytes / 1e6, la,
+                ta, lb, tb, tb > 0 ? ta / tb : 0.0);
     free(w); free(x);
     cudaFree(b1); cudaFree(b2); cudaFree(ws); cudaFree(dy);
 }
@@ -238,11 +201,14 @@ static void mmv16_check(gu_run *R, cudaStream_t S) {
     if (ok) gu_pass(R, "Q4_0 K 896 N 1 accepted; Q4_K, N = 2, K = 48, K = 16416, F16 refused (MI_ERR_UNSUPPORTED)");
     else gu_fail(R, "a shape outside the kernel was accepted, or an inside one refused");
     /* the 0.5B's decode shapes (Qwen2.5-0.5B: hidden 896, kv 128, ffn 4864) */
-    m16_timing(R, S, "attn_q_o", MI_TYPE_Q4_0, 896, 896);
-    m16_timing(R, S, "attn_k_v", MI_TYPE_Q4_0, 896, 128);
-    m16_timing(R, S, "ffn_down", MI_TYPE_Q4_0, 4864, 896);
-    m16_qin_timing(R, S, "ffn_down", MI_TYPE_Q4_0, 4864, 896, false);
-    m16_qin_timing(R, S, "ffn_gate_up", MI_TYPE_Q4_0, 896, 4864, true);
+    static const char *const k7b = "7b (quantize + kernel)";
+    m16_timing(R, S, "e16_time_attn_q_o_Q4_0_K896_M896", 0, k7b, 1, "e16", MI_TYPE_Q4_0, 896, 896);
+    m16_timing(R, S, "e16_time_attn_k_v_Q4_0_K896_M128", 0, k7b, 1, "e16", MI_TYPE_Q4_0, 896, 128);
+    m16_timing(R, S, "e16_time_ffn_down_Q4_0_K4864_M896", 0, k7b, 1, "e16", MI_TYPE_Q4_0, 4864, 896);
+    m16_timing(R, S, "e16_time_e2_qin_Q4_0_K4864_M896", 2, "e2 plain (quantize + kernel)", 3,
+               "e2 with x quantized inside", MI_TYPE_Q4_0, 4864, 896);
+    m16_timing(R, S, "e16_time_e5_qin_Q4_0_K896_M4864", 4, "e5 plain (quantize + kernel)", 5,
+               "e5 with x quantized inside", MI_TYPE_Q4_0, 896, 4864);
 }
 
 #endif
