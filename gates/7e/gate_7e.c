@@ -527,12 +527,11 @@ static void test_model(const char *shape, const char *type, double bound) {
                 if (e > worst || e != e) worst = e;
                 same += memcmp(a, b, (size_t)V * 4) == 0;
             }
-            const double bnd = bound;
-            if (!(worst <= bnd))
-                gu_fail(&R, "logits nmse off vs on %.3g > bound %.1g (%d/%d steps bit-identical)", worst, bnd, same,
+            if (!(worst <= bound))
+                gu_fail(&R, "logits nmse off vs on %.3g > bound %.1g (%d/%d steps bit-identical)", worst, bound, same,
                         AB_STEPS + 1);
             else
-                gu_pass(&R, "logits nmse off vs on %.3g <= %.1g; %d/%d steps bit-identical", worst, bnd, same,
+                gu_pass(&R, "logits nmse off vs on %.3g <= %.1g; %d/%d steps bit-identical", worst, bound, same,
                         AB_STEPS + 1);
         }
     }
