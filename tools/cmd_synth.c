@@ -591,16 +591,18 @@ int cmd_synth(int argc, char **argv) {
             goto done;
         }
     }
-    fprintf(stderr, "synth: %s (%s, %.3f B params) as %s%s: %lld tensors, %.2f GB of weights -> %s\n", s->name, s->arch,
+    char sz[32], rate[32];
+    fprintf(stderr, "synth: %s (%s, %.3f B params) as %s%s: %lld tensors, %s of weights -> %s\n", s->name, s->arch,
             (double)mi_shape_n_params(s) / 1e9, mix->name, pure ? " (pure)" : "", (long long)tl.n,
-            (double)total / 1e9, out);
+            mi_fmt_bytes(sz, sizeof sz, (double)total), out);
     synth_ctx ctx = {tl.t, tl.n, (int)nthreads, {0}};
     mi_progress_start(&ctx.prog, "synth");
     mi_status st = gguf_writer_write(w, out, synth_fill, &ctx, synth_progress);
     const double el = mi_progress_end(&ctx.prog);
     if (st != MI_OK) { fprintf(stderr, "synth: writing %s: %s\n", out, mi_errmsg()); goto done; }
-    fprintf(stderr, "synth: wrote %s: %.2f GB in %.1f s (%.2f GB/s), %.2f bits/weight\n", out, (double)total / 1e9,
-            el, (double)total / 1e9 / (el > 1e-6 ? el : 1e-6), 8.0 * (double)total / (double)mi_shape_n_params(s));
+    fprintf(stderr, "synth: wrote %s: %s in %.1f s (%s/s), %.2f bits/weight\n", out, sz, el,
+            mi_fmt_bytes(rate, sizeof rate, (double)total / (el > 1e-6 ? el : 1e-6)),
+            8.0 * (double)total / (double)mi_shape_n_params(s));
     rc = 0;
 done:
     if (w) gguf_writer_free(w);

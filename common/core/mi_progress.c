@@ -15,13 +15,40 @@ void mi_progress_bytes(mi_progress *p, size_t done, size_t total) {
     if (done < total && t - p->t_last < (p->tty ? 0.25 : 5.0)) return;
     p->t_last = t;
     const double el = t - p->t0 > 1e-6 ? t - p->t0 : 1e-6;
-    fprintf(stderr, "%s%s: %.2f / %.2f GB (%3.0f%%)  %.2f GB/s%s", p->tty ? "\r" : "", p->label, (double)done / 1e9,
-            (double)total / 1e9, total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e9 / el,
+    char a[32], b[32], r[32];
+    fprintf(stderr, "%s%s: %s / %s (%3.0f%%)  %s/s%s", p->tty ? "\r" : "", p->label,
+            mi_fmt_bytes(a, sizeof a, (double)done), mi_fmt_bytes(b, sizeof b, (double)total),
+            total ? 100.0 * (double)done / (double)total : 100.0, mi_fmt_bytes(r, sizeof r, (double)done / el),
+            p->tty ? "\x1b[K" : "\n");
+    fflush(stderr);
+}
+
+void mi_progress_count(mi_progress *p, int64_t done, int64_t total, const char *unit) {
+    const double t = mi_now_s();
+    if (done < total && p->t_last > 0 && t - p->t_last < (p->tty ? 0.25 : 5.0)) return;
+    p->t_last = t;
+    const double el = t - p->t0 > 1e-6 ? t - p->t0 : 1e-6;
+    fprintf(stderr, "%s%s %lld/%lld %s (%3.0f%%)  %.0f %s/s%s", p->tty ? "\r\033[K" : "", p->label, (long long)done,
+            (long long)total, unit, total ? 100.0 * (double)done / (double)total : 100.0, (double)done / el, unit,
             p->tty ? "" : "\n");
     fflush(stderr);
+}
+
+double mi_progress_clear(mi_progress *p) {
+    if (p->tty) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    return mi_now_s() - p->t0;
 }
 
 double mi_progress_end(mi_progress *p) {
     if (p->tty) fputc('\n', stderr);
     return mi_now_s() - p->t0;
+}
+
+const char *mi_fmt_bytes(char *buf, size_t cap, double bytes) {
+    if (bytes >= 1024.0 * 1024.0 * 1024.0) snprintf(buf, cap, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    else snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    return buf;
 }

@@ -33,7 +33,8 @@ typedef struct {
     int64_t ne[GGUF_MAX_DIMS];          /* ne[0] = row length (innermost); unused dims = 1 */
     uint64_t offset;                    /* relative to the data section */
     size_t nbytes;                      /* checked: fits inside the file */
-    const void *data;                   /* pointer into the mapping */
+    const void *data;                   /* into the mapping, or into an aligned copy where the
+                                           file's alignment left it short of mi_type_align */
 } gguf_tensor_info;
 
 /* Open and validate. On error returns a status and a one-line message (mi_errmsg) that
@@ -124,7 +125,9 @@ typedef mi_status (*gguf_fill_fn)(void *user, int64_t tensor_index, void *dst, s
 int64_t gguf_w_tensor(gguf_writer *w, const char *name, mi_type type, int n_dims,
                       const int64_t *ne, const void *data);
 /* Write the file; fill is used for tensors added with data == NULL. progress (may be
- * NULL) is called with bytes written so far and total. */
+ * NULL) is called with bytes written so far and total. The file is written beside path
+ * and renamed over it (common/core/mi_file.h): on any failure an existing file at path is
+ * left as it was, and a path that is not a regular file is refused. */
 mi_status gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill, void *user,
                             void (*progress)(void *user, size_t done, size_t total));
 

@@ -4,11 +4,10 @@
  * Setter misuse is recorded and reported by gguf_writer_write. */
 #include "gguf.h"
 #include "gguf_internal.h"
-#include <errno.h>
+#include "../core/mi_file.h"
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
     char *key;
@@ -242,10 +241,10 @@ static mi_status w_alignment(const gguf_writer *w, size_t *align) {
     return MI_OK;
 }
 
-typedef struct { FILE *fp; size_t done; } wout;
+typedef struct { mi_file_out *f; size_t done; } wout;
 
 static mi_status out_bytes(wout *o, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, o->fp) != n) return mi_err(MI_ERR_IO, "write failed: %s", strerror(errno));
+    MI_TRY(mi_file_out_write(o->f, p, n));
     o->done += n;
     return MI_OK;
 }
@@ -327,12 +326,13 @@ mi_status gguf_writer_write(gguf_writer *w, const char *path, gguf_fill_fn fill,
     if (w->err[0]) return mi_err(MI_ERR_INVALID, "%s", w->err);
     size_t align;
     MI_TRY(w_alignment(w, &align));
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return mi_err(MI_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    setvbuf(fp, NULL, _IOFBF, 1 << 20);
-    wout o = {fp, 0};
+    /* written beside the destination and renamed over it: an existing file is replaced
+     * only by a complete one, and readers that have it mapped keep the old inode */
+    mi_file_out f;
+    MI_TRY(mi_file_out_open(&f, path));
+    wout o = {&f, 0};
     mi_status st = write_all(w, &o, align, fill, user, progress);
-    if (fclose(fp) != 0 && st == MI_OK) st = mi_err(MI_ERR_IO, "closing %s: %s", path, strerror(errno));
-    if (st != MI_OK) unlink(path);   /* never leave a half-written file that looks valid */
+    if (st == MI_OK) return mi_file_out_commit(&f);
+    mi_file_out_abort(&f);
     return st;
 }
