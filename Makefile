@@ -30,7 +30,8 @@ ifeq ($(NVCC),)
 PHASES :=
 endif
 # a phase whose directory has no sources yet is reported and left out
-PHASES_MISSING := $(foreach p,$(PHASES),$(if $(wildcard $(PHASE_DIR_$(p))/*.c $(PHASE_DIR_$(p))/*.cu),,$(p)))
+# (strip: foreach leaves the spaces between empty results, which $(if) counts as non-empty)
+PHASES_MISSING := $(strip $(foreach p,$(PHASES),$(if $(wildcard $(PHASE_DIR_$(p))/*.c $(PHASE_DIR_$(p))/*.cu),,$(p))))
 PHASES := $(filter-out $(PHASES_MISSING),$(PHASES))
 
 OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O2)
@@ -72,7 +73,7 @@ GATE_SRC := $(wildcard gates/common/gate_*.c gates/common/bench_*.c) \
 GATE_CU  := $(foreach p,$(PHASES),$(wildcard gates/$(p)/gate_*.cu))
 GATE_BIN := $(patsubst gates/%.c,$(BUILD)/gates/%,$(GATE_SRC)) $(patsubst gates/%.cu,$(BUILD)/gates/%,$(GATE_CU))
 
-.PHONY: all lib tests gates run test models clean info gate-7a gate-7b gate-7c gate-7d gate-7e fuzz \
+.PHONY: all lib tests gates run test models deps venv clean info gate-7a gate-7b gate-7c gate-7d gate-7e fuzz \
         bench-era-a bench-phases bench-7e bench-cpu
 all: info $(BIN) gates
 info:
@@ -137,16 +138,28 @@ $(BUILD)/gates/%: gates/%.cu $(LIB)
 	$(NVCC) $(NVFLAGS) -o $@ $< $(LIB) -lcudart_static -ldl -lrt
 
 # ---- set-up, models, run, test ----
+# Every Python step runs in the virtual environment VENV (inside the repo, git-ignored) that
+# tools/setup_deps.sh makes; scripts started from here find it through MINFER_PYTHON.
+VENV          ?= .venv
+PY            := $(abspath $(VENV))/bin/python
+export MINFER_PYTHON := $(PY)
 DEFAULT_MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+# deps: everything `make test` needs (apt + venv); venv: the Python side only (`make run`)
 deps:
-	@bash tools/setup_deps.sh
-models: deps
-	@python3 tools/fetch_models.py
-run: deps all models
+	@MINFER_VENV=$(VENV) bash tools/setup_deps.sh all
+venv:
+	@MINFER_VENV=$(VENV) bash tools/setup_deps.sh python
+# make models: every model (MODELS=default: only the default one)
+models: venv
+	@$(PY) tools/fetch_models.py
+# make run: the default model only (~100 MB); `make models` fetches the others
+run: venv all
+	@MINFER_MODELS=default $(PY) tools/fetch_models.py
 	$(BIN) run -m $(DEFAULT_MODEL) --chat -p "What is the capital of France? Answer in one sentence." -n 48
+# make test: the gates use all three real models
 test: deps
 	@$(MAKE) --no-print-directory all tests
-	@python3 tools/fetch_models.py
+	@MINFER_MODELS=all $(PY) tools/fetch_models.py
 	@bash gates/run_tests.sh $(BUILD)
 
 # gate-<phase>: build at that PHASE and run every gate up to it (earlier gates = regression suite)
@@ -156,6 +169,7 @@ gate-7a gate-7b gate-7c gate-7d gate-7e:
 
 fuzz:
 	@bash gates/common/fuzz/run_fuzz.sh $(or $(FUZZ_SECONDS),60)
+	@bash gates/common/fuzz/run_fuzz_model.sh $(or $(FUZZ_SECONDS),60)
 
 # device benches (phase 7e): tools/bench_*.sh; records appended to results/*.jsonl
 bench-era-a:

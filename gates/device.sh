@@ -47,6 +47,8 @@ mkdir -p "$LOGS" "$WORK/models" "$WORK/res"
 day=$(date -u +%Y%m%d)
 t_start=$(date +%s)
 JOBS=${JOBS:-16}
+# the GPU host has no repo venv; the benches' JSON snippets need only the standard library
+export MINFER_PYTHON=${MINFER_PYTHON:-python3}
 export MINFER_BENCH_DIR=${MINFER_BENCH_DIR:-$OUT}   # bench JSON lines written by gates come back with the results
 export MINFER_GATE_TIMEOUT=${MINFER_GATE_TIMEOUT:-300}   # a hung gate ends; the rest of the run still reports
 BD=${BD:-/tmp/minfer-build}

@@ -9,6 +9,15 @@
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 export MINFER_BUILD=$BUILD
+# Python gates run in the venv that tools/setup_deps.sh makes (`make deps`); its bin/ goes first
+# on PATH so a gate that starts `python3` from a shell script gets the same interpreter.
+PY=${MINFER_PYTHON:-$PWD/.venv/bin/python}
+if [ ! -x "$PY" ]; then
+    echo "run_tests: no Python venv at $PY: run \`make deps\` (or make test) first" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+export MINFER_PYTHON=$PY PATH="$(dirname "$PY"):$PATH"
 P=0; F=0; S=0; failed_names=()
 logdir=$BUILD/test-logs; mkdir -p "$logdir"
 
@@ -48,7 +57,7 @@ for t in "$BUILD"/tests/test_*; do
 done
 for t in gates/common/py_*.py; do
     [ -f "$t" ] || continue
-    run_one "$(basename "$t" .py)" python3 "$t" "$BUILD"
+    run_one "$(basename "$t" .py)" "$PY" "$t" "$BUILD"
 done
 for t in gates/common/sh_*.sh; do
     [ -f "$t" ] || continue

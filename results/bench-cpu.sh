@@ -31,7 +31,8 @@ for m in "${models[@]}"; do
 done
 uptime | sed 's/.*load/load/' >> "$tmp/load.txt"
 cat "$tmp/run.jsonl" >> results/bench-cpu.jsonl
-python3 - "$tmp/run.jsonl" "$tmp/cmds.txt" "$tmp/tables.txt" "$tmp/load.txt" > results/BENCH-CPU.md <<'EOF'
+# the repo venv (make venv; the Makefile passes MINFER_PYTHON)
+"${MINFER_PYTHON:-.venv/bin/python}" - "$tmp/run.jsonl" "$tmp/cmds.txt" "$tmp/tables.txt" "$tmp/load.txt" > results/BENCH-CPU.md <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 cmds = open(sys.argv[2]).read().strip()

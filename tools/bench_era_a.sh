@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 . tools/bench_models.sh
 BUILD=${1:-${BUILD:-build}}
 MINFER=$BUILD/minfer
+PY=$(bench_python) || exit 1
 JSON=${BENCH_JSON:-results/bench-era-a.jsonl}
 REPS=${REPS:-3}
 PP=${PP:-2048}
@@ -23,7 +24,7 @@ M7=${M7:-$(bench_model "$MINFER" qwen2.5-7b q4_k_m)} || exit 1
 tmp=$(mktemp /tmp/minfer-era-a-XXXXXX.jsonl)
 say "minfer bench -p $PP -n $TG -r $REPS --backend cuda ($M7)"
 "$MINFER" bench -m "$M7" --backend cuda -p "$PP" -n "$TG" -r "$REPS" --json "$tmp" || { say "bench failed"; rm -f "$tmp"; exit 1; }
-python3 - "$tmp" "$JSON" "${PEAK_TFLOPS:-776}" "${HBM_GBS:-4600}" "${PARAMS:-7.62e9}" <<'PY'
+"$PY" - "$tmp" "$JSON" "${PEAK_TFLOPS:-776}" "${HBM_GBS:-4600}" "${PARAMS:-7.62e9}" <<'PY'
 import json, sys
 src, dst, peak_tf, hbm, params = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 SEED_ERA_A = 30.7                                  # seed, end of phase 7, GB10

@@ -16,3 +16,14 @@ bench_models() {
     a=$(bench_model "$1" qwen2.5-0.5b q4_0) && b=$(bench_model "$1" qwen2.5-7b q4_k_m) || return 1
     MODELS="$a:$b"
 }
+# bench_python prints the interpreter for the scripts' JSON post-processing: $MINFER_PYTHON (the
+# Makefile sets it to the repo venv), else .venv/bin/python; on a host without the venv (the GPU
+# machine) say MINFER_PYTHON=python3: these snippets use only the standard library.
+bench_python() {
+    local py=${MINFER_PYTHON:-.venv/bin/python}
+    if [ ! -x "$py" ] && ! command -v "$py" >/dev/null; then
+        echo "bench: no Python at $py: run \`make venv\`, or set MINFER_PYTHON" >&2
+        return 1
+    fi
+    echo "$py"
+}

