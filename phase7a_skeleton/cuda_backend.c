@@ -262,6 +262,17 @@ static void cuda_destroy(mi_backend *be) {
     free(be);
 }
 
+/* Device memory a buffer may take: the device's free bytes plus the pool's cached
+ * blocks, which the pool hands out again before it asks the device. */
+static mi_status cuda_memory(mi_backend *be, size_t *avail, size_t *total) {
+    mi_cuda_ctx *c = ctx(be);
+    MI_TRY(mi_cudev_mem_info(c->device, avail, total));
+    mi_cuda_pool_stats ps;
+    mi_cuda_pool_stats_get(c->pool, &ps);
+    *avail += ps.cached;
+    return MI_OK;
+}
+
 static const mi_backend_iface g_cuda_iface = {
     .name = cuda_name,
     .supports = cuda_supports,
@@ -276,6 +287,7 @@ static const mi_backend_iface g_cuda_iface = {
     .split_end = NULL,
     .synchronize = cuda_synchronize,
     .destroy = cuda_destroy,
+    .memory = cuda_memory,
 };
 
 static bool env_on(const char *name) {
@@ -293,8 +305,8 @@ mi_status mi_cuda_backend_new(int device, mi_backend **out) {
     if (n == 0) {
         char why[512];   /* a copy: mi_err() writes the buffer mi_errmsg() points at */
         snprintf(why, sizeof why, "%s", mi_errmsg());
-        if (why[0]) return mi_err(MI_ERR_DEVICE, "no CUDA device (%s)", why);
-        return mi_err(MI_ERR_DEVICE, "no CUDA device");
+        if (why[0]) return mi_err(MI_ERR_DEVICE, "no CUDA device found (%s)", why);
+        return mi_err(MI_ERR_DEVICE, "no CUDA device found");
     }
     if (device < 0 || device >= n)
         return mi_err(MI_ERR_INVALID, "CUDA device %d does not exist (%d device%s)", device, n,

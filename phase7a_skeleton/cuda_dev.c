@@ -13,8 +13,17 @@ mi_status mi_cudev_count(int *n) {
     cudaError_t e = cudaGetDeviceCount(&c);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        /* no driver / no device is a normal state for a CPU machine, not an error */
-        mi_err(MI_ERR_DEVICE, "cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
+        /* No driver or no device is a normal state for a CPU machine, not an error, and the
+         * reason left in the message is said in plain words: without a driver the runtime
+         * reports "CUDA driver version is insufficient", which reads like a broken install. */
+        int drv = 0;
+        if (e == cudaErrorNoDevice) mi_err_clear();   /* nothing to add to "no CUDA device found" */
+        else if (e == cudaErrorInsufficientDriver && (cudaDriverGetVersion(&drv) != cudaSuccess || drv == 0))
+            mi_err(MI_ERR_DEVICE, "no NVIDIA driver installed");
+        else if (e == cudaErrorInsufficientDriver)
+            mi_err(MI_ERR_DEVICE, "the NVIDIA driver supports CUDA %d.%d, this build needs %d.%d", drv / 1000,
+                   drv % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        else mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(e));
         return MI_OK;
     }
     *n = c;
@@ -23,6 +32,13 @@ mi_status mi_cudev_count(int *n) {
 
 mi_status mi_cudev_select(int id) {
     MI_CU_CHECK(cudaSetDevice(id));
+    return MI_OK;
+}
+
+mi_status mi_cudev_mem_info(int id, size_t *free_b, size_t *total_b) {
+    *free_b = *total_b = 0;
+    MI_CU_CHECK(cudaSetDevice(id));
+    MI_CU_CHECK(cudaMemGetInfo(free_b, total_b));
     return MI_OK;
 }
 

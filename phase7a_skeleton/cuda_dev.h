@@ -31,6 +31,8 @@ typedef struct {
 mi_status mi_cudev_count(int *n);
 mi_status mi_cudev_select(int id);                        /* cudaSetDevice */
 mi_status mi_cudev_props_get(int id, mi_cudev_props *out);
+/* Free and total memory of device id now (cudaMemGetInfo; makes id the current device). */
+mi_status mi_cudev_mem_info(int id, size_t *free_b, size_t *total_b);
 /* "NVIDIA H200, 132 SMs, 140.4 GiB, L2 60 MiB, 4915 GB/s peak, cc 9.0" */
 void mi_cudev_props_str(const mi_cudev_props *p, char *buf, size_t n);
 /* "580.159.04"-style driver text is not available from cudart; this gives "13.0". */

@@ -53,6 +53,9 @@ typedef struct mi_backend_iface {
     mi_status (*split_end)(mi_backend *be, const mi_graph *g, const mi_split *s);    /* optional */
     mi_status (*synchronize)(mi_backend *be);
     void (*destroy)(mi_backend *be);
+    /* Bytes a new buffer_alloc may take now (*avail) and the memory's size (*total), so
+     * a caller can refuse a request that cannot fit before touching it (optional). */
+    mi_status (*memory)(mi_backend *be, size_t *avail, size_t *total);
 } mi_backend_iface;
 
 struct mi_backend {

@@ -2,9 +2,11 @@
  * switch over the ops of graph.h. Scratch for quantized activations and attention is
  * sized at split_begin, so execute_node never allocates. */
 #include "cpu_backend.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #define CPU_ALIGN 64
 
@@ -167,6 +169,71 @@ static void cpu_destroy(mi_backend *be) {
     free(be);
 }
 
+/* A "Key: N kB" line of /proc/meminfo, in bytes; 0 when absent. */
+static size_t meminfo_bytes(const char *text, const char *key) {
+    const char *p = strstr(text, key);
+    if (!p) return 0;
+    unsigned long long kb = strtoull(p + strlen(key), NULL, 10);
+    return (size_t)kb * 1024;
+}
+
+/* A number in a one-line cgroup file; 0 when absent or "max" (no limit). */
+static size_t cgroup_bytes(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[64] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return (buf[0] >= '0' && buf[0] <= '9') ? (size_t)strtoull(buf, NULL, 10) : 0;
+}
+
+/* Host memory a new allocation may take: MemAvailable (free memory plus what the kernel
+ * can reclaim), capped by the cgroup's limit when one is set (a container's ceiling may
+ * be lower than the machine's) and by what RLIMIT_AS leaves. Without /proc, sysconf's
+ * free pages. */
+static mi_status cpu_memory(mi_backend *be, size_t *avail, size_t *total) {
+    (void)be;
+    *avail = *total = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char text[4096];
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = 0;
+        *avail = meminfo_bytes(text, "MemAvailable:");
+        *total = meminfo_bytes(text, "MemTotal:");
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (!*avail) {
+        long pages = sysconf(_SC_AVPHYS_PAGES);
+        if (pages > 0 && page > 0) *avail = (size_t)pages * (size_t)page;
+    }
+    if (!*total) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+        if (pages > 0 && page > 0) *total = (size_t)pages * (size_t)page;
+    }
+    /* the cgroup's usage counts page cache (the mapped model) too, so only its limit caps */
+    size_t lim = cgroup_bytes("/sys/fs/cgroup/memory.max");
+    if (lim && lim < *total) *total = lim;
+    if (*avail > *total) *avail = *total;
+    /* an address-space limit (ulimit -v) leaves this process what it has not mapped yet */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        unsigned long long vm_pages = 0;
+        FILE *sf = fopen("/proc/self/statm", "r");
+        if (sf) {
+            if (fscanf(sf, "%llu", &vm_pages) != 1) vm_pages = 0;
+            fclose(sf);
+        }
+        const size_t cap = (size_t)rl.rlim_cur, vm = (size_t)vm_pages * (size_t)(page > 0 ? page : 4096);
+        const size_t left = vm < cap ? cap - vm : 0;
+        if (left < *avail) *avail = left;
+    }
+    if (!*avail || !*total) return mi_err(MI_ERR_UNSUPPORTED, "cpu: the free host memory is unknown");
+    return MI_OK;
+}
+
 static const mi_backend_iface g_cpu_iface = {
     .name = cpu_name,
     .supports = cpu_supports,
@@ -181,6 +248,7 @@ static const mi_backend_iface g_cpu_iface = {
     .split_end = NULL,
     .synchronize = cpu_synchronize,
     .destroy = cpu_destroy,
+    .memory = cpu_memory,
 };
 
 mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {

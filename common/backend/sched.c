@@ -6,6 +6,7 @@
 #include "sched.h"
 #include "common/core/mi_progress.h"
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -95,6 +96,34 @@ void sched_free(mi_sched *s) {
 int sched_n_backends(const mi_sched *s) { return s->n; }
 mi_backend *sched_backend(const mi_sched *s, int i) { return (i >= 0 && i < s->n) ? s->be[i] : NULL; }
 const mi_sched_stats *sched_stats(const mi_sched *s) { return &s->stats; }
+
+void sched_fmt_bytes(char *buf, size_t n, size_t bytes) {
+    const double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024 * 1024)
+        snprintf(buf, n, "%.1f TiB", b / (1024.0 * 1024 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+}
+
+mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const char *hint) {
+    if (!be->iface->memory) return MI_OK;
+    const char *e = getenv("MINFER_NO_MEMCHECK");
+    if (e && *e && strcmp(e, "0")) return MI_OK;
+    size_t avail = 0, total = 0;
+    if (be->iface->memory(be, &avail, &total) != MI_OK) {
+        mi_err_clear();   /* unknown: the allocation itself will say if it fails */
+        return MI_OK;
+    }
+    if (need <= avail) return MI_OK;
+    char sn[32], sa[32], st[32];
+    sched_fmt_bytes(sn, sizeof sn, need);
+    sched_fmt_bytes(sa, sizeof sa, avail);
+    sched_fmt_bytes(st, sizeof st, total);
+    return mi_err(MI_ERR_NOMEM, "%s needs %s of %s memory, but only %s of %s is available%s%s", what, sn,
+                  be->host_memory ? "host" : be->iface->name(be), sa, st, hint ? "; " : "", hint ? hint : "");
+}
 
 /* A leaf without an owner-set backend lives in host memory: the CPU (last) backend. */
 static int backend_of(const mi_sched *s, const mi_tensor *t) { return t->backend >= 0 ? t->backend : s->n - 1; }
@@ -380,9 +409,12 @@ mi_status sched_alloc(mi_sched *s, mi_graph *g) {
         mi_backend *be = s->be[b];
         if (s->buf[b]) be->iface->buffer_free(be, s->buf[b]);
         s->buf[b] = NULL;
+        s->epoch++;
+        st = sched_check_fit(be, need, "the graph's workspace",
+                             "use fewer tokens per graph (a shorter prompt; n_ubatch or MINFER_UBATCH)");
+        if (st != MI_OK) break;
         st = be->iface->buffer_alloc(be, need, &s->buf[b]);
         if (st != MI_OK) st = mi_err_ctx(st, "sched_alloc: %zu bytes on %s", need, be_name(s, b));
-        s->epoch++;
     }
     if (st == MI_OK) {
         for (int i = 0; i < n; i++) {

@@ -34,6 +34,12 @@ mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t off
 /* Copy n bytes between tensors' data on any two backends (used for boundary copies). */
 mi_status sched_copy_across(mi_backend *dst_be, void *dst, mi_backend *src_be, const void *src, size_t n);
 const mi_sched_stats *sched_stats(const mi_sched *s);
+/* Before allocating need bytes on be: MI_OK when they fit in the memory be reports as
+ * available (or when it cannot tell, or MINFER_NO_MEMCHECK=1), else MI_ERR_NOMEM with a
+ * message naming what, the bytes needed, available and total, and hint (may be NULL). */
+mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const char *hint);
+/* "512.0 MiB" below 1 GiB, "16.0 GiB" above: sizes in messages. */
+void sched_fmt_bytes(char *buf, size_t n, size_t bytes);
 /* Nodes with backend, split boundaries, copies (and from where), buffer offsets and which
  * freed node's bytes each one reuses, per-backend bytes with and without reuse. Sessions
  * call it when MINFER_DUMP_GRAPH=1; MINFER_DUMP_GRAPH=2 also prints at every sched_alloc. */
@@ -46,7 +52,8 @@ void sched_dump(const mi_sched *s, const mi_graph *g, void *file);
  *   on another backend: the scheduler performs those (sched_copy_across) and never passes
  *   them to execute_node; a COPY with a same-backend src goes to execute_node.
  * - allocation: one buffer per backend from buffer_alloc, replaced only when too small;
- *   offsets are 256-byte aligned; the same graph shape gets the same offsets.
+ *   offsets are 256-byte aligned; the same graph shape gets the same offsets. A buffer
+ *   larger than the backend's memory() reports available is refused (sched_check_fit).
  * - sched_compute leaves device work queued; sched_read synchronizes the tensor's backend.
  * - MINFER_PROFILE=1: per-op times (synchronizing after every node), printed by sched_free.
  * - MINFER_SCHED_NOREUSE=1: no liveness reuse (A/B, debugging). */

@@ -1,7 +1,12 @@
 /* Chunk-claiming thread pool (see threadpool.h). State word = (generation << 32) | next
  * chunk; a worker claims with a CAS that also checks the generation, so a late worker
  * can never take a chunk of a later task, and it reads fn/arg only after a successful
- * claim (the task cannot finish, hence cannot be replaced, while it holds a chunk). */
+ * claim (the task cannot finish, hence cannot be replaced, while it holds a chunk).
+ * Publication: the caller writes fn/arg, then release-stores the new generation; a
+ * claim's acquire CAS reads that store (or a later claim of the same release sequence),
+ * so fn/arg are visible. n_chunks is read before the claim, possibly while the caller
+ * already writes the next task's count (the stale value only makes a CAS that fails on
+ * the generation), so it is an atomic: relaxed, a plain load on x86 and ARM. */
 #include "threadpool.h"
 #include <pthread.h>
 #include <sched.h>
@@ -28,7 +33,7 @@ struct mi_threadpool {
     int64_t spin_ns;               /* how long an idle worker spins before sleeping */
     mi_chunk_fn fn;
     void *arg;
-    int64_t n_chunks;
+    _Atomic int64_t n_chunks;
     /* claimed by every chunk: each on its own cache line so claims and completions do
      * not bounce one line between cores twice per chunk */
     _Alignas(64) _Atomic uint64_t state;   /* gen << 32 | next chunk */
@@ -52,7 +57,7 @@ static void work(mi_threadpool *tp, uint32_t gen, int ith) {
         uint64_t s = atomic_load_explicit(&tp->state, memory_order_acquire);
         if ((uint32_t)(s >> 32) != gen) return;
         uint32_t next = (uint32_t)s;
-        if ((int64_t)next >= tp->n_chunks) return;
+        if ((int64_t)next >= atomic_load_explicit(&tp->n_chunks, memory_order_relaxed)) return;
         if (!atomic_compare_exchange_weak_explicit(&tp->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         tp->fn(tp->arg, (int64_t)next, ith);
@@ -144,7 +149,7 @@ void threadpool_chunks(mi_threadpool *tp, mi_chunk_fn fn, void *arg, int64_t n_c
     }
     tp->fn = fn;
     tp->arg = arg;
-    tp->n_chunks = n_chunks;
+    atomic_store_explicit(&tp->n_chunks, n_chunks, memory_order_relaxed);
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
     uint64_t s = atomic_load_explicit(&tp->state, memory_order_relaxed);
     uint32_t gen = (uint32_t)(s >> 32) + 1;

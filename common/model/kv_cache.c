@@ -5,6 +5,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdint.h>
+
+/* Bytes of one layer's K (or V) slot: 256-byte aligned, so vector loads on either
+ * backend never straddle a slot. SIZE_MAX when the product overflows. */
+static size_t kv_slot_bytes(const mi_hparams *hp, mi_type type, int64_t n_ctx) {
+    const size_t esz = type == MI_TYPE_F16 ? 2 : 4;
+    size_t per;
+    if (hp->head_dim <= 0 || hp->n_head_kv <= 0 || n_ctx <= 0 ||
+        __builtin_mul_overflow((size_t)hp->head_dim, (size_t)hp->n_head_kv, &per) ||
+        __builtin_mul_overflow(per, (size_t)n_ctx, &per) || __builtin_mul_overflow(per, esz, &per) ||
+        per > SIZE_MAX - 255)
+        return SIZE_MAX;
+    return (per + 255) & ~(size_t)255;
+}
+
+size_t kv_cache_size(const mi_hparams *hp, mi_type type, int64_t n_ctx) {
+    size_t slot = kv_slot_bytes(hp, type, n_ctx), total;
+    if (slot == SIZE_MAX || hp->n_layer <= 0 || __builtin_mul_overflow(slot, 2 * (size_t)hp->n_layer, &total))
+        return SIZE_MAX;
+    return total;
+}
 
 mi_status kv_cache_init(mi_kv_cache *kv, const mi_hparams *hp, mi_type type, int64_t n_ctx,
                         mi_backend *be) {
@@ -23,11 +44,12 @@ mi_status kv_cache_init(mi_kv_cache *kv, const mi_hparams *hp, mi_type type, int
         kv_cache_free(kv);
         return mi_err(MI_ERR_NOMEM, "out of memory for the KV cache descriptors");
     }
-    const size_t esz = type == MI_TYPE_F16 ? 2 : 4;
-    const size_t per = (size_t)kv->row * (size_t)n_ctx * esz;
-    /* 256-byte aligned slots: vector loads on either backend never straddle a slot */
-    const size_t slot = (per + 255) & ~(size_t)255;
-    const size_t total = slot * 2 * (size_t)kv->n_layer;
+    const size_t slot = kv_slot_bytes(hp, type, n_ctx), total = kv_cache_size(hp, type, n_ctx);
+    if (total == SIZE_MAX) {
+        kv_cache_free(kv);
+        return mi_err(MI_ERR_INVALID, "the KV cache for %lld positions does not fit in the address space",
+                      (long long)n_ctx);
+    }
     mi_status st = be->iface->buffer_alloc(be, total, &kv->buf);
     if (st != MI_OK) {
         kv_cache_free(kv);

@@ -53,10 +53,17 @@ void mi_model_free(mi_model *m);
 const mi_hparams *mi_model_hparams(const mi_model *m);
 struct gguf_file *mi_model_gguf(const mi_model *m);
 
+/* Sessions on one model may run concurrently, on any backends: a session keeps its own
+ * placement and never writes the shared model. The KV cache is sized before it is
+ * allocated: one that cannot fit in the memory of its backend (host: MemAvailable;
+ * device: its free memory) is refused with MI_ERR_NOMEM, the message naming the bytes
+ * needed and available and the setting to change (n_ctx, kv_type). Env
+ * MINFER_NO_MEMCHECK=1 skips that check (and the scheduler's, per graph). */
 mi_status mi_session_new(mi_model *m, const mi_session_params *p, mi_session **out);
 void mi_session_free(mi_session *s);
 /* Feed n tokens at the current position (appending to the KV cache). Logits of the
- * last token (or of every token if all_logits) are then available via mi_logits. */
+ * last token (or of every token if all_logits) are then available via mi_logits.
+ * Logits that are not finite (NaN/Inf: corrupt weights) fail with MI_ERR_FORMAT. */
 mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits);
 /* [n_vocab * rows] floats, valid until the next decode; rows = n if all_logits else 1. */
 const float *mi_logits(const mi_session *s, int64_t *rows);

@@ -29,7 +29,7 @@ struct mi_model {
     mi_tensor output_own;         /* [E, V] when not tied */
     mi_tensor *output;            /* &output_own or &tok_embd (tied) */
     mi_layer *layers;             /* [n_layer] */
-    mi_tensor **weights;          /* every bound leaf, for backend assignment */
+    mi_tensor **weights;          /* every bound leaf (read-only once loaded: sessions share it) */
     int n_weights;
     size_t weight_bytes;          /* bytes of all bound weights */
     size_t bytes_per_token;       /* bytes a decode step reads: all matmul weights + norms
@@ -52,6 +52,8 @@ typedef struct {
 mi_status kv_cache_init(mi_kv_cache *kv, const mi_hparams *hp, mi_type type, int64_t n_ctx,
                         mi_backend *be);
 void kv_cache_free(mi_kv_cache *kv);
+/* Bytes kv_cache_init would allocate (SIZE_MAX on overflow), computed without allocating. */
+size_t kv_cache_size(const mi_hparams *hp, mi_type type, int64_t n_ctx);
 size_t kv_cache_bytes(const mi_kv_cache *kv);
 
 /* Per-layer debug taps (MINFER_DEBUG_LAYERS=FILE): nodes marked as outputs and

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdint.h>
 
 struct mi_session {
     mi_model *m;
@@ -55,7 +56,7 @@ static mi_status open_cuda(const char *want, mi_backend **out) {
     if (st != MI_OK) {
         *out = NULL;
         if (!is_auto) return mi_err_ctx(st, "backend 'cuda'");
-        mi_log("CUDA unavailable (%s): using the CPU", mi_errmsg());
+        mi_log("%s: using the CPU", mi_errmsg());   /* e.g. "no CUDA device found (no NVIDIA driver installed)" */
         mi_err_clear();
     }
     return MI_OK;
@@ -98,6 +99,26 @@ static mi_backend *kv_backend(mi_session *s, mi_type kv_type) {
     return s->cpu;
 }
 
+/* Refuse a context whose KV cache cannot fit where it would live, before allocating (and
+ * zeroing) it: a small file whose tensors share one data range can still claim many wide
+ * layers. The need adds a one-token graph's workspace (a lower bound: the scheduler checks
+ * each graph's real size before it allocates). */
+static mi_status check_kv_fits(const mi_session *s, mi_type kv_type, mi_backend *kv_be) {
+    const mi_hparams *hp = &s->m->hp;
+    size_t need = kv_cache_size(hp, kv_type, s->n_ctx);
+    const double ws = 4.0 * ((double)hp->n_vocab + (double)hp->n_head * (double)s->n_ctx +
+                             2.5 * (double)(3 * hp->n_embd + 3 * hp->n_ff + 2 * hp->head_dim * hp->n_head +
+                                            2 * hp->head_dim * hp->n_head_kv));
+    if (need != SIZE_MAX) need = (double)(SIZE_MAX - need) > ws ? need + (size_t)ws : SIZE_MAX;
+    char what[160], hint[200];
+    snprintf(what, sizeof what, "the KV cache (%lld layers x %lld positions x %lld %s values, K and V) with a graph's workspace",
+             (long long)hp->n_layer, (long long)s->n_ctx, (long long)(hp->head_dim * hp->n_head_kv),
+             kv_type == MI_TYPE_F16 ? "f16" : "f32");
+    snprintf(hint, sizeof hint, "use a shorter context (now %lld: -c N_CTX in run, -p/-n in bench)%s", (long long)s->n_ctx,
+             kv_type == MI_TYPE_F16 ? "" : " or a half-size cache (--kv f16)");
+    return sched_check_fit(kv_be, need, what, hint);
+}
+
 mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **out) {
     *out = NULL;
     mi_session_params p;
@@ -137,10 +158,14 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     s->backends[s->n_backends++] = s->cpu;
     st = sched_new(s->backends, s->n_backends, &s->sched);
     if (st != MI_OK) goto fail;
-    /* weights live in the host mapping; a device backend keeps its own resident copies */
-    for (int i = 0; i < m->n_weights; i++) m->weights[i]->backend = s->cpu->index;
+    /* Weight leaves keep backend -1 (host memory, the scheduler's last backend: this
+     * session's CPU): the model is shared by sessions on different backends, so nothing
+     * per session is written into it. A device session points its graphs at its own
+     * device copies instead (the graph pass, hooks.h). */
 
-    st = kv_cache_init(&s->kv, hp, p.kv_type, s->n_ctx, kv_backend(s, p.kv_type));
+    mi_backend *kv_be = kv_backend(s, p.kv_type);
+    st = check_kv_fits(s, p.kv_type, kv_be);
+    if (st == MI_OK) st = kv_cache_init(&s->kv, hp, p.kv_type, s->n_ctx, kv_be);
     mi_load_guard_unlock();
     guarded = false;
     if (st != MI_OK) goto fail;
@@ -232,6 +257,18 @@ static int64_t ubatch_size(mi_session *s) {
     return u - u % 16;
 }
 
+/* Any NaN or Inf among n floats. Exponent bits all ones means not finite; OR-ing the
+ * test over the row vectorizes, so a decode step's one row costs microseconds. */
+static bool any_not_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
 /* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows. */
 static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t row_off) {
     const mi_hparams *hp = &s->m->hp;
@@ -253,6 +290,9 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     }
     if (st == MI_OK && s->debug) st = write_taps(s, &a);
     graph_free(g);
+    /* a sampler would silently pick token 0 from NaN logits: say what went wrong instead */
+    if (st == MI_OK && any_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, (size_t)rows * (size_t)hp->n_vocab))
+        st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
     if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
     if (n >= 16) {   /* learn the activation bytes per token of this model on this backend */
         const mi_sched_stats *ss = sched_stats(s->sched);
