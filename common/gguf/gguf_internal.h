@@ -22,6 +22,7 @@ struct gguf_file {
     size_t map_len;            /* nonzero: we own an mmap of this length */
     uint32_t version;
     size_t alignment, data_off;
+    uint8_t *copy;             /* aligned copies of misaligned tensors' data (align_tensor_data) */
     int64_t n_kv, n_tensors;
     char **keys;               /* [n_kv] NUL-terminated copies */
     gguf_node *kv;             /* [n_kv] */

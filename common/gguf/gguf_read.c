@@ -1,12 +1,14 @@
 /* GGUF reader: parses the header of a mapped (or caller-owned) image into a kv table,
  * a tensor table and lookup hashes. Nothing in the file is trusted: every count, length,
  * shape and offset is checked against the bytes that remain before it is used, and
- * tensor data stays in place in the mapping (never copied). */
+ * tensor data stays in place in the mapping, except where the file's alignment leaves a
+ * tensor short of the alignment its type needs (see align_tensor_data). */
 #include "gguf.h"
 #include "gguf_internal.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -315,6 +317,87 @@ static mi_status check_tensor(gguf_file *f, gguf_tensor_info *t) {
     return MI_OK;
 }
 
+/* general.alignment may legally be 1 or 2, which puts tensor data at addresses the
+ * kernels cannot read through their typed pointers (a misaligned uint16_t or float
+ * load is undefined behaviour). Each such tensor gets an aligned copy here, once, so
+ * that every consumer (model load, quantize, the device upload) sees aligned data and
+ * no kernel needs a slow path; files at the usual alignment (32) copy nothing and stay
+ * zero-copy. The copy costs the tensor's bytes again in memory, paid only by such files.
+ * Tensors may legally share or overlap their data, so copies are made per extent:
+ * tensors whose addresses agree modulo the largest alignment needed are merged where
+ * their ranges overlap or touch and copied together to a 64-byte boundary, which keeps
+ * every member aligned. That bounds the copy by (that alignment - 1) x the data section
+ * (at most 7x, for overlapping hostile layouts), never by the tensor count. */
+typedef struct {
+    size_t cls;       /* address mod the largest alignment needed */
+    uint64_t off;     /* offset in the data section */
+    int64_t i;        /* tensor index */
+} copy_ent;
+
+static int copy_ent_cmp(const void *pa, const void *pb) {
+    const copy_ent *a = pa, *b = pb;
+    if (a->cls != b->cls) return a->cls < b->cls ? -1 : 1;
+    if (a->off != b->off) return a->off < b->off ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+#define GGUF_COPY_ALIGN 64   /* start of each copied extent: a cache line, as the CPU backend's buffers */
+
+/* Walk the sorted entries extent by extent; with dst == NULL only sum the bytes needed. */
+static mi_status copy_extents(gguf_file *f, const copy_ent *e, int64_t n, uint8_t *dst, size_t *total) {
+    size_t used = 0;
+    for (int64_t a = 0; a < n;) {
+        const uint64_t start = e[a].off;
+        uint64_t end = start + f->ti[e[a].i].nbytes;
+        int64_t b = a + 1;
+        for (; b < n && e[b].cls == e[a].cls && e[b].off <= end; b++)
+            if (e[b].off + f->ti[e[b].i].nbytes > end) end = e[b].off + f->ti[e[b].i].nbytes;
+        const size_t len = (size_t)(end - start);
+        if (dst) {
+            memcpy(dst + used, f->base + f->data_off + start, len);
+            for (int64_t k = a; k < b; k++) f->ti[e[k].i].data = dst + used + (size_t)(e[k].off - start);
+        }
+        const size_t padded = len + (GGUF_COPY_ALIGN - len % GGUF_COPY_ALIGN) % GGUF_COPY_ALIGN;
+        if (padded < len || used > SIZE_MAX - padded)
+            return mi_err(MI_ERR_NOMEM, "aligned copies of the tensor data overflow the address space");
+        used += padded;
+        a = b;
+    }
+    *total = used;
+    return MI_OK;
+}
+
+static mi_status align_tensor_data(gguf_file *f) {
+    size_t m = 1;
+    int64_t n = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const size_t a = mi_type_align(f->ti[i].type);
+        if ((uintptr_t)f->ti[i].data % a) {
+            n++;
+            if (a > m) m = a;
+        }
+    }
+    if (n == 0) return MI_OK;
+    copy_ent *e = malloc((size_t)n * sizeof *e);
+    if (!e) return mi_err(MI_ERR_NOMEM, "out of memory listing %" PRId64 " misaligned tensors", n);
+    int64_t k = 0;
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        if ((uintptr_t)f->ti[i].data % mi_type_align(f->ti[i].type))
+            e[k++] = (copy_ent){(uintptr_t)f->ti[i].data % m, f->ti[i].offset, i};
+    qsort(e, (size_t)n, sizeof *e, copy_ent_cmp);
+    size_t total = 0;
+    mi_status st = copy_extents(f, e, n, NULL, &total);
+    if (st == MI_OK) {
+        f->copy = aligned_alloc(GGUF_COPY_ALIGN, total);
+        if (!f->copy)
+            st = mi_err(MI_ERR_NOMEM, "out of memory for %zu bytes of aligned tensor data (general.alignment = %zu "
+                        "leaves %" PRId64 " tensors misaligned)", total, f->alignment, n);
+    }
+    if (st == MI_OK) st = copy_extents(f, e, n, f->copy, &total);
+    free(e);
+    return st;
+}
+
 static mi_status parse(gguf_file *f) {
     cursor c = {f->base, 0, f->size};
     uint32_t magic;
@@ -377,7 +460,7 @@ static mi_status parse(gguf_file *f) {
         return mi_err(MI_ERR_FORMAT, "truncated file: tensor data section starts at %zu but the file has %zu bytes",
                       f->data_off, f->size);
     for (int64_t i = 0; i < f->n_tensors; i++) MI_TRY(check_tensor(f, &f->ti[i]));
-    return MI_OK;
+    return align_tensor_data(f);
 }
 
 static mi_status open_image(const uint8_t *data, size_t size, size_t map_len, gguf_file **out) {
@@ -448,6 +531,7 @@ void gguf_close(gguf_file *f) {
     free(f->strs);
     free(f->key_hash.slot);
     free(f->tensor_hash.slot);
+    free(f->copy);
     if (f->map_len) munmap((void *)f->base, f->map_len);
     free(f);
 }
@@ -517,7 +601,7 @@ static mi_status get_node(const gguf_file *f, const char *key, const gguf_node *
 }
 
 static mi_status get_int(const gguf_file *f, const char *key, uint64_t *u, int64_t *s, bool *neg) {
-    const gguf_node *n;
+    const gguf_node *n = NULL; /* gcc 14 -Wmaybe-uninitialized cannot see get_node set it */
     MI_TRY(get_node(f, key, &n));
     if (!gguf_node_int(n, u, s, neg))
         return mi_err(MI_ERR_FORMAT, "key '%s' has type %s, want an integer", key, gguf_vt_name(n->type));
@@ -550,7 +634,7 @@ mi_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out) {
     return MI_OK;
 }
 mi_status gguf_get_f32(const gguf_file *f, const char *key, float *out) {
-    const gguf_node *n;
+    const gguf_node *n = NULL; /* gcc 14 -Wmaybe-uninitialized cannot see get_node set it */
     MI_TRY(get_node(f, key, &n));
     if (n->type == GGUF_VT_FLOAT32) {
         uint32_t b = ld32(n->p);
@@ -566,14 +650,14 @@ mi_status gguf_get_f32(const gguf_file *f, const char *key, float *out) {
     return MI_OK;
 }
 mi_status gguf_get_bool(const gguf_file *f, const char *key, bool *out) {
-    const gguf_node *n;
+    const gguf_node *n = NULL; /* gcc 14 -Wmaybe-uninitialized cannot see get_node set it */
     MI_TRY(get_node(f, key, &n));
     if (n->type != GGUF_VT_BOOL) return mi_err(MI_ERR_FORMAT, "key '%s' has type %s, want bool", key, gguf_vt_name(n->type));
     *out = n->p[0] != 0;
     return MI_OK;
 }
 mi_status gguf_get_str(const gguf_file *f, const char *key, const char **s, size_t *len) {
-    const gguf_node *n;
+    const gguf_node *n = NULL; /* gcc 14 -Wmaybe-uninitialized cannot see get_node set it */
     MI_TRY(get_node(f, key, &n));
     if (n->type != GGUF_VT_STRING) return mi_err(MI_ERR_FORMAT, "key '%s' has type %s, want str", key, gguf_vt_name(n->type));
     *s = (const char *)n->p;

@@ -72,6 +72,10 @@ const char *mi_type_name(int type_id);        /* "?" if unknown */
 int mi_type_from_name(const char *name);      /* case-insensitive; -1 if unknown */
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t mi_row_size(mi_type t, int64_t n);
+/* Address alignment a tensor of type t needs: the kernels read it through typed
+ * pointers (block structs, float, uint16_t) and only ever with unaligned vector loads,
+ * so this is the C alignment of the type's element or block (1 if unknown). */
+size_t mi_type_align(mi_type t);
 
 /* Reference (scalar) conversions. n must be a multiple of the block size. */
 void mi_dequantize_row(mi_type t, const void *src, float *dst, int64_t n);

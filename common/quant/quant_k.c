@@ -183,6 +183,10 @@ static float choose_sub_scales(const float *x, int nmax, float d, float dmin, ui
                 }
             }
         }
+        /* non-finite or huge input makes every error inf or nan, so none was taken:
+         * keep the rounded scales, and q must still be written */
+        if (!(best < INFINITY))
+            best = requant_asym(x + 32 * s, 32, nmax, d * (float)ls0, dmin * (float)lm0, q + 32 * s);
         total += best;
     }
     return total;
@@ -324,6 +328,8 @@ static float choose_sym_scales(const float *x, float d, int8_t ls[16], int8_t q[
                 memcpy(q + 16 * s, qb, 16);
             }
         }
+        /* as in choose_sub_scales: with every error inf or nan, keep l0 and still write q */
+        if (!(best < INFINITY)) best = requant_sym(x + 16 * s, 16, d * (float)l0, q + 16 * s);
         total += best;
     }
     return total;

@@ -68,6 +68,28 @@ size_t mi_row_size(mi_type t, int64_t n) {
     return (size_t)(n / tr->blck_size) * tr->type_size;
 }
 
+size_t mi_type_align(mi_type t) {
+    switch (t) {
+    case MI_TYPE_F32: return _Alignof(float);
+    case MI_TYPE_F16: case MI_TYPE_BF16: case MI_TYPE_I16: return _Alignof(uint16_t);
+    case MI_TYPE_Q4_0: return _Alignof(mi_block_q4_0);
+    case MI_TYPE_Q4_1: return _Alignof(mi_block_q4_1);
+    case MI_TYPE_Q5_0: return _Alignof(mi_block_q5_0);
+    case MI_TYPE_Q5_1: return _Alignof(mi_block_q5_1);
+    case MI_TYPE_Q8_0: return _Alignof(mi_block_q8_0);
+    case MI_TYPE_Q8_1: return _Alignof(mi_block_q8_1);
+    case MI_TYPE_Q2_K: case MI_TYPE_Q3_K: return _Alignof(uint16_t);   /* ggml's blocks hold fp16 scales */
+    case MI_TYPE_Q4_K: return _Alignof(mi_block_q4_k);
+    case MI_TYPE_Q5_K: return _Alignof(mi_block_q5_k);
+    case MI_TYPE_Q6_K: return _Alignof(mi_block_q6_k);
+    case MI_TYPE_Q8_K: return _Alignof(mi_block_q8_k);
+    case MI_TYPE_I32: return _Alignof(int32_t);
+    case MI_TYPE_I64: return _Alignof(int64_t);
+    case MI_TYPE_F64: return _Alignof(double);
+    default: return 1;
+    }
+}
+
 void mi_dequantize_row(mi_type t, const void *src, float *dst, int64_t n) {
     switch (t) {
     case MI_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
