@@ -1,7 +1,8 @@
 /* `minfer bench`: llama-bench-shaped throughput runs. ppN = N random (fixed-seed) tokens
  * fed as one batch into an empty cache; tgN = N single-token decodes from position 0.
- * Prints a table (mean ± sd over -r reps), peak RSS against model file + KV cache, the
- * DRAM read bandwidth measured in the same run (CPU), and one JSON line per test. */
+ * Prints a table (mean ± sd over -r reps; the header at once, each row as its test
+ * finishes), peak RSS against model file + KV cache, the DRAM read bandwidth measured in
+ * the same run (CPU), and one JSON line per test. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include "common/backend/backend.h"
+#include "tools/cli.h"
 
 extern char **environ;
 
@@ -200,46 +202,78 @@ static int bench_fail(const char *what) {
     return 1;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *backend = "auto", *json = NULL, *plist = "512";
-    int n_gen = 128, reps = 5, n_threads = 0;
-    bool kv_f32 = false;
+static void bench_usage(FILE *f) {
+    fprintf(f, "usage: minfer bench -m FILE [-p 512,2048] [-n 128] [-r 5] [-t THREADS] [--backend cpu|cuda|auto] [--kv f16|f32] [--json PATH]\n"
+               "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n"
+               "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU\n",
+            mi_cli_max_threads());
+}
+
+typedef struct {
+    const char *model, *backend, *json;
+    int n_gen, reps, n_threads, n_pp;
+    int64_t pp[16];
+    bool kv_f32;
+} bench_args;
+
+/* Returns -1 to go on, else the exit status (0 after --help). */
+static int bench_parse(int argc, char **argv, bench_args *a) {
+    const char *plist = "512";
+    *a = (bench_args){.backend = "auto", .n_gen = 128, .reps = 5};
+    static const char *const valued[] = {"-m", "-p", "-n", "-r", "-t", "--backend", "--kv", "--json"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            fprintf(stderr, "usage: minfer bench -m FILE [-p 512,2048] [-n 128] [-r 5] [-t THREADS] [--backend cpu|cuda|auto] [--kv f16|f32] [--json PATH]\n"
-                            "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n");
+            bench_usage(stdout);
             return 0;
         }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(o, valued[k]);
+        if (!known) {
+            fprintf(stderr, o[0] == '-' ? "minfer: unknown option '%s'\n" : "minfer: unexpected argument '%s'\n", o);
+            bench_usage(stderr);
+            return 1;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "minfer: option '%s' needs a value (or is unknown)\n", o);
+            fprintf(stderr, "minfer: option '%s' needs a value\n", o);
             return 1;
         }
         const char *v = argv[++i];
-        char *end = NULL;
-        if (!strcmp(o, "-m")) model = v;
+        char *end = NULL, err[256];
+        if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "-p")) plist = v;
-        else if (!strcmp(o, "--backend")) backend = v;
-        else if (!strcmp(o, "--json")) json = v;
-        else if (!strcmp(o, "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) kv_f32 = !strcmp(v, "f32");
-        else if (!strcmp(o, "-n") && (n_gen = (int)strtol(v, &end, 10), *end == 0 && n_gen >= 0)) {}
-        else if (!strcmp(o, "-r") && (reps = (int)strtol(v, &end, 10), *end == 0 && reps > 0 && reps <= 1000)) {}
-        else if (!strcmp(o, "-t") && (n_threads = (int)strtol(v, &end, 10), *end == 0 && n_threads >= 0)) {}
+        else if (!strcmp(o, "--backend")) a->backend = v;
+        else if (!strcmp(o, "--json")) a->json = v;
+        else if (!strcmp(o, "-t")) {
+            if (mi_cli_threads(v, &a->n_threads, err, sizeof err)) return bench_fail(err);
+        } else if (!strcmp(o, "--kv") && (!strcmp(v, "f16") || !strcmp(v, "f32"))) a->kv_f32 = !strcmp(v, "f32");
+        else if (!strcmp(o, "-n") && (a->n_gen = (int)strtol(v, &end, 10), *end == 0 && a->n_gen >= 0)) {}
+        else if (!strcmp(o, "-r") && (a->reps = (int)strtol(v, &end, 10), *end == 0 && a->reps > 0 && a->reps <= 1000)) {}
         else {
-            fprintf(stderr, "minfer: bad option or value: %s %s\n", o, v);
+            fprintf(stderr, "minfer: bad value for %s: '%s'\n", o, v);
             return 1;
         }
     }
-    if (!model) return bench_fail("no model given (-m FILE)");
-    int64_t pp[16];
-    int n_pp = 0;
+    if (!a->model) return bench_fail("no model given (-m FILE)");
     for (const char *p = plist; *p;) {
         char *end;
         long long x = strtoll(p, &end, 10);
-        if (end == p || (*end && *end != ',') || x < 0 || x > (1 << 20) || n_pp == 16) return bench_fail("-p wants a list like 512,2048");
-        if (x > 0) pp[n_pp++] = x;
+        if (end == p || (*end && *end != ',') || x < 0 || x > (1 << 20) || a->n_pp == 16)
+            return bench_fail("-p wants a list like 512,2048");
+        if (x > 0) a->pp[a->n_pp++] = x;
         p = *end ? end + 1 : end;
     }
+    return -1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args ba;
+    int prc = bench_parse(argc, argv, &ba);
+    if (prc >= 0) return prc;
+    const char *model = ba.model, *backend = ba.backend, *json = ba.json;
+    const int n_gen = ba.n_gen, reps = ba.reps, n_threads = ba.n_threads, n_pp = ba.n_pp;
+    const int64_t *pp = ba.pp;
+    const bool kv_f32 = ba.kv_f32;
 
     mi_model *m = NULL;
     mi_model_params mp = {backend};
@@ -268,13 +302,31 @@ int cmd_bench(int argc, char **argv) {
     int64_t n_ids = n_ctx;
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
     double *tv = malloc((size_t)reps * sizeof *tv);
-    if (!ids || !tv) return bench_fail("out of memory");
+    if (!ids || !tv) {
+        free(ids);
+        free(tv);
+        mi_session_free(s);
+        mi_model_free(m);
+        return bench_fail("out of memory");
+    }
     uint64_t st = 0x5eed;
     for (int64_t i = 0; i < n_ids; i++) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((st >> 33) % (uint64_t)hp->n_vocab);
     }
 
+    const char *slash = strrchr(model, '/');
+    const char *mname = slash ? slash + 1 : model;
+    char type[32], shape[128] = "", cpu[128], gpu[128] = "none", driver[64] = "none", commit[64], date[32];
+    uint32_t ft = 0;
+    const char *ftn = (gguf_find_key(gf, "general.file_type") >= 0 && gguf_get_u32(gf, "general.file_type", &ft) == MI_OK) ? ftype_name(ft) : NULL;
+    snprintf(type, sizeof type, "%s", ftn ? ftn : mi_type_name(mi_model_dominant_type(m)));
+
+    /* the table's header now and each row as its test ends, as llama-bench does: a long
+     * run shows its first results while the rest are still measuring */
+    printf("| model | type | size | backend | threads | test | t/s | GB/s |\n");
+    printf("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n");
+    fflush(stdout);
     bench_row rows[18];
     int n_rows = 0;
     double bw_before = 0, bw_after = 0;
@@ -311,6 +363,11 @@ int cmd_bench(int argc, char **argv) {
         mean_sd(tv, reps, &row->mean, &row->sd);
         row->reps = reps;
         row->gb_s = is_tg ? bytes_total / reps / 1e9 : 0.0;
+        char gbs[32] = "";
+        if (row->gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", row->gb_s);
+        printf("| %s | %s | %.1f MiB | %s | %d | %s | %.2f ± %.2f | %s |\n", mname, type,
+               mi_model_weight_bytes(m) / 1048576.0, be, threads, row->test, row->mean, row->sd, gbs);
+        fflush(stdout);
     }
 
     struct rusage ru;
@@ -319,12 +376,6 @@ int cmd_bench(int argc, char **argv) {
     double file_mb = gguf_file_size(gf) / 1048576.0, kv_mb = mi_session_kv_bytes(s) / 1048576.0;
     double mem_bw = (bw_before > 0 && bw_after > 0) ? 0.5 * (bw_before + bw_after) : (bw_before > 0 ? bw_before : bw_after);
 
-    const char *slash = strrchr(model, '/');
-    const char *mname = slash ? slash + 1 : model;
-    char type[32], shape[128] = "", cpu[128], gpu[128] = "none", driver[64] = "none", commit[64], date[32];
-    uint32_t ft = 0;
-    const char *ftn = (gguf_find_key(gf, "general.file_type") >= 0 && gguf_get_u32(gf, "general.file_type", &ft) == MI_OK) ? ftype_name(ft) : NULL;
-    snprintf(type, sizeof type, "%s", ftn ? ftn : mi_type_name(mi_model_dominant_type(m)));
     const char *gn;
     size_t gl;
     if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
@@ -350,18 +401,11 @@ int cmd_bench(int argc, char **argv) {
         snprintf(switches + l, sizeof switches - l, "%s%s", l ? "," : "", *e);
     }
 
-    printf("| model | type | size | backend | threads | test | t/s | GB/s |\n");
-    printf("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n");
-    for (int i = 0; i < n_rows && !rc; i++) {
-        char gbs[32] = "";
-        if (rows[i].gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", rows[i].gb_s);
-        printf("| %s | %s | %.1f MiB | %s | %d | %s | %.2f ± %.2f | %s |\n", mname, type,
-               mi_model_weight_bytes(m) / 1048576.0, be, threads, rows[i].test, rows[i].mean, rows[i].sd, gbs);
-    }
     if (!rc) {
+        char nth[32];
         if (mem_bw > 0)
-            printf("memory read bandwidth (same run, %d threads): %.1f GB/s before tg, %.1f GB/s after%s\n", threads,
-                   bw_before, bw_after, n_gen > 0 ? "" : " (no tg test)");
+            printf("memory read bandwidth (same run, %s): %.1f GB/s before tg, %.1f GB/s after%s\n",
+                   mi_cli_plural(threads, "thread", nth, sizeof nth), bw_before, bw_after, n_gen > 0 ? "" : " (no tg test)");
         for (int i = 0; i < n_rows; i++)
             if (rows[i].gb_s > 0 && mem_bw > 0)
                 printf("%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test, rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);

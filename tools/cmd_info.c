@@ -9,8 +9,16 @@
 
 #define INFO_SMALL_ARRAY 64   /* --json: arrays up to this length are listed, longer ones hashed */
 
+static void usage_to(FILE *f) {
+    fprintf(f, "usage: minfer info FILE [--json] [--require KEY]...\n"
+               "  FILE's header, metadata, tensor table and totals (sizes in KiB/MiB/GiB)\n"
+               "  --json           the same as one JSON object\n"
+               "  --require KEY    fail (exit 1) unless the metadata holds KEY\n");
+}
+
+/* a usage error: exit status 2 */
 static int usage(void) {
-    fprintf(stderr, "usage: minfer info FILE [--json] [--require KEY]...\n");
+    usage_to(stderr);
     return 2;
 }
 
@@ -175,8 +183,9 @@ static void print_text(FILE *o, const char *path, const gguf_file *f) {
     static const char *const byte_units[] = {" B", "KiB", "MiB", "GiB", "TiB", NULL};
     char a[32], b[32];
     fprintf(o, "file:      %s\n", path);
-    fprintf(o, "gguf:      version %u, alignment %zu, data offset %zu, file size %zu\n", gguf_version(f),
-            gguf_alignment(f), gguf_data_offset(f), gguf_file_size(f));
+    human(b, sizeof b, (double)gguf_file_size(f), byte_units, 1024.0);
+    fprintf(o, "gguf:      version %u, alignment %zu, data offset %zu, file size %zu (%s)\n", gguf_version(f),
+            gguf_alignment(f), gguf_data_offset(f), gguf_file_size(f), b);
     fprintf(o, "metadata:  %" PRId64 " keys\n", gguf_n_kv(f));
     char val[400];
     for (int64_t i = 0; i < gguf_n_kv(f); i++) {
@@ -229,7 +238,10 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--require") && i + 1 < argc && n_require < 32) require[n_require++] = argv[++i];
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage();
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage_to(stdout);
+            return 0;
+        }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "minfer: info: unknown option '%s'\n", argv[i]);
             return usage();

@@ -7,11 +7,14 @@
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 #include "common/model/mi.h"
+#include "common/core/mi_file.h"
 #include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/sampler/sampler.h"
+#include "tools/cli.h"
 
 #define MAX_TURNS 16
 
@@ -19,7 +22,7 @@ typedef struct {
     const char *model, *prompts[MAX_TURNS], *tokens, *dump, *backend, *chunks;
     int n_prompts, n_gen, n_threads;
     int64_t n_ctx;
-    bool chat, ignore_eos, kv_f32;
+    bool chat, ignore_eos, kv_f32, verbose_prompt;
     mi_sampler_params sp;
 } run_args;
 
@@ -30,6 +33,7 @@ typedef struct {
     uint32_t dump_rows;
     int64_t chunk[64];
     int n_chunk;
+    bool progress;       /* stderr is a terminal and the session runs on the CPU */
     double t_prompt, t_gen, gen_bytes;
     int64_t n_prompt_tok, n_gen_tok, n_gen_steps;
 } run_state;
@@ -39,16 +43,21 @@ static int fail(const char *msg) {
     return 1;
 }
 
-static void usage(void) {
-    fprintf(stderr,
+static void usage(FILE *f) {
+    fprintf(f,
             "usage: minfer run -m FILE (-p TEXT ... | --tokens ID,ID,...) [-n N] [--chat] [--temp T] [--top-k K]\n"
             "                  [--top-p P] [--min-p P] [--seed N] [-t THREADS] [--backend cpu|cuda|auto]\n"
             "                  [-c N_CTX] [--kv f16|f32] [--dump-logits FILE] [--chunks N,N,...] [--ignore-eos]\n"
+            "                  [--verbose-prompt]\n"
             "  -p may be repeated: with --chat each one is a new user turn of one conversation.\n"
+            "  --chat: control-token texts inside -p (<|im_start|>, ...) stay plain text.\n"
+            "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU.\n"
             "  Default sampling is greedy; --temp > 0 samples (top-k 40, top-p 0.95, min-p 0.05 unless set).\n"
             "  --dump-logits: 'MILG', u32 version=1, u32 n_vocab, u32 n_rows, then n_rows x n_vocab float32\n"
             "  (every prompt position, then one row per generated token fed back).\n"
-            "  --chunks: feed each prompt in pieces of these sizes (the rest in one last piece).\n");
+            "  --chunks: feed each prompt in pieces of these sizes (the rest in one last piece).\n"
+            "  --verbose-prompt: print each turn's prompt token ids to stderr before feeding them.\n",
+            mi_cli_max_threads());
 }
 
 static bool parse_i64(const char *s, int64_t *out) {
@@ -89,9 +98,24 @@ static int parse_list(const char *s, int64_t **out, int64_t *n) {
         v[k++] = x;
         p = *end ? end + 1 : end;
     }
+    if (k == 0) {
+        free(v);
+        return -1;
+    }
     *out = v;
     *n = k;
-    return k > 0 ? 0 : -1;
+    return 0;
+}
+
+/* Options that take a value; anything else starting with '-' is unknown, so the error names
+ * the option itself rather than the option and the word after it. */
+static const char *const VALUED[] = {"-m", "-p", "--tokens", "--dump-logits", "--backend", "--chunks", "--kv", "-n", "-t",
+                                     "-c", "--seed", "--temp", "--top-k", "--top-p", "--min-p"};
+
+static bool is_valued(const char *o) {
+    for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++)
+        if (!strcmp(o, VALUED[k])) return true;
+    return false;
 }
 
 static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errsz) {
@@ -101,10 +125,15 @@ static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errs
     mi_sampler_params_default(&a->sp);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(); exit(0); }
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(stdout); exit(0); }
         if (!strcmp(o, "--chat")) { a->chat = true; continue; }
         if (!strcmp(o, "--ignore-eos")) { a->ignore_eos = true; continue; }
-        if (i + 1 >= argc) { snprintf(err, errsz, "option '%s' needs a value (or is unknown)", o); return -1; }
+        if (!strcmp(o, "--verbose-prompt")) { a->verbose_prompt = true; continue; }
+        if (!is_valued(o)) {
+            snprintf(err, errsz, o[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", o);
+            return -1;
+        }
+        if (i + 1 >= argc) { snprintf(err, errsz, "option '%s' needs a value", o); return -1; }
         const char *v = argv[++i];
         int64_t iv;
         float fv;
@@ -119,33 +148,50 @@ static int parse_args(int argc, char **argv, run_args *a, char *err, size_t errs
         else if (!strcmp(o, "--kv")) {
             if (!strcmp(v, "f32")) a->kv_f32 = true;
             else if (strcmp(v, "f16")) { snprintf(err, errsz, "--kv must be f16 or f32, not '%s'", v); return -1; }
+        } else if (!strcmp(o, "-t")) {
+            if (mi_cli_threads(v, &a->n_threads, err, errsz)) return -1;
         } else if (!strcmp(o, "-n") && parse_i64(v, &iv) && iv >= 0 && iv <= 1000000) a->n_gen = (int)iv;
-        else if (!strcmp(o, "-t") && parse_i64(v, &iv) && iv >= 0 && iv <= 1024) a->n_threads = (int)iv;
         else if (!strcmp(o, "-c") && parse_i64(v, &iv) && iv > 0) a->n_ctx = iv;
         else if (!strcmp(o, "--seed") && parse_i64(v, &iv)) a->sp.seed = (uint64_t)iv;
         else if (!strcmp(o, "--temp") && parse_f(v, &fv) && fv >= 0) a->sp.temp = fv;
         else if (!strcmp(o, "--top-k") && parse_i64(v, &iv) && iv >= 0 && iv < (1 << 30)) a->sp.top_k = (int)iv;
         else if (!strcmp(o, "--top-p") && parse_f(v, &fv) && fv > 0 && fv <= 1) a->sp.top_p = fv;
         else if (!strcmp(o, "--min-p") && parse_f(v, &fv) && fv >= 0 && fv <= 1) a->sp.min_p = fv;
-        else { snprintf(err, errsz, "bad option or value: %s %s", o, v); return -1; }
+        else { snprintf(err, errsz, "bad value for %s: '%s'", o, v); return -1; }
     }
     if (!a->model) { snprintf(err, errsz, "no model given (-m FILE)"); return -1; }
     if (!a->n_prompts && !a->tokens) { snprintf(err, errsz, "no prompt given (-p TEXT or --tokens ID,...)"); return -1; }
     return 0;
 }
 
+/* Prompt tokens per decode call while a progress line is shown: the session splits a CPU
+ * prompt into graphs of at most 512 tokens anyway, and chunked feeding gives bit-identical
+ * logits, so the line costs nothing but a redraw. */
+#define PROGRESS_PIECE 512
+
 /* Feed tokens (in --chunks pieces), appending every row of logits to the dump. */
 static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_prompt) {
     const int64_t nv = mi_model_hparams(r->m)->n_vocab;
     int64_t done = 0;
     int ci = 0;
+    mi_progress pg;
+    bool show = is_prompt && r->progress && r->n_chunk == 0 && n > PROGRESS_PIECE;
+    if (show) {
+        mi_progress_start(&pg, "prefill");
+        mi_progress_count(&pg, 0, n, "tokens");
+    }
     while (done < n) {
         int64_t piece = n - done;
         if (is_prompt && ci < r->n_chunk && r->chunk[ci] > 0 && r->chunk[ci] < piece) piece = r->chunk[ci];
+        if (show && piece > PROGRESS_PIECE) piece = PROGRESS_PIECE;
         ci++;
         int64_t n_past = mi_session_n_past(r->s);
         double t0 = mi_now_s();
-        MI_TRY(mi_session_decode(r->s, tok + done, piece, r->dump != NULL));
+        mi_status st = mi_session_decode(r->s, tok + done, piece, r->dump != NULL);
+        if (st != MI_OK) {
+            if (show) mi_progress_clear(&pg);
+            return st;
+        }
         double dt = mi_now_s() - t0;
         if (is_prompt) {
             r->t_prompt += dt;
@@ -158,12 +204,16 @@ static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_promp
         if (r->dump) {
             int64_t rows;
             const float *l = mi_logits(r->s, &rows);
-            if (fwrite(l, sizeof(float), (size_t)(rows * nv), r->dump) != (size_t)(rows * nv))
+            if (fwrite(l, sizeof(float), (size_t)(rows * nv), r->dump) != (size_t)(rows * nv)) {
+                if (show) mi_progress_clear(&pg);
                 return mi_err(MI_ERR_IO, "writing the logits dump failed");
+            }
             r->dump_rows += (uint32_t)rows;
         }
         done += piece;
+        if (show) mi_progress_count(&pg, done, n, "tokens");
     }
+    if (show) mi_progress_clear(&pg);   /* the reply starts where the line was */
     return MI_OK;
 }
 
@@ -229,10 +279,11 @@ int cmd_run(int argc, char **argv) {
     char err[512];
     if (parse_args(argc, argv, &a, err, sizeof err)) {
         fprintf(stderr, "minfer: %s\n", err);
-        usage();
+        usage(stderr);
         return 1;
     }
     run_state r = {0};
+    mi_file_out dump_out = {0};
     mi_model *m = NULL;
     mi_session *s = NULL;
     mi_tokenizer *tk = NULL;
@@ -246,7 +297,11 @@ int cmd_run(int argc, char **argv) {
 
     if (a.chunks) {
         int64_t *v, n;
-        if (parse_list(a.chunks, &v, &n) || n > 64) return fail("--chunks wants up to 64 comma-separated sizes");
+        if (parse_list(a.chunks, &v, &n)) return fail("--chunks wants up to 64 comma-separated sizes");
+        if (n > 64) {
+            free(v);
+            return fail("--chunks wants up to 64 comma-separated sizes");
+        }
         for (int64_t i = 0; i < n; i++) r.chunk[i] = v[i];
         r.n_chunk = (int)n;
         free(v);
@@ -258,7 +313,7 @@ int cmd_run(int argc, char **argv) {
     gguf_file *gf = mi_model_gguf(m);
     if (tok_load(gf, &tk) != MI_OK) {
         if (!a.tokens) {
-            fprintf(stderr, "minfer: tokenizer: %s\n", mi_errmsg());
+            fprintf(stderr, "minfer: %s: %s\n", a.model, mi_errmsg());   /* the message starts "tokenizer: " */
             goto out;
         }
         mi_log("no usable tokenizer (%s): printing token ids", mi_errmsg());
@@ -279,16 +334,18 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     r.s = s;
+    r.progress = isatty(2) && !strcmp(mi_session_backend(s), "cpu");
     mi_log("%s: %s, %lld layers, %lld embd, %s, %.1f MiB | backend %s | ctx %lld, kv %s",
            a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
            mi_type_name(mi_model_dominant_type(m)), mi_model_weight_bytes(m) / 1048576.0,
            mi_session_backend(s), (long long)mi_session_n_ctx(s), a.kv_f32 ? "f32" : "f16");
+    /* replaced only when complete, like every file the tool writes (common/core/mi_file.h) */
     if (a.dump) {
-        r.dump = fopen(a.dump, "wb");
-        if (!r.dump) {
-            fprintf(stderr, "minfer: cannot write '%s'\n", a.dump);
+        if (mi_file_out_open(&dump_out, a.dump) != MI_OK) {
+            fprintf(stderr, "minfer: cannot write %s: %s\n", a.dump, mi_errmsg());
             goto out;
         }
+        r.dump = dump_out.fp;
         uint32_t hdr[4];
         memcpy(hdr, "MILG", 4);
         hdr[1] = 1;
@@ -326,10 +383,7 @@ int cmd_run(int argc, char **argv) {
             msgs[n_msgs].role = "user";
             msgs[n_msgs].content = a.prompts[turn];
             n_msgs++;
-            char *text = tok_chat_render(tok_chat_kind(gf), msgs, n_msgs, true);
-            if (!text) { fprintf(stderr, "minfer: chat template rendering failed\n"); goto out; }
-            st = tok_encode(tk, text, strlen(text), true, &full, &n_full);
-            free(text);
+            st = tok_chat_encode(tk, tok_chat_kind(gf), msgs, n_msgs, true, &full, &n_full);
             if (st != MI_OK) { fprintf(stderr, "minfer: %s\n", mi_errmsg()); goto out; }
         } else {
             /* plain continuation: each -p appends its text */
@@ -345,6 +399,11 @@ int cmd_run(int argc, char **argv) {
             if (pre) full[n_cached] = tok_bos(tk);
             if (np) memcpy(full + n_cached + pre, part, (size_t)np * sizeof *full);
             free(part);
+        }
+        if (a.verbose_prompt) {
+            fprintf(stderr, "prompt tokens (%lld):", (long long)n_full);
+            for (int64_t i = 0; i < n_full; i++) fprintf(stderr, " %d", full[i]);
+            fputc('\n', stderr);
         }
         int64_t k = common_prefix(cached, n_cached, full, n_full);
         if (k == n_full) k = n_full - 1;   /* at least one token to get fresh logits */
@@ -393,7 +452,10 @@ out:
     if (r.dump) {
         fseek(r.dump, 12, SEEK_SET);
         fwrite(&r.dump_rows, 4, 1, r.dump);
-        if (fclose(r.dump) != 0 && rc == 0) rc = fail("writing the logits dump failed");
+        if (mi_file_out_commit(&dump_out) != MI_OK && rc == 0) {
+            fprintf(stderr, "minfer: writing %s: %s\n", a.dump, mi_errmsg());
+            rc = 1;
+        }
     }
     for (int i = 0; i < MAX_TURNS; i++) free(replies[i]);
     free(cached);

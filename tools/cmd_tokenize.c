@@ -14,10 +14,12 @@ static void usage(FILE *f) {
             "  -p TEXT     text to encode            --stdin   read the text from stdin\n"
             "  --special   match control-token texts (e.g. <|im_start|>) in the input\n"
             "  --json      print [ids] as JSON        --chat    wrap TEXT as a user turn in the chat template\n"
+            "              (with --chat, control-token texts inside TEXT stay plain text; --special is ignored)\n"
             "  --info      print the tokenizer summary to stderr\n"
             "  --jsonl     each line: \"text\" or {\"text\": S, \"special\": B} -> {\"ids\": [..], \"chunks\": [hex..]}\n"
             "              or {\"text\": S, \"split\": true} -> {\"split\": [piece end byte offsets..]}\n"
-            "              or {\"chat\": [{\"role\": R, \"content\": C}..], \"add_assistant\": B} -> {\"text\": S}\n");
+            "              or {\"chat\": [{\"role\": R, \"content\": C}..], \"add_assistant\": B} -> {\"text\": S, \"ids\": [..]}\n"
+            "              (chat ids: control tokens from the template only, never from a role or content)\n");
 }
 
 /* ---- a small JSON reader: enough for strings, bools, numbers, arrays and objects ---- */
@@ -111,12 +113,19 @@ static bool jbool(jp *p, bool *v) {
     return false;
 }
 
-/* Skips any JSON value (for keys we do not use). */
-static bool jskip(jp *p) {
+/* Deepest nesting jskip follows: each level is a stack frame, and a line of a million '['
+ * must be an error, not a stack overflow. */
+#define JSKIP_MAX_DEPTH 64
+
+static bool jskip_at(jp *p, int depth) {
     ws(p);
     if (p->s >= p->e) return false;
     if (*p->s == '"') { size_t l; char *s = jstring(p, &l); free(s); return s != NULL; }
     if (*p->s == '[' || *p->s == '{') {
+        if (depth >= JSKIP_MAX_DEPTH) {
+            p->err = "JSON nested more than 64 levels deep";
+            return false;
+        }
         char close = *p->s == '[' ? ']' : '}';
         p->s++;
         if (jlit(p, (char[]){close, 0})) return true;
@@ -127,7 +136,7 @@ static bool jskip(jp *p) {
                 free(k);
                 if (!k || !jlit(p, ":")) return false;
             }
-            if (!jskip(p)) return false;
+            if (!jskip_at(p, depth + 1)) return false;
             if (jlit(p, ",")) continue;
             return jlit(p, (char[]){close, 0});
         }
@@ -135,6 +144,10 @@ static bool jskip(jp *p) {
     while (p->s < p->e && *p->s != ',' && *p->s != ']' && *p->s != '}' && *p->s != ' ') p->s++;
     return true;
 }
+
+/* Skips any JSON value (for keys we do not use). */
+static bool jskip(jp *p) { return jskip_at(p, 0); }
+
 
 /* ---- output ---- */
 static void print_ids(FILE *o, const int32_t *ids, int64_t n) {
@@ -153,6 +166,14 @@ static void print_jstring(FILE *o, const char *s, size_t n) {
         else fputc(c, o);
     }
     fputc('"', o);
+}
+
+/* {"error": MSG} with the parser's reason when it left one */
+static void print_error(FILE *o, const jp *p, const char *fallback) {
+    const char *m = p && p->err ? p->err : fallback;
+    fprintf(o, "{\"error\": ");
+    print_jstring(o, m, strlen(m));
+    fprintf(o, "}\n");
 }
 
 static int split_line(const mi_tokenizer *t, FILE *o, const char *text, size_t len) {
@@ -199,7 +220,6 @@ static int chat_line(jp *p, const mi_tokenizer *t, mi_chat_kind kind, FILE *o) {
     char *own[128];
     int n = 0, nown = 0, rc = 1;
     bool add_assistant = false;
-    (void)t;
     /* p is just past "chat": parse [{"role": .., "content": ..}, ..] then the other keys */
     if (!jlit(p, "[")) goto bad;
     if (!jlit(p, "]")) {
@@ -238,13 +258,23 @@ static int chat_line(jp *p, const mi_tokenizer *t, mi_chat_kind kind, FILE *o) {
     }
     char *s = tok_chat_render(kind, msgs, n, add_assistant);
     if (!s) goto bad;
+    int32_t *ids;
+    int64_t n_ids;
+    if (tok_chat_encode(t, kind, msgs, n, add_assistant, &ids, &n_ids) != MI_OK) {
+        free(s);
+        p->err = mi_errmsg();
+        goto bad;
+    }
     fprintf(o, "{\"text\": ");
     print_jstring(o, s, strlen(s));
+    fprintf(o, ", \"ids\": ");
+    print_ids(o, ids, n_ids);
     fprintf(o, "}\n");
+    free(ids);
     free(s);
     rc = 0;
 bad:
-    if (rc) fprintf(o, "{\"error\": \"bad chat line\"}\n");
+    if (rc) print_error(o, p, "bad chat line");
     for (int i = 0; i < nown; i++) free(own[i]);
     return rc;
 }
@@ -297,7 +327,7 @@ static int run_jsonl(const mi_tokenizer *t, mi_chat_kind kind, bool special_defa
             }
             break;
         }
-        if (!done) { printf("{\"error\": \"bad JSON line\"}\n"); bad++; }
+        if (!done) { print_error(stdout, &p, "bad JSON line"); bad++; }
         free(text);
         fflush(stdout);
     }
@@ -364,18 +394,18 @@ int cmd_tokenize(int argc, char **argv) {
         size_t len;
         char *text = use_stdin ? read_all(stdin, &len) : strdup(prompt);
         if (text && !use_stdin) len = strlen(text);
-        if (text && chat) {
-            mi_chat_msg m = {"user", text};
-            char *s = tok_chat_render(kind, &m, 1, true);
-            free(text);
-            text = s;
-            if (s) len = strlen(s);
-            special = true;
-        }
         int32_t *ids = NULL;
         int64_t n = 0;
+        mi_status st = MI_OK;
+        if (text && chat) {
+            /* a NUL inside --stdin text ends the message: the template API takes C strings */
+            mi_chat_msg m = {"user", text};
+            st = tok_chat_encode(t, kind, &m, 1, true, &ids, &n);
+        } else if (text) {
+            st = tok_encode(t, text, len, special, &ids, &n);
+        }
         if (!text) { fprintf(stderr, "minfer tokenize: out of memory\n"); rc = 1; }
-        else if (tok_encode(t, text, len, special, &ids, &n) != MI_OK) { fprintf(stderr, "minfer tokenize: %s\n", mi_errmsg()); rc = 1; }
+        else if (st != MI_OK) { fprintf(stderr, "minfer tokenize: %s\n", mi_errmsg()); rc = 1; }
         else if (json) { print_ids(stdout, ids, n); putchar('\n'); }
         else {
             for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);

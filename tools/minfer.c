@@ -1,8 +1,11 @@
 /* The minfer command line: one program, subcommands in tools/cmd_*.c.
  * A subcommand's file may be absent in a partial build; it then says so. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/backend/backend.h"
+#include "tools/cli.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
 int cmd_info(int argc, char **argv) __attribute__((weak));
@@ -20,6 +23,30 @@ static const struct { const char *name; cmd_fn *fn; const char *help; } cmds[] =
     {"synth", NULL, "synth --shape NAME --type MIX -o FILE [--seed N]"},
     {"tokenize", NULL, "tokenize -m FILE [-p TEXT | --stdin] [--special]   print token ids"},
 };
+
+int mi_cli_max_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long m = 4 * (n > 0 ? n : 1);
+    return m > 1024 ? 1024 : (int)m;
+}
+
+int mi_cli_threads(const char *v, int *out, char *err, size_t errsz) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    int max = mi_cli_max_threads();
+    if (end == v || *end || x < 0 || x > max) {
+        snprintf(err, errsz, "-t '%s': give 1..%d threads (4 x the %ld online CPUs, at most 1024), or 0 for one per CPU",
+                 v, max, sysconf(_SC_NPROCESSORS_ONLN));
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+const char *mi_cli_plural(long n, const char *word, char *buf, size_t cap) {
+    snprintf(buf, cap, "%ld %s%s", n, word, n == 1 ? "" : "s");
+    return buf;
+}
 
 static cmd_fn lookup(const char *name) {
     if (!strcmp(name, "run")) return cmd_run;

@@ -32,4 +32,11 @@ size_t pretok_split(mi_pretok kind, const uint32_t *cps, size_t n, size_t *ends)
 /* tokenizer.ggml.pre value -> kind; false for names we do not implement. */
 bool pretok_from_name(const char *name, size_t len, mi_pretok *out, bool *ignore_merges);
 
+/* tok_encode with control tokens recognised only inside the byte ranges
+ * [ctrl[2k], ctrl[2k+1]) (sorted, disjoint), each match wholly inside one range; user-defined
+ * tokens are matched everywhere, as with tok_encode. The text between matches is ordinary
+ * text whichever ranges it spans, so it splits and merges exactly as in tok_encode. */
+mi_status tok_encode_ranges(const mi_tokenizer *t, const char *text, size_t len, const size_t *ctrl, int n_ctrl,
+                            int32_t **out, int64_t *n_out);
+
 #endif

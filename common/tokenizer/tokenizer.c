@@ -121,6 +121,18 @@ static const merge_ent *merge_find(const mi_tokenizer *t, int32_t a, int32_t b) 
 }
 
 /* ---- loading ---- */
+/* A string from the file, as an error message may show it: at most 60 bytes, control
+ * bytes as '?', so a hostile file cannot send escape sequences to the user's terminal. */
+static const char *shown(const char *s, size_t len, char out[64]) {
+    size_t n = len < 60 ? len : 60;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[i] = c < 32 || c == 127 ? '?' : (char)c;
+    }
+    strcpy(out + n, len > n ? "..." : "");
+    return out;
+}
+
 static mi_status get_id(const gguf_file *f, const char *key, int64_t n_vocab, int32_t *out) {
     *out = -1;
     if (gguf_find_key(f, key) < 0) return MI_OK;
@@ -249,8 +261,8 @@ static mi_status load_merges(mi_tokenizer *t, const gguf_file *f) {
         }
         /* HF refuses such a file too (merge token out of vocabulary) */
         if (a < 0 || b < 0 || m < 0)
-            return mi_err(MI_ERR_FORMAT, "tokenizer.ggml.merges[%llu] '%.*s': a part or the result is not in the vocabulary",
-                          (unsigned long long)r, (int)(len > 80 ? 80 : len), s);
+            return mi_err(MI_ERR_FORMAT, "tokenizer.ggml.merges[%llu] '%s': a part or the result is not in the vocabulary",
+                          (unsigned long long)r, shown(s, len, buf));
         uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
         for (size_t h = hash_u64(key) & t->merge_mask;; h = (h + 1) & t->merge_mask) {
             if (t->merges[h].key == key) break;   /* a repeated pair keeps its first (lowest) rank */
@@ -309,8 +321,8 @@ mi_status tok_load(const gguf_file *f, mi_tokenizer **out) {
         return mi_err(MI_ERR_FORMAT, "no tokenizer in this file (tokenizer.ggml.model missing)");
     MI_TRY(gguf_get_str(f, "tokenizer.ggml.model", &s, &len));
     if (len != 4 || memcmp(s, "gpt2", 4))
-        return mi_err(MI_ERR_UNSUPPORTED, "tokenizer.ggml.model '%.*s': only 'gpt2' (byte-level BPE) is supported",
-                      (int)(len > 40 ? 40 : len), s);
+        return mi_err(MI_ERR_UNSUPPORTED, "tokenizer.ggml.model '%s': only 'gpt2' (byte-level BPE) is supported",
+                      shown(s, len, (char[64]){0}));
     mi_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return mi_err(MI_ERR_NOMEM, "tokenizer: out of memory");
     mi_status st = MI_OK;
@@ -320,8 +332,8 @@ mi_status tok_load(const gguf_file *f, mi_tokenizer **out) {
     } else {
         if ((st = gguf_get_str(f, "tokenizer.ggml.pre", &s, &len)) != MI_OK) goto fail;
         if (!pretok_from_name(s, len, &t->pretok, &t->ignore_merges)) {
-            st = mi_err(MI_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%.*s' is not supported (supported: gpt2, llama-bpe, qwen2, smollm and aliases)",
-                        (int)(len > 40 ? 40 : len), s);
+            st = mi_err(MI_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%s' is not supported (supported: gpt2, llama-bpe, qwen2, smollm and aliases)",
+                        shown(s, len, (char[64]){0}));
             goto fail;
         }
     }
@@ -525,9 +537,10 @@ mi_status tok_pretokenize(const mi_tokenizer *t, const char *text, size_t len, s
     return MI_OK;
 }
 
-/* Longest special token starting at s[0..len), -1 if none. Control tokens only with
- * parse_special; user-defined ones always (HF splits non-special added tokens too). */
-static int32_t match_special(const mi_tokenizer *t, const char *s, size_t len, bool parse_special) {
+/* Longest special token starting at s[0..len), -1 if none. Control tokens only when they
+ * fit in ctrl_len bytes (0: never); user-defined ones always (HF splits non-special added
+ * tokens too, whatever its encode_special_tokens says). */
+static int32_t match_special(const mi_tokenizer *t, const char *s, size_t len, size_t ctrl_len) {
     int32_t best = -1;
     uint32_t best_len = 0;
     for (int64_t k = 0; k < t->n_special; k++) {
@@ -535,14 +548,15 @@ static int32_t match_special(const mi_tokenizer *t, const char *s, size_t len, b
         uint32_t l = t->text_len[id];
         const char *x = t->arena + t->text_off[id];
         if (l > len || l <= best_len || x[0] != s[0]) continue;
-        if (!parse_special && t->type[id] == TT_CONTROL) continue;
+        if (t->type[id] == TT_CONTROL && l > ctrl_len) continue;
         if (!memcmp(x, s, l)) { best = id; best_len = l; }
     }
     return best;
 }
 
-mi_status tok_encode(const mi_tokenizer *t, const char *text, size_t len, bool parse_special,
-                     int32_t **out, int64_t *n_out) {
+/* ctrl == NULL with n_ctrl < 0: control tokens everywhere (tok_encode's parse_special). */
+static mi_status encode_impl(const mi_tokenizer *t, const char *text, size_t len, const size_t *ctrl, int n_ctrl,
+                             int32_t **out, int64_t *n_out) {
     *out = NULL;
     *n_out = 0;
     ids_buf b = {0};
@@ -551,8 +565,12 @@ mi_status tok_encode(const mi_tokenizer *t, const char *text, size_t len, bool p
     bool first_byte[256] = {0};
     for (int64_t k = 0; k < t->n_special; k++) first_byte[(unsigned char)t->arena[t->text_off[t->special[k]]]] = true;
     size_t start = 0;
+    int r = 0;   /* the first control range that does not end at or before i */
     for (size_t i = 0; i < len && st == MI_OK;) {
-        int32_t id = first_byte[(unsigned char)text[i]] ? match_special(t, text + i, len - i, parse_special) : -1;
+        if (!first_byte[(unsigned char)text[i]]) { i++; continue; }
+        while (r < n_ctrl && ctrl[2 * r + 1] <= i) r++;
+        size_t ctrl_len = n_ctrl < 0 ? len - i : r < n_ctrl && ctrl[2 * r] <= i ? ctrl[2 * r + 1] - i : 0;
+        int32_t id = match_special(t, text + i, len - i, ctrl_len);
         if (id < 0) { i++; continue; }
         st = encode_text(t, &w, text + start, i - start, &b);
         if (st == MI_OK && !ids_push(&b, id)) st = mi_err(MI_ERR_NOMEM, "tokenizer: out of memory");
@@ -568,6 +586,19 @@ mi_status tok_encode(const mi_tokenizer *t, const char *text, size_t len, bool p
     *out = b.v;
     *n_out = b.n;
     return MI_OK;
+}
+
+mi_status tok_encode(const mi_tokenizer *t, const char *text, size_t len, bool parse_special,
+                     int32_t **out, int64_t *n_out) {
+    return encode_impl(t, text, len, NULL, parse_special ? -1 : 0, out, n_out);
+}
+
+mi_status tok_encode_ranges(const mi_tokenizer *t, const char *text, size_t len, const size_t *ctrl, int n_ctrl,
+                            int32_t **out, int64_t *n_out) {
+    for (int k = 0; k < n_ctrl; k++)
+        if (ctrl[2 * k] > ctrl[2 * k + 1] || ctrl[2 * k + 1] > len || (k && ctrl[2 * k] < ctrl[2 * k - 1]))
+            return mi_err(MI_ERR_INVALID, "tokenizer: control ranges must be sorted, disjoint and inside the text");
+    return encode_impl(t, text, len, ctrl, n_ctrl < 0 ? 0 : n_ctrl, out, n_out);
 }
 
 /* ---- streaming detokenizer ---- */

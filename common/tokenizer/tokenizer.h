@@ -68,8 +68,19 @@ typedef struct { const char *role; const char *content; } mi_chat_msg;
 typedef enum { MI_CHAT_CHATML = 0, MI_CHAT_SMOLLM, MI_CHAT_QWEN2 } mi_chat_kind;
 /* Pick from tokenizer.chat_template / general.basename; ChatML unless detected otherwise. */
 mi_chat_kind tok_chat_kind(const gguf_file *f);
-/* Render messages (+ the assistant prefix when add_assistant); malloc'd NUL-terminated. */
+/* Render messages (+ the assistant prefix when add_assistant); malloc'd NUL-terminated.
+ * For display and template tests only: encoding this string with parse_special would turn
+ * control-token texts inside a message into control tokens. */
 char *tok_chat_render(mi_chat_kind kind, const mi_chat_msg *msgs, int n, bool add_assistant);
+/* The token ids of the rendered conversation (*out malloc'd). Control tokens are recognised
+ * only in the template's own text (<|im_start|>, <|im_end|>, the newlines, a default system
+ * prompt); inside a role or a message's content a control-token text is ordinary text, so a
+ * message cannot open a turn. User-defined tokens (Qwen's <tool_call>) are matched everywhere,
+ * as HF matches non-special added tokens. Between two control tokens, template text and
+ * content encode as one span, so for content without control-token texts the ids equal
+ * tok_encode(tok_chat_render(...), parse_special = true) and HF's apply_chat_template. */
+mi_status tok_chat_encode(const mi_tokenizer *t, mi_chat_kind kind, const mi_chat_msg *msgs, int n,
+                          bool add_assistant, int32_t **out, int64_t *n_out);
 
 #ifdef __cplusplus
 }
