@@ -83,8 +83,13 @@ static mi_status read_hparams(const gguf_file *f, mi_hparams *hp) {
     if (!(hp->rope_freq_base > 0.0f)) return mi_err(MI_ERR_FORMAT, "%s.rope.freq_base = %g is out of range", an, (double)hp->rope_freq_base);
 
     /* qwen3 (and some llamas) decouple head_dim from n_embd / n_head */
-    int64_t kl = 0;
-    MI_TRY(key_i64(f, an, "attention.key_length", false, 0, &kl));
+    int64_t kl = -1;   /* -1: absent; a value in the file must be positive (range checked below) */
+    char kl_key[128];
+    snprintf(kl_key, sizeof kl_key, "%s.attention.key_length", an);
+    if (gguf_find_key(f, kl_key) >= 0) {
+        MI_TRY(key_i64(f, an, "attention.key_length", true, 0, &kl));
+        if (kl <= 0) return mi_err(MI_ERR_FORMAT, "%s = %lld is out of range", kl_key, (long long)kl);
+    }
     if (kl > 0) {
         hp->head_dim = kl;
     } else {
