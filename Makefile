@@ -168,8 +168,8 @@ gate-7a gate-7b gate-7c gate-7d gate-7e:
 	@bash gates/run_device_gates.sh $(BUILD)-$(@:gate-%=%) $(@:gate-%=%)
 
 fuzz:
-	@bash gates/common/fuzz/run_fuzz.sh $(or $(FUZZ_SECONDS),60)
-	@bash gates/common/fuzz/run_fuzz_model.sh $(or $(FUZZ_SECONDS),60)
+	@bash gates/common/fuzz/run_fuzz.sh gguf $(or $(FUZZ_SECONDS),60)
+	@bash gates/common/fuzz/run_fuzz.sh model $(or $(FUZZ_SECONDS),60)
 
 # device benches (phase 7e): tools/bench_*.sh; records appended to results/*.jsonl
 bench-era-a:

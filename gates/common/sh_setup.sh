@@ -78,12 +78,12 @@ fi
 
 # ---- the fuzz gate with no usable clang: a failure ----
 set +e
-out=$(CLANG=/bin/false FUZZ_BUILD="$T/fuzz" MINFER_FUZZ_SECONDS=1 bash gates/common/sh_fuzz_gguf.sh "$BUILD" 2>&1); rc=$?
+out=$(CLANG=/bin/false FUZZ_BUILD="$T/fuzz" MINFER_FUZZ_SECONDS=1 bash gates/common/sh_fuzz.sh "$BUILD" 2>&1); rc=$?
 set -e
-if [ "$rc" -ne 0 ] && [ "$(tail -1 <<<"$out")" = "0 passed, 1 failed" ]; then
-    ok "sh_fuzz_gguf: clang/libFuzzer unavailable is a failure"
+if [ "$rc" -ne 0 ] && [ "$(tail -1 <<<"$out")" = "0 passed, 2 failed" ]; then
+    ok "sh_fuzz: clang/libFuzzer unavailable is a failure"
 else
-    fail "sh_fuzz_gguf: clang/libFuzzer unavailable must fail, not skip (exit $rc)" "$out"
+    fail "sh_fuzz: clang/libFuzzer unavailable must fail, not skip (exit $rc)" "$out"
 fi
 
 # ---- which models each make target fetches ----
