@@ -97,16 +97,6 @@ int sched_n_backends(const mi_sched *s) { return s->n; }
 mi_backend *sched_backend(const mi_sched *s, int i) { return (i >= 0 && i < s->n) ? s->be[i] : NULL; }
 const mi_sched_stats *sched_stats(const mi_sched *s) { return &s->stats; }
 
-void sched_fmt_bytes(char *buf, size_t n, size_t bytes) {
-    const double b = (double)bytes;
-    if (b >= 1024.0 * 1024 * 1024 * 1024)
-        snprintf(buf, n, "%.1f TiB", b / (1024.0 * 1024 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
-    else
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-}
-
 mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const char *hint) {
     if (!be->iface->memory) return MI_OK;
     const char *e = getenv("MINFER_NO_MEMCHECK");
@@ -118,9 +108,9 @@ mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const c
     }
     if (need <= avail) return MI_OK;
     char sn[32], sa[32], st[32];
-    sched_fmt_bytes(sn, sizeof sn, need);
-    sched_fmt_bytes(sa, sizeof sa, avail);
-    sched_fmt_bytes(st, sizeof st, total);
+    mi_fmt_bytes(sn, sizeof sn, (double)need);
+    mi_fmt_bytes(sa, sizeof sa, (double)avail);
+    mi_fmt_bytes(st, sizeof st, (double)total);
     return mi_err(MI_ERR_NOMEM, "%s needs %s of %s memory, but only %s of %s is available%s%s", what, sn,
                   be->host_memory ? "host" : be->iface->name(be), sa, st, hint ? "; " : "", hint ? hint : "");
 }

@@ -38,8 +38,6 @@ const mi_sched_stats *sched_stats(const mi_sched *s);
  * available (or when it cannot tell, or MINFER_NO_MEMCHECK=1), else MI_ERR_NOMEM with a
  * message naming what, the bytes needed, available and total, and hint (may be NULL). */
 mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const char *hint);
-/* "512.0 MiB" below 1 GiB, "16.0 GiB" above: sizes in messages. */
-void sched_fmt_bytes(char *buf, size_t n, size_t bytes);
 /* Nodes with backend, split boundaries, copies (and from where), buffer offsets and which
  * freed node's bytes each one reuses, per-backend bytes with and without reuse. Sessions
  * call it when MINFER_DUMP_GRAPH=1; MINFER_DUMP_GRAPH=2 also prints at every sched_alloc. */

@@ -48,7 +48,9 @@ double mi_progress_end(mi_progress *p) {
 }
 
 const char *mi_fmt_bytes(char *buf, size_t cap, double bytes) {
-    if (bytes >= 1024.0 * 1024.0 * 1024.0) snprintf(buf, cap, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-    else snprintf(buf, cap, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    const double mib = 1024.0 * 1024.0, gib = mib * 1024.0, tib = gib * 1024.0;
+    if (bytes >= tib) snprintf(buf, cap, "%.1f TiB", bytes / tib);
+    else if (bytes >= gib) snprintf(buf, cap, "%.1f GiB", bytes / gib);
+    else snprintf(buf, cap, "%.1f MiB", bytes / mib);
     return buf;
 }

@@ -31,7 +31,8 @@ double mi_progress_clear(mi_progress *p);
 /* End the in-place line (on a terminal) and return the seconds since start. */
 double mi_progress_end(mi_progress *p);
 
-/* bytes as "12.3 MiB" or "4.56 GiB" (binary units, as every size the tool prints); returns buf */
+/* bytes as "12.3 MiB", "4.4 GiB" or "2.0 TiB" (binary units, as every size the tool and the
+ * library's messages print); returns buf */
 const char *mi_fmt_bytes(char *buf, size_t cap, double bytes);
 
 #endif
