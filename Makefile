@@ -72,6 +72,12 @@ GATE_SRC := $(wildcard gates/common/gate_*.c gates/common/bench_*.c) \
             $(foreach p,$(PHASES),$(wildcard gates/$(p)/gate_*.c gates/$(p)/bench_*.c))
 GATE_CU  := $(foreach p,$(PHASES),$(wildcard gates/$(p)/gate_*.cu))
 GATE_BIN := $(patsubst gates/%.c,$(BUILD)/gates/%,$(GATE_SRC)) $(patsubst gates/%.cu,$(BUILD)/gates/%,$(GATE_CU))
+# compiled units the gate programs link from one archive (a program pulls in only what it
+# calls): gates/support/*.c, shared by all; gates/<phase>/*.c not named gate_* or bench_*,
+# one phase's test bodies split out of its programs
+GATE_UNIT_SRC    := $(foreach p,$(PHASES),$(filter-out gates/$(p)/gate_% gates/$(p)/bench_%,$(wildcard gates/$(p)/*.c)))
+GATE_SUPPORT_OBJ := $(call obj,$(wildcard gates/support/*.c) $(GATE_UNIT_SRC))
+GATE_LIB := $(BUILD)/libgatesupport.a
 
 .PHONY: all lib tests gates run test models deps venv clean info gate-7a gate-7b gate-7c gate-7d gate-7e fuzz \
         bench-era-a bench-phases bench-7e bench-cpu
@@ -130,12 +136,16 @@ $(BUILD)/tests/%: gates/common/%.c $(LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcriterion
 
 gates: $(GATE_BIN)
-$(BUILD)/gates/%: gates/%.c $(LIB)
+$(GATE_LIB): $(GATE_SUPPORT_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
-$(BUILD)/gates/%: gates/%.cu $(LIB)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/gates/%: gates/%.c $(GATE_LIB) $(LIB)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) -o $@ $< $(LIB) -lcudart_static -ldl -lrt
+	$(CC) $(CFLAGS) -o $@ $< $(GATE_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+$(BUILD)/gates/%: gates/%.cu $(GATE_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -o $@ $< $(GATE_LIB) $(LIB) -lcudart_static -ldl -lrt
 
 # ---- set-up, models, run, test ----
 # Every Python step runs in the virtual environment VENV (inside the repo, git-ignored) that

@@ -73,6 +73,11 @@ if [ -z "${PHASE:-}" ]; then   # the top phase whose directory has sources
 fi
 PHASES=""
 for p in 7a 7b 7c 7d 7e; do PHASES="$PHASES $p"; [ "$p" = "$PHASE" ] && break; done
+# FROM_PHASE=7d: build and gate only the phases from 7d on (the rest of a suite split over
+# two calls of one machine: PHASE=7c first, then FROM_PHASE=7d)
+if [ -n "${FROM_PHASE:-}" ]; then
+    PHASES=$(echo "$PHASES" | tr ' ' '\n' | awk -v f="$FROM_PHASE" 'NF && $1 >= f' | tr '\n' ' ')
+fi
 
 # The device's copy of .git has been seen to lag the working tree (benches run outside this
 # script recorded the session's starting commit), so the caller should pass MINFER_COMMIT.
@@ -162,10 +167,10 @@ if [ -n "${NCU:-}" ] && [ -n "$NCU_BIN" ] && [ -x "$MINFER" ]; then
             >"$OUT/ncu-decode.csv" 2>"$LOGS/ncu-decode.err"
         status_line "ncu decode kernels: rc $?, $(grep -c gpu__time_duration "$OUT/ncu-decode.csv") rows"
     fi
-    # NCU_KERNEL: the prefill kernel to profile in full (default e13's GEMM; kernel_mmq7e for e7)
-    MINFER_NO_CUDA_GRAPH=1 timeout 300 "$NCU_BIN" --set full -k regex:${NCU_KERNEL:-kernel_gemm13} --launch-skip 4 --launch-count 1 \
+    # NCU_KERNEL: the prefill kernel to profile in full (default the f16 prefill GEMM, e13; kernel_gemm_int8 for e7)
+    MINFER_NO_CUDA_GRAPH=1 timeout 300 "$NCU_BIN" --set full -k regex:${NCU_KERNEL:-kernel_gemm_f16} --launch-skip 4 --launch-count 1 \
         "$MINFER" bench -m "$M7" --backend cuda -p 2048 -n 1 -r 1 >"$OUT/ncu-prefill.txt" 2>&1
-    status_line "ncu ${NCU_KERNEL:-kernel_gemm13}: rc $?"
+    status_line "ncu ${NCU_KERNEL:-kernel_gemm_f16}: rc $?"
 fi
 
 # ---- device gates ----

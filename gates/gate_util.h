@@ -1,19 +1,17 @@
 /* Bookkeeping shared by the device gate programs (gates/7a ... gates/7e): per-test
  * status (pass|fail|skip), detail and time; the closing line "N passed, N failed,
  * N skipped"; and the JSON summary of DESIGN.md "Record shapes", written to the path
- * in MINFER_GATE_JSON. Header-only (static functions): a gate includes it once. */
+ * in MINFER_GATE_JSON. Also the seeded test data and comparisons the gates share.
+ * Definitions: gates/support/gate_util.c (in $(BUILD)/libgatesupport.a). */
 #ifndef MI_GATE_UTIL_H
 #define MI_GATE_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdarg.h>
-#include <time.h>
 #include <math.h>
-#include <signal.h>
-#include <unistd.h>
-#include <execinfo.h>
-#include <stdint.h>
 #include "common/quant/mi_types.h"
 
 typedef struct {
@@ -26,7 +24,7 @@ typedef struct {
 typedef struct {
     const char *gate, *phase;
     char gpu[256], driver[64];
-    gu_test *tests;
+    gu_test *tests;            /* [n], grown by doubling up to cap */
     int n, cap;
     int passed, failed, skipped;
     double t_begin;            /* of the running test */
@@ -34,253 +32,54 @@ typedef struct {
     int open;
 } gu_run;
 
-static double gu_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void gu_init(gu_run *r, const char *gate, const char *phase) {
-    memset(r, 0, sizeof *r);
-    r->gate = gate;
-    r->phase = phase;
-    snprintf(r->gpu, sizeof r->gpu, "none");
-    snprintf(r->driver, sizeof r->driver, "none");
-}
-
+/* ---- the run: one line per test, then the summary ---- */
+double gu_now_ms(void);                                   /* CLOCK_MONOTONIC, ms */
+void gu_init(gu_run *r, const char *gate, const char *phase);
 /* Start timing a test; end it with gu_pass / gu_fail / gu_skip. */
-static void gu_begin(gu_run *r, const char *name) {
-    snprintf(r->cur, sizeof r->cur, "%s", name);
-    r->t_begin = gu_now_ms();
-    r->open = 1;
-}
-
-static void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap) {
-    if (r->n == r->cap) {
-        int cap = r->cap ? 2 * r->cap : 32;
-        gu_test *t = (gu_test *)realloc(r->tests, (size_t)cap * sizeof *t);
-        if (!t) { fprintf(stderr, "gate: out of memory\n"); exit(2); }
-        r->tests = t;
-        r->cap = cap;
-    }
-    gu_test *t = &r->tests[r->n++];
-    snprintf(t->name, sizeof t->name, "%s", r->cur);
-    t->status = status;
-    vsnprintf(t->detail, sizeof t->detail, fmt, ap);
-    t->ms = r->open ? gu_now_ms() - r->t_begin : 0.0;
-    r->open = 0;
-    if (!strcmp(status, "pass")) r->passed++;
-    else if (!strcmp(status, "fail")) r->failed++;
-    else r->skipped++;
-    printf("%-4s  %-34s %9.1f ms  %s\n", !strcmp(status, "pass") ? "ok" : !strcmp(status, "fail") ? "FAIL" : "skip",
-           t->name, t->ms, t->detail);
-    fflush(stdout);
-}
-
-static void gu_pass(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void gu_fail(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void gu_skip(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void gu_pass(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "pass", fmt, ap); va_end(ap); }
-static void gu_fail(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "fail", fmt, ap); va_end(ap); }
-static void gu_skip(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "skip", fmt, ap); va_end(ap); }
-
+void gu_begin(gu_run *r, const char *name);
+void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap);
+void gu_pass(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gu_fail(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gu_skip(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report a named test as skipped without running it. */
+void gu_skip_named(gu_run *r, const char *name, const char *why);
 /* MINFER_GATE_ONLY=a,b: run only the named tests (a device call that re-checks one
  * thing); unset: everything. A test left out is not recorded at all, neither passed
  * nor skipped, so a partial run's JSON never reads as the whole gate. */
-static inline int gu_selected(const char *name) {
-    const char *e = getenv("MINFER_GATE_ONLY");
-    if (!e || !*e) return 1;
-    const size_t l = strlen(name);
-    for (const char *p = e; *p;) {
-        const char *c = strchr(p, ',');
-        const size_t n = c ? (size_t)(c - p) : strlen(p);
-        if (n == l && !strncmp(p, name, l)) return 1;
-        p += n + (c ? 1 : 0);
-    }
-    return 0;
-}
+int gu_selected(const char *name);
+/* Print the closing line, write the JSON summary, return the exit status (1 on a failure). */
+int gu_finish(gu_run *r);
+/* SIGSEGV, SIGBUS, SIGABRT (and SIGTERM, sent by a timeout, when asked) end in a summary
+ * that names the running test as failed. */
+void gu_catch_crashes(gu_run *r, const char *gate, int with_sigterm);
 
-static void gu_skip_named(gu_run *r, const char *name, const char *why) {
-    gu_begin(r, name);
-    gu_skip(r, "%s", why);
-}
-
-static void gu_json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
+/* ---- record fields ---- */
+void gu_json_str(FILE *f, const char *s);                 /* s as a quoted JSON string */
 /* The commit: MINFER_COMMIT if set (device.sh sets it), else git, else "unknown". */
-static void gu_commit(char *buf, size_t n) {
-    const char *e = getenv("MINFER_COMMIT");
-    if (e && *e) { snprintf(buf, n, "%s", e); return; }
-    snprintf(buf, n, "unknown");
-    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
-    if (!p) return;
-    char line[128];
-    if (fgets(line, sizeof line, p)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (line[0]) snprintf(buf, n, "%s", line);
-    }
-    pclose(p);
-}
-
+void gu_commit(char *buf, size_t n);
 /* Now in UTC, ISO 8601 (the "date" of every JSON record). */
-static inline void gu_utc_now(char *buf, size_t n) {
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
+void gu_utc_now(char *buf, size_t n);
+/* BUILD/minfer for a gate at BUILD/gates/<phase>/<gate> (MINFER_BIN overrides). */
+void gu_minfer_path(const char *argv0, char *buf, size_t n);
 
-/* Print the closing line, write the JSON summary, return the exit status. */
-static int gu_finish(gu_run *r) {
-    printf("%d passed, %d failed, %d skipped\n", r->passed, r->failed, r->skipped);
-    fflush(stdout);
-    const char *path = getenv("MINFER_GATE_JSON");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            fprintf(stderr, "gate: cannot write %s\n", path);
-            return 2;
-        }
-        char commit[128], date[64];
-        gu_commit(commit, sizeof commit);
-        gu_utc_now(date, sizeof date);
-        fputs("{\"gate\": ", f); gu_json_str(f, r->gate);
-        fputs(", \"phase\": ", f); gu_json_str(f, r->phase);
-        fputs(", \"commit\": ", f); gu_json_str(f, commit);
-        fputs(", \"date\": ", f); gu_json_str(f, date);
-        fputs(", \"gpu\": ", f); gu_json_str(f, r->gpu);
-        fputs(", \"driver\": ", f); gu_json_str(f, r->driver);
-        fprintf(f, ", \"passed\": %d, \"failed\": %d, \"skipped\": %d, \"tests\": [", r->passed, r->failed, r->skipped);
-        for (int i = 0; i < r->n; i++) {
-            gu_test *t = &r->tests[i];
-            fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f); gu_json_str(f, t->name);
-            fputs(", \"status\": ", f); gu_json_str(f, t->status);
-            fputs(", \"detail\": ", f); gu_json_str(f, t->detail);
-            fprintf(f, ", \"ms\": %.3f}", t->ms);
-        }
-        fputs("\n]}\n", f);
-        fclose(f);
-    }
-    free(r->tests);
-    return r->failed ? 1 : 0;
-}
-
-/* Deterministic bytes for test data (xorshift64*), independent of the code under test. */
-static unsigned long long gu_rng(unsigned long long *s) {
-    unsigned long long x = *s;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static void gu_fill(void *p, size_t n, unsigned long long seed) {
-    unsigned long long s = seed * 0x9E3779B97F4A7C15ULL + 1;
-    unsigned char *b = (unsigned char *)p;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, 8); }
-    if (i < n) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, n - i); }
-}
-
-/* First mismatching byte index, or (size_t)-1 if equal. */
-static size_t gu_first_diff(const void *a, const void *b, size_t n) {
-    if (!memcmp(a, b, n)) return (size_t)-1;
-    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
-    size_t lo = 0;
-    /* narrow with memcmp on blocks, then bytes */
-    while (n - lo > 4096 && !memcmp(x + lo, y + lo, 4096)) lo += 4096;
-    for (size_t i = lo; i < n; i++) if (x[i] != y[i]) return i;
-    return (size_t)-1;
-}
-
+/* ---- test data, independent of the code under test ---- */
+/* Deterministic 64-bit stream (xorshift64*); *s is the state. */
+unsigned long long gu_rng(unsigned long long *s);
+void gu_fill(void *p, size_t n, unsigned long long seed);  /* n bytes from seed */
 /* Uniform float in [lo, hi) from the gate's own seeded stream. */
-static inline float gu_frand(unsigned long long *seed, float lo, float hi) {
-    return lo + (hi - lo) * (float)((gu_rng(seed) >> 11) * (1.0 / 9007199254740992.0));
-}
-/* n uniform floats in [lo, hi), malloc'd */
-static inline float *gu_rand_f32(unsigned long long *seed, size_t n, float lo, float hi) {
-    float *p = (float *)malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = gu_frand(seed, lo, hi);
-    return p;
-}
+float gu_frand(unsigned long long *seed, float lo, float hi);
+/* n uniform floats in [lo, hi), malloc'd (NULL if out of memory) */
+float *gu_rand_f32(unsigned long long *seed, size_t n, float lo, float hi);
 /* M rows of K weights in type t, quantized by the CPU reference from uniform floats times
- * amp, with an outlier (x4) every 97th element; malloc'd, *bytes set when non-NULL */
-static inline void *gu_make_weights(unsigned long long *seed, mi_type t, int64_t K, int64_t M, float amp, size_t *bytes) {
-    const size_t rb = mi_row_size(t, K);
-    uint8_t *w = (uint8_t *)malloc(rb * (size_t)M);
-    float *row = (float *)malloc((size_t)K * 4);
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t k = 0; k < K; k++) row[k] = amp * gu_frand(seed, -1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
-        mi_quantize_row(t, row, w + rb * (size_t)m, K);
-    }
-    free(row);
-    if (bytes) *bytes = rb * (size_t)M;
-    return w;
-}
+ * amp, with an outlier (x4) every 97th element; malloc'd (M rows of mi_row_size(t, K) bytes),
+ * *bytes set when non-NULL */
+void *gu_make_weights(unsigned long long *seed, mi_type t, int64_t K, int64_t M, float amp, size_t *bytes);
 
+/* ---- comparisons ---- */
+/* First mismatching byte index, or (size_t)-1 if equal. */
+size_t gu_first_diff(const void *a, const void *b, size_t n);
 /* NMSE = sum (got - want)^2 / sum want^2 (the plain sum of squares when want is all zero).
  * A NaN anywhere gives INFINITY, so no bound can pass it whichever way a gate compares. */
-static inline double gu_nmse(const float *got, const float *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    if (num != num) return INFINITY;
-    return den > 0 ? num / den : num;
-}
-
-/* BUILD/minfer for a gate at BUILD/gates/<phase>/<gate> (MINFER_BIN overrides). */
-static inline void gu_minfer_path(const char *argv0, char *buf, size_t n) {
-    const char *mb = getenv("MINFER_BIN");
-    if (mb && *mb) {
-        snprintf(buf, n, "%s", mb);
-        return;
-    }
-    snprintf(buf, n, "%s", argv0);
-    char *sl = strrchr(buf, '/');
-    if (sl) snprintf(sl, n - (size_t)(sl - buf), "/../../minfer");
-    else snprintf(buf, n, "../../minfer");
-}
-
-/* A crash names the running test, prints raw frames (addr2line -e GATE +OFFSET) and still
- * writes the summary with that test failed. Not async-signal-safe past the first write,
- * but the process is ending anyway, and a summary beats none. */
-static gu_run *gu__crash_run __attribute__((unused));
-static const char *gu__crash_gate __attribute__((unused));
-static inline void gu__on_crash(int sig) {
-    char msg[200];
-    int n = snprintf(msg, sizeof msg, "\n%s: signal %d during test '%s'\n", gu__crash_gate, sig, gu__crash_run->cur);
-    if (write(2, msg, (size_t)n) < 0) _exit(3);
-    void *fr[48];
-    int k = backtrace(fr, 48);
-    backtrace_symbols_fd(fr, k, 2);
-    signal(sig, SIG_DFL);
-    if (!gu__crash_run->open) gu_begin(gu__crash_run, "crash");
-    gu_fail(gu__crash_run, "signal %d in this test: the gate stopped here", sig);
-    gu_finish(gu__crash_run);
-    _exit(128 + sig);
-}
-/* SIGSEGV, SIGBUS, SIGABRT (and SIGTERM, sent by a timeout, when asked) end in a summary. */
-static inline void gu_catch_crashes(gu_run *r, const char *gate, int with_sigterm) {
-    gu__crash_run = r;
-    gu__crash_gate = gate;
-    signal(SIGSEGV, gu__on_crash);
-    signal(SIGBUS, gu__on_crash);
-    signal(SIGABRT, gu__on_crash);
-    if (with_sigterm) signal(SIGTERM, gu__on_crash);
-}
+double gu_nmse(const float *got, const float *want, size_t n);
 
 #endif

@@ -1,10 +1,12 @@
 /* The CUDA backend (phase 7a): the backend interface over the device layer and the
  * buffer pool. It executes Input nodes itself (an async host->device copy on the
- * backend stream); every other op goes through the per-op table that phase 7b fills
- * via mi_cuda_set_op. Until then supports() is true for Input only. */
+ * backend stream); every other op runs the kernel the dispatch chooses
+ * (cuda_dispatch.c), whose candidates the phases above add. With none, supports() is
+ * true for Input only. */
 #include "cuda_backend.h"
 #include "cuda_dev.h"
 #include "cuda_pool.h"
+#include "common/core/mi_settings.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -29,34 +31,10 @@ struct mi_cuda_ctx {
     struct mi_cuda_ctx *next_live;
 };
 
-/* ---- op table (global: one set of kernels per process) ---- */
-typedef struct {
-    mi_cuda_exec_fn exec;
-    mi_cuda_supports_fn supports;
-    mi_cuda_workspace_fn workspace;
-} cuda_op_entry;
-
-static cuda_op_entry g_ops[MI_OP_COUNT];
-
-void mi_cuda_set_op(mi_op op, mi_cuda_exec_fn exec, mi_cuda_supports_fn supports,
-                    mi_cuda_workspace_fn workspace) {
-    if ((int)op <= (int)MI_OP_NONE || (int)op >= (int)MI_OP_COUNT) return;
-    g_ops[op] = (cuda_op_entry){ exec, supports, workspace };
-}
-
-void mi_cuda_get_op(mi_op op, mi_cuda_exec_fn *exec, mi_cuda_supports_fn *supports,
-                    mi_cuda_workspace_fn *workspace) {
-    cuda_op_entry e = {0};
-    if ((int)op > (int)MI_OP_NONE && (int)op < (int)MI_OP_COUNT) e = g_ops[op];
-    if (exec) *exec = e.exec;
-    if (supports) *supports = e.supports;
-    if (workspace) *workspace = e.workspace;
-}
-
 /* Input: host bytes -> the node's device buffer, queued on the backend stream.
  * Pageable host_src is staged by the runtime before the call returns; a pinned one
  * must stay untouched until the stream reaches the copy (docs/PHASE7A.md). */
-static mi_status exec_input(mi_cuda_ctx *c, mi_tensor *node, void *workspace) {
+static mi_status exec_input(mi_cuda_ctx *c, const mi_tensor *node, void *workspace) {
     (void)workspace;
     size_t n = mi_nbytes(node);
     if (n == 0) return MI_OK;
@@ -168,8 +146,7 @@ static bool cuda_supports(mi_backend *be, const mi_tensor *node) {
     (void)be;
     if (!node || (int)node->op <= (int)MI_OP_NONE || (int)node->op >= (int)MI_OP_COUNT) return false;
     if (node->op == MI_OP_INPUT) return true;
-    const cuda_op_entry *e = &g_ops[node->op];
-    return e->exec && e->supports && e->supports(node);
+    return mi_cuda_choice(node) != NULL;
 }
 
 static mi_status cuda_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {
@@ -215,12 +192,12 @@ static mi_status cuda_split_begin(mi_backend *be, const mi_graph *g, const mi_sp
     mi_cuda_ctx *c = ctx(be);
     size_t need = 0;
     for (int i = s->first; i < s->first + s->n; i++) {
-        const mi_tensor *t = g->nodes[i];
-        if ((int)t->op <= (int)MI_OP_NONE || (int)t->op >= (int)MI_OP_COUNT) continue;
-        mi_cuda_workspace_fn w = g_ops[t->op].workspace;
-        if (w) {
-            size_t k = w(t);
-            if (k > need) need = k;
+        mi_tensor *t = g->nodes[i];
+        if ((int)t->op <= (int)MI_OP_INPUT || (int)t->op >= (int)MI_OP_COUNT) continue;
+        const mi_cuda_kernel *k = mi_cuda_choose(t);   /* the choice is made here, once per node */
+        if (k && k->workspace) {
+            size_t b = k->workspace(t);
+            if (b > need) need = b;
         }
     }
     return mi_cuda_workspace_reserve(c, need);
@@ -231,12 +208,8 @@ static mi_status cuda_execute_node(mi_backend *be, mi_tensor *node) {
     if ((int)node->op <= (int)MI_OP_NONE || (int)node->op >= (int)MI_OP_COUNT)
         return mi_err(MI_ERR_INTERNAL, "cuda: node '%s' has no executable op", node->name);
     if (node->op == MI_OP_INPUT) return exec_input(c, node, c->workspace);
-    const cuda_op_entry *e = &g_ops[node->op];
-    if (!e->exec)
-        return mi_err(MI_ERR_UNSUPPORTED, "cuda: op %s (node '%s') has no kernel in this build",
-                      mi_op_name(node->op), node->name);
-    /* never synchronize here (hard rule 3): the op only enqueues */
-    mi_status st = e->exec(c, node, c->workspace);
+    /* never synchronize here (hard rule 3): the kernel only enqueues */
+    mi_status st = mi_cuda_dispatch_run(c, node, c->workspace);
     if (st != MI_OK) return mi_err_ctx(st, "cuda: %s '%s'", mi_op_name(node->op), node->name);
     return MI_OK;
 }
@@ -290,14 +263,9 @@ static const mi_backend_iface g_cuda_iface = {
     .memory = cuda_memory,
 };
 
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 mi_status mi_cuda_backend_new(int device, mi_backend **out) {
     *out = NULL;
-    if (env_on("MINFER_DISABLE_CUDA"))
+    if (mi_setting_on("MINFER_DISABLE_CUDA"))
         return mi_err(MI_ERR_DEVICE, "CUDA disabled by MINFER_DISABLE_CUDA=1");
     int n = 0;
     mi_err_clear();   /* mi_cudev_count leaves its reason in the message */
@@ -352,7 +320,7 @@ mi_status mi_cuda_backend_new(int device, mi_backend **out) {
 /* The registry's create function: MINFER_CUDA_DEVICE=N picks the device (default 0). */
 static mi_status cuda_create(mi_backend **out) {
     int dev = 0;
-    const char *e = getenv("MINFER_CUDA_DEVICE");
+    const char *e = mi_setting("MINFER_CUDA_DEVICE");
     if (e && *e) {
         char *end = NULL;
         long v = strtol(e, &end, 10);

@@ -8,6 +8,7 @@
 #include "common/backend/backend.h"
 #include "cuda_dev.h"
 #include "cuda_pool.h"
+#include "cuda_dispatch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,21 +21,8 @@ mi_cuda_ctx *mi_cuda_ctx_of(mi_backend *be);
 void *mi_cuda_stream(mi_cuda_ctx *c);          /* cudaStream_t */
 int mi_cuda_device_id(mi_cuda_ctx *c);
 
-/* Per-op table. 7a fills MI_OP_INPUT only; 7b installs the rest (7e may replace
- * entries with faster kernels). exec must enqueue work on the backend stream and
- * must not synchronize. supports() is pure: op x types x shapes. */
-typedef mi_status (*mi_cuda_exec_fn)(mi_cuda_ctx *c, mi_tensor *node, void *workspace);
-typedef bool (*mi_cuda_supports_fn)(const mi_tensor *node);
-/* Device scratch bytes a node needs (e.g. its activations quantized to Q8_1); may be NULL. */
-typedef size_t (*mi_cuda_workspace_fn)(const mi_tensor *node);
-void mi_cuda_set_op(mi_op op, mi_cuda_exec_fn exec, mi_cuda_supports_fn supports,
-                    mi_cuda_workspace_fn workspace);
-
-/* ---- added by 7a (beyond the first contract) ---- */
-
-/* The entry installed for op (all NULL if none); lets a test or a later phase wrap it. */
-void mi_cuda_get_op(mi_op op, mi_cuda_exec_fn *exec, mi_cuda_supports_fn *supports,
-                    mi_cuda_workspace_fn *workspace);
+/* Kernels reach the backend through the dispatch (cuda_dispatch.h): each phase's install
+ * adds candidates per op; 7a itself executes Input nodes only. */
 
 /* Create a CUDA backend on a given device (mi_backend_create("cuda") uses
  * MINFER_CUDA_DEVICE, default 0). MI_ERR_DEVICE "no CUDA device" when there is none,

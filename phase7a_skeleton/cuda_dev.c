@@ -2,6 +2,8 @@
  * state except the allocation counter behind the MINFER_CUDA_FAIL_MALLOC switch. */
 #include "cuda_dev.h"
 #include "cuda_check.h"
+#include "common/core/mi_settings.h"
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,10 +175,13 @@ long mi_cudev_malloc_calls(void) {
 mi_status mi_cudev_malloc(void **p, size_t n) {
     *p = NULL;
     pthread_mutex_lock(&g_alloc_mu);
-    if (g_fail_at < 0) {
-        const char *e = getenv("MINFER_CUDA_FAIL_MALLOC");
-        g_fail_at = e ? atol(e) : 0;
-        if (g_fail_at < 0) g_fail_at = 0;
+    if (g_fail_at < 0) {   /* read once: the count runs over the whole process */
+        long v = 0;
+        if (mi_setting_int("MINFER_CUDA_FAIL_MALLOC", 0, LONG_MAX, 0, &v) != MI_OK) {
+            pthread_mutex_unlock(&g_alloc_mu);   /* a bad value fails every allocation, with its message */
+            return MI_ERR_INVALID;
+        }
+        g_fail_at = v;
     }
     long call = ++g_calls;
     int inject = g_fail_at > 0 && call == g_fail_at;

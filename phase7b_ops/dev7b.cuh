@@ -66,6 +66,30 @@ template <> struct wtraits<MI_TYPE_Q4_K> { static const int bytes = 144, units =
 template <> struct wtraits<MI_TYPE_Q5_K> { static const int bytes = 176, units = 8, act = MI_TYPE_Q8_K; };
 template <> struct wtraits<MI_TYPE_Q6_K> { static const int bytes = 210, units = 8, act = MI_TYPE_Q8_K; };
 
+/* The one type-to-template switch of the quantized kernels: for each weight type with a
+ * wtraits entry (the 32-element formats and Q4_K, Q5_K, Q6_K), binds the constant int WT to
+ * it and runs the statement (usually `return launch<WT>(...);`, which may contain commas);
+ * any other type returns MI_ERR_UNSUPPORTED naming the function and the type. For use in a
+ * function returning mi_status. */
+#define MI_QTYPE_CASE_(T, WT, ...) \
+    case T: {                      \
+        constexpr int WT = T;      \
+        __VA_ARGS__;               \
+    } break;
+#define MI_QTYPE_DISPATCH(wt, WT, ...)                                                            \
+    switch (wt) {                                                                                 \
+        MI_QTYPE_CASE_(MI_TYPE_Q4_0, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q4_1, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q5_0, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q5_1, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q8_0, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q4_K, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q5_K, WT, __VA_ARGS__)                                             \
+        MI_QTYPE_CASE_(MI_TYPE_Q6_K, WT, __VA_ARGS__)                                             \
+    default:                                                                                      \
+        return mi_err(MI_ERR_UNSUPPORTED, "%s: weight type %s", __func__, mi_type_name((mi_type)(wt))); \
+    }
+
 /* Q4_K/Q5_K packed 6-bit scale and min of sub-block j (0..7). */
 __device__ __forceinline__ void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
     if (j < 4) {

@@ -5,15 +5,16 @@
  * lane l takes units l, l+32, ... of the row, NC token columns at once, then a
  * xor-butterfly. No atomics: repeated runs are bit-identical. Kernels first, launchers last. */
 #include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/quant_act.cuh"
 #include "phase7b_ops/ops7b.h"
 
 /* Device activation layouts (workspace): Q8_0 and Q8_1 both use the 36-byte Q8_1 block
  * (d, s, qs[32]) so that the int8 data is 4-byte aligned; for Q8_0 weights s is unused
  * and (d, qs) are bit-identical to the CPU's Q8_0 block. Q8_K is ggml's 292-byte block. */
 
-/* ---------------- activation quantizers ---------------- */
+/* ---------------- activation quantizers (quant_act.cuh) ---------------- */
 
-/* one warp per 32-element block; lane = element */
+/* one warp per 32-element block */
 __global__ void kernel_quant_q8_1(const float *__restrict__ x, uint8_t *__restrict__ a,
                                   int64_t K, int64_t n_blocks_total) {
     const int lane = threadIdx.x & 31;
@@ -21,26 +22,11 @@ __global__ void kernel_quant_q8_1(const float *__restrict__ x, uint8_t *__restri
     for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
          g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
         const int64_t n = g / nb, ib = g % nb;
-        const float v = x[n * K + ib * 32 + lane];
-        const float amax = warp_max(fabsf(v));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        /* round_q8 of quant_ref.c: clamp, then roundf (half away from zero) */
-        const float c = fmaxf(-127.0f, fminf(127.0f, v * id));
-        const int q = (int)roundf(c);
-        const int sum = warp_sum_i(q);
-        uint8_t *blk = a + (size_t)g * A8_BYTES;
-        blk[4 + lane] = (uint8_t)(int8_t)q;
-        if (lane == 0) {
-            ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
-            ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
-        }
+        quant_q8_1_block(x + n * K + ib * 32, a + (size_t)g * A8_BYTES, lane);
     }
 }
 
-/* one warp per 256-element super-block; lane owns elements 8*lane .. 8*lane+7.
- * quant_k.c's convention: iscale = 127/amax, d = 1/iscale, q = nearest-even of the
- * clamped x*iscale, bsums = sums of 16. */
+/* one warp per 256-element super-block */
 __global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restrict__ a,
                                   int64_t K, int64_t n_blocks_total) {
     const int lane = threadIdx.x & 31;
@@ -48,31 +34,7 @@ __global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restri
     for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
          g += ((int64_t)gridDim.x * blockDim.x) >> 5) {
         const int64_t n = g / nb, ib = g % nb;
-        const float *xs = x + n * K + ib * 256 + 8 * lane;
-        float v[8];
-        float amax = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            v[e] = xs[e];
-            amax = fmaxf(amax, fabsf(v[e]));
-        }
-        amax = warp_max(amax);
-        const float iscale = amax != 0.0f ? 127.0f / amax : 0.0f;
-        uint8_t *blk = a + (size_t)g * AK_BYTES;
-        int8_t *qs = (int8_t *)(blk + 4);
-        int16_t *bsums = (int16_t *)(blk + 4 + 256);
-        int part = 0;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const float c = fmaxf(-127.0f, fminf(127.0f, v[e] * iscale));
-            const int q = (int)rintf(c);
-            qs[8 * lane + e] = (int8_t)q;
-            part += q;
-        }
-        /* bsums[j] = sum of elements 16j..16j+15 = lanes 2j and 2j+1 */
-        const int other = __shfl_xor_sync(0xffffffffu, part, 1);
-        if ((lane & 1) == 0) bsums[lane >> 1] = (int16_t)(part + other);
-        if (lane == 0) *(float *)blk = iscale != 0.0f ? 1.0f / iscale : 0.0f;
+        quant_q8_k_block(x + n * K + ib * 256, a + (size_t)g * AK_BYTES, lane);
     }
 }
 
@@ -193,15 +155,5 @@ extern "C" mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const 
     const uint8_t *a = (const uint8_t *)workspace;
     const size_t arow = mi7b_act_row_bytes(wt, K);
     const uint8_t *wb = (const uint8_t *)w;
-    switch (wt) {
-    case MI_TYPE_Q4_0: return launch_mm<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q4_1: return launch_mm<MI_TYPE_Q4_1>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q5_0: return launch_mm<MI_TYPE_Q5_0>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q5_1: return launch_mm<MI_TYPE_Q5_1>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q8_0: return launch_mm<MI_TYPE_Q8_0>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q4_K: return launch_mm<MI_TYPE_Q4_K>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q5_K: return launch_mm<MI_TYPE_Q5_K>(st, wb, a, arow, bias, y, K, M, N);
-    case MI_TYPE_Q6_K: return launch_mm<MI_TYPE_Q6_K>(st, wb, a, arow, bias, y, K, M, N);
-    default: return mi_err(MI_ERR_UNSUPPORTED, "mi7b_matmul: type %s", mi_type_name(wt));
-    }
+    MI_QTYPE_DISPATCH(wt, WT, return launch_mm<WT>(st, wb, a, arow, bias, y, K, M, N));
 }

@@ -56,8 +56,15 @@ mi_status mi7b_quantize_act(void *stream, mi_type wt, const float *x, int64_t K,
 mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                       float *y, int64_t K, int64_t M, int64_t N, void *workspace);
 
-/* installs the op table into the 7a CUDA backend (called by the generated phases.c) */
+/* adds 7b's kernels to the CUDA dispatch (called by the generated phases.c) */
 void mi_phase7b_install(void);
+/* The nodes 7b's kernels accept (ops_table.c): op x types x shapes. A later phase's
+ * candidate for the same op accepts a subset of these (its own rule on top). */
+struct mi_tensor;
+bool mi7b_matmul_node_supported(const struct mi_tensor *node);
+bool mi7b_rms_node_supported(const struct mi_tensor *node);
+bool mi7b_attn_node_supported(const struct mi_tensor *node);
+bool mi7b_kv_store_node_supported(const struct mi_tensor *node);
 
 /* byte copy on the stream (SLICE_ROWS, same-backend COPY) */
 mi_status mi7b_copy(void *stream, void *dst, const void *src, size_t n);

@@ -97,20 +97,13 @@ extern "C" mi_status mi7b_get_rows(void *stream, mi_type t, const void *table, i
         return mi_err(MI_ERR_UNSUPPORTED, "mi7b_get_rows: type %s, E = %lld, N = %lld",
                       mi_type_name(t), (long long)E, (long long)N);
     cudaStream_t st = (cudaStream_t)stream;
-    switch (t) {
+    switch (t) {   /* the float tables here, the quantized ones through MI_QTYPE_DISPATCH */
     case MI_TYPE_F32: return launch_get_rows<MI_TYPE_F32>(st, table, E, V, ids, y, N);
     case MI_TYPE_F16: return launch_get_rows<MI_TYPE_F16>(st, table, E, V, ids, y, N);
     case MI_TYPE_BF16: return launch_get_rows<MI_TYPE_BF16>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q4_0: return launch_get_rows<MI_TYPE_Q4_0>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q4_1: return launch_get_rows<MI_TYPE_Q4_1>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q5_0: return launch_get_rows<MI_TYPE_Q5_0>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q5_1: return launch_get_rows<MI_TYPE_Q5_1>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q8_0: return launch_get_rows<MI_TYPE_Q8_0>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q4_K: return launch_get_rows<MI_TYPE_Q4_K>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q5_K: return launch_get_rows<MI_TYPE_Q5_K>(st, table, E, V, ids, y, N);
-    case MI_TYPE_Q6_K: return launch_get_rows<MI_TYPE_Q6_K>(st, table, E, V, ids, y, N);
-    default: return mi_err(MI_ERR_UNSUPPORTED, "mi7b_get_rows: type %s", mi_type_name(t));
+    default: break;
     }
+    MI_QTYPE_DISPATCH(t, WT, return launch_get_rows<WT>(st, table, E, V, ids, y, N));
 }
 
 extern "C" mi_status mi7b_copy(void *stream, void *dst, const void *src, size_t n) {

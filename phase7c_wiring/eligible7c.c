@@ -1,5 +1,5 @@
 /* CUDA eligibility of a model: its architecture is one the CUDA graph covers, and every
- * op its graph will contain is accepted by the CUDA op table for the weight types and
+ * op its graph will contain is accepted by the CUDA dispatch for the weight types and
  * shapes actually present. Probed with stand-in nodes (no device memory, no launch),
  * so a type or shape the kernels lack is found here, before any upload. */
 #include "phase7c_wiring/wiring7c.h"
@@ -9,10 +9,7 @@
 
 static bool cuda_can(const mi_tensor *node) {
     if (node->op == MI_OP_INPUT) return true;
-    mi_cuda_exec_fn ex = NULL;
-    mi_cuda_supports_fn sup = NULL;
-    mi_cuda_get_op(node->op, &ex, &sup, NULL);
-    return ex && sup && sup(node);
+    return mi_cuda_choice(node) != NULL;
 }
 
 static void mk(mi_tensor *t, const char *name, mi_type type, int64_t ne0, int64_t ne1, mi_op op) {

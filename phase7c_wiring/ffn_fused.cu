@@ -97,15 +97,5 @@ extern "C" mi_status mi7c_ffn_swiglu(void *stream, mi_type wt, const void *wg, c
     const uint8_t *a = (const uint8_t *)workspace;
     const size_t arow = mi7b_act_row_bytes(wt, K);
     const uint8_t *g = (const uint8_t *)wg, *u = (const uint8_t *)wu;
-    switch (wt) {
-    case MI_TYPE_Q4_0: return launch_ffn<MI_TYPE_Q4_0>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q4_1: return launch_ffn<MI_TYPE_Q4_1>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q5_0: return launch_ffn<MI_TYPE_Q5_0>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q5_1: return launch_ffn<MI_TYPE_Q5_1>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q8_0: return launch_ffn<MI_TYPE_Q8_0>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q4_K: return launch_ffn<MI_TYPE_Q4_K>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q5_K: return launch_ffn<MI_TYPE_Q5_K>(st, g, u, a, arow, y, K, F, N);
-    case MI_TYPE_Q6_K: return launch_ffn<MI_TYPE_Q6_K>(st, g, u, a, arow, y, K, F, N);
-    default: return mi_err(MI_ERR_UNSUPPORTED, "mi7c_ffn_swiglu: type %s", mi_type_name(wt));
-    }
+    MI_QTYPE_DISPATCH(wt, WT, return launch_ffn<WT>(st, g, u, a, arow, y, K, F, N));
 }

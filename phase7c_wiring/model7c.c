@@ -4,9 +4,11 @@
  * once into the resident registry (progress bar with GB/s) and the model holds one
  * reference to each copy until mi_model_free. */
 #include "phase7c_wiring/wiring7c.h"
+#include "common/core/mi_settings.h"
 #include "common/core/mi_progress.h"
 #include "common/gguf/gguf.h"
 #include <pthread.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -30,11 +32,6 @@ struct m7c_model {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static m7c_model *g_models;
-
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
 
 m7c_model *m7c_model_find(const mi_model *m) {
     m7c_model *r = NULL;
@@ -126,8 +123,8 @@ static mi_status upload_all(m7c_model *ms, const mi_model *m, const char *path) 
     for (int64_t i = 0; i < nt; i++)
         if (wanted(gguf_tensor(f, i))) total += gguf_tensor(f, i)->nbytes;
     /* MINFER_CUDA_FAIL_UPLOAD=N: the N-th weight upload of each load fails (test switch) */
-    const char *fe = getenv("MINFER_CUDA_FAIL_UPLOAD");
-    const long fail_at = fe && *fe ? strtol(fe, NULL, 10) : 0;
+    long fail_at = 0;
+    MI_TRY(mi_setting_int("MINFER_CUDA_FAIL_UPLOAD", 0, LONG_MAX, 0, &fail_at));
     void *stream = NULL;
     MI_TRY(mi_cudev_select(ms->device));
     MI_TRY(mi_cudev_stream_new(&stream));
@@ -174,11 +171,12 @@ static mi_status upload_all(m7c_model *ms, const mi_model *m, const char *path) 
 }
 
 static int device_from_env(void) {
-    const char *e = getenv("MINFER_CUDA_DEVICE");
-    if (!e || !*e) return 0;
-    char *end = NULL;
-    long v = strtol(e, &end, 10);
-    return (*end || v < 0 || v > 1024) ? 0 : (int)v;   /* the backend itself reports a bad value */
+    long v = 0;
+    if (mi_setting_int("MINFER_CUDA_DEVICE", 0, 1024, 0, &v) != MI_OK) {
+        mi_err_clear();   /* the backend itself reports a bad value */
+        return 0;
+    }
+    return (int)v;
 }
 
 void m7c_model_loaded(struct mi_model *m, const char *path) {
@@ -195,7 +193,7 @@ void m7c_model_loaded(struct mi_model *m, const char *path) {
     char err[256];
     /* loaded with backend cpu: asked for, not a fallback, so no log line and no device call */
     const bool cpu_only = mi_model_cpu_only(m);
-    const bool disabled = !cpu_only && env_on("MINFER_DISABLE_CUDA");
+    const bool disabled = !cpu_only && mi_setting_on("MINFER_DISABLE_CUDA");
     bool no_device = false;
     if (!cpu_only && !disabled) {
         mi_err_clear();   /* mi_cudev_count leaves its reason in the message */

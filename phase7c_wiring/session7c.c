@@ -5,6 +5,7 @@
  * copy (per-session shadow leaves: the model's own leaves stay host-bound, so CPU
  * sessions of the same model are untouched), checks the KV placement, then fuses. */
 #include "phase7c_wiring/wiring7c.h"
+#include "common/core/mi_settings.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,6 @@ void mi7c_pass_stats_get(mi7c_pass_stats *out) {
     pthread_mutex_lock(&g_mu);
     *out = g_st;
     pthread_mutex_unlock(&g_mu);
-}
-
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
 }
 
 mi_status m7c_session_open(struct mi_model *m, const char *want, mi_backend **cuda, void **state) {
@@ -80,7 +76,7 @@ mi_status m7c_session_open(struct mi_model *m, const char *want, mi_backend **cu
     if (!s) return mi_err(MI_ERR_NOMEM, "out of host memory");
     s->ms = ms;
     s->cuda = *cuda;
-    s->fuse = !env_on("MINFER_NO_FUSION");
+    s->fuse = !mi_setting_on("MINFER_NO_FUSION");
     s->cap = 1024;
     s->map = calloc((size_t)s->cap, sizeof *s->map);
     if (!s->map) {

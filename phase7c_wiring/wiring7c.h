@@ -77,6 +77,9 @@ size_t mi7c_ffn_workspace(mi_type wt, int64_t K, int64_t N);
 mi_status mi7c_ffn_swiglu(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
                           int64_t K, int64_t F, int64_t N, void *workspace);
 
+/* The FFN_SWIGLU nodes 7c's kernel accepts (install7c.c); 7e's candidates take a subset. */
+bool mi7c_ffn_node_supported(const mi_tensor *node);
+
 void mi_phase7c_install(void);
 
 #ifdef __cplusplus

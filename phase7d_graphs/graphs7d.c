@@ -6,12 +6,57 @@
  * its Input nodes and boundary copies, always runs outside the graph, before it: Inputs
  * through a pinned staging ring, the ATTN/KV_STORE n_past values into the device step
  * params. docs/PHASE7D.md has the rules and why. */
-#include "phase7d_graphs/g7_internal.h"
+#include "phase7d_graphs/graph_process.h"
+#include "phase7d_graphs/staging_ring.h"
+#include "phase7d_graphs/graph_cache.h"
 #include "phase7a_skeleton/cuda_check.h"
 #include "phase7c_wiring/wiring7c.h"
+#include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+
+#define G7_MAX_SLOTS 4096                  /* step-param slots per split */
+#define G7_BACKOFF_MAX 64
+
+enum { M_NONE = 0, M_DIRECT, M_PENDING, M_CAPTURING, M_REPLAY };
+
+typedef struct g7_state {
+    mi_backend_iface iface;          /* our copy, installed as be->iface (first member) */
+    const mi_backend_iface *orig;    /* the CUDA backend's own */
+    mi_backend *be;
+    mi_cuda_ctx *c;
+    cudaStream_t stream;
+    int device;
+    uint64_t serial;                 /* wrap order, for the capture log */
+    int32_t *dparams;                /* device [G7_MAX_SLOTS]: n_past per slot */
+    staging_ring ring;
+    cudaEvent_t sync_ev;
+    /* the split in progress */
+    int mode;
+    const mi_graph *g;
+    mi_split sp;
+    int first_compute, n_compute;
+    uint64_t split_serial, win_serial;
+    graph_key key;                   /* the split's: identity, pool generation, workspace */
+    graph_entry *hit;
+    const mi_tensor **slot_node;     /* [G7_MAX_SLOTS] */
+    int n_slots, slot_cursor;
+    bool staged;                     /* Inputs through the ring (graphs on when the split began) */
+    bool npast_in_key;               /* an ATTN/KV_STORE without device n_past: p[0] is in the key */
+    int fail_at;                     /* node id where an injected failure fires, -1 none */
+    mi_graph_fail fail_mode;
+    graph_cache cache;
+    /* backoff after a failed window: skip capture of this shape for bo_left splits */
+    g7_hash bo_shape;
+    int bo_left, bo_fails;
+    struct g7_state *next;
+} g7_state;
+
+/* the list of wrapped backends; g7_list_mu is the outer lock, never taken under the stream lock */
+static pthread_mutex_t g7_list_mu = PTHREAD_MUTEX_INITIALIZER;
+static g7_state *g7_states;
+static uint64_t g7_wrap_serial;
 
 /* the backend whose split this thread is executing (for mi_cuda_step_param) */
 static _Thread_local g7_state *t_cur;
@@ -31,12 +76,11 @@ static inline void hput(g7_hash *h, uint64_t v) {
     h->b ^= h->b >> 29;
 }
 static inline void hptr(g7_hash *h, const void *p) { hput(h, (uint64_t)(uintptr_t)p); }
-static inline bool heq(g7_hash x, g7_hash y) { return x.a == y.a && x.b == y.b; }
 
 /* ---------------- wrapped backends ---------------- */
 static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp);
 
-g7_state *g7_state_of(mi_backend *be) {
+static g7_state *g7_state_of(mi_backend *be) {
     if (!be || !be->iface || be->iface->split_begin != w_split_begin) return NULL;
     return (g7_state *)(void *)be->iface;   /* iface is the first member */
 }
@@ -48,115 +92,9 @@ static void unlock(void) { mi_cuda_stream_unlock(); }
 
 static int64_t nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 
-/* ---------------- cache ---------------- */
-void g7_maybe_free_retired(void) {
-    pthread_mutex_lock(&g7_st_mu);
-    bool empty = g7_st.cached == 0;
-    pthread_mutex_unlock(&g7_st_mu);
-    /* 7c frees a replaced weight copy only when told no captured graph can hold it */
-    if (!empty) return;
-    size_t freed = mi7c_weights_free_retired();
-    if (freed) STAT_ADD(retired_freed_bytes, freed);
-}
-
-static void entry_drop(g7_entry *e) {
-    if (!e->used) return;
-    lock();
-    MI_CU_WARN(cudaGraphExecDestroy(e->exec));   /* an in-flight launch completes first */
-    unlock();
-    memset(e, 0, sizeof *e);
-    pthread_mutex_lock(&g7_st_mu);
-    g7_st.evictions++;
-    g7_st.cached--;
-    pthread_mutex_unlock(&g7_st_mu);
-}
-
-int g7_cache_drop_all(g7_state *s) {
-    int n = 0;
-    for (int i = 0; i < G7_CACHE_MAX; i++)
-        if (s->cache[i].used) {
-            entry_drop(&s->cache[i]);
-            n++;
-        }
-    return n;
-}
-
-static g7_entry *cache_find(g7_state *s) {
-    for (int i = 0; i < G7_CACHE_MAX; i++) {
-        g7_entry *e = &s->cache[i];
-        if (e->used && heq(e->shape, s->shape) && e->gen == s->gen && e->ws == s->ws && e->ws_size == s->ws_size)
-            return e;
-    }
-    return NULL;
-}
-
-/* A new graph for the current key: one of the same shape (older generation or
- * workspace) is replaced and counted as a recapture; else a free or the LRU entry. */
-static g7_entry *cache_insert(g7_state *s, cudaGraphExec_t exec) {
-    for (int i = 0; i < G7_CACHE_MAX; i++) {
-        g7_entry *e = &s->cache[i];
-        if (!e->used || !heq(e->shape, s->shape)) continue;
-        pthread_mutex_lock(&g7_st_mu);
-        g7_st.recaptures++;
-        if (e->gen != s->gen) g7_st.recaptures_generation++;
-        pthread_mutex_unlock(&g7_st_mu);
-        entry_drop(e);
-    }
-    g7_entry *slot = NULL;
-    for (int i = 0; i < G7_CACHE_MAX && !slot; i++)
-        if (!s->cache[i].used) slot = &s->cache[i];
-    if (!slot) {
-        slot = &s->cache[0];
-        for (int i = 1; i < G7_CACHE_MAX; i++)
-            if (s->cache[i].last_use < slot->last_use) slot = &s->cache[i];
-        entry_drop(slot);
-    }
-    slot->used = true;
-    slot->shape = s->shape;
-    slot->gen = s->gen;
-    slot->ws = s->ws;
-    slot->ws_size = s->ws_size;
-    slot->exec = exec;
-    slot->last_use = ++s->tick;
-    STAT_ADD(cached, 1);
-    return slot;
-}
-
-/* ---------------- pinned staging ring ---------------- */
-/* Each split takes the next ring slot for its step params and Input bytes. The slot's
- * event is recorded when the next split begins (after all of this split's copies were
- * queued); a slot is reused only after its event completed, G7_RING_N splits later. */
-static mi_status ring_advance(g7_state *s) {
-    if (s->ring_dirty) {
-        lock();
-        cudaError_t e = cudaEventRecord(s->ring_ev[s->ring_cur], s->stream);
-        unlock();
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            return mi_err(MI_ERR_DEVICE, "cuda graph: staging ring event: %s", cudaGetErrorString(e));
-        }
-        s->ring_armed[s->ring_cur] = true;
-    }
-    s->ring_cur = (s->ring_cur + 1) % G7_RING_N;
-    if (s->ring_armed[s->ring_cur]) {   /* outside the stream lock: a wait, not a touch */
-        MI_CU_CHECK(cudaEventSynchronize(s->ring_ev[s->ring_cur]));
-        s->ring_armed[s->ring_cur] = false;
-    }
-    s->ring_fill = 0;
-    s->ring_dirty = false;
-    return MI_OK;
-}
-
-static void *ring_reserve(g7_state *s, size_t n) {
-    size_t off = (s->ring_fill + 255) & ~(size_t)255;
-    if (off > G7_RING_BYTES || n > G7_RING_BYTES - off) return NULL;
-    s->ring_fill = off + n;
-    s->ring_dirty = true;
-    return s->ring + (size_t)s->ring_cur * G7_RING_BYTES + off;
-}
-
+/* ---------------- pinned staging ring (staging_ring.c) ---------------- */
 static void *ring_put(g7_state *s, const void *src, size_t n) {
-    void *p = ring_reserve(s, n);
+    void *p = staging_ring_reserve(&s->ring, n);
     if (p) memcpy(p, src, n);
     return p;
 }
@@ -204,7 +142,7 @@ static mi_status run_region_direct(g7_state *s, int first, int last) {
 }
 
 static void backoff_note(g7_state *s) {
-    s->bo_shape = s->shape;
+    s->bo_shape = s->key.shape;
     s->bo_fails++;
     s->bo_left = s->bo_fails >= 7 ? G7_BACKOFF_MAX : 1 << (s->bo_fails - 1);
 }
@@ -322,8 +260,8 @@ static void log_capture(g7_state *s, cudaGraph_t gr) {
     mi_cuda_graph_capture_rec r;
     memset(&r, 0, sizeof r);
     r.backend_serial = s->serial;
-    r.shape_hash = s->shape.a;
-    r.generation = s->gen;
+    r.shape_hash = s->key.shape.a;
+    r.generation = s->key.gen;
     r.compute_nodes = s->n_compute;
     size_t n = 0;
     if (cudaGraphGetNodes(gr, NULL, &n) == cudaSuccess && n > 0) {
@@ -382,7 +320,7 @@ static mi_status window_close(g7_state *s) {
         backoff_note(s);
         return run_region_direct(s, s->first_compute, last);
     }
-    g7_entry *en = cache_insert(s, ex);
+    graph_entry *en = graph_cache_insert(&s->cache, &s->key, ex);
     s->bo_fails = 0;
     s->bo_left = 0;
     lock();
@@ -391,7 +329,7 @@ static mi_status window_close(g7_state *s) {
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         g7_loud("first launch of a new graph failed: %s; the step runs uncaptured", cudaGetErrorString(e));
-        entry_drop(en);
+        graph_cache_drop(en);
         STAT_ADD(end_failures, 1);
         backoff_note(s);
         return run_region_direct(s, s->first_compute, last);
@@ -404,14 +342,14 @@ static mi_status replay(g7_state *s) {
     lock();
     cudaError_t e = cudaGraphLaunch(s->hit->exec, s->stream);
     unlock();
-    s->hit->last_use = ++s->tick;
+    graph_cache_touch(&s->cache, s->hit);
     if (e == cudaSuccess) {
         STAT_ADD(replays, 1);
         return MI_OK;
     }
     (void)cudaGetLastError();
     g7_loud("cudaGraphLaunch failed: %s; graph dropped, the step runs uncaptured", cudaGetErrorString(e));
-    entry_drop(s->hit);
+    graph_cache_drop(s->hit);
     s->hit = NULL;
     s->mode = M_DIRECT;
     return run_region_direct(s, s->first_compute, s->sp.first + s->sp.n - 1);
@@ -460,37 +398,33 @@ static bool split_scan(g7_state *s) {
     s->slot_cursor = 0;
     s->npast_in_key = false;
     if (!eligible) return false;
-    mi_cuda_exec_fn ex_attn = NULL, ex_kv = NULL;
-    mi_cuda_get_op(MI_OP_ATTN, &ex_attn, NULL, NULL);
-    mi_cuda_get_op(MI_OP_KV_STORE, &ex_kv, NULL, NULL);
-    const bool dev_attn = g7_is_step_exec(ex_attn), dev_kv = g7_is_step_exec(ex_kv);
     bool npast_in_key = false;
     g7_hash h = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL};
     hput(&h, (uint64_t)s->sp.n);
     hput(&h, (uint64_t)(k - first));
     hptr(&h, s->dparams);
+    hput(&h, mi_cuda_dispatch_epoch());   /* another kernel choice (an item switched) is another graph */
     for (int i = first; i < end; i++) {
         const mi_tensor *t = g->nodes[i];
         hput(&h, (uint64_t)t->op);
         hput(&h, (uint64_t)t->flags);
         hash_tensor_ref(&h, t);
         if (t->op == MI_OP_NONE || i < k) continue;   /* head: only its pointers matter */
-        mi_cuda_exec_fn ex = NULL;
-        if ((int)t->op > (int)MI_OP_NONE && (int)t->op < (int)MI_OP_COUNT) mi_cuda_get_op(t->op, &ex, NULL, NULL);
-        hptr(&h, (const void *)(uintptr_t)ex);   /* an op-table swap (7e A/B) is another graph */
+        mi_tensor *node = g->nodes[i];
+        const mi_cuda_kernel *kn = mi_cuda_choose(node);   /* cached in the node: no second search */
         bool slot = false;
-        if (((t->op == MI_OP_ATTN && dev_attn) || (t->op == MI_OP_KV_STORE && dev_kv)) &&
+        if ((t->op == MI_OP_ATTN || t->op == MI_OP_KV_STORE) && kn && (kn->flags & MI_CUDA_K_STEP_PARAMS) &&
             s->n_slots < G7_MAX_SLOTS) {
             s->slot_node[s->n_slots++] = t;
             slot = true;
         } else if (t->op == MI_OP_ATTN || t->op == MI_OP_KV_STORE) {
             npast_in_key = true;
         }
-        hput(&h, slot ? 1u : 0u);   /* with a slot the exec reads n_past on the device: p[0] stays out */
+        hput(&h, slot ? 1u : 0u);   /* with a slot the kernel reads n_past on the device: p[0] stays out */
         for (int p = slot ? 1 : 0; p < MI_MAX_PARAMS; p++) hput(&h, (uint64_t)(uint32_t)t->p[p]);
         for (int j = 0; j < MI_MAX_SRC; j++) hash_tensor_ref(&h, t->src[j]);
     }
-    s->shape = h;
+    s->key.shape = h;
     s->npast_in_key = npast_in_key;
     return true;
 }
@@ -498,7 +432,7 @@ static bool split_scan(g7_state *s) {
 /* n_past of every slot: host -> ring -> device params, queued before the split's work */
 static mi_status params_fill(g7_state *s) {
     const size_t n = (size_t)s->n_slots * sizeof(int32_t);
-    int32_t *p = ring_reserve(s, n);
+    int32_t *p = staging_ring_reserve(&s->ring, n);
     if (!p) return mi_err(MI_ERR_INTERNAL, "cuda graph: %d step params do not fit the staging ring", s->n_slots);
     for (int i = 0; i < s->n_slots; i++) p[i] = s->slot_node[i]->p[0];
     lock();
@@ -535,7 +469,7 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     s->g = NULL;
     int cur = -1;
     if (cudaGetDevice(&cur) != cudaSuccess || cur != s->device) MI_CU_CHECK(cudaSetDevice(s->device));
-    MI_TRY(ring_advance(s));
+    MI_TRY(staging_ring_advance(&s->ring, s->stream));
     if (s->orig->split_begin) {   /* sizes the workspace: may allocate, so before any window */
         lock();
         mi_status st = s->orig->split_begin(be, g, sp);
@@ -547,17 +481,17 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     s->split_serial++;
     s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
     const bool eligible = split_scan(s);
-    s->gen = s->orig->generation ? s->orig->generation(be) : 0;
-    s->ws = mi_cuda_workspace(s->c, &s->ws_size);
+    s->key.gen = s->orig->generation ? s->orig->generation(be) : 0;
+    s->key.ws = mi_cuda_workspace(s->c, &s->key.ws_size);
     if (s->n_slots) MI_TRY(params_fill(s));
     if (!eligible) {
         s->mode = M_DIRECT;
         return MI_OK;
     }
-    s->hit = cache_find(s);
+    s->hit = graph_cache_find(&s->cache, &s->key);
     if (s->hit) {
         s->mode = M_REPLAY;
-    } else if (s->bo_left > 0 && heq(s->bo_shape, s->shape)) {
+    } else if (s->bo_left > 0 && g7_hash_eq(s->bo_shape, s->key.shape)) {
         s->bo_left--;
         s->mode = M_DIRECT;
         STAT_ADD(backoff_splits, 1);
@@ -669,10 +603,8 @@ static void w_buffer_free(mi_backend *be, mi_buffer *buf) {
 }
 
 static void state_release(g7_state *s) {
-    for (int i = 0; i < G7_RING_N; i++)
-        if (s->ring_ev[i]) MI_CU_WARN(cudaEventDestroy(s->ring_ev[i]));
     if (s->sync_ev) MI_CU_WARN(cudaEventDestroy(s->sync_ev));
-    mi_cudev_host_free(s->ring);
+    staging_ring_free(&s->ring);
     free(s->slot_node);
     free(s);
 }
@@ -691,14 +623,14 @@ static void w_destroy(mi_backend *be) {
     lock();
     MI_CU_WARN(cudaStreamSynchronize(s->stream));   /* graphs and ring slots may be in flight */
     unlock();
-    g7_cache_drop_all(s);
+    graph_cache_drop_all(&s->cache);
     const mi_backend_iface *orig = s->orig;
     be->iface = orig;
     lock();
     state_release(s);
     orig->destroy(be);   /* frees the step-params region with the context */
     unlock();
-    g7_maybe_free_retired();
+    graph_cache_free_retired();
 }
 
 /* ---------------- wrap, create, install ---------------- */
@@ -722,11 +654,7 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
         st = mi_cuda_region_get(c, "7d.step_params", G7_MAX_SLOTS * sizeof(int32_t), &p);
         s->dparams = p;
     }
-    if (st == MI_OK) st = mi_cudev_host_alloc((void **)&s->ring, G7_RING_N * G7_RING_BYTES);
-    for (int i = 0; i < G7_RING_N && st == MI_OK; i++) {
-        cudaError_t e = cudaEventCreateWithFlags(&s->ring_ev[i], cudaEventDisableTiming);
-        if (e != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "cuda graph: event: %s", cudaGetErrorString(e));
-    }
+    if (st == MI_OK) st = staging_ring_init(&s->ring);
     if (st == MI_OK) {
         cudaError_t e = cudaEventCreateWithFlags(&s->sync_ev, cudaEventDisableTiming);
         if (e != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "cuda graph: event: %s", cudaGetErrorString(e));
@@ -759,3 +687,50 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     return MI_OK;
 }
 
+/* ---------------- every wrapped backend: test entry points ---------------- */
+int mi_cuda_graph_capturing_streams(void) {
+    int n = 0;
+    pthread_mutex_lock(&g7_list_mu);
+    for (g7_state *s = g7_states; s; s = s->next) {
+        lock();   /* waits for an open window of another thread to close */
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(s->stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+        else if (cs != cudaStreamCaptureStatusNone) n++;
+        unlock();
+    }
+    pthread_mutex_unlock(&g7_list_mu);
+    return n;
+}
+
+int mi_cuda_graph_flush(void) {
+    int n = 0;
+    pthread_mutex_lock(&g7_list_mu);
+    for (g7_state *s = g7_states; s; s = s->next) n += graph_cache_drop_all(&s->cache);
+    pthread_mutex_unlock(&g7_list_mu);
+    graph_cache_free_retired();
+    return n;
+}
+
+mi_status mi_cuda_graph_bump_generation(int *n_bumped) {
+    int nb = 0;
+    mi_status st = MI_OK;
+    pthread_mutex_lock(&g7_list_mu);
+    for (g7_state *s = g7_states; s && st == MI_OK; s = s->next) {
+        lock();
+        mi_cuda_pool *pool = mi_cuda_pool_of(s->c);
+        const uint64_t g0 = mi_cuda_pool_generation(pool);
+        /* a block the pool never handed out (a carve or a new chunk) changes the generation;
+         * released at once, so the only lasting effect is the new generation */
+        size_t size = ((size_t)8 << 20) + 256 * (size_t)s->serial;
+        for (int tries = 0; tries < 6 && st == MI_OK && mi_cuda_pool_generation(pool) == g0; tries++, size *= 2) {
+            void *p = NULL;
+            st = mi_cuda_pool_alloc(pool, size, &p);
+            if (st == MI_OK) st = mi_cuda_pool_release(pool, p);
+        }
+        if (mi_cuda_pool_generation(pool) != g0) nb++;
+        unlock();
+    }
+    pthread_mutex_unlock(&g7_list_mu);
+    if (n_bumped) *n_bumped = nb;
+    return st;
+}

@@ -55,10 +55,9 @@ int mi_cuda_graph_capture_log(mi_cuda_graph_capture_rec *out, int max);
 void mi_cuda_graph_set_enabled(bool on);
 bool mi_cuda_graph_enabled(void);
 
-/* Input fills through the pinned staging ring (default on; 7e's item e6 switches it).
+/* Input fills through the pinned staging ring: the dispatch item e6 (default on).
  * Off: an Input node is filled by the backend's own pageable copy, outside any window,
  * as with graphs off. Read at each split. The step params always use the ring. */
-void mi_cuda_graph_set_input_staging(bool on);
 bool mi_cuda_graph_input_staging(void);
 
 /* Failure injection (gate): MINFER_CUDA_GRAPH_FAIL=begin|node|sync[:COUNT] at install.
@@ -90,15 +89,14 @@ void mi_cuda_stream_lock(void);
 void mi_cuda_stream_unlock(void);
 
 /* Step params: the device int32 holding node's n_past for the split being executed on
- * c, or NULL when none was assigned (the op then uses its host-parameter kernel). An op
- * exec that reads it (instead of node->p[0]) registers itself, so the graph key leaves
- * p[0] out and a growing KV cache replays the same graph. */
+ * c, or NULL when none was assigned (the kernel then takes n_past from the node). Only
+ * kernels flagged MI_CUDA_K_STEP_PARAMS (step_kernels.c) read it; for their nodes the
+ * graph key leaves n_past out, so a growing KV cache replays the same graph. */
 const int32_t *mi_cuda_step_param(mi_cuda_ctx *c, const mi_tensor *node);
-void mi_cuda_graph_register_step_op(mi_cuda_exec_fn exec);
-/* Whether the installed ATTN and KV_STORE execs read n_past from the step params. */
+/* Whether ATTN and KV_STORE have a candidate that reads n_past from the step params. */
 bool mi_cuda_graph_npast_on_device(void);
 
-/* Launchers (ops7d.cu): 7b's ATTN / KV_STORE arithmetic with n_past read on the device.
+/* Launchers (attn_kv_step.cu): 7b's ATTN / KV_STORE arithmetic with n_past read on the device.
  * q [hd*Hq, N], caches [hd*Hkv, n_ctx] (F16|F32) -> o [hd*Hq, N]; causal over 0..n_past+i */
 mi_status mi7d_attn(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                     int64_t N, const int32_t *n_past_dev, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
@@ -108,8 +106,8 @@ mi_status mi7d_kv_store(void *stream, const float *x, void *cache, mi_type ctype
                         const int32_t *n_past_dev, int64_t n_ctx);
 
 void mi_phase7d_install(void);
-/* internal (stepops7d.c): put the device-n_past ATTN / KV_STORE execs into the op table */
-void m7d_install_step_ops(void);
+/* step_kernels.c: add the ATTN / KV_STORE candidates that read n_past on the device */
+void g7_add_step_kernels(void);
 
 #ifdef __cplusplus
 }

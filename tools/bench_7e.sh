@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-7e (device): every 7e item on vs off and MINFER_NO_CUDA_GRAPH on vs off, in one
+# make bench-7e (device): every switch item on vs off and MINFER_NO_CUDA_GRAPH on vs off, in one
 # run per model (gates/7e/bench_7e: A B A B ..., medians, ratio off/on), for the 0.5B and
 # 7B shapes (synthetic qwen2.5-0.5b Q4_0, qwen2.5-7b Q4_K_M).
 #   usage: tools/bench_7e.sh [BUILD]      env: BENCH_JSON (default results/bench-7e.jsonl),

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include "common/model/mi.h"
 #include "common/core/mi_progress.h"
+#include "common/core/mi_settings.h"
 #include "common/gguf/gguf.h"
 #include "common/backend/backend.h"
 #include "tools/cli.h"
@@ -389,7 +390,7 @@ int cmd_bench(int argc, char **argv) {
     }
     /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
      * commit in MINFER_COMMIT */
-    const char *env_commit = getenv("MINFER_COMMIT");
+    const char *env_commit = mi_setting("MINFER_COMMIT");
     if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
     else read_cmd("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit, "unknown");
     time_t now = time(NULL);

@@ -1,19 +1,24 @@
 /* `minfer info FILE`: what a GGUF file holds (header, every metadata key, the tensor
  * table, totals and bits per weight), as text or as JSON (--json) that the gates compare
- * with the PyPI gguf reader. Only the header pages of the mapping are touched. */
+ * with the PyPI gguf reader. Only the header pages of the mapping are touched.
+ * `minfer info --settings`: every MINFER_* setting with its value in this environment. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "common/gguf/gguf.h"
+#include "common/core/mi_settings.h"
 
 #define INFO_SMALL_ARRAY 64   /* --json: arrays up to this length are listed, longer ones hashed */
 
 static void usage_to(FILE *f) {
     fprintf(f, "usage: minfer info FILE [--json] [--require KEY]...\n"
+               "       minfer info --settings [--json]\n"
                "  FILE's header, metadata, tensor table and totals (sizes in KiB/MiB/GiB)\n"
                "  --json           the same as one JSON object\n"
-               "  --require KEY    fail (exit 1) unless the metadata holds KEY\n");
+               "  --require KEY    fail (exit 1) unless the metadata holds KEY\n"
+               "  --settings       every MINFER_* environment setting, its kind, its value here and\n"
+               "                   its meaning (docs/SETTINGS.md)\n");
 }
 
 /* a usage error: exit status 2 */
@@ -230,13 +235,41 @@ static void print_text(FILE *o, const char *path, const gguf_file *f) {
     }
 }
 
+/* The settings table with this environment's values: text, or JSON
+ * {"settings": [{"name", "kind", "value" (null: unset), "meaning"}]}. */
+static void print_settings(FILE *o, int json) {
+    const int n = mi_settings_count();
+    if (json) fprintf(o, "{\"settings\":[");
+    else fprintf(o, "MINFER_* settings (docs/SETTINGS.md), with their values in this environment:\n");
+    for (int i = 0; i < n; i++) {
+        const mi_setting_info *si = mi_setting_at(i);
+        const char *v = mi_setting(si->name);
+        if (json) {
+            fprintf(o, "%s\n{\"name\":\"%s\",\"kind\":\"%s\",\"value\":", i ? "," : "", si->name,
+                    mi_setting_kind_name(si->kind));
+            if (v) json_str(o, v, strlen(v));
+            else fprintf(o, "null");
+            fprintf(o, ",\"meaning\":");
+            json_str(o, si->meaning, strlen(si->meaning));
+            fputc('}', o);
+        } else {
+            char val[64];
+            if (v) snprintf(val, sizeof val, "=%s", v);
+            else snprintf(val, sizeof val, "unset");
+            fprintf(o, "  %-24s %-6s %-10s %s\n", si->name, mi_setting_kind_name(si->kind), val, si->meaning);
+        }
+    }
+    if (json) fprintf(o, "\n]}\n");
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    int json = 0;
+    int json = 0, settings = 0;
     const char *require[32];
     int n_require = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--settings")) settings = 1;
         else if (!strcmp(argv[i], "--require") && i + 1 < argc && n_require < 32) require[n_require++] = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage_to(stdout);
@@ -247,6 +280,15 @@ int cmd_info(int argc, char **argv) {
             return usage();
         } else if (!path) path = argv[i];
         else return usage();
+    }
+    if (settings) {
+        if (path || n_require) return usage();
+        print_settings(stdout, json);
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "minfer: info: cannot write output\n");
+            return 1;
+        }
+        return 0;
     }
     if (!path) return usage();
     gguf_file *f;

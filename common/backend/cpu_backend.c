@@ -2,6 +2,7 @@
  * switch over the ops of graph.h. Scratch for quantized activations and attention is
  * sized at split_begin, so execute_node never allocates. */
 #include "cpu_backend.h"
+#include "common/core/mi_settings.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,8 +255,9 @@ static const mi_backend_iface g_cpu_iface = {
 mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {
     *out = NULL;
     if (n_threads <= 0) {
-        const char *e = getenv("MINFER_THREADS");
-        n_threads = e ? atoi(e) : 0;
+        long v = 0;
+        MI_TRY(mi_setting_int("MINFER_THREADS", 0, 1024, 0, &v));
+        n_threads = (int)v;
     }
     if (n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -274,8 +276,7 @@ mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {
     be->index = -1;
     c->n_threads = n_threads;
     c->isa = mi_cpu_best_isa();
-    const char *ng = getenv("MINFER_NO_GEMM");
-    c->no_gemm = ng && ng[0] == '1';
+    c->no_gemm = mi_setting_on("MINFER_NO_GEMM");
     mi_status st = threadpool_new(n_threads, &c->tp);
     if (st != MI_OK) {
         free(c);

@@ -5,6 +5,7 @@
  * returns its error with context, never falls back mid-graph. */
 #include "sched.h"
 #include "common/core/mi_progress.h"
+#include "common/core/mi_settings.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,13 +55,17 @@ mi_status sched_new(mi_backend **backends, int n_backends, mi_sched **out) {
     }
     s->n = n_backends;
     s->epoch = 1;
-    const char *e = getenv("MINFER_SCHED_NOREUSE");
-    s->no_reuse = e && e[0] == '1';
-    e = getenv("MINFER_PROFILE");
-    s->profile = e && (e[0] == '1' || e[0] == '2');
-    s->profile_level = s->profile ? e[0] - '0' : 0;
-    e = getenv("MINFER_DUMP_GRAPH");
-    s->dump = e ? atoi(e) : 0;
+    s->no_reuse = mi_setting_on("MINFER_SCHED_NOREUSE");
+    long prof = 0, dump = 0;
+    mi_status st = mi_setting_int("MINFER_PROFILE", 0, 2, 0, &prof);
+    if (st == MI_OK) st = mi_setting_int("MINFER_DUMP_GRAPH", 0, 2, 0, &dump);
+    if (st != MI_OK) {
+        free(s);
+        return st;
+    }
+    s->profile_level = (int)prof;
+    s->profile = prof > 0;
+    s->dump = (int)dump;
     *out = s;
     return MI_OK;
 }
@@ -99,8 +104,7 @@ const mi_sched_stats *sched_stats(const mi_sched *s) { return &s->stats; }
 
 mi_status sched_check_fit(mi_backend *be, size_t need, const char *what, const char *hint) {
     if (!be->iface->memory) return MI_OK;
-    const char *e = getenv("MINFER_NO_MEMCHECK");
-    if (e && *e && strcmp(e, "0")) return MI_OK;
+    if (mi_setting_on("MINFER_NO_MEMCHECK")) return MI_OK;
     size_t avail = 0, total = 0;
     if (be->iface->memory(be, &avail, &total) != MI_OK) {
         mi_err_clear();   /* unknown: the allocation itself will say if it fails */

@@ -8,6 +8,7 @@
  * already writes the next task's count (the stale value only makes a CAS that fails on
  * the generation), so it is an atomic: relaxed, a plain load on x86 and ARM. */
 #include "threadpool.h"
+#include "common/core/mi_settings.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -97,13 +98,13 @@ static void *worker_main(void *p) {
 mi_status threadpool_new(int n_threads, mi_threadpool **out) {
     *out = NULL;
     if (n_threads < 1) n_threads = 1;
+    long spin_us = 0;
+    MI_TRY(mi_setting_int("MINFER_SPIN_US", 0, 10000000, 100, &spin_us));
     mi_threadpool *tp = aligned_alloc(64, (sizeof *tp + 63) / 64 * 64);   /* the atomics' lines */
     if (!tp) return mi_err(MI_ERR_NOMEM, "threadpool: out of memory");
     memset(tp, 0, sizeof *tp);
     tp->n = n_threads;
-    tp->spin_ns = 100000;
-    const char *e = getenv("MINFER_SPIN_US");
-    if (e) tp->spin_ns = (int64_t)atoi(e) * 1000;
+    tp->spin_ns = (int64_t)spin_us * 1000;
     pthread_mutex_init(&tp->mtx, NULL);
     pthread_cond_init(&tp->cv, NULL);
     tp->w = calloc((size_t)n_threads, sizeof *tp->w);

@@ -1,5 +1,6 @@
 /* Thread-local error message store behind mi_err()/mi_errmsg(). */
 #include "mi_err.h"
+#include "mi_settings.h"
 #include <stdarg.h>
 #include <string.h>
 
@@ -49,7 +50,7 @@ const char *mi_status_name(mi_status st) {
 }
 
 void mi_log(const char *fmt, ...) {
-    const char *e = getenv("MINFER_LOG");
+    const char *e = mi_setting("MINFER_LOG");
     if (e && e[0] == '0') return;
     va_list ap;
     va_start(ap, fmt);

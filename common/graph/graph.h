@@ -73,6 +73,10 @@ typedef struct mi_tensor {
     const void *host_src;      /* MI_OP_INPUT: host bytes to copy in at execute */
     int id;                    /* index in its graph (-1 for tensors not in a graph) */
     char name[MI_NAME_MAX];
+    /* backend private: the kernel its backend chose for this node and the dispatch epoch
+     * of that choice (phase7a_skeleton/cuda_dispatch.h); zero until a choice is made */
+    const void *kernel;
+    uint64_t kernel_epoch;
 } mi_tensor;
 
 static inline float mi_tensor_pf(const mi_tensor *t, int i) {
@@ -85,6 +89,23 @@ static inline int64_t mi_nelements(const mi_tensor *t) {
     return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
 }
 size_t mi_nbytes(const mi_tensor *t);       /* bytes of a contiguous tensor */
+/* rows of a tensor: everything past ne[0] */
+static inline int64_t mi_nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* Node parameters by name (the layout per op is in mi_op above). */
+static inline int64_t mi_node_n_past(const mi_tensor *n) { return n->p[0]; }      /* ATTN, KV_STORE */
+static inline int64_t mi_attn_head_dim(const mi_tensor *n) { return n->p[1]; }
+static inline int64_t mi_attn_n_head(const mi_tensor *n) { return n->p[2]; }
+static inline int64_t mi_attn_n_head_kv(const mi_tensor *n) { return n->p[3]; }
+static inline float mi_attn_scale(const mi_tensor *n) { return mi_tensor_pf(n, 4); }
+static inline int64_t mi_norm_group(const mi_tensor *n) { return n->p[0]; }       /* RMS_NORM */
+static inline float mi_norm_eps(const mi_tensor *n) { return mi_tensor_pf(n, 1); }
+static inline int64_t mi_rope_head_dim(const mi_tensor *n) { return n->p[0]; }    /* ROPE */
+static inline int mi_rope_mode(const mi_tensor *n) { return n->p[1]; }
+static inline int mi_rope_n_rot(const mi_tensor *n) { return n->p[2]; }
+static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(n, 3); }
+static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
+static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }
 const char *mi_op_name(mi_op op);
 
 /* A graph owns its nodes (arena). Leaves (weights, KV regions) are owned elsewhere

@@ -3,16 +3,22 @@
  * scheduler and keeps the logits; later calls append to the same cache (multi-turn). */
 #include "model_internal.h"
 #include "../backend/hooks.h"
+#include "../core/mi_settings.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <limits.h>
+
+/* A session's backends in priority order (the scheduler's): accelerators first, the host
+ * (CPU) backend last, since leaves without an owner live in host memory and the scheduler
+ * takes its last backend for them. Roles are found by host_memory, not by name. */
+#define SESSION_MAX_BE 4
 
 struct mi_session {
     mi_model *m;
-    mi_backend *backends[2];     /* priority order; the last is the CPU */
+    mi_backend *backends[SESSION_MAX_BE];   /* [n_backends], priority order; the last is the host */
     int n_backends;
-    mi_backend *cpu, *cuda;
     mi_sched *sched;
     mi_kv_cache kv;
     int64_t n_ctx, n_past;
@@ -35,16 +41,25 @@ void mi_session_params_default(mi_session_params *p) {
     p->kv_type = MI_TYPE_F16;
 }
 
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
+/* The backend in host memory (the CPU): the last one, present in every session. */
+static mi_backend *host_backend(const mi_session *s) {
+    for (int i = s->n_backends - 1; i >= 0; i--)
+        if (s->backends[i]->host_memory) return s->backends[i];
+    return NULL;
+}
+
+/* The first backend with memory of its own (a device), NULL for a host-only session. */
+static mi_backend *accel_backend(const mi_session *s) {
+    for (int i = 0; i < s->n_backends; i++)
+        if (!s->backends[i]->host_memory) return s->backends[i];
+    return NULL;
 }
 
 /* Pick the CUDA backend per the request; on "auto" a failure is one log line and CPU. */
 static mi_status open_cuda(const char *want, mi_backend **out) {
     *out = NULL;
     bool is_auto = !strcmp(want, "auto");
-    if (env_on("MINFER_DISABLE_CUDA")) {
+    if (mi_setting_on("MINFER_DISABLE_CUDA")) {
         if (!is_auto) mi_log("MINFER_DISABLE_CUDA=1: the cuda backend is disabled, using the CPU");
         return MI_OK;
     }
@@ -96,7 +111,7 @@ static mi_backend *kv_backend(mi_session *s, mi_type kv_type) {
         mi_backend *be = s->backends[i];
         if (be->iface->supports(be, &ks) && be->iface->supports(be, &att)) return be;
     }
-    return s->cpu;
+    return host_backend(s);
 }
 
 /* Refuse a context whose KV cache cannot fit where it would live, before allocating (and
@@ -146,16 +161,19 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
 
     mi_status st = MI_OK;
     bool guarded = false;
-    if (strcmp(p.backend, "cpu")) st = open_cuda(p.backend, &s->cuda);
-    if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &s->cpu);
+    mi_backend *cuda = NULL, *cpu = NULL;
+    if (strcmp(p.backend, "cpu")) st = open_cuda(p.backend, &cuda);
+    if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &cpu);
+    if (st == MI_OK) {
+        /* backend choice and KV placement are one decision: no load in between (hooks.h) */
+        mi_load_guard_lock();
+        guarded = true;
+        st = mi_hook_session_open(m, p.backend, &cuda, &s->hook_state);   /* may drop cuda */
+    }
+    /* owned by the session from here, whatever st says: mi_session_free destroys them */
+    if (cuda) s->backends[s->n_backends++] = cuda;
+    if (cpu) s->backends[s->n_backends++] = cpu;
     if (st != MI_OK) goto fail;
-    /* backend choice and KV placement are one decision: no load in between (hooks.h) */
-    mi_load_guard_lock();
-    guarded = true;
-    st = mi_hook_session_open(m, p.backend, &s->cuda, &s->hook_state);
-    if (st != MI_OK) goto fail;
-    if (s->cuda) s->backends[s->n_backends++] = s->cuda;
-    s->backends[s->n_backends++] = s->cpu;
     st = sched_new(s->backends, s->n_backends, &s->sched);
     if (st != MI_OK) goto fail;
     /* Weight leaves keep backend -1 (host memory, the scheduler's last backend: this
@@ -170,7 +188,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     guarded = false;
     if (st != MI_OK) goto fail;
 
-    const char *dbg = getenv("MINFER_DEBUG_LAYERS");
+    const char *dbg = mi_setting("MINFER_DEBUG_LAYERS");
     if (dbg && *dbg && strcmp(dbg, "0")) {
         const char *path = strcmp(dbg, "1") ? dbg : "minfer-layers.bin";
         s->debug = fopen(path, "wb");
@@ -193,8 +211,7 @@ void mi_session_free(mi_session *s) {
     kv_cache_free(&s->kv);
     mi_hook_session_close(s->hook_state);
     if (s->sched) sched_free(s->sched);
-    if (s->cuda) s->cuda->iface->destroy(s->cuda);
-    if (s->cpu) s->cpu->iface->destroy(s->cpu);
+    for (int i = 0; i < s->n_backends; i++) s->backends[i]->iface->destroy(s->backends[i]);   /* devices first */
     if (s->debug) fclose(s->debug);
     free(s->taps);
     free(s->ids);
@@ -236,14 +253,21 @@ static mi_status write_taps(mi_session *s, mi_build_args *a) {
  * the bytes per token come from the scheduler's last allocation (an estimate before the
  * first). Chunks give bit-identical logits (gates/common/py_session.py). A device session
  * keeps the whole prompt in one graph. MINFER_UBATCH=N (0: never split) overrides. */
-static int64_t ubatch_size(mi_session *s) {
-    const char *e = getenv("MINFER_UBATCH");
-    if (e && *e) {
-        long long v = atoll(e);
-        return v > 0 ? v : INT64_MAX;
+static mi_status ubatch_size(mi_session *s, int64_t *out) {
+    long v = -1;
+    MI_TRY(mi_setting_int("MINFER_UBATCH", 0, LONG_MAX, -1, &v));
+    if (v >= 0) {
+        *out = v > 0 ? (int64_t)v : INT64_MAX;
+        return MI_OK;
     }
-    if (s->n_ubatch > 0) return s->n_ubatch;
-    if (s->cuda) return INT64_MAX;
+    if (s->n_ubatch > 0) {
+        *out = s->n_ubatch;
+        return MI_OK;
+    }
+    if (accel_backend(s)) {
+        *out = INT64_MAX;
+        return MI_OK;
+    }
     const mi_hparams *hp = &s->m->hp;
     size_t per = s->act_per_token;
     if (!per)   /* live set of a layer with the allocator's slack: measured ~2.5x the sum */
@@ -254,7 +278,8 @@ static int64_t ubatch_size(mi_session *s) {
     int64_t u = (int64_t)(budget / (per ? per : 1));
     if (u > 512) u = 512;
     if (u < 16) u = 16;
-    return u - u % 16;
+    *out = u - u % 16;
+    return MI_OK;
 }
 
 /* Whether a forward went non-finite, judged from 64 logits spread over each row. A NaN
@@ -292,7 +317,7 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     mi_status st = mi_hook_graph_pass(s->hook_state, g);
     if (st == MI_OK) st = sched_compute(s->sched, g);
     if (st == MI_OK) {
-        if (env_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
+        if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
         st = sched_read(s->sched, g->output, s->logits + (size_t)row_off * (size_t)hp->n_vocab, 0,
                         (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
     }
@@ -304,7 +329,7 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
     if (n >= 16) {   /* learn the activation bytes per token of this model on this backend */
         const mi_sched_stats *ss = sched_stats(s->sched);
-        size_t per = ss->alloc_bytes[s->cpu->index] / (size_t)n;
+        size_t per = ss->alloc_bytes[host_backend(s)->index] / (size_t)n;
         if (per > s->act_per_token) s->act_per_token = per;
     }
     s->n_past += n;
@@ -324,7 +349,8 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)",
                           tokens[i], (long long)i, (long long)hp->n_vocab - 1);
-    int64_t ub = ubatch_size(s);
+    int64_t ub = 0;
+    MI_TRY(ubatch_size(s, &ub));
     int64_t per_graph = n < ub ? n : ub;
     if (per_graph > s->cap) {
         int32_t *ids = realloc(s->ids, (size_t)per_graph * sizeof *ids);
@@ -376,7 +402,8 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
     s->logits_rows = 0;
     return MI_OK;
 }
-const char *mi_session_backend(const mi_session *s) { return s->cuda ? "cuda" : "cpu"; }
+/* The first backend in priority order: the device's name ("cuda") or "cpu". */
+const char *mi_session_backend(const mi_session *s) { return s->backends[0]->iface->name(s->backends[0]); }
 size_t mi_session_kv_bytes(const mi_session *s) { return kv_cache_bytes(&s->kv); }
 
 size_t mi_session_kv_read_bytes(const mi_session *s, int64_t n_past) {

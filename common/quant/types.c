@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 #include "common/core/mi_err.h"
+#include "common/core/mi_settings.h"
 #include "common/quant/quant_impl.h"
 
 #define PLAIN(nm, sz, sup) {nm, 1, sz, false, sup, MI_TYPE_F32}
@@ -166,7 +167,7 @@ static void init_tables(void) {
     if (g_have[MI_ISA_AVX2]) mi_quant_fill_avx2(&g_tab[MI_ISA_AVX2]);
     if (g_have[MI_ISA_AVX512]) mi_quant_fill_avx512(&g_tab[MI_ISA_AVX512]);
     g_best = g_have[MI_ISA_AVX512] ? MI_ISA_AVX512 : g_have[MI_ISA_AVX2] ? MI_ISA_AVX2 : MI_ISA_SCALAR;
-    const char *env = getenv("MINFER_ISA");
+    const char *env = mi_setting("MINFER_ISA");   /* read once: the tables are chosen once per process */
     if (env && *env) {
         mi_isa want = MI_ISA_BEST;
         if (!strcasecmp(env, "scalar")) want = MI_ISA_SCALAR;

@@ -705,7 +705,6 @@ done:
 
 int main(int argc, char **argv) {
     (void)argc;
-    (void)gu_fill;
     gu_init(&R, "gate-7b", "7b");
     gu_catch_crashes(&R, "gate_7b", 0);
     const char *q = getenv("MINFER_GATE_QUICK");

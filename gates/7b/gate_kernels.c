@@ -395,7 +395,6 @@ static void test_kv_attn(mi_type ctype, int hd, int Hq, int Hkv) {
 }
 
 int main(void) {
-    (void)gu_fill; /* gate_util.h helpers this gate does not need */
     gu_init(&R, "gate-7b-kernels", "7b");
     const char *q = getenv("MINFER_GATE_QUICK");
     g_quick = q && *q && strcmp(q, "0") != 0;

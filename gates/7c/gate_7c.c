@@ -12,7 +12,6 @@
  *                    type outside the CUDA set, an injected upload failure: clean CPU run or error
  * No device: "skipped: no CUDA device". Summary JSON: $MINFER_GATE_JSON. */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,9 @@
 #include <unistd.h>
 #include <signal.h>
 #include "gates/gate_util.h"
+#include "gates/support/dispatch_mask.h"
+#include "gates/7c/model_loads.h"
+#include "gates/7c/session_run.h"
 #include "common/backend/backend.h"
 #include "common/backend/sched.h"
 #include "common/graph/graph.h"
@@ -34,33 +36,12 @@ static gu_run R;
 static char g_minfer[1024], g_self[1024];
 static unsigned long long g_seed = 7007;
 
-
-static int64_t argmax(const float *l, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (l[i] > l[b]) b = i;
-    return b;
-}
-
 static double margin_of(const float *l, int64_t n) {
-    int64_t b = argmax(l, n);
+    int64_t b = gate_argmax(l, n);
     double second = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         if (i != b && l[i] > second) second = l[i];
     return (double)l[b] - second;
-}
-
-static unsigned long long hash_f(const float *l, size_t n) {
-    unsigned long long h = 1469598103934665603ULL;
-    const unsigned char *p = (const unsigned char *)l;
-    for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
-static size_t dev_used(void) {
-    mi_cudev_props p;
-    if (mi_cudev_props_get(0, &p) != MI_OK) return 0;
-    return p.total_mem - p.free_mem;
 }
 
 static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
@@ -73,28 +54,7 @@ static int ensure_model(const char *shape, const char *type, char *path, size_t 
     return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
 }
 
-static mi_status open_session(mi_model *m, const char *backend, int64_t n_ctx, int n_threads, mi_session **s) {
-    mi_session_params p;
-    mi_session_params_default(&p);
-    p.backend = backend;
-    p.n_ctx = n_ctx;
-    p.n_threads = n_threads;
-    return mi_session_new(m, &p, s);
-}
 
-/* Feed a prompt, then `steps` greedy tokens (each fed back). toks gets the greedy tokens;
- * last (V floats) the final logits. */
-static mi_status greedy(mi_session *s, const int32_t *prompt, int64_t np, int steps, int32_t *toks, float *last, int64_t V) {
-    MI_TRY(mi_session_decode(s, prompt, np, false));
-    for (int i = 0; i < steps; i++) {
-        const float *l = mi_logits(s, NULL);
-        int32_t t = (int32_t)argmax(l, V);
-        if (toks) toks[i] = t;
-        MI_TRY(mi_session_decode(s, &t, 1, false));
-    }
-    if (last) memcpy(last, mi_logits(s, NULL), (size_t)V * sizeof(float));
-    return MI_OK;
-}
 
 /* The CPU's own rounding sensitivity on this model (gate 7b's method): the prompt's logits
  * from CPU runs at every lower SIMD width (MINFER_ISA=avx2, scalar; same reference
@@ -160,7 +120,7 @@ static void test_e2e(const char *label, const char *path, int steps) {
                 (unsigned long long)(w2.n_reuses - w1.n_reuses), (unsigned long long)(w1.n_uploads - w0.n_uploads));
         goto done;
     }
-    if (open_session(mg, "cuda", 256, 0, &sg) != MI_OK || open_session(mc, "cpu", 256, 0, &sc) != MI_OK) {
+    if (gate_open_session(mg, "cuda", 256, 0, &sg) != MI_OK || gate_open_session(mc, "cpu", 256, 0, &sc) != MI_OK) {
         gu_fail(&R, "session: %s", mi_errmsg());
         goto done;
     }
@@ -199,7 +159,7 @@ static void test_e2e(const char *label, const char *path, int steps) {
             if (e > worst) worst = e;
             for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)lg[i] - lc[i]));
             if (noise > noise_max) noise_max = noise;
-            const int64_t tg = argmax(lg, V), tc = argmax(lc, V);
+            const int64_t tg = gate_argmax(lg, V), tc = gate_argmax(lc, V);
             const double mg_ = margin_of(lc, V);
             if (tg == tc) same++;
             else {
@@ -246,7 +206,7 @@ static void test_session_turns(const char *path) {
     int32_t seq[64];
     int ns = 0;
     mi7c_weight_stats w0, w1;
-    if (open_session(m, "cuda", 256, 0, &s) != MI_OK || open_session(m, "cuda", 256, 0, &t) != MI_OK) {
+    if (gate_open_session(m, "cuda", 256, 0, &s) != MI_OK || gate_open_session(m, "cuda", 256, 0, &t) != MI_OK) {
         gu_fail(&R, "session: %s", mi_errmsg());
         goto done;
     }
@@ -254,10 +214,10 @@ static void test_session_turns(const char *path) {
     {
         int32_t p1[16], p2[8], g[4];
         for (int i = 0; i < 16; i++) seq[ns++] = p1[i] = (int32_t)(gu_rng(&g_seed) % (unsigned long long)V);
-        if (greedy(s, p1, 16, 4, g, NULL, V) != MI_OK) { gu_fail(&R, "turn 1: %s", mi_errmsg()); goto done; }
+        if (gate_greedy(s, p1, 16, 4, g, NULL, V) != MI_OK) { gu_fail(&R, "turn 1: %s", mi_errmsg()); goto done; }
         for (int i = 0; i < 4; i++) seq[ns++] = g[i];
         for (int i = 0; i < 8; i++) seq[ns++] = p2[i] = (int32_t)(gu_rng(&g_seed) % (unsigned long long)V);
-        if (greedy(s, p2, 8, 4, g, l1, V) != MI_OK) { gu_fail(&R, "turn 2: %s", mi_errmsg()); goto done; }
+        if (gate_greedy(s, p2, 8, 4, g, l1, V) != MI_OK) { gu_fail(&R, "turn 2: %s", mi_errmsg()); goto done; }
         for (int i = 0; i < 4; i++) seq[ns++] = g[i];
         if (mi_session_n_past(s) != ns) { gu_fail(&R, "n_past %lld, fed %d", (long long)mi_session_n_past(s), ns); goto done; }
         if (mi_session_decode(t, seq, ns, false) != MI_OK) { gu_fail(&R, "one prefill: %s", mi_errmsg()); goto done; }
@@ -265,16 +225,16 @@ static void test_session_turns(const char *path) {
         const double e = gu_nmse(l1, l2, (size_t)V);
         double noise = 0;
         for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)l1[i] - l2[i]));
-        const bool top_ok = argmax(l1, V) == argmax(l2, V) || margin_of(l2, V) <= 2 * noise;
+        const bool top_ok = gate_argmax(l1, V) == gate_argmax(l2, V) || margin_of(l2, V) <= 2 * noise;
         mi7c_weights_stats(&w1);
         if (e <= 1e-6 && top_ok && w1.n_uploads == w0.n_uploads)
             gu_pass(&R, "prefill 16 -> 4 decodes -> turn 2 (8) -> 4 decodes (KV 0..%d) vs one prefill of %d: nmse %.3g "
                         "(<= 1e-6), max |dlogit| %.3g, top-1 %s; no weight uploaded during the session (device graphs are "
                         "rebuilt per step until 7d captures them)", ns, ns, e, noise,
-                    argmax(l1, V) == argmax(l2, V) ? "equal" : "near-tie");
+                    gate_argmax(l1, V) == gate_argmax(l2, V) ? "equal" : "near-tie");
         else
-            gu_fail(&R, "nmse %.3g (<= 1e-6), top-1 %lld vs %lld, uploads during session %llu", e, (long long)argmax(l1, V),
-                    (long long)argmax(l2, V), (unsigned long long)(w1.n_uploads - w0.n_uploads));
+            gu_fail(&R, "nmse %.3g (<= 1e-6), top-1 %lld vs %lld, uploads during session %llu", e, (long long)gate_argmax(l1, V),
+                    (long long)gate_argmax(l2, V), (unsigned long long)(w1.n_uploads - w0.n_uploads));
     }
 done:
     free(l1);
@@ -355,18 +315,18 @@ static void test_fusion(const char *label, const char *path, int steps) {
         for (int mode = 0; mode < 2 && !err; mode++) {
             if (mode) setenv("MINFER_NO_FUSION", "1", 1);
             mi_session *s = NULL;
-            mi_status st = open_session(m, "cuda", 256, 0, &s);
+            mi_status st = gate_open_session(m, "cuda", 256, 0, &s);
             unsetenv("MINFER_NO_FUSION");
             if (st != MI_OK) { err = "session"; break; }
             mi7c_pass_stats p0, p1;
             mi7c_pass_stats_get(&p0);
             if (mi_session_decode(s, prompt, 16, false) != MI_OK) { err = "prefill"; mi_session_free(s); break; }
             const double t0 = gu_now_ms();
-            int32_t t = (int32_t)argmax(mi_logits(s, NULL), V);
+            int32_t t = (int32_t)gate_argmax(mi_logits(s, NULL), V);
             for (int i = 0; i < steps && !err; i++) {
                 if (rep == 0) tok[mode][i] = t;
                 if (mi_session_decode(s, &t, 1, false) != MI_OK) err = "decode";
-                else t = (int32_t)argmax(mi_logits(s, NULL), V);
+                else t = (int32_t)gate_argmax(mi_logits(s, NULL), V);
             }
             const double dt = gu_now_ms() - t0;
             mi7c_pass_stats_get(&p1);
@@ -398,17 +358,15 @@ static void test_fusion(const char *label, const char *path, int steps) {
     mi_model_free(m);
 }
 
-#include "gates/7c/loads7c.h"   /* parallel_loads, cpu_load_no_upload */
-
 /* ---------------- negative paths ---------------- */
 /* CPU reference for a prompt: a "cpu" session on its own load of the file */
 static int cpu_ref(const char *path, const int32_t *prompt, unsigned long long *h) {
     mi_model *m = NULL;
     mi_session *s = NULL;
     int rc = 1;
-    if (mi_model_load(path, &m) == MI_OK && open_session(m, "cpu", 64, 0, &s) == MI_OK &&
+    if (mi_model_load(path, &m) == MI_OK && gate_open_session(m, "cpu", 64, 0, &s) == MI_OK &&
         mi_session_decode(s, prompt, 8, false) == MI_OK) {
-        *h = hash_f(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab);
+        *h = gate_logits_hash(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab);
         rc = 0;
     }
     mi_session_free(s);
@@ -429,7 +387,7 @@ static void neg_check(const char *name, const char *path, const char *want_why, 
     if (cpu_ref(path, prompt, &want)) { gu_fail(&R, "cpu reference: %s", mi_errmsg()); return; }
     mi7c_weight_stats w0, w1;
     mi7c_weights_stats(&w0);
-    const size_t used0 = dev_used();
+    const size_t used0 = gate_dev_used();
     if (env) setenv(env, val, 1);
     mi_model *m = NULL;
     mi_session *s = NULL, *sx = NULL;
@@ -440,12 +398,12 @@ static void neg_check(const char *name, const char *path, const char *want_why, 
     if (mi_model_load(path, &m) != MI_OK) err = "load failed";
     else if (mi7c_model_on_cuda(m, why, sizeof why)) err = "the model went to CUDA";
     else if (!strcasestr(why, want_why)) err = "the reason does not name the cause";
-    else if (open_session(m, "auto", 64, 0, &s) != MI_OK) err = "auto session failed";
+    else if (gate_open_session(m, "auto", 64, 0, &s) != MI_OK) err = "auto session failed";
     else if (strcmp(mi_session_backend(s), "cpu")) err = "the auto session is not on the CPU";
     else if (mi_session_decode(s, prompt, 8, false) != MI_OK) err = "decode failed";
     else {
-        got = hash_f(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab);
-        st_x = open_session(m, "cuda", 64, 0, &sx);
+        got = gate_logits_hash(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab);
+        st_x = gate_open_session(m, "cuda", 64, 0, &sx);
         snprintf(xmsg, sizeof xmsg, "%s", mi_errmsg());
         snprintf(xbe, sizeof xbe, "%s", st_x == MI_OK ? mi_session_backend(sx) : "-");
         if (got != want) err = "the CPU run differs from the CPU reference";
@@ -456,7 +414,7 @@ static void neg_check(const char *name, const char *path, const char *want_why, 
     mi_session_free(sx);
     mi_model_free(m);
     mi7c_weights_stats(&w1);
-    const size_t used1 = dev_used();
+    const size_t used1 = gate_dev_used();
     if (!err && (w1.n_entries != w0.n_entries || w1.bytes != w0.bytes)) err = "registry entries leaked";
     if (!err && llabs((long long)used1 - (long long)used0) > (2 << 20)) err = "device memory leaked";
     if (err) gu_fail(&R, "%s (reason: '%s'; %s)", err, why, mi_errmsg());
@@ -466,17 +424,11 @@ static void neg_check(const char *name, const char *path, const char *want_why, 
                  st_x == MI_OK ? "" : xmsg, "");
 }
 
-static mi_cuda_supports_fn g_mm_sup;
-static bool sup_no_q8(const mi_tensor *n) { return n->src[0] && n->src[0]->type != MI_TYPE_Q8_0 && g_mm_sup(n); }
-
 static void test_neg_type(const char *path) {
-    mi_cuda_exec_fn ex;
-    mi_cuda_workspace_fn ws;
-    mi_cuda_get_op(MI_OP_MATMUL, &ex, &g_mm_sup, &ws);
     /* a build whose matmul lacks Q8_0: the op table itself says so, eligibility reads it */
-    mi_cuda_set_op(MI_OP_MATMUL, ex, sup_no_q8, ws);
+    gate_matmul_refuse(MI_TYPE_Q8_0);
     neg_check("neg_type_outside_cuda_set", path, "Q8_0", NULL, NULL, true);
-    mi_cuda_set_op(MI_OP_MATMUL, ex, g_mm_sup, ws);
+    gate_matmul_restore();
 }
 
 static void test_neg_nodevice(const char *path) {
@@ -516,13 +468,14 @@ static int child_nodevice(int argc, char **argv) {
     for (int i = 0; i < 8; i++) prompt[i] = argc > 3 + i ? atoi(argv[3 + i]) : 0;
     mi_model *m = NULL;
     mi_session *s = NULL;
-    if (mi_model_load(argv[2], &m) != MI_OK || open_session(m, "auto", 64, 0, &s) != MI_OK ||
+    if (mi_model_load(argv[2], &m) != MI_OK || gate_open_session(m, "auto", 64, 0, &s) != MI_OK ||
         mi_session_decode(s, prompt, 8, false) != MI_OK) {
         printf("child error: %s\n", mi_errmsg());
         return 1;
     }
     fflush(stderr);
-    printf("child backend=%s hash=%llx\n", mi_session_backend(s), hash_f(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab));
+    printf("child backend=%s hash=%llx\n", mi_session_backend(s),
+           gate_logits_hash(mi_logits(s, NULL), (size_t)mi_model_hparams(m)->n_vocab));
     mi_session_free(s);
     mi_model_free(m);
     return 0;
@@ -604,7 +557,6 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "--child-nodevice")) return child_nodevice(argc, argv);
     gu_init(&R, "gate-7c", "7c");
     gu_catch_crashes(&R, "gate_7c", 1);   /* SIGTERM too: a timeout still writes a summary */
-    (void)gu_first_diff;
     snprintf(g_self, sizeof g_self, "%s", argv[0]);
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
@@ -659,9 +611,9 @@ int main(int argc, char **argv) {
     if (have[0] && gu_selected("fusion")) test_fusion(shapes[0][2], paths[0], 64);
     if (have[2] && gu_selected("fusion")) test_fusion(shapes[2][2], paths[2], 32);
     if (!gu_selected("parallel_loads"));
-    else if (have[0] && have[1]) test_parallel(paths[0], paths[1]);
+    else if (have[0] && have[1]) test_parallel_loads(&R, &g_seed, paths[0], paths[1]);
     else gu_skip_named(&R, "parallel_loads", "no models");
-    if (have[0] && gu_selected("cpu_load_no_upload")) test_cpu_load(paths[0]);
+    if (have[0] && gu_selected("cpu_load_no_upload")) test_cpu_load_no_upload(&R, paths[0]);
     if (have[0] && gu_selected("neg")) {
         neg_check("neg_disable_switch", paths[0], "MINFER_DISABLE_CUDA", "MINFER_DISABLE_CUDA", "1", false);
         test_neg_nodevice(paths[0]);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gates/gate_util.h"
+#include "gates/support/dispatch_mask.h"
 #include "common/backend/backend.h"
 #include "common/model/mi.h"
 #include "phase7a_skeleton/cuda_backend.h"
@@ -110,15 +111,10 @@ static void check_shared(const char *name, const char *path, const char *cuda_wa
     free(cpu);
 }
 
-static mi_cuda_supports_fn g_mm_sup;
-static bool sup_no_q8(const mi_tensor *t) { return t->src[0] && t->src[0]->type != MI_TYPE_Q8_0 && g_mm_sup(t); }
-
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-7c-shared", "7c");
     gu_catch_crashes(&R, "gate_7c_shared", 1);
-    (void)gu_first_diff;
-    (void)gu_fill;
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     int ndev = 0;
@@ -137,12 +133,9 @@ int main(int argc, char **argv) {
     check_shared("shared_model_resident", path, "auto");
     /* a build whose matmul lacks Q8_0: the model stays in host memory, an explicit cuda
      * session places each op where the table allows and reads the weights across */
-    mi_cuda_exec_fn ex;
-    mi_cuda_workspace_fn ws;
-    mi_cuda_get_op(MI_OP_MATMUL, &ex, &g_mm_sup, &ws);
-    mi_cuda_set_op(MI_OP_MATMUL, ex, sup_no_q8, ws);
+    gate_matmul_refuse(MI_TYPE_Q8_0);
     check_shared("shared_model_host_weights", path, "cuda");
-    mi_cuda_set_op(MI_OP_MATMUL, ex, g_mm_sup, ws);
+    gate_matmul_restore();
     unlink(path);
     return gu_finish(&R);
 }

@@ -694,7 +694,6 @@ static void test_sanitizer(const char *tool) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    (void)gu_fill;
     gu_init(&R, "gate-7d", "7d");
     gu_catch_crashes(&R, "gate_7d", 0);
     const char *q = getenv("MINFER_GATE_QUICK");

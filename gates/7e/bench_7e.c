@@ -1,39 +1,41 @@
-/* bench_7e: every 7e item on vs off and MINFER_NO_CUDA_GRAPH on vs off, in one process per
- * model so the switch is the only thing that changes: for each item, A (all on) and B
- * (that item off) alternate A B A B ... (-r pairs), prefill and decode timed each time;
- * medians and the ratio B/A are printed and appended as JSON lines (--json PATH).
+/* bench_7e: every switch item on vs off and MINFER_NO_CUDA_GRAPH on vs off, in one process per
+ * model so the switch is the only thing that changes: for each item the CUDA dispatch declares
+ * (mi_cuda_item_at), A (all on) and B (that item off) alternate A B A B ... (-r pairs), prefill
+ * and decode timed each time; medians and the ratio B/A are printed and appended as JSON lines
+ * (--json PATH).
  *   usage: bench_7e [-p 512] [-n 64] [-r 3] [--json PATH] MODEL.gguf [MODEL.gguf ...]
  * Not a gate (it never fails on speed); tools/bench_7e.sh runs it for `make bench-7e`. */
 #include "gates/gate_util.h"
-#include "phase7e_perf/perf7e.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "phase7d_graphs/graphs7d.h"
 #include "common/model/mi.h"
 #include <cuda_runtime_api.h>
 #include <math.h>
 
 typedef struct {
-    const char *name, *off;   /* label, MINFER_PERF_OFF list for B */
-    bool no_graph;            /* B: CUDA graphs off */
+    char name[40];
+    const char *off;   /* MINFER_PERF_OFF list for B */
+    bool no_graph;     /* B: CUDA graphs off */
 } ab_state;
 
-static const ab_state k_states[] = {
-    {"e2_off", "e2", false},
-    {"e5_off", "e5", false},
-    {"e6_off", "e6", false},
-    {"e7_off", "e7", false},
-    {"e8_off", "e8", false},
-    {"e9_off", "e9", false},
-    {"e10_off", "e10", false},
-    {"e11_off", "e11", false},
-    {"e12_off", "e12", false},
-    {"e13_off", "e13", false},
-    {"e14_off", "e14", false},
-    {"e15_off", "e15", false},
-    {"e16_off", "e16", false},
-    {"all_off", "all", false},
-    {"no_cuda_graph", "", true},
-};
-#define N_STATES ((int)(sizeof k_states / sizeof k_states[0]))
+/* "<item>_off" for every declared item, then "all_off" and "no_cuda_graph" */
+#define MAX_STATES 40
+static int make_states(ab_state *st) {
+    int n = 0;
+    const char *name, *what;
+    for (int i = 0; n < MAX_STATES - 2 && mi_cuda_item_at(i, &name, &what); i++, n++) {
+        snprintf(st[n].name, sizeof st[n].name, "%.30s_off", name);
+        st[n].off = name;
+        st[n].no_graph = false;
+    }
+    snprintf(st[n].name, sizeof st[n].name, "all_off");
+    st[n].off = "all";
+    st[n++].no_graph = false;
+    snprintf(st[n].name, sizeof st[n].name, "no_cuda_graph");
+    st[n].off = "";
+    st[n++].no_graph = true;
+    return n;
+}
 
 static double now_s(void) { return gu_now_ms() / 1e3; }
 
@@ -62,9 +64,9 @@ static mi_status run_once(mi_session *s, const int32_t *ids, int64_t n, bool tg,
     return MI_OK;
 }
 
-static void set_state(const ab_state *st, bool b) {
-    mi7e_set_off(b ? st->off : "");
+static mi_status set_state(const ab_state *st, bool b) {
     mi_cuda_graph_set_enabled(!(b && st->no_graph));
+    return mi_cuda_items_set_off(b ? st->off : "");
 }
 
 int main(int argc, char **argv) {
@@ -89,6 +91,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     mi_phases_install();
+    ab_state k_states[MAX_STATES];
+    const int n_states = make_states(k_states);
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("skipped: no CUDA device\n");
@@ -137,21 +141,17 @@ int main(int argc, char **argv) {
             if (n <= 0) continue;
             char test[32];
             snprintf(test, sizeof test, "%s%lld", is_tg ? "tg" : "pp", (long long)n);
-            for (int si = 0; si < N_STATES && !rc; si++) {
+            for (int si = 0; si < n_states && !rc; si++) {
                 const ab_state *st = &k_states[si];
                 double a[32], b[32], w;
                 mi_cuda_graph_counters g0, g1;
                 mi_cuda_graph_stats(&g0);
                 /* warm-up of both states: captures, workspace growth, first-touch */
-                set_state(st, false);
-                if (run_once(s, ids, n, is_tg, &w) != MI_OK) rc = 1;
-                set_state(st, true);
-                if (!rc && run_once(s, ids, n, is_tg, &w) != MI_OK) rc = 1;
+                if (set_state(st, false) != MI_OK || run_once(s, ids, n, is_tg, &w) != MI_OK) rc = 1;
+                if (!rc && (set_state(st, true) != MI_OK || run_once(s, ids, n, is_tg, &w) != MI_OK)) rc = 1;
                 for (int r = 0; r < reps && !rc; r++) {
-                    set_state(st, false);
-                    if (run_once(s, ids, n, is_tg, &a[r]) != MI_OK) rc = 1;
-                    set_state(st, true);
-                    if (!rc && run_once(s, ids, n, is_tg, &b[r]) != MI_OK) rc = 1;
+                    if (set_state(st, false) != MI_OK || run_once(s, ids, n, is_tg, &a[r]) != MI_OK) rc = 1;
+                    if (!rc && (set_state(st, true) != MI_OK || run_once(s, ids, n, is_tg, &b[r]) != MI_OK)) rc = 1;
                 }
                 set_state(st, false);
                 if (rc) {

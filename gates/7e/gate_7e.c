@@ -1,8 +1,9 @@
-/* Gate 7e (docs/PHASE7E.md): every 7e item against independent references and on vs off.
- *   e2_* / e7_* / e5_*   the staged-row (N <= 8), tensor-core (N > 8) and fused-FFN kernels
- *                        vs the CPU scalar dot of common/quant (activations quantized the same
- *                        way): NMSE <= 1e-6, every output written (NaN poison), repeat bitwise;
- *                        and vs the kernels they replace (7b matmul, 7c fused FFN)
+/* Gate 7e (docs/PHASE7E.md): every 7e kernel against independent references, and every
+ * switch item on vs off. Test names carry the item that switches the kernel.
+ *   e2_* / e7_* / e5_*   the staged-row (N <= 8), int8 tensor-core (N > 8) and staged fused-FFN
+ *                        kernels vs the CPU scalar dot of common/quant (activations quantized the
+ *                        same way): NMSE <= 1e-6, every output written (NaN poison), repeat
+ *                        bitwise; and vs the kernels they stand beside (7b matmul, 7c fused FFN)
  *   e8_attn_*            tiled prefill attention vs a double softmax and vs 7b: NMSE <= 1e-6
  *   e4_f32_matmul        F32 x F32 on the device: supports() and NMSE vs double <= 1e-9
  *   ab_<model>_<item>    whole model through mi.h, item off vs all on, fixed token stream:
@@ -15,14 +16,14 @@
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
 #include "phase7e_perf/perf7e.h"
-#include "gates/7e/fattn_check.h"
-#include "gates/7e/mmv12_check.h"
-#include "gates/7e/gemm13_check.h"
-#include "gates/7e/mmv16_check.h"
+#include "gates/7e/attn_flash_check.h"
+#include "gates/7e/matvec_q4k_check.h"
+#include "gates/7e/gemm_f16_check.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "phase7d_graphs/graphs7d.h"
 #include "phase7a_skeleton/cuda_dev.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/model/mi.h"
 #include "common/core/mi_canon.h"
 #include "common/quant/mi_types.h"
@@ -43,14 +44,15 @@ static const mi_type k_qtypes[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_
 #define N_QTYPES ((int)(sizeof k_qtypes / sizeof k_qtypes[0]))
 static double g_worst_e2, g_worst_e7, g_worst_e5;
 
-/* e2 (N <= 8) or e7 (N > 8): kernel vs CPU, vs 7b, repeat bitwise, all outputs written */
+/* e2 (staged rows, N <= 8) or e7 (int8 tensor cores, N > 8): kernel vs CPU, vs 7b, repeat
+ * bitwise, all outputs written */
 static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64_t N, bool with_bias, size_t off) {
     char name[96];
     snprintf(name, sizeof name, "%s_%s_K%lld_M%lld_N%lld%s%s", item, mi_type_name(t), (long long)K, (long long)M,
              (long long)N, with_bias ? "_bias" : "", off ? "_unaligned" : "");
     gu_begin(&R, name);
-    const bool e2 = N <= MI7E_MMV_MAX_N;
-    if (e2 ? !mi7e_mmv_supported(t, K, N) : !mi7e_mmq_supported(t, K, N)) {
+    const bool e2 = N <= MI7E_MATVEC_MAX_N;
+    if (e2 ? !mi7e_matvec_staged_supported(t, K, N) : !mi7e_gemm_int8_supported(t, K, N)) {
         gu_fail(&R, "the kernel refuses a shape it is meant to cover");
         return;
     }
@@ -63,18 +65,16 @@ static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64
     void *wbase, *xbase, *bbase;
     void *dw = dev_up_at(w, wb, off, &wbase);
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
-    size_t wsb = e2 ? mi7e_mmv_workspace(t, K, N) : mi7e_mmq_pre_workspace(t, K, M, N);
+    size_t wsb = e2 ? mi7e_matvec_staged_workspace(t, K, N) : mi7e_gemm_int8_workspace(t, K, N);
     size_t ws7b = mi7b_matmul_workspace(t, K, N);
     void *ws = dev_poison(wsb > ws7b ? wsb : ws7b);
     float *dy = dev_poison(ny * 4);
-    /* e7: the first run unpacks per tile, the second once per call (e11): they must agree
-     * bit for bit, which also covers "repeat bitwise" */
-    mi_status st = e2 ? mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws)
-                      : mi7e_mmq(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws, false);
+#define MM_RUN() (e2 ? mi7e_matvec_staged(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws) \
+                     : mi7e_gemm_int8(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws))
+    mi_status st = MM_RUN();
     if (st == MI_OK) { dev_down(got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
-    if (st == MI_OK)
-        st = e2 ? mi7e_mmv(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws)
-                : mi7e_mmq(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws, true);
+    if (st == MI_OK) st = MM_RUN();
+#undef MM_RUN
     if (st == MI_OK) { dev_down(got2, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
     if (st == MI_OK) st = mi7b_matmul(S, t, dw, dx, with_bias ? db : NULL, dy, K, M, N, ws);
     if (st == MI_OK) dev_down(old, dy, ny * 4);
@@ -89,19 +89,18 @@ static void matmul_case(const char *item, mi_type t, int64_t K, int64_t M, int64
             size_t i = first_bad(got, ref, ny, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7b %.9g)\n", name, i,
                                         got[i], ref[i], old[i]);
-            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7b %.3g, %s %s", e_cpu, e_old,
-                    e2 ? "repeat" : "e11 (unpack once) vs per tile", rep ? "bitwise" : "DIFFERS");
+            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6), vs 7b %.3g, repeat %s", e_cpu, e_old,
+                    rep ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "nmse vs cpu %.3g, vs 7b %.3g (%s), %s bitwise", e_cpu, e_old,
-                    same_old ? "bit-identical to 7b" : "not bit-identical to 7b",
-                    e2 ? "repeat" : "e11 (unpack once) vs per tile");
+            gu_pass(&R, "nmse vs cpu %.3g, vs 7b %.3g (%s), repeat bitwise", e_cpu, e_old,
+                    same_old ? "bit-identical to 7b" : "not bit-identical to 7b");
         }
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(old);
     cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
 }
 
-/* e5: fused gate/up/SwiGLU vs CPU (two scalar dots + mi_canon_swiglu) and vs 7c's kernel */
+/* e5: staged fused gate/up/SwiGLU vs CPU (two scalar dots + mi_canon_swiglu) and vs 7c's kernel */
 static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
     char name[96];
     snprintf(name, sizeof name, "e5_ffn_%s_K%lld_F%lld_N%lld", mi_type_name(t), (long long)K, (long long)F, (long long)N);
@@ -117,10 +116,10 @@ static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
     void *b1, *b2, *b3;
     void *dg = dev_up_at(wg, wb, 0, &b1), *du = dev_up_at(wu, wb, 0, &b2);
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &b3);
-    size_t wsb = mi7e_mmv_workspace(t, K, N), ws7c = mi7c_ffn_workspace(t, K, N);
+    size_t wsb = mi7e_matvec_staged_workspace(t, K, N), ws7c = mi7c_ffn_workspace(t, K, N);
     void *ws = dev_poison(wsb > ws7c ? wsb : ws7c);
     float *dy = dev_poison(ny * 4);
-    mi_status st = mi7e_ffn(S, t, dg, du, dx, dy, K, F, N, ws);
+    mi_status st = mi7e_ffn_staged(S, t, dg, du, dx, dy, K, F, N, ws);
     if (st == MI_OK) { dev_down(got, dy, ny * 4); CK(cudaMemset(dy, 0xFF, ny * 4)); }
     bool have_old = mi7c_ffn_supported(t, K, N);
     if (st == MI_OK && have_old) st = mi7c_ffn_swiglu(S, t, dg, du, dx, dy, K, F, N, ws);
@@ -142,11 +141,9 @@ static void ffn_case(mi_type t, int64_t K, int64_t F, int64_t N) {
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(ws); cudaFree(dy);
 }
 
-/* e4: F32 x F32 matmul runs on the device (the op table accepts it; the kernel is right) */
+/* e4: F32 x F32 matmul runs on the device (the dispatch has a kernel for it; the kernel is right) */
 static void test_e4(void) {
     gu_begin(&R, "e4_f32_matmul");
-    mi_cuda_supports_fn sup = NULL;
-    mi_cuda_get_op(MI_OP_MATMUL, NULL, &sup, NULL);
     mi_tensor w, x, y;
     const int64_t K = 896, M = 130, N = 5;
     int64_t nw[2] = {K, M}, nx[2] = {K, N}, ny2[2] = {M, N};
@@ -156,7 +153,8 @@ static void test_e4(void) {
     y.op = MI_OP_MATMUL;
     y.src[0] = &w;
     y.src[1] = &x;
-    bool ok_sup = sup && sup(&y);
+    const mi_cuda_kernel *kern = mi_cuda_choice(&y);
+    const bool ok_sup = kern != NULL;
     float *hw = gu_rand_f32(&g_seed, (size_t)(K * M), -1.f, 1.f), *hx = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
     float *got = malloc((size_t)(M * N) * 4), *ref = malloc((size_t)(M * N) * 4);
     for (int64_t n = 0; n < N; n++)
@@ -175,12 +173,12 @@ static void test_e4(void) {
         gu_fail(&R, "supports %s, launch %s, nmse vs double %.3g (bound 1e-9)", ok_sup ? "yes" : "NO",
                 st == MI_OK ? "ok" : mi_errmsg(), e);
     else
-        gu_pass(&R, "F32 x F32 accepted by the CUDA op table (7b mm_float); nmse vs double %.3g", e);
+        gu_pass(&R, "F32 x F32 taken by the CUDA dispatch (\"%s\"); 7b mm_float nmse vs double %.3g", kern->name, e);
     free(hw); free(hx); free(got); free(ref);
     cudaFree(b1); cudaFree(b2); cudaFree(dy);
 }
 
-/* e8: tiled prefill attention vs a double-precision softmax and vs 7b's kernel */
+/* e8: query-tiled prefill attention vs a double-precision softmax and vs 7b's kernel */
 static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_past) {
     char name[96];
     snprintf(name, sizeof name, "e8_attn_%s_hd%d_%d_%d_N%lld_past%lld", mi_type_name(ct), hd, Hq, Hkv, (long long)N,
@@ -227,7 +225,7 @@ static void attn_case(mi_type ct, int hd, int Hq, int Hkv, int64_t N, int64_t n_
     float *dq = dev_up_at(q, nq * 4, 0, &b1);
     void *dk = dev_up_at(kc, cb, 0, &b2), *dv = dev_up_at(vc, cb, 0, &b3);
     float *dy = dev_poison(nq * 4);
-    mi_status st = mi7e_attn(S, dq, dk, dv, ct, dy, N, n_past, hd, Hq, Hkv, scale);
+    mi_status st = mi7e_attn_tiled(S, dq, dk, dv, ct, dy, N, n_past, hd, Hq, Hkv, scale);
     if (st == MI_OK) { dev_down(got, dy, nq * 4); CK(cudaMemset(dy, 0xFF, nq * 4)); }
     if (st == MI_OK) st = mi7b_attn(S, dq, dk, dv, ct, dy, N, n_past, hd, Hq, Hkv, scale);
     if (st == MI_OK) dev_down(old, dy, nq * 4);
@@ -267,37 +265,24 @@ static void rms_case(int64_t G, int64_t rows) {
     mi_status st = mi7e_rms_norm(S, dx, dw, dy, G, rows, 1e-6f);
     if (st == MI_OK) { dev_down(got, dy, n * 4); st = mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f); }
     if (st == MI_OK) dev_down(old, dy, n * 4);
-    /* every variant must agree too; then time them (warm, 200 launches each) */
+    /* then time both (warm, 200 launches each); rows past 12288 floats take 7b's kernel in both */
     char tdet[200] = "";
     size_t tl = 0;
-    for (int v = 1; v <= 2 && st == MI_OK; v++) {   /* 1: e9's block form, 2: 7b's kernel */
-        if (v == 1) {
-            CK(cudaMemset(dy, 0xFF, n * 4));
-            st = mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
-            if (st != MI_OK) { if (G > 12288) { st = MI_OK; mi_err_clear(); } break; }
-            float *vv = malloc(n * 4);
-            dev_down(vv, dy, n * 4);
-            if (memcmp(vv, old, n * 4)) {
-                st = mi_err(MI_ERR_INTERNAL, "variant %d differs from 7b's kernel", v);
-                free(vv);
-                break;
-            }
-            free(vv);
-        }
+    for (int v = 0; v < 2 && st == MI_OK; v++) {   /* 0: 7e's wide-row kernel, 1: 7b's */
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
         CK(cudaEventRecord(e0, S));
         for (int it = 0; it < 200 && st == MI_OK; it++)
-            st = v == 2 ? mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f) : mi7e_rms_norm_variant(S, dx, dw, dy, G, rows, 1e-6f, v);
+            st = v ? mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f) : mi7e_rms_norm(S, dx, dw, dy, G, rows, 1e-6f);
         CK(cudaEventRecord(e1, S));
         CK(cudaEventSynchronize(e1));
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
-        tl += (size_t)snprintf(tdet + tl, sizeof tdet - tl, "%s%s %.2f us", tl ? ", " : "",
-                               v == 1 ? "e9 block" : "7b", 1e3 * ms / 200);
+        tl += (size_t)snprintf(tdet + tl, sizeof tdet - tl, "%s%s %.2f us", tl ? ", " : "", v ? "7b" : "e9",
+                               1e3 * ms / 200);
     }
     if (st != MI_OK) {
         gu_fail(&R, "launch: %s", mi_errmsg());
@@ -333,15 +318,12 @@ static void test_kernels(void) {
         ffn_case(t, K1, 333, 1);
         ffn_case(t, K1, 70, 8);
     }
-    /* e11 over several 16 MB chunks with a ragged last one (2688-row chunks at K = 4096) */
-    matmul_case("e7", MI_TYPE_Q4_K, 4096, 3000, 70, true, 0);
-    matmul_case("e7", MI_TYPE_Q6_K, 4096, 2750, 65, false, 0);
     test_e4();
     rms_case(3584, 1);
     rms_case(3584, 37);
     rms_case(896, 5);
     rms_case(100, 3);
-    rms_case(13000, 2);   /* past the shared-memory form: 7b's kernel */
+    rms_case(13000, 2);   /* past the shared-memory row: 7b's kernel */
     attn_case(MI_TYPE_F16, 128, 28, 4, 200, 0);
     attn_case(MI_TYPE_F16, 128, 28, 4, 70, 37);
     attn_case(MI_TYPE_F32, 64, 14, 2, 100, 5);
@@ -376,7 +358,7 @@ static int ensure_model(const char *shape, const char *type, char *path, size_t 
     return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
 }
 
-#define AB_PROMPT 80   /* >= MI7E_F16_MIN_N, so e13 takes the prefill */
+#define AB_PROMPT 80   /* >= MI7E_GEMM_F16_MIN_N, so e13 takes the prefill */
 #define AB_STEPS 6
 /* prefill AB_PROMPT fixed ids, then AB_STEPS fixed single tokens (teacher forcing: the
  * compared states see the same inputs, so differences do not compound through tokens) */
@@ -448,6 +430,14 @@ static void test_copies(mi_model *m, const char *label) {
         gu_pass(&R, "cross_backend_copies prefill 0 decode 0; one CUDA split each (embedding lookup on the device)");
 }
 
+#define AB_MAX_ITEMS 32
+/* runs of the kernels carrying item it between the two snapshots (0 for an undeclared item) */
+static uint64_t ab_runs(const char *const *items, int n, const uint64_t *r0, const uint64_t *r1, const char *it) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(items[i], it)) return r1[i] - r0[i];
+    return 0;
+}
+
 /* bound: logits NMSE of an item off vs all on (e13's f16 prefill included: docs/PHASE7E.md) */
 static void test_model(const char *shape, const char *type, double bound) {
     char path[2048], label[64];
@@ -457,65 +447,61 @@ static void test_model(const char *shape, const char *type, double bound) {
         return;
     }
     mi_model *m = NULL;
-    /* the reference is every item on, default-off ones (e12) included, as bench_7e's A is:
-     * each ab_* test then turns exactly one item off */
-    mi7e_set_off("");
+    /* the reference is every item on, as bench_7e's A is: each ab_* test then turns exactly one
+     * item off */
+    if (mi_cuda_items_set_off("") != MI_OK) { gu_begin(&R, label); gu_fail(&R, "%s", mi_errmsg()); return; }
     gu_begin(&R, label);
     if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
     gu_pass(&R, "loaded %s", path);
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(AB_STEPS + 1) * (size_t)V;
     float *ref = malloc(nl * 4), *got = malloc(nl * 4);
-    mi7e_set_off("");
     char nm[128];
     snprintf(nm, sizeof nm, "ab_%s_all_on", label);
     gu_begin(&R, nm);
-    mi7e_counters c0, c1;
-    mi7e_counters_get(&c0);
+    /* kernel runs per declared item (mi_cuda_item_runs), and of the kernels with no item */
+    const char *items[AB_MAX_ITEMS];
+    int n_items = 0;
+    const char *nmi, *what;
+    while (n_items < AB_MAX_ITEMS && mi_cuda_item_at(n_items, &nmi, &what)) items[n_items++] = nmi;
+    uint64_t r0[AB_MAX_ITEMS + 1], r1[AB_MAX_ITEMS + 1];
+    for (int i = 0; i < n_items; i++) r0[i] = mi_cuda_item_runs(items[i]);
+    r0[n_items] = mi_cuda_item_runs(NULL);
     if (run_stream(m, ref, V) != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
     } else {
-        mi7e_counters_get(&c1);
+        for (int i = 0; i < n_items; i++) r1[i] = mi_cuda_item_runs(items[i]);
+        r1[n_items] = mi_cuda_item_runs(NULL);
         /* with every item on, the 7e kernels must actually have run */
-        char used[256];
-        snprintf(used, sizeof used, "launches e2 %llu e5 %llu e7 %llu e8 %llu e9 %llu e10 %llu e11 %llu e12 %llu e13 %llu e14 %llu e16 %llu",
-                 (unsigned long long)(c1.e2_launches - c0.e2_launches),
-                 (unsigned long long)(c1.e5_launches - c0.e5_launches),
-                 (unsigned long long)(c1.e7_launches - c0.e7_launches),
-                 (unsigned long long)(c1.e8_launches - c0.e8_launches),
-                 (unsigned long long)(c1.e9_launches - c0.e9_launches),
-                 (unsigned long long)(c1.e10_launches - c0.e10_launches),
-                 (unsigned long long)(c1.e11_launches - c0.e11_launches),
-                 (unsigned long long)(c1.e12_launches - c0.e12_launches),
-                 (unsigned long long)(c1.e13_launches - c0.e13_launches),
-                 (unsigned long long)(c1.e14_launches - c0.e14_launches),
-                 (unsigned long long)(c1.e16_launches - c0.e16_launches));
-        /* decode: e2 / e5, e12 where it takes the type (Q4_K), e16 below e2's K; prefill: e7 or e13 */
-        const uint64_t dec0 = c0.e2_launches + c0.e5_launches + c0.e12_launches + c0.e16_launches,
-                       dec1 = c1.e2_launches + c1.e5_launches + c1.e12_launches + c1.e16_launches;
-        if (dec1 == dec0 || c1.e7_launches + c1.e13_launches == c0.e7_launches + c0.e13_launches ||
-            c1.e8_launches + c1.e10_launches == c0.e8_launches + c0.e10_launches || c1.e9_launches == c0.e9_launches)
+        char used[512];
+        size_t ul = (size_t)snprintf(used, sizeof used, "kernel runs");
+        for (int i = 0; i <= n_items && ul < sizeof used; i++)
+            ul += (size_t)snprintf(used + ul, sizeof used - ul, " %s %llu", i < n_items ? items[i] : "(no item)",
+                                   (unsigned long long)(r1[i] - r0[i]));
+#define AB_RUNS(it) ab_runs(items, n_items, r0, r1, (it))
+        /* decode: e2 / e5, or e12 where it takes the type (Q4_K); prefill: e7 or e13 */
+        if (AB_RUNS("e2") + AB_RUNS("e5") + AB_RUNS("e12") == 0 || AB_RUNS("e7") + AB_RUNS("e13") == 0 ||
+            AB_RUNS("e8") + AB_RUNS("e10") == 0 || AB_RUNS("e9") == 0)
             gu_fail(&R, "7e kernels not used: %s", used);
         else
             gu_pass(&R, "prefill %d + %d decode steps; %s", AB_PROMPT, AB_STEPS, used);
-        /* e11 needs MI7E_PRE_MIN_N tokens, more than this prompt: its kernel tests compare it
-         * with e7 bit for bit instead */
+#undef AB_RUNS
         /* e14 off against all on compares e12 with e14 (e12 quantizing x itself): bit-identical
          * by design, held to the same bound as the others (the "same" count shows the bits) */
-        const char *states[] = {"e2", "e5", "e6", "e7", "e8", "e9", "e10", "e12", "e13", "e14", "e15", "e16", "all"};
-        for (int i = 0; i < (int)(sizeof states / sizeof states[0]); i++) {
-            snprintf(nm, sizeof nm, "ab_%s_%s_off", label, states[i]);
+        for (int i = 0; i <= n_items; i++) {
+            const char *off = i < n_items ? items[i] : "all";
+            snprintf(nm, sizeof nm, "ab_%s_%s_off", label, off);
             gu_begin(&R, nm);
             mi_cuda_graph_counters g0, g1;
             mi_cuda_graph_stats(&g0);
-            mi7e_set_off(states[i]);
-            mi_status st = run_stream(m, got, V);
-            mi7e_set_off("");
+            mi_status st = mi_cuda_items_set_off(off);
+            if (st == MI_OK) st = run_stream(m, got, V);
+            mi_cuda_items_set_off("");
             mi_cuda_graph_stats(&g1);
             if (st != MI_OK) { gu_fail(&R, "%s", mi_errmsg()); continue; }
             /* e6 off must really take the pageable path: no fill through the ring */
-            if ((!strcmp(states[i], "e6") || !strcmp(states[i], "all")) && g1.staged_inputs != g0.staged_inputs) {
-                gu_fail(&R, "%s off, yet %llu input fills went through the staging ring", states[i],
+            if ((!strcmp(off, "e6") || !strcmp(off, "all")) && g1.staged_inputs != g0.staged_inputs) {
+                gu_fail(&R, "%s off, yet %llu input fills went through the staging ring", off,
                         (unsigned long long)(g1.staged_inputs - g0.staged_inputs));
                 continue;
             }
@@ -574,14 +560,13 @@ int main(int argc, char **argv) {
     cudaDriverGetVersion(&drv);
     snprintf(R.driver, sizeof R.driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
     CK(cudaStreamCreate(&S));
-    char d[160];
-    mi7e_describe(d, sizeof d);
-    printf("7e items at start: %s\n", d);
+    char d[256];
+    mi_cuda_items_describe(d, sizeof d);
+    printf("switch items at start: %s\n", d);
     test_kernels();
-    fattn_check(&R, S);
-    mmv12_check(&R, S);
-    gemm13_check(&R, S);
-    mmv16_check(&R, S);
+    attn_flash_check(&R, S);
+    matvec_q4k_check(&R, S);
+    gemm_f16_check(&R, S);
     printf("worst nmse vs cpu: e2 %.3g, e7 %.3g, e5 %.3g\n", g_worst_e2, g_worst_e7, g_worst_e5);
     mi_cuda_graph_counters gc0;
     mi_cuda_graph_stats(&gc0);

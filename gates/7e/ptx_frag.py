@@ -1,5 +1,5 @@
 # PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type", as index tables for the
-# host emulations of the f16 tensor-core kernels (emu_fattn.py, emu_gemm13.py); imported, not run.
+# host emulations of the f16 tensor-core kernels (emu_attn_flash.py, emu_gemm_f16.py); imported, not run.
 # Element i of a lane: register i // 2, half i % 2 (the lower index in the low half).
 import numpy as np
 

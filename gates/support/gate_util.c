@@ -1,0 +1,240 @@
+/* gates/gate_util.h: the gate programs' per-test records, closing line and JSON summary,
+ * their crash handler, and the seeded test data and comparisons they share. */
+#include "gates/gate_util.h"
+#include <execinfo.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+double gu_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void gu_init(gu_run *r, const char *gate, const char *phase) {
+    memset(r, 0, sizeof *r);
+    r->gate = gate;
+    r->phase = phase;
+    snprintf(r->gpu, sizeof r->gpu, "none");
+    snprintf(r->driver, sizeof r->driver, "none");
+}
+
+void gu_begin(gu_run *r, const char *name) {
+    snprintf(r->cur, sizeof r->cur, "%s", name);
+    r->t_begin = gu_now_ms();
+    r->open = 1;
+}
+
+void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap) {
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 32;
+        gu_test *t = (gu_test *)realloc(r->tests, (size_t)cap * sizeof *t);
+        if (!t) { fprintf(stderr, "gate: out of memory\n"); exit(2); }
+        r->tests = t;
+        r->cap = cap;
+    }
+    gu_test *t = &r->tests[r->n++];
+    snprintf(t->name, sizeof t->name, "%s", r->cur);
+    t->status = status;
+    vsnprintf(t->detail, sizeof t->detail, fmt, ap);
+    t->ms = r->open ? gu_now_ms() - r->t_begin : 0.0;
+    r->open = 0;
+    if (!strcmp(status, "pass")) r->passed++;
+    else if (!strcmp(status, "fail")) r->failed++;
+    else r->skipped++;
+    printf("%-4s  %-34s %9.1f ms  %s\n", !strcmp(status, "pass") ? "ok" : !strcmp(status, "fail") ? "FAIL" : "skip",
+           t->name, t->ms, t->detail);
+    fflush(stdout);
+}
+
+void gu_pass(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "pass", fmt, ap); va_end(ap); }
+void gu_fail(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "fail", fmt, ap); va_end(ap); }
+void gu_skip(gu_run *r, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gu_vrecord(r, "skip", fmt, ap); va_end(ap); }
+
+void gu_skip_named(gu_run *r, const char *name, const char *why) {
+    gu_begin(r, name);
+    gu_skip(r, "%s", why);
+}
+
+int gu_selected(const char *name) {
+    const char *e = getenv("MINFER_GATE_ONLY");
+    if (!e || !*e) return 1;
+    const size_t l = strlen(name);
+    for (const char *p = e; *p;) {
+        const char *c = strchr(p, ',');
+        const size_t n = c ? (size_t)(c - p) : strlen(p);
+        if (n == l && !strncmp(p, name, l)) return 1;
+        p += n + (c ? 1 : 0);
+    }
+    return 0;
+}
+
+void gu_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void gu_commit(char *buf, size_t n) {
+    const char *e = getenv("MINFER_COMMIT");
+    if (e && *e) { snprintf(buf, n, "%s", e); return; }
+    snprintf(buf, n, "unknown");
+    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+    if (!p) return;
+    char line[128];
+    if (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0]) snprintf(buf, n, "%s", line);
+    }
+    pclose(p);
+}
+
+void gu_utc_now(char *buf, size_t n) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int gu_finish(gu_run *r) {
+    printf("%d passed, %d failed, %d skipped\n", r->passed, r->failed, r->skipped);
+    fflush(stdout);
+    const char *path = getenv("MINFER_GATE_JSON");
+    if (path && *path) {
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "gate: cannot write %s\n", path);
+            return 2;
+        }
+        char commit[128], date[64];
+        gu_commit(commit, sizeof commit);
+        gu_utc_now(date, sizeof date);
+        fputs("{\"gate\": ", f); gu_json_str(f, r->gate);
+        fputs(", \"phase\": ", f); gu_json_str(f, r->phase);
+        fputs(", \"commit\": ", f); gu_json_str(f, commit);
+        fputs(", \"date\": ", f); gu_json_str(f, date);
+        fputs(", \"gpu\": ", f); gu_json_str(f, r->gpu);
+        fputs(", \"driver\": ", f); gu_json_str(f, r->driver);
+        fprintf(f, ", \"passed\": %d, \"failed\": %d, \"skipped\": %d, \"tests\": [", r->passed, r->failed, r->skipped);
+        for (int i = 0; i < r->n; i++) {
+            gu_test *t = &r->tests[i];
+            fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", f); gu_json_str(f, t->name);
+            fputs(", \"status\": ", f); gu_json_str(f, t->status);
+            fputs(", \"detail\": ", f); gu_json_str(f, t->detail);
+            fprintf(f, ", \"ms\": %.3f}", t->ms);
+        }
+        fputs("\n]}\n", f);
+        fclose(f);
+    }
+    free(r->tests);
+    return r->failed ? 1 : 0;
+}
+
+unsigned long long gu_rng(unsigned long long *s) {
+    unsigned long long x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+void gu_fill(void *p, size_t n, unsigned long long seed) {
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    unsigned char *b = (unsigned char *)p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, 8); }
+    if (i < n) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, n - i); }
+}
+
+size_t gu_first_diff(const void *a, const void *b, size_t n) {
+    if (!memcmp(a, b, n)) return (size_t)-1;
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    size_t lo = 0;
+    /* narrow with memcmp on blocks, then bytes */
+    while (n - lo > 4096 && !memcmp(x + lo, y + lo, 4096)) lo += 4096;
+    for (size_t i = lo; i < n; i++) if (x[i] != y[i]) return i;
+    return (size_t)-1;
+}
+
+float gu_frand(unsigned long long *seed, float lo, float hi) {
+    return lo + (hi - lo) * (float)((gu_rng(seed) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+float *gu_rand_f32(unsigned long long *seed, size_t n, float lo, float hi) {
+    float *p = (float *)malloc(n * sizeof *p);
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) p[i] = gu_frand(seed, lo, hi);
+    return p;
+}
+
+void *gu_make_weights(unsigned long long *seed, mi_type t, int64_t K, int64_t M, float amp, size_t *bytes) {
+    const size_t rb = mi_row_size(t, K);
+    uint8_t *w = (uint8_t *)malloc(rb * (size_t)M);
+    float *row = (float *)malloc((size_t)K * 4);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++) row[k] = amp * gu_frand(seed, -1.f, 1.f) * (k % 97 == 0 ? 4.f : 1.f);
+        mi_quantize_row(t, row, w + rb * (size_t)m, K);
+    }
+    free(row);
+    if (bytes) *bytes = rb * (size_t)M;
+    return w;
+}
+
+double gu_nmse(const float *got, const float *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    if (num != num) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
+void gu_minfer_path(const char *argv0, char *buf, size_t n) {
+    const char *mb = getenv("MINFER_BIN");
+    if (mb && *mb) {
+        snprintf(buf, n, "%s", mb);
+        return;
+    }
+    snprintf(buf, n, "%s", argv0);
+    char *sl = strrchr(buf, '/');
+    if (sl) snprintf(sl, n - (size_t)(sl - buf), "/../../minfer");
+    else snprintf(buf, n, "../../minfer");
+}
+
+/* A crash names the running test, prints raw frames (addr2line -e GATE +OFFSET) and still
+ * writes the summary with that test failed. Not async-signal-safe past the first write,
+ * but the process is ending anyway, and a summary beats none. */
+static gu_run *crash_run;
+static const char *crash_gate;
+
+static void on_crash(int sig) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg, "\n%s: signal %d during test '%s'\n", crash_gate, sig, crash_run->cur);
+    if (write(2, msg, (size_t)n) < 0) _exit(3);
+    void *fr[48];
+    int k = backtrace(fr, 48);
+    backtrace_symbols_fd(fr, k, 2);
+    signal(sig, SIG_DFL);
+    if (!crash_run->open) gu_begin(crash_run, "crash");
+    gu_fail(crash_run, "signal %d in this test: the gate stopped here", sig);
+    gu_finish(crash_run);
+    _exit(128 + sig);
+}
+
+void gu_catch_crashes(gu_run *r, const char *gate, int with_sigterm) {
+    crash_run = r;
+    crash_gate = gate;
+    signal(SIGSEGV, on_crash);
+    signal(SIGBUS, on_crash);
+    signal(SIGABRT, on_crash);
+    if (with_sigterm) signal(SIGTERM, on_crash);
+}

@@ -1,0 +1,255 @@
+/* The CUDA dispatch (cuda_dispatch.h): per-op candidate lists, the switch items, and the
+ * choice per node. The lists change only at install and in gates (single-threaded moments);
+ * a choice is read on every execution, so it is one epoch compare on the node. */
+#include "cuda_dispatch.h"
+#include "common/core/mi_settings.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KERNELS 16   /* candidates per op */
+#define MAX_ITEMS 32
+
+typedef struct {
+    const mi_cuda_kernel *k;
+    uint32_t items;          /* bit i: item i must be on */
+    _Atomic uint64_t runs;
+} slot;
+
+static slot g_ops[MI_OP_COUNT][MAX_KERNELS];
+static int g_n[MI_OP_COUNT];
+static struct {
+    const char *name, *what;
+} g_items[MAX_ITEMS];
+static int g_n_items;
+static _Atomic uint32_t g_off;                 /* bit i: item i off */
+static _Atomic uint64_t g_epoch = 1;
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+
+static bool op_ok(mi_op op) { return (int)op > (int)MI_OP_INPUT && (int)op < (int)MI_OP_COUNT; }
+static void bump(void) { atomic_fetch_add(&g_epoch, 1); }
+
+static int item_index(const char *name, size_t len) {
+    for (int i = 0; i < g_n_items; i++)
+        if (strlen(g_items[i].name) == len && !strncmp(g_items[i].name, name, len)) return i;
+    return -1;
+}
+
+void mi_cuda_item_declare(const char *name, const char *what) {
+    if (item_index(name, strlen(name)) >= 0) return;
+    if (g_n_items == MAX_ITEMS) abort();   /* a fixed, small set: more is a build mistake */
+    g_items[g_n_items].name = name;
+    g_items[g_n_items].what = what;
+    g_n_items++;
+}
+
+bool mi_cuda_item_at(int i, const char **name, const char **what) {
+    if (i < 0 || i >= g_n_items) return false;
+    if (name) *name = g_items[i].name;
+    if (what) *what = g_items[i].what;
+    return true;
+}
+
+/* "e12,e14" -> bits; an item a kernel names is declared by the install that adds it */
+static uint32_t items_mask(const char *list) {
+    uint32_t m = 0;
+    for (const char *p = list; p && *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        size_t l = strcspn(p, ", ");
+        if (!l) break;
+        int i = item_index(p, l);
+        if (i < 0) {
+            fprintf(stderr, "minfer: internal error: kernel item '%.*s' was never declared\n", (int)l, p);
+            abort();
+        }
+        m |= 1u << i;
+        p += l;
+    }
+    return m;
+}
+
+void mi_cuda_add_kernel(mi_op op, const mi_cuda_kernel *k) {
+    if (!op_ok(op) || !k || !k->run || !k->supports) abort();
+    mi_cuda_remove_kernel(op, k);
+    if (g_n[op] == MAX_KERNELS) abort();
+    slot *s = g_ops[op];
+    for (int i = g_n[op]; i > 0; i--) {
+        s[i].k = s[i - 1].k;
+        s[i].items = s[i - 1].items;
+        atomic_store(&s[i].runs, atomic_load(&s[i - 1].runs));
+    }
+    s[0].k = k;
+    s[0].items = items_mask(k->items);
+    atomic_store(&s[0].runs, 0);
+    g_n[op]++;
+    bump();
+}
+
+void mi_cuda_remove_kernel(mi_op op, const mi_cuda_kernel *k) {
+    if (!op_ok(op)) return;
+    slot *s = g_ops[op];
+    for (int i = 0; i < g_n[op]; i++) {
+        if (s[i].k != k) continue;
+        for (int j = i; j + 1 < g_n[op]; j++) {
+            s[j].k = s[j + 1].k;
+            s[j].items = s[j + 1].items;
+            atomic_store(&s[j].runs, atomic_load(&s[j + 1].runs));
+        }
+        g_n[op]--;
+        bump();
+        return;
+    }
+}
+
+int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max) {
+    if (!op_ok(op)) return 0;
+    for (int i = 0; i < g_n[op] && i < max; i++) out[i] = g_ops[op][i].k;
+    return g_n[op];
+}
+
+
+static uint32_t off_mask(void);
+static void describe(uint32_t m, char *buf, size_t n);
+
+static slot *pick(const mi_tensor *node) {
+    if (!node || !op_ok(node->op)) return NULL;
+    const uint32_t off = off_mask();
+    slot *s = g_ops[node->op];
+    for (int i = 0; i < g_n[node->op]; i++)
+        if (!(s[i].items & off) && s[i].k->supports(node)) return &s[i];
+    return NULL;
+}
+
+const mi_cuda_kernel *mi_cuda_choice(const mi_tensor *node) {
+    const slot *s = pick(node);
+    return s ? s->k : NULL;
+}
+
+static slot *choose(mi_tensor *node) {
+    const uint64_t ep = atomic_load(&g_epoch);
+    slot *s = (slot *)node->kernel;
+    /* the op check: a node copied over another (the fusion pass) must not keep its choice */
+    if (s && node->kernel_epoch == ep && op_ok(node->op) && s >= g_ops[node->op] && s < g_ops[node->op] + MAX_KERNELS)
+        return s;
+    s = pick(node);
+    node->kernel = s;
+    node->kernel_epoch = ep;
+    return s;
+}
+
+const mi_cuda_kernel *mi_cuda_choose(mi_tensor *node) {
+    const slot *s = choose(node);
+    return s ? s->k : NULL;
+}
+
+mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace) {
+    slot *s = choose(node);
+    if (!s)
+        return mi_err(MI_ERR_UNSUPPORTED, "cuda: no kernel of this build runs %s '%s'", mi_op_name(node->op), node->name);
+    atomic_fetch_add(&s->runs, 1);
+    return s->k->run(c, node, workspace);
+}
+
+uint64_t mi_cuda_dispatch_epoch(void) {
+    off_mask();   /* MINFER_PERF_OFF applied before anyone keys on the epoch */
+    return atomic_load(&g_epoch);
+}
+
+uint64_t mi_cuda_kernel_runs(const mi_cuda_kernel *k) {
+    for (int op = 0; op < MI_OP_COUNT; op++)
+        for (int i = 0; i < g_n[op]; i++)
+            if (g_ops[op][i].k == k) return atomic_load(&g_ops[op][i].runs);
+    return 0;
+}
+
+uint64_t mi_cuda_item_runs(const char *item) {
+    const int want = item ? item_index(item, strlen(item)) : -1;
+    if (item && want < 0) return 0;
+    uint64_t n = 0;
+    for (int op = 0; op < MI_OP_COUNT; op++)
+        for (int i = 0; i < g_n[op]; i++) {
+            const slot *s = &g_ops[op][i];
+            if (item ? (s->items >> want) & 1u : s->items == 0) n += atomic_load(&s->runs);
+        }
+    return n;
+}
+
+/* "e2,e7" | "all" | "none" | "" -> the off mask */
+static mi_status parse_items(const char *list, uint32_t *out) {
+    uint32_t m = 0;
+    for (const char *p = list ? list : ""; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        size_t l = strcspn(p, ", ");
+        if (!l) break;
+        if (l == 3 && !strncmp(p, "all", 3)) {
+            m = g_n_items == 32 ? ~0u : (1u << g_n_items) - 1;
+        } else if (!(l == 4 && !strncmp(p, "none", 4))) {
+            int i = item_index(p, l);
+            if (i < 0) {
+                char names[200] = "";
+                for (int j = 0; j < g_n_items; j++) {
+                    size_t u = strlen(names);
+                    snprintf(names + u, sizeof names - u, "%s%s", j ? "," : "", g_items[j].name);
+                }
+                return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items of this build: %s, all)",
+                              (int)l, p, g_n_items ? names : "none");
+            }
+            m |= 1u << i;
+        }
+        p += l;
+    }
+    *out = m;
+    return MI_OK;
+}
+
+/* MINFER_PERF_OFF, applied once, after every phase declared its items */
+static void apply_env(void) {
+    const char *e = mi_setting("MINFER_PERF_OFF");
+    uint32_t m = 0;
+    if (!e) return;
+    if (parse_items(e, &m) != MI_OK) {
+        mi_log("warning: %s; every performance item stays on", mi_errmsg());
+        return;
+    }
+    atomic_store(&g_off, m);
+    bump();
+    if (m) {   /* the default state is not news: said only when asked for */
+        char d[200];
+        describe(m, d, sizeof d);
+        mi_log("performance items: %s (MINFER_PERF_OFF=%s)", d, e);
+    }
+}
+
+static uint32_t off_mask(void) {
+    pthread_once(&g_env_once, apply_env);
+    return atomic_load(&g_off);
+}
+
+mi_status mi_cuda_items_set_off(const char *list) {
+    uint32_t m = 0;
+    MI_TRY(parse_items(list, &m));
+    pthread_once(&g_env_once, apply_env);   /* an explicit set wins over the environment */
+    if (atomic_exchange(&g_off, m) != m) bump();
+    return MI_OK;
+}
+
+bool mi_cuda_item_on(const char *name) {
+    const int i = item_index(name, strlen(name));
+    return i < 0 || !((off_mask() >> i) & 1u);
+}
+
+bool mi_cuda_items_on(const char *items) { return !(items_mask(items) & off_mask()); }
+
+void mi_cuda_items_describe(char *buf, size_t n) { describe(off_mask(), buf, n); }
+
+static void describe(uint32_t m, char *buf, size_t n) {
+    char on[160] = "", off[160] = "";
+    for (int i = 0; i < g_n_items; i++) {
+        char *d = (m >> i) & 1u ? off : on;
+        size_t l = strlen(d);
+        snprintf(d + l, sizeof on - l, "%s%s", l ? "," : "", g_items[i].name);
+    }
+    snprintf(buf, n, "on: %s; off: %s", on[0] ? on : "none", off[0] ? off : "none");
+}

@@ -1,0 +1,87 @@
+/* The CUDA dispatch: for each graph op, an ordered list of candidate kernels. Each phase's
+ * install adds its candidates; a later phase adds faster ones in front and never wraps a
+ * lower phase's function. For a node the first candidate whose switch items are all on
+ * and whose supports() accepts the node runs; the choice is made once per node (at the
+ * split's workspace sizing or its first execution) and kept in the node until the
+ * dispatch epoch changes (a candidate added or removed, an item switched).
+ *
+ * Items are the named performance switches (docs/ARCHITECTURE.md lists them with what
+ * each adds): MINFER_PERF_OFF=e2,e7 (or "all") removes the candidates of those items.
+ * Plain C; streams travel as void*. */
+#ifndef MI_CUDA_DISPATCH_H
+#define MI_CUDA_DISPATCH_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "common/graph/graph.h"
+#include "common/core/mi_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mi_cuda_ctx mi_cuda_ctx;
+
+/* Enqueue the node's work on the backend stream (mi_cuda_stream); never synchronize. */
+typedef mi_status (*mi_cuda_run_fn)(mi_cuda_ctx *c, const mi_tensor *node, void *workspace);
+/* Pure: op x types x shapes x parameters; decided before execution. */
+typedef bool (*mi_cuda_supports_fn)(const mi_tensor *node);
+/* Device scratch bytes the kernel needs for node (e.g. its activations quantized). */
+typedef size_t (*mi_cuda_workspace_fn)(const mi_tensor *node);
+
+enum {
+    /* reads n_past from the step params (mi_cuda_step_param) when the split has a slot for
+     * the node, so a captured decode graph stays valid as the KV cache grows */
+    MI_CUDA_K_STEP_PARAMS = 1u << 0,
+};
+
+typedef struct mi_cuda_kernel {
+    const char *name;                 /* what it does: "matmul, one token, Q4_K streaming" */
+    const char *items;                /* switches that must all be on ("e12,e14"); NULL: none */
+    mi_cuda_supports_fn supports;
+    mi_cuda_run_fn run;
+    mi_cuda_workspace_fn workspace;   /* NULL: none */
+    unsigned flags;                   /* MI_CUDA_K_* */
+} mi_cuda_kernel;
+
+/* Put k in front of op's candidates (k must outlive the process' use of the dispatch;
+ * adding the same k twice moves it to the front). Bumps the epoch. */
+void mi_cuda_add_kernel(mi_op op, const mi_cuda_kernel *k);
+/* Take k out of op's candidates (no-op if absent). Bumps the epoch. */
+void mi_cuda_remove_kernel(mi_op op, const mi_cuda_kernel *k);
+/* op's candidates, front first, whatever the items say; returns the count (may exceed max). */
+int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max);
+
+/* The kernel that runs node: the cached choice if the epoch still holds, else the first
+ * candidate with every item on that supports node (stored in the node). NULL: none. */
+const mi_cuda_kernel *mi_cuda_choose(mi_tensor *node);
+/* Choose (as mi_cuda_choose), count and run node's kernel; MI_ERR_UNSUPPORTED if none. */
+mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace);
+/* The same decision without touching the node (the backend's supports(), probes). */
+const mi_cuda_kernel *mi_cuda_choice(const mi_tensor *node);
+/* Changes whenever any choice may change; a captured graph keys on it. */
+uint64_t mi_cuda_dispatch_epoch(void);
+/* Runs of each kernel since start (launch count, not replays of a captured graph). */
+uint64_t mi_cuda_kernel_runs(const mi_cuda_kernel *k);
+/* Runs summed over every kernel carrying item (NULL: the kernels with no item). */
+uint64_t mi_cuda_item_runs(const char *item);
+
+/* ---- items ---- */
+/* Declare a switch (name like "e2", what it adds). Idempotent. */
+void mi_cuda_item_declare(const char *name, const char *what);
+/* Turn off exactly the items in list ("e2,e7", "all", "" or "none" = all on). Unknown name:
+ * MI_ERR_INVALID and nothing changes. Bumps the epoch when the set changes. */
+mi_status mi_cuda_items_set_off(const char *list);
+/* Whether item is on (an undeclared name is on). The first call applies MINFER_PERF_OFF. */
+bool mi_cuda_item_on(const char *name);
+/* Whether every item of a kernel's list ("e12,e14"; NULL or "" = none) is on. */
+bool mi_cuda_items_on(const char *items);
+/* "on: e2,e5; off: none" */
+void mi_cuda_items_describe(char *buf, size_t n);
+/* name and description of the i-th declared item (false past the end) */
+bool mi_cuda_item_at(int i, const char **name, const char **what);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
