@@ -5,7 +5,8 @@
 # (base, head, base, head, ...), and compares the decode logits of both builds byte for byte
 # (greedy run, 16 prompt tokens + 32 generated, every row). Prints the medians and ratios.
 #   usage: tools/bench_ab.sh BASE_DIR [ROUNDS]     env: OUT (results dir, default results/),
-#          AB_LABELS="base head" (commit labels in the JSON), JOBS (make -j, default 16)
+#          AB_LABELS="base head" (commit labels in the JSON), JOBS (make -j, default 16),
+#          HEAD_BUILD (a PHASE=7e build of this tree to use instead of building one)
 set -u
 cd "$(dirname "$0")/.."
 . tools/bench_models.sh
@@ -22,7 +23,7 @@ build() {   # src build-dir
         { say "build of $1 failed:"; grep -E 'error' "$2.log" | head; exit 1; }
 }
 build "$BASE" /tmp/ab-base
-build . /tmp/ab-head
+if [ -n "${HEAD_BUILD:-}" ]; then rm -rf /tmp/ab-head; ln -s "$HEAD_BUILD" /tmp/ab-head; else build . /tmp/ab-head; fi
 say "built base ($LB) and head ($LH)"
 bench_models /tmp/ab-head/minfer || exit 1
 IFS=: read -r -a mlist <<<"$MODELS"
