@@ -142,11 +142,11 @@ static mi_cuda_ctx *ctx(mi_backend *be) { return (mi_cuda_ctx *)be->ctx; }
 
 static const char *cuda_name(mi_backend *be) { (void)be; return "cuda"; }
 
-static bool cuda_supports(mi_backend *be, const mi_tensor *node) {
+static bool cuda_supports(mi_backend *be, mi_tensor *node) {
     (void)be;
     if (!node || (int)node->op <= (int)MI_OP_NONE || (int)node->op >= (int)MI_OP_COUNT) return false;
     if (node->op == MI_OP_INPUT) return true;
-    return mi_cuda_choice(node) != NULL;
+    return mi_cuda_choose(node) != NULL;   /* the choice is made here, at assignment, and kept */
 }
 
 static mi_status cuda_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {
@@ -194,7 +194,7 @@ static mi_status cuda_split_begin(mi_backend *be, const mi_graph *g, const mi_sp
     for (int i = s->first; i < s->first + s->n; i++) {
         mi_tensor *t = g->nodes[i];
         if ((int)t->op <= (int)MI_OP_INPUT || (int)t->op >= (int)MI_OP_COUNT) continue;
-        const mi_cuda_kernel *k = mi_cuda_choose(t);   /* the choice is made here, once per node */
+        const mi_cuda_kernel *k = mi_cuda_choose(t);   /* made at assignment: a cached read */
         if (k && k->workspace) {
             size_t b = k->workspace(t);
             if (b > need) need = b;

@@ -1,8 +1,8 @@
 /* Phase 7e's items and kernels as dispatch candidates (phase7a_skeleton/cuda_dispatch.h).
  * Each candidate goes in front of the lower phases' for its op and names the item that
  * switches it (MINFER_PERF_OFF=e2,e7 removes those items' candidates). supports() is the
- * lower phase's node contract plus the kernel's own shape rule, so a choice never widens
- * what the op accepts. docs/ARCHITECTURE.md has the resulting order per op and shape. */
+ * kernel's own shape rule (cheap tests first: it runs for every node at assignment) and then
+ * the lower phase's node contract, so a choice never widens what the op accepts. docs/ARCHITECTURE.md has the resulting order per op and shape. */
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
@@ -21,8 +21,8 @@ static size_t mm_act_ws(const mi_tensor *n) {
 
 /* one token, Q4_K: every warp streams its own rows (matvec_q4k_exact.cu) */
 static bool sup_mm_q4k(const mi_tensor *n) {
-    return mi7b_matmul_node_supported(n) && n->src[0]->type == MI_TYPE_Q4_K &&
-           mi7e_matvec_q4k_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n));
+    return n->src[0] && n->src[0]->type == MI_TYPE_Q4_K && mi7e_matvec_q4k_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n)) &&
+           mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_q4k(const mi_tensor *n) { return mi7e_matvec_q4k_workspace(n->src[0]->type, n->src[0]->ne[0]); }
 static mi_status run_mm_q4k_qx(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -35,8 +35,8 @@ static mi_status run_mm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 /* N <= 8, K from MI7E_MATVEC_STAGED_MIN_K on: below it 7b's warp-per-row kernel is faster
  * (results/notes/PHASE7E.md has the measurement) */
 static bool sup_mm_staged(const mi_tensor *n) {
-    return mi7b_matmul_node_supported(n) && n->src[0]->ne[0] >= MI7E_MATVEC_STAGED_MIN_K &&
-           mi7e_matvec_staged_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n));
+    return n->src[0] && n->src[0]->ne[0] >= MI7E_MATVEC_STAGED_MIN_K &&
+           mi7e_matvec_staged_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n)) && mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_staged(const mi_tensor *n) {
     return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], mm_n(n));
@@ -48,8 +48,8 @@ static mi_status run_mm_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 /* prefill from MI7E_GEMM_F16_MIN_N tokens: f16 tensor cores on weights dequantized once */
 static bool sup_mm_f16(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return mi7b_matmul_node_supported(n) && mm_n(n) >= MI7E_GEMM_F16_MIN_N &&
-           mi7e_gemm_f16_supported(w->type, w->ne[0], w->ne[1], mm_n(n));
+    return w && mm_n(n) >= MI7E_GEMM_F16_MIN_N && mi7e_gemm_f16_supported(w->type, w->ne[0], w->ne[1], mm_n(n)) &&
+           mi7b_matmul_node_supported(n);
 }
 static bool sup_mm_f16_wgmma(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
@@ -68,7 +68,8 @@ static mi_status run_mm_f16_wgmma(mi_cuda_ctx *c, const mi_tensor *n, void *ws) 
 
 /* N > 8: int8 tensor cores on the CPU's activation quantization (same bound as 7b) */
 static bool sup_mm_int8(const mi_tensor *n) {
-    return mi7b_matmul_node_supported(n) && mi7e_gemm_int8_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n));
+    return n->src[0] && mm_n(n) > MI7E_MATVEC_MAX_N &&
+           mi7e_gemm_int8_supported(n->src[0]->type, n->src[0]->ne[0], mm_n(n)) && mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_int8(const mi_tensor *n) {
     const size_t a = mi7e_gemm_int8_workspace(n->src[0]->type, n->src[0]->ne[0], mm_n(n)), b = mm_act_ws(n);
@@ -83,8 +84,8 @@ static mi_status run_mm_int8(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                     (n)->src[0]->ne[0], (n)->src[0]->ne[1]
 static bool sup_ffn_q4k(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0];
-    return mi7c_ffn_node_supported(n) && wg->type == MI_TYPE_Q4_K && n->src[1]->type == MI_TYPE_Q4_K &&
-           mi7e_matvec_q4k_supported(wg->type, wg->ne[0], mi_nrows(n->src[2]));
+    return wg && wg->type == MI_TYPE_Q4_K && n->src[1] && n->src[1]->type == MI_TYPE_Q4_K && n->src[2] &&
+           mi7e_matvec_q4k_supported(wg->type, wg->ne[0], mi_nrows(n->src[2])) && mi7c_ffn_node_supported(n);
 }
 static size_t ws_ffn_q4k(const mi_tensor *n) { return mi7e_matvec_q4k_workspace(n->src[0]->type, n->src[0]->ne[0]); }
 static mi_status run_ffn_q4k_qx(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -95,7 +96,8 @@ static mi_status run_ffn_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 }
 static bool sup_ffn_staged(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0];
-    return mi7c_ffn_node_supported(n) && mi7e_matvec_staged_supported(wg->type, wg->ne[0], mi_nrows(n->src[2]));
+    return wg && n->src[2] && mi7e_matvec_staged_supported(wg->type, wg->ne[0], mi_nrows(n->src[2])) &&
+           mi7c_ffn_node_supported(n);
 }
 static size_t ws_ffn_staged(const mi_tensor *n) {
     return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], mi_nrows(n->src[2]));
@@ -110,12 +112,16 @@ static mi_status run_ffn_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 #define ATTN_ARGS(n) (n)->src[0]->data, (n)->src[1]->data, (n)->src[2]->data, (n)->src[1]->type, (n)->data, \
                      mi_nrows((n)->src[0]), mi_node_n_past(n), mi_attn_head_dim(n), mi_attn_n_head(n), \
                      mi_attn_n_head_kv(n), mi_attn_scale(n)
-static bool sup_attn_flash(const mi_tensor *n) { return mi7b_attn_node_supported(n) && mi7e_attn_flash_supported(ATTN_SHAPE(n)); }
+static bool sup_attn_flash(const mi_tensor *n) {
+    return n->src[0] && n->src[1] && mi7e_attn_flash_supported(ATTN_SHAPE(n)) && mi7b_attn_node_supported(n);
+}
 static mi_status run_attn_flash(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     (void)ws;
     return mi7e_attn_flash(mi_cuda_stream(c), ATTN_ARGS(n));
 }
-static bool sup_attn_tiled(const mi_tensor *n) { return mi7b_attn_node_supported(n) && mi7e_attn_tiled_supported(ATTN_SHAPE(n)); }
+static bool sup_attn_tiled(const mi_tensor *n) {
+    return n->src[0] && n->src[1] && mi7e_attn_tiled_supported(ATTN_SHAPE(n)) && mi7b_attn_node_supported(n);
+}
 static mi_status run_attn_tiled(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     (void)ws;
     return mi7e_attn_tiled(mi_cuda_stream(c), ATTN_ARGS(n));

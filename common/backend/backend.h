@@ -32,8 +32,10 @@ typedef struct mi_split {
 
 typedef struct mi_backend_iface {
     const char *(*name)(mi_backend *be);
-    /* May this backend execute node? Decided before execution, never during it. */
-    bool (*supports)(mi_backend *be, const mi_tensor *node);
+    /* May this backend execute node? Decided before execution, never during it. The
+     * answer depends only on the node; a backend may keep the kernel it chose for the
+     * node in node->kernel, so execution does not decide again. */
+    bool (*supports)(mi_backend *be, mi_tensor *node);
 
     /* memory */
     mi_status (*buffer_alloc)(mi_backend *be, size_t size, mi_buffer **out);

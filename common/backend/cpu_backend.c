@@ -23,7 +23,7 @@ static bool type_readable(mi_type t) {
     return tr && tr->supported;
 }
 
-static bool cpu_supports(mi_backend *be, const mi_tensor *n) {
+static bool cpu_supports(mi_backend *be, mi_tensor *n) {
     (void)be;
     switch (n->op) {
     case MI_OP_INPUT:

@@ -18,7 +18,7 @@ typedef struct {
 } fake_ctx;
 
 static const char *fake_name(mi_backend *be) { return "fake"; }
-static bool fake_supports(mi_backend *be, const mi_tensor *n) {
+static bool fake_supports(mi_backend *be, mi_tensor *n) {
     return n->op == MI_OP_ADD || n->op == MI_OP_MUL || n->op == MI_OP_SILU;
 }
 static mi_status fake_alloc(mi_backend *be, size_t size, mi_buffer **out) {
