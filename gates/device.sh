@@ -249,7 +249,7 @@ fi
 # NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
 if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
     export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
-    for b in ${BENCHES:-era_a:$BD-7e:100 7e:$BD-7e:200 phases:$BD:200}; do
+    for b in ${BENCHES:-era_a:$BD-7e:100 7e:$BD-7e:200 phases:$BD:420}; do
         IFS=: read -r bn barg bto <<<"$b"
         JOBS=$JOBS timeout "$bto" bash "tools/bench_$bn.sh" "$barg" >"$LOGS/bench-$bn.log" 2>&1
         status_line "bench-$bn: rc $?"

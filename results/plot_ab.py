@@ -87,8 +87,7 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plots = [("tok/s at each layer, " + m, f"phases-{m}.png") for m in ("qwen2.5-0.5b-q4_0", "qwen2.5-7b-q4_k_m")
-             if os.path.exists(os.path.join(here, f"phases-{m}.png"))]
+    plots = []   # the per-layer figures (results/plot.py) sit in the hand-written part
     # ---- A/B ratios (latest per model, test, item) ----
     ab_last = OrderedDict()
     for r in ab:

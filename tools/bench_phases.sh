@@ -17,6 +17,7 @@
 #   copy, the same at any length; the record then says tg16 and the plot labels the bar).
 # - the CPU backend gets CPU_TIMEOUT seconds per model for all its tests; a test that does not fit
 #   is left out (the plot says "not measured" in its place).
+# - order: 7e, 7d, 7c, the CPU, then 7b (over half the time), so a caller's time cap loses 7b first.
 #
 #   usage: tools/bench_phases.sh [BD]          (default BD /tmp/minfer-phases -> /tmp/minfer-phases-7b ...)
 #   env:   BENCH_JSON   output (default $OUT/bench-phases.jsonl when OUT is set, else results/bench-phases.jsonl)
@@ -93,7 +94,8 @@ bench_one() {   # label binary model backend test reps [timeout]
 }
 big() { [ "$(stat -c %s "$1")" -gt $((1 << 30)) ]; }
 
-for p in "${plist[@]}"; do
+run_phase() {   # phase
+    local p=$1 m t r tt
     for m in "${mlist[@]}"; do
         for t in $TESTS; do
             r=$REPS tt=$t
@@ -105,9 +107,10 @@ for p in "${plist[@]}"; do
         done
     done
     say "PHASE=$p done"
-done
-
-if [ "$CPU_MODELS" != none ]; then
+}
+run_cpu() {
+    local m t start left
+    [ "$CPU_MODELS" != none ] || return 0
     IFS=: read -r -a clist <<<"$CPU_MODELS"
     for m in "${clist[@]}"; do
         start=$(date +%s)
@@ -117,7 +120,12 @@ if [ "$CPU_MODELS" != none ]; then
             bench_one cpu "$TOP" "$m" cpu "$t" 1 "$left"
         done
     done
-fi
+}
+# cheapest and most wanted first, the slow 7b last: a caller's time cap (gates/device.sh runs
+# this under `timeout`) then loses the fewest rows
+for (( i = ${#plist[@]} - 1; i >= 0; i-- )); do [ "${plist[i]}" = 7b ] || run_phase "${plist[i]}"; done
+run_cpu
+for p in "${plist[@]}"; do [ "$p" = 7b ] && run_phase 7b; done
 
 # ---- summary: the last record per model, test and phase (standard-library Python) ----
 PY=${MINFER_PYTHON:-}
