@@ -434,7 +434,7 @@ static mi_status params_fill(g7_state *s) {
     const size_t n = (size_t)s->n_slots * sizeof(int32_t);
     int32_t *p = staging_ring_reserve(&s->ring, n);
     if (!p) return mi_err(MI_ERR_INTERNAL, "cuda graph: %d step params do not fit the staging ring", s->n_slots);
-    for (int i = 0; i < s->n_slots; i++) p[i] = s->slot_node[i]->p[0];
+    for (int i = 0; i < s->n_slots; i++) p[i] = (int32_t)mi_node_n_past(s->slot_node[i]);
     lock();
     cudaError_t e = cudaMemcpyAsync(s->dparams, p, n, cudaMemcpyHostToDevice, s->stream);
     unlock();

@@ -36,7 +36,7 @@ static bool cpu_supports(mi_backend *be, mi_tensor *n) {
     case MI_OP_COPY:
         return true;
     case MI_OP_ROPE:
-        return n->p[2] <= 1024;
+        return mi_rope_n_rot(n) <= 1024;
     case MI_OP_KV_STORE:
     case MI_OP_ATTN:
         return true;

@@ -28,12 +28,12 @@ typedef struct {
 
 
 static bool use_trans(const mi_cpu_ctx *c, const mi_tensor *t) {
-    int64_t hd = t->p[1];
-    return c->isa >= MI_ISA_AVX512 && t->ne[1] >= 8 && (hd == 64 || hd == 128) && hd * t->p[3] <= KV_ROW_MAX;
+    int64_t hd = mi_attn_head_dim(t);
+    return c->isa >= MI_ISA_AVX512 && t->ne[1] >= 8 && (hd == 64 || hd == 128) && hd * mi_attn_n_head_kv(t) <= KV_ROW_MAX;
 }
 
 static bool use_direct16(const mi_cpu_ctx *c, const mi_tensor *t) {
-    int64_t hd = t->p[1];
+    int64_t hd = mi_attn_head_dim(t);
     return c->isa >= MI_ISA_AVX512 && !use_trans(c, t) && t->src[1]->type == MI_TYPE_F16 &&
            t->src[2]->type == MI_TYPE_F16 && hd % 16 == 0 && hd <= 256;
 }
@@ -41,8 +41,8 @@ static bool use_direct16(const mi_cpu_ctx *c, const mi_tensor *t) {
 static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
 
 size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t) {
-    int64_t n_kv = (int64_t)t->p[0] + t->ne[1], ld = pad16(n_kv);
-    int64_t hd = t->p[1], row_kv = hd * t->p[3];
+    int64_t n_kv = mi_node_n_past(t) + t->ne[1], ld = pad16(n_kv);
+    int64_t hd = mi_attn_head_dim(t), row_kv = hd * mi_attn_n_head_kv(t);
     size_t need = (size_t)c->n_threads * (size_t)(ld + hd + 16) * sizeof(float);
     if (use_trans(c, t)) return need + 2 * (size_t)ld * (size_t)row_kv * sizeof(float);
     if (use_direct16(c, t)) return need;
@@ -105,9 +105,9 @@ static void axpy_f32(const mi_cpu_ctx *c, float *y, float a, const float *x, int
 static void attn_item(void *arg, int64_t it, int ith) {
     attn_task *k = arg;
     const mi_tensor *t = k->t;
-    int64_t n_past = t->p[0], hd = t->p[1], Hq = t->p[2], Hkv = t->p[3];
+    int64_t n_past = mi_node_n_past(t), hd = mi_attn_head_dim(t), Hq = mi_attn_n_head(t), Hkv = mi_attn_n_head_kv(t);
     int64_t N = t->ne[1], group = Hq / Hkv;
-    float scale = mi_tensor_pf(t, 4);
+    float scale = mi_attn_scale(t);
     float *sc = k->thr + (size_t)ith * (size_t)(k->ld + hd + 16);
     float *acc = sc + k->ld;
     int64_t h = it / N, i = it % N, kvh = h / group;
@@ -152,9 +152,9 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
     memset(&k, 0, sizeof k);
     k.c = c;
     k.t = t;
-    k.n_kv = (int64_t)t->p[0] + t->ne[1];
+    k.n_kv = mi_node_n_past(t) + t->ne[1];
     k.ld = pad16(k.n_kv);
-    k.row_kv = (int64_t)t->p[1] * t->p[3];
+    k.row_kv = mi_attn_head_dim(t) * mi_attn_n_head_kv(t);
     k.trans = use_trans(c, t);
     k.direct16 = use_direct16(c, t);
     float *base = c->abuf;
@@ -186,6 +186,6 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
         threadpool_chunks(c->tp, attn_convert, &k, (k.n_kv + k.conv_per - 1) / k.conv_per);
     }
     k.thr = base;
-    threadpool_chunks(c->tp, attn_item, &k, (int64_t)t->p[2] * t->ne[1]);
+    threadpool_chunks(c->tp, attn_item, &k, mi_attn_n_head(t) * t->ne[1]);
     return MI_OK;
 }

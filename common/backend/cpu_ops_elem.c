@@ -103,8 +103,8 @@ float cpu_sumsq_canon(const float *x, int64_t n) {
 
 /* x [D, N] viewed as rows of G = p[0] elements; y = (x * scale) * w */
 static void rms_rows(mi_tensor *t, int64_t r0, int64_t r1) {
-    size_t G = (size_t)t->p[0];
-    float eps = mi_tensor_pf(t, 1);
+    size_t G = (size_t)mi_norm_group(t);
+    float eps = mi_norm_eps(t);
     const float *w = t->src[1]->data;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = (const float *)t->src[0]->data + (size_t)r * G;
@@ -118,15 +118,15 @@ static void rms_rows(mi_tensor *t, int64_t r0, int64_t r1) {
 }
 
 mi_status cpu_op_rms_norm(mi_cpu_ctx *c, mi_tensor *t) {
-    par_rows(c, t, mi_nelements(t) / t->p[0], mi_nelements(t), rms_rows);
+    par_rows(c, t, mi_nelements(t) / mi_norm_group(t), mi_nelements(t), rms_rows);
     return MI_OK;
 }
 
 /* x [hd*H, N], one token per row; pairs (2i, 2i+1) normal, (i, i+n_rot/2) NEOX */
 #define ROPE_MAX_PAIRS 512
 static void rope_rows(mi_tensor *t, int64_t r0, int64_t r1) {
-    int hd = t->p[0], mode = t->p[1], n_rot = t->p[2];
-    float base = mi_tensor_pf(t, 3);
+    int hd = (int)mi_rope_head_dim(t), mode = mi_rope_mode(t), n_rot = mi_rope_n_rot(t);
+    float base = mi_rope_freq_base(t);
     int64_t H = t->ne[0] / hd;
     const int32_t *pos = t->src[1]->data;
     float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
@@ -151,8 +151,8 @@ static void rope_rows(mi_tensor *t, int64_t r0, int64_t r1) {
 }
 
 mi_status cpu_op_rope(mi_cpu_ctx *c, mi_tensor *t) {
-    if (t->p[2] / 2 > ROPE_MAX_PAIRS)
-        return mi_err(MI_ERR_UNSUPPORTED, "rope %s: n_rot %d above the CPU limit %d", t->name, t->p[2],
+    if (mi_rope_n_rot(t) / 2 > ROPE_MAX_PAIRS)
+        return mi_err(MI_ERR_UNSUPPORTED, "rope %s: n_rot %d above the CPU limit %d", t->name, mi_rope_n_rot(t),
                       2 * ROPE_MAX_PAIRS);
     par_rows(c, t, t->ne[1], mi_nelements(t) * 4, rope_rows);
     return MI_OK;
@@ -190,7 +190,7 @@ mi_status cpu_op_unary(mi_cpu_ctx *c, mi_tensor *t) {
 static void kv_rows(mi_tensor *t, int64_t r0, int64_t r1) {
     const mi_tensor *x = t->src[0], *cache = t->src[1];
     size_t D = (size_t)x->ne[0];
-    size_t n_past = (size_t)t->p[0];
+    size_t n_past = (size_t)mi_node_n_past(t);
     for (int64_t r = r0; r < r1; r++) {
         const float *s = (const float *)x->data + (size_t)r * D;
         if (cache->type == MI_TYPE_F16) {
@@ -211,7 +211,7 @@ mi_status cpu_op_kv_store(mi_cpu_ctx *c, mi_tensor *t) {
 mi_status cpu_op_slice_rows(mi_cpu_ctx *c, mi_tensor *t) {
     (void)c;
     size_t rb = mi_row_size(t->type, t->ne[0]);
-    memcpy(t->data, (const char *)t->src[0]->data + (size_t)t->p[0] * rb, rb * (size_t)t->p[1]);
+    memcpy(t->data, (const char *)t->src[0]->data + (size_t)mi_slice_first(t) * rb, rb * (size_t)mi_slice_count(t));
     return MI_OK;
 }
 
