@@ -194,12 +194,5 @@ int main(int argc, char **argv) {
         mi_model_free(m);
     }
     if (jf) fclose(jf);
-    (void)gu_fill;
-    (void)gu_first_diff;
-    (void)gu_finish;
-    (void)gu_skip_named;
-    (void)gu_fail;
-    (void)gu_pass;
-    (void)gu_init;
     return rc;
 }

@@ -1,9 +1,9 @@
-/* Helpers the 7e device gates share (gate_7e.c and the *_check.h files): a CUDA call check,
+/* Helpers the 7e device gates share (gate_7e.c and the *_check.c units): a CUDA call check,
  * device buffers (copied in at an offset, NaN-poisoned), copies back, the CPU scalar matmul
- * reference, the first element out of tolerance, a float median and a kernel timing. Plain C. */
+ * reference, the first element out of tolerance, a float median and a kernel timing. Plain C;
+ * definitions: dev7e.c (in $(BUILD)/libgatesupport.a). */
 #ifndef GATE_DEV7E_H
 #define GATE_DEV7E_H
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,90 +14,25 @@
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
 
-/* device copy at byte offset `off` of its allocation (so the kernels see unaligned tensors) */
-static inline void *dev_up_at(const void *h, size_t n, size_t off, void **base) {
-    char *d = NULL;
-    CK(cudaMalloc((void **)&d, n + off + 1));
-    CK(cudaMemcpy(d + off, h, n, cudaMemcpyHostToDevice));
-    *base = d;
-    return d + off;
-}
-
-/* n bytes of 0xFF: NaN as floats, so an output a kernel never writes shows */
-static inline void *dev_poison(size_t n) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, n ? n : 1));
-    CK(cudaMemset(d, 0xFF, n ? n : 1));
-    return d;
-}
-
-static inline void dev_down_on(cudaStream_t s, void *h, const void *d, size_t n) {
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
-}
-
+/* device copy of h (n bytes) at byte offset `off` of its allocation *base (unaligned tensors) */
+void *dev_up_at(const void *h, size_t n, size_t off, void **base);
+/* n bytes of 0xFF on the device: NaN as floats, so an output a kernel never writes shows */
+void *dev_poison(size_t n);
+/* wait for stream s, then copy n bytes of d to h */
+void dev_down_on(cudaStream_t s, void *h, const void *d, size_t n);
 /* first i with |got - want| > tol_rel * (|want| + floor) (NaN included), or (size_t)-1 */
-static inline size_t first_bad(const float *got, const float *want, size_t n, double tol_rel, double floor) {
-    for (size_t i = 0; i < n; i++) {
-        const double d = fabs((double)got[i] - (double)want[i]);
-        if (!(d <= tol_rel * (fabs((double)want[i]) + floor))) return i;
-    }
-    return (size_t)-1;
-}
-
-/* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias) */
-static inline void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K,
-                              int64_t M, int64_t N) {
-    const mi_type vt = mi_type_get(t)->vec_dot_type;
-    mi_vec_dot_fn dot = mi_get_vec_dot(t, MI_ISA_SCALAR);
-    mi_quantize_fn qa = mi_get_quantize_act(vt, MI_ISA_SCALAR);
-    const size_t arow = mi_row_size(vt, K), wrb = mi_row_size(t, K);
-    uint8_t *aq = (uint8_t *)malloc(arow * (size_t)N);
-    for (int64_t n = 0; n < N; n++) qa(x + n * K, aq + arow * (size_t)n, K);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t m = 0; m < M; m++) {
-            float s;
-            dot(K, &s, w + wrb * (size_t)m, aq + arow * (size_t)n);
-            y[n * M + m] = bias ? s + bias[m] : s;
-        }
-    free(aq);
-}
-
-static inline int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
+size_t first_bad(const float *got, const float *want, size_t n, double tol_rel, double floor);
+/* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias); W (M rows, K), x (N, K) */
+void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K, int64_t M,
+                int64_t N);
 /* median of n timings (sorts v in place) */
-static inline float median_f(float *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
+float median_f(float *v, int n);
 
 /* One call of the code under test, on stream S with the arguments in ctx (dev_time_median) */
 typedef mi_status (*dev_call_fn)(cudaStream_t S, const void *ctx);
 
 /* median ms of `reps` (<= 32) calls, each alone between two events on S, after `warm` untimed
  * ones; on a failed call, *st is its status and the result -1 */
-static inline float dev_time_median(cudaStream_t S, int warm, int reps, dev_call_fn call, const void *ctx,
-                                    mi_status *st) {
-    float ms[32];
-    if (reps > 32) reps = 32;
-    *st = MI_OK;
-    for (int i = 0; i < warm && *st == MI_OK; i++) *st = call(S, ctx);
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < reps && *st == MI_OK; i++) {
-        CK(cudaEventRecord(a, S));
-        *st = call(S, ctx);
-        CK(cudaEventRecord(b, S));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return *st == MI_OK ? median_f(ms, reps) : -1.0f;
-}
+float dev_time_median(cudaStream_t S, int warm, int reps, dev_call_fn call, const void *ctx, mi_status *st);
 
 #endif

@@ -541,8 +541,6 @@ static void test_e6(uint64_t staged_before) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    (void)gu_fill;
-    (void)gu_first_diff;
     gu_init(&R, "gate-7e", "7e");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
