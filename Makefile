@@ -75,8 +75,10 @@ GATE_BIN := $(patsubst gates/%.c,$(BUILD)/gates/%,$(GATE_SRC)) $(patsubst gates/
 # compiled units the gate programs link from one archive (a program pulls in only what it
 # calls): gates/support/*.c, shared by all; gates/<phase>/*.c not named gate_* or bench_*,
 # one phase's test bodies split out of its programs
+# (and *.cu: a gate's own device code, e.g. kernel variants the library does not build)
 GATE_UNIT_SRC    := $(foreach p,$(PHASES),$(filter-out gates/$(p)/gate_% gates/$(p)/bench_%,$(wildcard gates/$(p)/*.c)))
-GATE_SUPPORT_OBJ := $(call obj,$(wildcard gates/support/*.c) $(GATE_UNIT_SRC))
+GATE_UNIT_CU     := $(foreach p,$(PHASES),$(filter-out gates/$(p)/gate_%,$(wildcard gates/$(p)/*.cu)))
+GATE_SUPPORT_OBJ := $(call obj,$(wildcard gates/support/*.c) $(GATE_UNIT_SRC)) $(patsubst %.cu,$(BUILD)/%.cu.o,$(GATE_UNIT_CU))
 GATE_LIB := $(BUILD)/libgatesupport.a
 
 .PHONY: all lib tests gates run test models deps venv clean info gate-7a gate-7b gate-7c gate-7d gate-7e fuzz \

@@ -39,27 +39,6 @@ size_t mi7e_gemm_f16_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi7e_gemm_f16(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                         int64_t K, int64_t M, int64_t N, void *workspace);
 
-/* The mma.sync kernel's choices, 0 = the default rule for each:
- *   tile   tokens per block tile, 64 or 128 (default: 128 when that gives two blocks per SM,
- *          else 64)
- *   depth  k per shared-memory stage, 32 (4 stages) or 64 (3 stages); 32 wherever K % 64 != 0
- *          (default 64)
- *   warps  per block, 8 (2 x 4, warp tiles 64 x tile/4) or 4 (2 x 2, 64 x tile/2) (default 8)
- *   chunk  weight chunk bytes (default and largest MI7E_GEMM_F16_CHUNK, so the workspace of
- *          mi7e_gemm_f16_workspace always suffices)
- * Every choice runs the same k16 steps in the same order per output: all are bit-identical
- * (gate_7e compares and times them). */
-typedef struct {
-    int tile;
-    int depth;
-    int warps;
-    size_t chunk;
-} mi7e_gemm_f16_opts;
-/* mi7e_gemm_f16 with the choices in o (NULL: all defaults); MI_ERR_INVALID for a value not
- * listed above */
-mi_status mi7e_gemm_f16_opts_run(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                                 int64_t K, int64_t M, int64_t N, void *workspace, const mi7e_gemm_f16_opts *o);
-
 /* The same GEMM on Hopper's wgmma.mma_async (k depth 64, the default tile rule): where the
  * build has an sm_90a image and the device is cc 9.0, and K % 64 == 0. Not bit-identical to
  * the mma.sync kernel (the hardware's order of products inside one wgmma); the same bound.

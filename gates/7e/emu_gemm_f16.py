@@ -446,7 +446,7 @@ def tile_bn(gm, N, force):
 
 
 def pick_variant(K, gm, N, bn_force=0, bk_force=0, nw_force=0):
-    """the launcher's choice; the forces are mi7e_gemm_f16_opts' tile / depth / warps
+    """the launcher's choice; the forces are gate_gemm_f16_opts' tile / depth / warps
     (0, or a valid value)"""
     bn = tile_bn(gm, N, bn_force)
     bk = 32 if K % 64 else (bk_force if bk_force else GEMM_F16_DEFAULT_BK)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include "gates/7e/gemm_f16_check.h"
 #include "gates/7e/dev7e.h"
+#include "gates/7e/gemm_f16_variants.h"
 #include "common/core/mi_err.h"
 #include "common/core/mi_fp16.h"
 #include "common/quant/mi_types.h"
@@ -77,14 +78,14 @@ static void gf_print_bad(const char *name, const float *got, const float *want, 
 /* One call into dy (re-poisoned first) with a fresh NaN-poisoned workspace: the mma.sync kernel
  * with options o (NULL: the defaults), or the wgmma kernel (wg); the result copied to out. */
 static mi_status gf_run(cudaStream_t S, mi_type t, const void *dw, const float *dx, const float *db, float *dy,
-                        int64_t K, int64_t M, int64_t N, float *out, const mi7e_gemm_f16_opts *o, bool wg) {
+                        int64_t K, int64_t M, int64_t N, float *out, const gate_gemm_f16_opts *o, bool wg) {
     const size_t ny = (size_t)M * (size_t)N, wsb = mi7e_gemm_f16_workspace(t, K, M, N);
     void *ws = NULL;
     CK(cudaMalloc(&ws, wsb ? wsb : 1));
     CK(cudaMemset(ws, 0xFF, wsb ? wsb : 1));   /* f16 NaN: a read of an unwritten workspace shows */
     CK(cudaMemset(dy, 0xFF, ny * 4));
     mi_status st = wg ? mi7e_gemm_f16_wgmma(S, t, dw, dx, db, dy, K, M, N, ws)
-                      : mi7e_gemm_f16_opts_run(S, t, dw, dx, db, dy, K, M, N, ws, o);
+                      : gate_gemm_f16_run(S, t, dw, dx, db, dy, K, M, N, ws, o);
     if (st == MI_OK) dev_down_on(S, out, dy, ny * 4);
     CK(cudaStreamSynchronize(S));
     cudaFree(ws);
@@ -95,11 +96,11 @@ static mi_status gf_run(cudaStream_t S, mi_type t, const void *dw, const float *
  * o: the mma.sync kernel's options (NULL: the defaults; 64-token tiles at these sizes), named
  * by suffix (_t128, _k32, _w4 / _w8); wg: the wgmma kernel instead (_wg, e15). */
 static void gf_case(gf_ctx *c, mi_type t, int64_t K, int64_t M, int64_t N, bool with_bias,
-                    const mi7e_gemm_f16_opts *o, bool wg) {
+                    const gate_gemm_f16_opts *o, bool wg) {
     gu_run *R = c->R;
     cudaStream_t S = c->S;
     char name[96];
-    const mi7e_gemm_f16_opts d0 = {0, 0, 0, 0}, *op = o ? o : &d0;
+    const gate_gemm_f16_opts d0 = {0, 0, 0, 0}, *op = o ? o : &d0;
     snprintf(name, sizeof name, "e13_%s_K%lld_M%lld_N%lld%s%s%s%s%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, with_bias ? "_bias" : "", op->tile == 128 ? "_t128" : "",
              op->depth == 32 ? "_k32" : "", op->warps == 4 ? "_w4" : op->warps == 8 ? "_w8" : "", wg ? "_wg" : "");
@@ -220,7 +221,7 @@ static void gf_scale(gf_ctx *c) {
 }
 
 /* 3: weight chunks of 128 rows, 200 rows' worth and one row's worth (the one-tile floor) give
- * the single-chunk result bit for bit (mi7e_gemm_f16_opts.chunk) */
+ * the single-chunk result bit for bit (gate_gemm_f16_opts.chunk) */
 static void gf_chunks(gf_ctx *c) {
     gu_run *R = c->R;
     cudaStream_t S = c->S;
@@ -244,7 +245,7 @@ static void gf_chunks(gf_ctx *c) {
     int differs = -1;
     size_t nonfin = st == MI_OK ? gf_nonfinite(one, ny) : 0;
     for (int c = 0; c < 3 && st == MI_OK; c++) {
-        const mi7e_gemm_f16_opts o = {0, 0, 0, chunks[c]};
+        const gate_gemm_f16_opts o = {0, 0, 0, chunks[c]};
         st = gf_run(S, t, dw, dx, db, dy, K, M, N, got, &o, false);
         if (st == MI_OK && differs < 0 && memcmp(got, one, ny * 4)) {
             differs = c;
@@ -355,17 +356,17 @@ typedef struct {
     float *y;
     int64_t K, M, N;
     void *ws;
-    const mi7e_gemm_f16_opts *o;
+    const gate_gemm_f16_opts *o;
 } gf_args;
 static mi_status gf_call(cudaStream_t S, const void *p) {
     const gf_args *a = (const gf_args *)p;
     if (a->which == 1) return mi7e_gemm_int8(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws);
     if (a->which == 2) return mi7e_gemm_f16_wgmma(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws);
-    return mi7e_gemm_f16_opts_run(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws, a->o);
+    return gate_gemm_f16_run(S, a->t, a->w, a->x, NULL, a->y, a->K, a->M, a->N, a->ws, a->o);
 }
 
 /* median ms of 5 timed calls after one warm-up; < 0 on an error */
-static float gf_time(cudaStream_t S, int which, const mi7e_gemm_f16_opts *o, mi_type t, const void *w,
+static float gf_time(cudaStream_t S, int which, const gate_gemm_f16_opts *o, mi_type t, const void *w,
                      const float *x, float *y, int64_t K, int64_t M, int64_t N, void *ws) {
     const gf_args a = {which, t, w, x, y, K, M, N, ws, o};
     mi_status st;
@@ -402,7 +403,7 @@ static void gf_timing(gf_ctx *c, const char *what, mi_type t, int64_t K, int64_t
     const float t13 = gf_time(S, 0, NULL, t, dw, dx, dy13, K, M, N, ws);
     /* the other options (k depth 32 with 4 stages; 4 warps of 64 x tile/2, 8 of 64 x tile/4): the
      * same k16 steps in the same order per output, so each must equal the default bit for bit */
-    static const mi7e_gemm_f16_opts vo[3] = {{0, 32, 0, 0}, {0, 0, 4, 0}, {0, 0, 8, 0}};
+    static const gate_gemm_f16_opts vo[3] = {{0, 32, 0, 0}, {0, 0, 4, 0}, {0, 0, 8, 0}};
     static const char *const vname[3] = {"k32", "4 warps", "8 warps"};
     float tv[3] = {-1.0f, -1.0f, -1.0f};
     bool same[3] = {false, false, false};
@@ -482,7 +483,7 @@ void gemm_f16_check(gu_run *R, cudaStream_t S) {
     }
     /* the 128-token tile on the same small shapes (M, N past a tile edge), at depth 64 (K = 256's
      * default) and 32 */
-    const mi7e_gemm_f16_opts t128 = {128, 0, 0, 0}, t128_k32 = {128, 32, 0, 0};
+    const gate_gemm_f16_opts t128 = {128, 0, 0, 0}, t128_k32 = {128, 32, 0, 0};
     for (int ti = 0; ti < 9; ti++)
         if (types[ti] == MI_TYPE_Q4_0 || types[ti] == MI_TYPE_Q4_K || types[ti] == MI_TYPE_Q6_K || types[ti] == MI_TYPE_F16)
             for (int n = 2; n < 4; n++) {
@@ -490,7 +491,7 @@ void gemm_f16_check(gu_run *R, cudaStream_t S) {
                 gf_case(&c, types[ti], 256, 130, Ns[n], n == 2, &t128_k32, false);
             }
     /* the 4-warp layout on edge shapes, both tile widths (8 warps is the default above) */
-    const mi7e_gemm_f16_opts w4 = {0, 0, 4, 0}, w4_t128 = {128, 0, 4, 0};
+    const gate_gemm_f16_opts w4 = {0, 0, 4, 0}, w4_t128 = {128, 0, 4, 0};
     for (int ti = 0; ti < 9; ti++)
         if (types[ti] == MI_TYPE_Q4_K || types[ti] == MI_TYPE_Q6_K)
             for (int n = 2; n < 4; n++) {
