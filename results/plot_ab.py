@@ -29,6 +29,8 @@ def load(paths):
                 except json.JSONDecodeError:
                     print(f"{p}:{i + 1}: skipping a malformed line", file=sys.stderr)
                     continue
+                if r.get("depth", 0):   # a test after D tokens in the context: not these figures' tests
+                    continue
                 r["_file"] = os.path.basename(p)
                 recs.append(r)
     return recs

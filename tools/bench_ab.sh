@@ -64,7 +64,7 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 lb, lh = sys.argv[2], sys.argv[3]
 by = {}
 for r in rows:
-    if r.get("commit") in (lb, lh):
+    if r.get("commit") in (lb, lh) and not r.get("depth", 0):
         by.setdefault((r.get("model"), r.get("test"), r["commit"]), []).append(r["tok_s"])
 print(f"| model | test | {lb} tok/s | {lh} tok/s | {lh}/{lb} |")
 print("| --- | --- | ---: | ---: | ---: |")

@@ -1,5 +1,7 @@
 /* `minfer bench`: llama-bench-shaped throughput runs. ppN = N random (fixed-seed) tokens
- * fed as one batch into an empty cache; tgN = N single-token decodes from position 0.
+ * fed as one batch; tgN = N single-token decodes; both into an empty cache, or with -d D
+ * after D tokens already in it ("tg128 @ d4096": the context is filled once per depth,
+ * untimed, and cut back to D before every repetition).
  * Prints a table (mean ± sd over -r reps; the header at once, each row as its test
  * finishes), peak RSS against model file + KV cache, the DRAM read bandwidth measured in
  * the same run (CPU), and one JSON line per test. */
@@ -186,6 +188,7 @@ static const char *ftype_name(uint32_t ft) {
 
 typedef struct {
     char test[32];
+    int64_t depth;   /* tokens in the context before the test */
     double mean, sd, gb_s;
     int reps;
 } bench_row;
@@ -204,24 +207,26 @@ static int bench_fail(const char *what) {
 }
 
 static void bench_usage(FILE *f) {
-    fprintf(f, "usage: minfer bench -m FILE [-p 512,2048] [-n 128] [-r 5] [-t THREADS] [--backend cpu|cuda|auto] [--kv f16|f32] [--json PATH]\n"
+    fprintf(f, "usage: minfer bench -m FILE [-p 512,2048] [-n 128] [-d 0,4096] [-r 5] [-t THREADS] [--backend cpu|cuda|auto]\n"
+               "                    [--kv f16|f32] [--json PATH]\n"
                "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n"
+               "  -d D,...: run every test after D tokens already in the context (default 0)\n"
                "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU\n",
             mi_cli_max_threads());
 }
 
 typedef struct {
     const char *model, *backend, *json;
-    int n_gen, reps, n_threads, n_pp;
-    int64_t pp[16];
+    int n_gen, reps, n_threads, n_pp, n_depth;
+    int64_t pp[16], depth[8];
     bool kv_f32;
 } bench_args;
 
 /* Returns -1 to go on, else the exit status (0 after --help). */
 static int bench_parse(int argc, char **argv, bench_args *a) {
-    const char *plist = "512";
+    const char *plist = "512", *dlist = "0";
     *a = (bench_args){.backend = "auto", .n_gen = 128, .reps = 5};
-    static const char *const valued[] = {"-m", "-p", "-n", "-r", "-t", "--backend", "--kv", "--json"};
+    static const char *const valued[] = {"-m", "-p", "-n", "-d", "-r", "-t", "--backend", "--kv", "--json"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -243,6 +248,7 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
         char *end = NULL, err[256];
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "-p")) plist = v;
+        else if (!strcmp(o, "-d")) dlist = v;
         else if (!strcmp(o, "--backend")) a->backend = v;
         else if (!strcmp(o, "--json")) a->json = v;
         else if (!strcmp(o, "-t")) {
@@ -264,7 +270,89 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
         if (x > 0) a->pp[a->n_pp++] = x;
         p = *end ? end + 1 : end;
     }
+    for (const char *p = dlist; *p;) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',') || x < 0 || x > (1 << 20) || a->n_depth == 8)
+            return bench_fail("-d wants up to 8 depths like 0,4096 (tokens already in the context)");
+        a->depth[a->n_depth++] = x;
+        p = *end ? end + 1 : end;
+    }
+    if (a->n_depth == 0) return bench_fail("-d wants up to 8 depths like 0,4096 (tokens already in the context)");
     return -1;
+}
+
+/* " @ d4096" for a test at depth 4096, "" at depth 0 (llama-bench's names) */
+static const char *depth_label(int64_t d) {
+    static _Thread_local char b[32];
+    if (d <= 0) return "";
+    snprintf(b, sizeof b, " @ d%lld", (long long)d);
+    return b;
+}
+
+/* d tokens into an empty context, untimed, in pieces so a long fill shows its progress */
+static mi_status fill_context(mi_session *s, const int32_t *ids, int64_t d) {
+    mi_session_reset(s);
+    mi_progress pg;
+    const bool show = d >= 4096;
+    if (show) mi_progress_start(&pg, "filling the context");
+    for (int64_t done = 0; done < d;) {
+        const int64_t n = d - done < 2048 ? d - done : 2048;
+        MI_TRY(mi_session_decode(s, ids + done, n, false));
+        done += n;
+        if (show) mi_progress_count(&pg, done, d, "tokens");
+    }
+    if (show) mi_progress_end(&pg);
+    return MI_OK;
+}
+
+typedef struct {
+    mi_session *s;
+    mi_model *m;
+    const int32_t *ids;
+    double *tv;
+    int reps;
+    const char *mname, *type, *be;
+    int threads;
+} bench_ctx;
+
+/* One test (ppN or tgN) at depth d: a warm-up and reps timed repetitions, each from the
+ * context cut back to d tokens; prints its row. Returns 0, or 1 with the message printed. */
+static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench_row *row) {
+    snprintf(row->test, sizeof row->test, "%s%lld", is_tg ? "tg" : "pp", (long long)n);
+    row->depth = d;
+    double bytes_total = 0;
+    for (int r = -1; r < b->reps; r++) {   /* r = -1: warm-up, not timed */
+        mi_status st = d > 0 ? mi_session_truncate(b->s, d) : MI_OK;
+        if (d == 0) mi_session_reset(b->s);
+        const int32_t *ids = b->ids + d;
+        double t0 = mi_now_s();
+        if (st == MI_OK && !is_tg) st = mi_session_decode(b->s, ids, n, false);
+        for (int64_t i = 0; st == MI_OK && is_tg && i < n; i++) st = mi_session_decode(b->s, ids + i, 1, false);
+        double dt = mi_now_s() - t0;
+        if (st != MI_OK) {
+            fprintf(stderr, "minfer: %s%s: %s\n", row->test, depth_label(d), mi_errmsg());
+            return 1;
+        }
+        if (r < 0) continue;
+        b->tv[r] = (double)n / dt;
+        if (is_tg) {
+            double bytes = 0;
+            for (int64_t i = 0; i < n; i++)
+                bytes += (double)mi_model_bytes_per_token(b->m) + (double)mi_session_kv_read_bytes(b->s, d + i + 1);
+            bytes_total += bytes / dt;
+        }
+    }
+    mean_sd(b->tv, b->reps, &row->mean, &row->sd);
+    row->reps = b->reps;
+    row->gb_s = is_tg ? bytes_total / b->reps / 1e9 : 0.0;
+    char gbs[32] = "";
+    if (row->gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", row->gb_s);
+    printf("| %s | %s | %.1f MiB | %s | %d | %s%s | %.2f ± %.2f | %s |\n", b->mname, b->type,
+           mi_model_weight_bytes(b->m) / 1048576.0, b->be, b->threads, row->test, depth_label(d), row->mean, row->sd,
+           gbs);
+    fflush(stdout);
+    return 0;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -281,8 +369,10 @@ int cmd_bench(int argc, char **argv) {
     if (mi_model_load_params(model, &mp, &m) != MI_OK) return bench_fail(mi_errmsg());
     const mi_hparams *hp = mi_model_hparams(m);
     gguf_file *gf = mi_model_gguf(m);
-    int64_t n_ctx = n_gen;
+    int64_t n_ctx = n_gen, max_depth = 0;
     for (int i = 0; i < n_pp; i++) if (pp[i] > n_ctx) n_ctx = pp[i];
+    for (int i = 0; i < ba.n_depth; i++) if (ba.depth[i] > max_depth) max_depth = ba.depth[i];
+    n_ctx += max_depth;
     if (n_ctx < 16) n_ctx = 16;
     mi_session_params sp;
     mi_session_params_default(&sp);
@@ -303,9 +393,12 @@ int cmd_bench(int argc, char **argv) {
     int64_t n_ids = n_ctx;
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
     double *tv = malloc((size_t)reps * sizeof *tv);
-    if (!ids || !tv) {
+    const int n_tests = n_pp + (n_gen > 0);
+    bench_row *rows = calloc((size_t)(n_tests * ba.n_depth) + 1, sizeof *rows);
+    if (!ids || !tv || !rows) {
         free(ids);
         free(tv);
+        free(rows);
         mi_session_free(s);
         mi_model_free(m);
         return bench_fail("out of memory");
@@ -328,49 +421,25 @@ int cmd_bench(int argc, char **argv) {
     printf("| model | type | size | backend | threads | test | t/s | GB/s |\n");
     printf("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |\n");
     fflush(stdout);
-    bench_row rows[18];
     int n_rows = 0;
     double bw_before = 0, bw_after = 0;
     int rc = 0;
-    for (int ti = 0; ti < n_pp + (n_gen > 0) && !rc; ti++) {
-        bool is_tg = ti == n_pp;
-        int64_t n = is_tg ? n_gen : pp[ti];
-        bench_row *row = &rows[n_rows++];
-        snprintf(row->test, sizeof row->test, "%s%lld", is_tg ? "tg" : "pp", (long long)n);
-        if (is_tg && !strcmp(be, "cpu")) bw_before = measure_bw_child(threads);
-        double bytes_total = 0;
-        for (int r = -1; r < reps && !rc; r++) {   /* r = -1: warm-up, not timed */
-            mi_session_reset(s);
-            double t0 = mi_now_s();
-            if (!is_tg) {
-                if (mi_session_decode(s, ids, n, false) != MI_OK) rc = 1;
-            } else {
-                for (int64_t i = 0; i < n && !rc; i++)
-                    if (mi_session_decode(s, ids + i, 1, false) != MI_OK) rc = 1;
-            }
-            double dt = mi_now_s() - t0;
-            if (r >= 0) tv[r] = (double)n / dt;
-            if (r >= 0 && is_tg) {
-                double b = 0;
-                for (int64_t i = 0; i < n; i++) b += (double)mi_model_bytes_per_token(m) + (double)mi_session_kv_read_bytes(s, i + 1);
-                bytes_total += b / dt;
-            }
-        }
-        if (rc) {
-            fprintf(stderr, "minfer: %s: %s\n", row->test, mi_errmsg());
+    bench_ctx bc = {s, m, ids, tv, reps, mname, type, be, threads};
+    for (int di = 0; di < ba.n_depth && !rc; di++) {
+        const int64_t d = ba.depth[di];
+        if (d > 0 && fill_context(s, ids, d) != MI_OK) {
+            fprintf(stderr, "minfer: filling the context to depth %lld: %s\n", (long long)d, mi_errmsg());
+            rc = 1;
             break;
         }
-        if (is_tg && !strcmp(be, "cpu")) bw_after = measure_bw_child(threads);
-        mean_sd(tv, reps, &row->mean, &row->sd);
-        row->reps = reps;
-        row->gb_s = is_tg ? bytes_total / reps / 1e9 : 0.0;
-        char gbs[32] = "";
-        if (row->gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", row->gb_s);
-        printf("| %s | %s | %.1f MiB | %s | %d | %s | %.2f ± %.2f | %s |\n", mname, type,
-               mi_model_weight_bytes(m) / 1048576.0, be, threads, row->test, row->mean, row->sd, gbs);
-        fflush(stdout);
+        for (int ti = 0; ti < n_tests && !rc; ti++) {
+            const bool is_tg = ti == n_pp;
+            bench_row *row = &rows[n_rows++];
+            if (is_tg && !strcmp(be, "cpu") && bw_before == 0) bw_before = measure_bw_child(threads);
+            rc = bench_one(&bc, is_tg, is_tg ? n_gen : pp[ti], d, row);
+            if (is_tg && !strcmp(be, "cpu")) bw_after = measure_bw_child(threads);
+        }
     }
-
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = ru.ru_maxrss / 1024.0;
@@ -409,7 +478,8 @@ int cmd_bench(int argc, char **argv) {
                    mi_cli_plural(threads, "thread", nth, sizeof nth), bw_before, bw_after, n_gen > 0 ? "" : " (no tg test)");
         for (int i = 0; i < n_rows; i++)
             if (rows[i].gb_s > 0 && mem_bw > 0)
-                printf("%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test, rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);
+                printf("%s%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test,
+                       depth_label(rows[i].depth), rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);
         printf("peak RSS %.1f MiB; model file %.1f MiB + KV cache %.1f MiB = %.1f MiB (+10%%: %.1f MiB)%s\n", rss_mb,
                file_mb, kv_mb, file_mb + kv_mb, 1.1 * (file_mb + kv_mb), rss_mb <= 1.1 * (file_mb + kv_mb) ? "" : "  ** over **");
     }
@@ -427,10 +497,10 @@ int cmd_bench(int argc, char **argv) {
         json_str(jf, mname);
         fprintf(jf, ",\"shape\":");
         json_str(jf, shape);
-        fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\","
+        fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
                     "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
                     "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"gpu\":",
-                hp->arch_name, type, be, threads, rows[i].test, rows[i].mean, rows[i].sd, rows[i].reps,
+                hp->arch_name, type, be, threads, rows[i].test, (long long)rows[i].depth, rows[i].mean, rows[i].sd, rows[i].reps,
                 rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16");
         json_str(jf, gpu);
         fprintf(jf, ",\"driver\":");
@@ -442,6 +512,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(jf, ",\"date\":\"%s\"}\n", date);
     }
     if (jf && jf != stdout) fclose(jf);
+    free(rows);
     free(ids);
     free(tv);
     mi_session_free(s);

@@ -17,7 +17,7 @@ int cmd_tokenize(int argc, char **argv) __attribute__((weak));
 
 static const struct { const char *name; cmd_fn *fn; const char *help; } cmds[] = {
     {"run", NULL, "run -m FILE -p TEXT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N] [-t THREADS] [--backend cpu|cuda|auto] [--tokens ID,..] [--dump-logits FILE]"},
-    {"bench", NULL, "bench -m FILE [-p 512,2048] [-n 128] [-r 5] [--backend ...] [--json PATH]"},
+    {"bench", NULL, "bench -m FILE [-p 512,2048] [-n 128] [-d 0,4096] [-r 5] [--backend ...] [--json PATH]"},
     {"info", NULL, "info FILE            metadata, tensor table, totals, bits per weight (--settings: MINFER_* settings)"},
     {"quantize", NULL, "quantize IN OUT TYPE   (q4_k_m, q4_0, q8_0, ...)"},
     {"synth", NULL, "synth --shape NAME --type MIX -o FILE [--seed N]"},

@@ -22,6 +22,7 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -272,6 +273,37 @@ def check_one_thread():
     check("bench -t 1 says '1 thread'", ok, "rc %d: %s" % (r.returncode, short(out, 400)))
 
 
+def check_bench_depth():
+    """-d D: every test again after D tokens in the context, labelled like llama-bench ('tg3 @ d40'),
+    its JSON record carrying the depth; the KV cache is sized for depth + test; bad lists refused."""
+    with tempfile.TemporaryDirectory() as td:
+        js = os.path.join(td, "b.jsonl")
+        r = run(["bench", "-m", MODEL, "-p", "8", "-n", "3", "-d", "0,40", "-r", "1", "-t", "2", "--backend", "cpu",
+                 "--json", js], timeout=300)
+        out = r.stdout.decode()
+        tests = re.findall(r"^\| [^|]+ \| [^|]+ \| [^|]+ \| cpu \| \d+ \| ([^|]+?) \|", out, re.M)
+        recs = [json.loads(l) for l in open(js)] if os.path.exists(js) else []
+        got = [(x["test"], x.get("depth")) for x in recs]
+        ok = (r.returncode == 0 and tests == ["pp8", "tg3", "pp8 @ d40", "tg3 @ d40"] and
+              got == [("pp8", 0), ("tg3", 0), ("pp8", 40), ("tg3", 40)])
+        check("bench -d 0,40 runs each test at both depths, rows 'tg3 @ d40', JSON depth 0 / 40", ok,
+              "rc %d, rows %s, records %s, %s" % (r.returncode, tests, got, short(r.stderr, 200)))
+        kv = []
+        for d in ("0", "3000"):
+            j2 = os.path.join(td, "d%s.jsonl" % d)
+            r = run(["bench", "-m", MODEL, "-p", "0", "-n", "2", "-d", d, "-r", "1", "-t", "2", "--backend", "cpu",
+                     "--json", j2], timeout=600)
+            kv.append(json.loads(open(j2).readline())["kv_mb"] if r.returncode == 0 and os.path.exists(j2) else None)
+        check("bench -d 3000 sizes the KV cache for the depth (kv_mb grows)", None not in kv and kv[1] > 10 * kv[0],
+              "kv_mb at -d 0 / 3000: %s" % kv)
+    bad = []
+    for d in ("-1", "x", "1,2,3,4,5,6,7,8,9", ""):
+        r = run(["bench", "-m", MODEL, "-d", d, "-r", "1", "--backend", "cpu"], timeout=60)
+        if r.returncode == 0 or b"-d" not in r.stderr:
+            bad.append("-d '%s': rc %d, %s" % (d, r.returncode, short(r.stderr, 120)))
+    check("bench -d with a bad list is refused with a message naming -d", not bad, "; ".join(bad))
+
+
 def check_bench_streaming():
     """The header and the first row must arrive while the second test is still running: with
     rows printed at the end, both rows come in one write."""
@@ -376,6 +408,7 @@ def main():
         check_threads()
         check_option_names()
         check_one_thread()
+        check_bench_depth()
         check_bench_streaming()
         check_prefill_progress()
         check_no_gpu_message()
