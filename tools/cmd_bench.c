@@ -355,6 +355,42 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
     return 0;
 }
 
+/* What a record says about where it ran: the model's name, the machine, the commit, the
+ * MINFER_* switches in force. */
+typedef struct {
+    char shape[128], cpu[128], gpu[128], driver[64], commit[64], date[32], switches[1024];
+} run_facts;
+
+static void gather_facts(gguf_file *gf, const char *arch, const char *be, run_facts *f) {
+    memset(f, 0, sizeof *f);
+    const char *gn;
+    size_t gl;
+    if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
+        snprintf(f->shape, sizeof f->shape, "%.*s", (int)(gl < 100 ? gl : 100), gn);
+    else
+        snprintf(f->shape, sizeof f->shape, "%s", arch);
+    cpu_name(f->cpu, sizeof f->cpu);
+    snprintf(f->gpu, sizeof f->gpu, "none");
+    snprintf(f->driver, sizeof f->driver, "none");
+    if (!strcmp(be, "cuda")) {
+        read_cmd("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", f->gpu, sizeof f->gpu, "unknown");
+        read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", f->driver, sizeof f->driver,
+                 "unknown");
+    }
+    /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
+     * commit in MINFER_COMMIT */
+    const char *env_commit = mi_setting("MINFER_COMMIT");
+    if (env_commit && *env_commit) snprintf(f->commit, sizeof f->commit, "%s", env_commit);
+    else read_cmd("git rev-parse --short HEAD 2>/dev/null", f->commit, sizeof f->commit, "unknown");
+    time_t now = time(NULL);
+    strftime(f->date, sizeof f->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "MINFER_", 7)) continue;
+        size_t l = strlen(f->switches);
+        snprintf(f->switches + l, sizeof f->switches - l, "%s%s", l ? "," : "", *e);
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_args ba;
     int prc = bench_parse(argc, argv, &ba);
@@ -411,7 +447,7 @@ int cmd_bench(int argc, char **argv) {
 
     const char *slash = strrchr(model, '/');
     const char *mname = slash ? slash + 1 : model;
-    char type[32], shape[128] = "", cpu[128], gpu[128] = "none", driver[64] = "none", commit[64], date[32];
+    char type[32];
     uint32_t ft = 0;
     const char *ftn = (gguf_find_key(gf, "general.file_type") >= 0 && gguf_get_u32(gf, "general.file_type", &ft) == MI_OK) ? ftype_name(ft) : NULL;
     snprintf(type, sizeof type, "%s", ftn ? ftn : mi_type_name(mi_model_dominant_type(m)));
@@ -446,30 +482,8 @@ int cmd_bench(int argc, char **argv) {
     double file_mb = gguf_file_size(gf) / 1048576.0, kv_mb = mi_session_kv_bytes(s) / 1048576.0;
     double mem_bw = (bw_before > 0 && bw_after > 0) ? 0.5 * (bw_before + bw_after) : (bw_before > 0 ? bw_before : bw_after);
 
-    const char *gn;
-    size_t gl;
-    if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
-        snprintf(shape, sizeof shape, "%.*s", (int)(gl < 100 ? gl : 100), gn);
-    else
-        snprintf(shape, sizeof shape, "%s", hp->arch_name);
-    cpu_name(cpu, sizeof cpu);
-    if (!strcmp(be, "cuda")) {
-        read_cmd("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", gpu, sizeof gpu, "unknown");
-        read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", driver, sizeof driver, "unknown");
-    }
-    /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
-     * commit in MINFER_COMMIT */
-    const char *env_commit = mi_setting("MINFER_COMMIT");
-    if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
-    else read_cmd("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit, "unknown");
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char switches[1024] = "";
-    for (char **e = environ; *e; e++) {
-        if (strncmp(*e, "MINFER_", 7)) continue;
-        size_t l = strlen(switches);
-        snprintf(switches + l, sizeof switches - l, "%s%s", l ? "," : "", *e);
-    }
+    run_facts rf;
+    gather_facts(gf, hp->arch_name, be, &rf);
 
     if (!rc) {
         char nth[32];
@@ -496,20 +510,20 @@ int cmd_bench(int argc, char **argv) {
         fprintf(jf, "{\"model\":");
         json_str(jf, mname);
         fprintf(jf, ",\"shape\":");
-        json_str(jf, shape);
+        json_str(jf, rf.shape);
         fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
                     "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
                     "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"gpu\":",
                 hp->arch_name, type, be, threads, rows[i].test, (long long)rows[i].depth, rows[i].mean, rows[i].sd, rows[i].reps,
                 rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16");
-        json_str(jf, gpu);
+        json_str(jf, rf.gpu);
         fprintf(jf, ",\"driver\":");
-        json_str(jf, driver);
+        json_str(jf, rf.driver);
         fprintf(jf, ",\"cpu\":");
-        json_str(jf, cpu);
-        fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", commit, mi_build_phase);
-        json_str(jf, switches);
-        fprintf(jf, ",\"date\":\"%s\"}\n", date);
+        json_str(jf, rf.cpu);
+        fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf.commit, mi_build_phase);
+        json_str(jf, rf.switches);
+        fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);
     }
     if (jf && jf != stdout) fclose(jf);
     free(rows);
