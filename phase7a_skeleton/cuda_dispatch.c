@@ -109,7 +109,6 @@ int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max) {
     return g_n[op];
 }
 
-
 static uint32_t off_mask(void);
 static void describe(uint32_t m, char *buf, size_t n);
 
