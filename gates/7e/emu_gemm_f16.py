@@ -1,4 +1,4 @@
-# Host emulation (NumPy) of the f16 prefill GEMM kernels in phase7e_perf/gemm_f16.cu, mirroring their index
+# Host emulation (NumPy) of the f16 prefill GEMM kernels in phase7e_perf/gemm_f16_kernels.cuh, mirroring their index
 # expressions: kernel_act_f16 (per-token power-of-two scale), kernel_dequant_f16 (7b's unit_unpack
 # byte for byte, then the unit formula; vs gguf.quants.dequantize), every kernel_gemm_f16<BN, BK, ST, NW>
 # of the k_gemm_variants table thread by thread (cp.async staging in LA / LB passes of RPP rows with the
@@ -26,7 +26,10 @@ K_GEMM_VARIANTS = [(64, 32, 4, 8), (64, 32, 4, 4), (64, 64, 3, 8), (64, 64, 3, 4
          (128, 32, 4, 8), (128, 32, 4, 4), (128, 64, 3, 8), (128, 64, 3, 4)]
 CHUNK_DEFAULT = 144 << 20
 SMS = 132   # mi7e_sm_count() fallback; an H200 has 132 SMs
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "phase7e_perf", "gemm_f16.cu")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SRC = os.path.join(ROOT, "phase7e_perf", "gemm_f16_kernels.cuh")      # kernels, defaults
+LIB_TAB = os.path.join(ROOT, "phase7e_perf", "gemm_f16.cu")            # the library's variants (8 warps)
+GATE_TAB = os.path.join(ROOT, "gates", "7e", "gemm_f16_variants.cu")   # the gate's: all eight
 
 passed = failed = skipped = 0
 
@@ -585,24 +588,39 @@ for wt in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16"
 
 
 # ================= 3. kernel_gemm_f16: the variant table against the source =================
-print("-- kernel_gemm_f16 variants: k_gemm_variants and the defaults in phase7e_perf/gemm_f16.cu, shared memory per block")
-if os.path.exists(SRC):
-    src = open(SRC).read()
-    tab = re.search(r"k_gemm_variants\[8\]\s*=\s*\{(.*?)\};", src, re.S)
-    ents = re.findall(r"\{\s*kernel_gemm_f16<\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\s*>\s*,\s*(\d+)\s*,\s*G_SMEM\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)\s*\}",
-                      tab.group(1)) if tab else []
-    got = [tuple(int(v) for v in e) for e in ents]
+print("-- kernel_gemm_f16 variants: the tables in gemm_f16.cu (library) and gates/7e/gemm_f16_variants.cu (gate), "
+      "the defaults in gemm_f16_kernels.cuh")
+ENT_RE = (r"\{\s*kernel_gemm_f16<\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\s*>\s*,\s*(\d+)\s*,\s*G_SMEM\(\s*(\d+),\s*(\d+),"
+          r"\s*(\d+)\s*\)\s*\}|\{\s*NULL\s*,\s*\d+\s*,\s*0\s*\}")
+
+
+def table(path):
+    """the gemm_variants initializer of a file, entry by entry (None: an entry without a kernel)"""
+    src = open(path).read()
+    tab = re.search(r"gemm_variants\s+\w+\s*=\s*\{\{(.*?)\}\s*,\s*false\s*\}\s*;", src, re.S)
+    ents = re.finditer(ENT_RE, tab.group(1)) if tab else []
+    return [tuple(int(v) for v in e.groups()) if e.group(1) else None for e in ents]
+
+
+if all(os.path.exists(f) for f in (SRC, LIB_TAB, GATE_TAB)):
     want = [v + (v[3], v[0], v[1], v[2]) for v in K_GEMM_VARIANTS]
-    check(f"k_gemm_variants in gemm_f16.cu = the emulated table (BN, BK, ST, NW), nw, G_SMEM(BN, BK, ST) by index "
+    got = table(GATE_TAB)
+    check(f"the gate's table = the emulated one (BN, BK, ST, NW), nw, G_SMEM(BN, BK, ST) by index "
           f"(bn == 128) * 4 + (bk == 64) * 2 + (nw == 4) ({len(got)} entries parsed)", got == want,
           [(i, g, w) for i, (g, w) in enumerate(zip(got + [None] * 8, want)) if g != w])
+    got = table(LIB_TAB)
+    want_lib = [w if w[3] == GEMM_F16_DEFAULT_NW else None for w in want]
+    check(f"the library's table holds exactly the {GEMM_F16_DEFAULT_NW}-warp variants at the same indices "
+          f"({len(got)} entries parsed)", got == want_lib,
+          [(i, g, w) for i, (g, w) in enumerate(zip(got + [None] * 8, want_lib)) if g != w])
+    src = open(SRC).read()
     dflt = {k: re.search(rf"#define {k} (\d+)", src) for k in ("GEMM_F16_DEFAULT_BK", "GEMM_F16_DEFAULT_NW", "G_BM", "G_BK")}
     gotd = {k: int(m.group(1)) if m else None for k, m in dflt.items()}
     wantd = {"GEMM_F16_DEFAULT_BK": GEMM_F16_DEFAULT_BK, "GEMM_F16_DEFAULT_NW": GEMM_F16_DEFAULT_NW, "G_BM": G_BM, "G_BK": G_BK}
-    check(f"gemm_f16.cu defines {gotd} = the emulation's", gotd == wantd)
+    check(f"gemm_f16_kernels.cuh defines {gotd} = the emulation's", gotd == wantd)
 else:
-    skipped += 2
-    print(f"skip  {SRC} not found: the table and defaults are not compared with the source")
+    skipped += 3
+    print(f"skip  {SRC}, {LIB_TAB} or {GATE_TAB} not found: the tables and defaults are not compared with the source")
 for var in K_GEMM_VARIANTS:
     BN, BK, ST, NW = var
     sb = gemm_smem_bytes(BN, BK, ST)
