@@ -80,7 +80,7 @@ run() {
     local raw
     raw=$(mktemp)
     "$bin" -m "$model" -fa 1 -o jsonl "$@" >"$raw" 2>"$raw.err" || { tail -5 "$raw.err" >&2; rm -f "$raw" "$raw.err"; return 1; }
-    "$py" - "$raw" "$out" "$model" "$(cat "$SRC/VERSION" 2>/dev/null | tr '\n' ';')" <<'PY'
+    "$py" - "$raw" "$out" "$model" "$(head -1 "$SRC/VERSION" 2>/dev/null)" <<'PY'
 import json, os, sys, time
 raw, out, model, version = sys.argv[1:5]
 recs = []

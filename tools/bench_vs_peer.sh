@@ -4,7 +4,8 @@
 # every minfer record gets the peer's number beside it ("peer_tok_s", "vs_peer") and both
 # engines' records go to OUT. Prints the side-by-side table.
 #   usage: tools/bench_vs_peer.sh MINFER_BUILD [OUT.jsonl]
-#   env: PP (512,2048), TG (128), DEPTHS (0), REPS (3), PEER_BUILD (/tmp/peer-build: built here
+#   env: PP (512,2048), TG (128), DEPTHS (0), REPS (3), BACKEND (cuda), THREADS (CPU threads, both engines),
+#        PEER_BUILD (/tmp/peer-build: built here
 #        when missing; needs .carry/peer from `tools/bench_peer.sh fetch`), MODELS (colon list)
 set -u
 cd "$(dirname "$0")/.."
@@ -14,7 +15,9 @@ BUILD=${1:?usage: tools/bench_vs_peer.sh MINFER_BUILD [OUT.jsonl]}
 OUTF=${2:-results/bench-vs-peer.jsonl}
 PY=$(bench_python) || exit 1
 PB=${PEER_BUILD:-/tmp/peer-build}
-PP=${PP:-512,2048} TG=${TG:-128} DEPTHS=${DEPTHS:-0} REPS=${REPS:-3}
+PP=${PP:-512,2048} TG=${TG:-128} DEPTHS=${DEPTHS:-0} REPS=${REPS:-3} BACKEND=${BACKEND:-cuda}
+thr=()
+[ -n "${THREADS:-}" ] && thr=(-t "$THREADS")
 [ -x "$BUILD/minfer" ] || { say "$BUILD/minfer missing"; exit 1; }
 if [ ! -x "$PB/bin/llama-bench" ]; then
     bash tools/bench_peer.sh build "$PB" || exit 1
@@ -27,10 +30,11 @@ mkdir -p "$(dirname "$OUTF")"
 rc=0
 for m in "${mlist[@]}"; do
     say "minfer: $(basename "$m") -p $PP -n $TG -d $DEPTHS"
-    "$BUILD/minfer" bench -m "$m" --backend cuda -p "$PP" -n "$TG" -d "$DEPTHS" -r "$REPS" --json "$tmp/minfer.jsonl" |
+    "$BUILD/minfer" bench -m "$m" --backend "$BACKEND" "${thr[@]}" -p "$PP" -n "$TG" -d "$DEPTHS" -r "$REPS" \
+        --json "$tmp/minfer.jsonl" |
         grep -E '^\| .*(pp|tg)[0-9]' || rc=1
     say "llama.cpp: $(basename "$m")"
-    bash tools/bench_peer.sh run "$PB" "$tmp/peer.jsonl" "$m" -p "$PP" -n "$TG" -d "$DEPTHS" -r "$REPS" || rc=1
+    bash tools/bench_peer.sh run "$PB" "$tmp/peer.jsonl" "$m" -p "$PP" -n "$TG" -d "$DEPTHS" -r "$REPS" "${thr[@]}" || rc=1
 done
 "$PY" - "$tmp/minfer.jsonl" "$tmp/peer.jsonl" "$OUTF" <<'PY'
 import json, os, sys
