@@ -49,7 +49,7 @@ graph_entry *graph_cache_find(graph_cache *c, const graph_key *k) {
 
 void graph_cache_touch(graph_cache *c, graph_entry *e) { e->last_use = ++c->tick; }
 
-graph_entry *graph_cache_insert(graph_cache *c, const graph_key *k, cudaGraphExec_t exec) {
+graph_entry *graph_cache_insert(graph_cache *c, const graph_key *k, cudaGraphExec_t exec, int64_t kernels) {
     for (int i = 0; i < GRAPH_CACHE_MAX; i++) {
         graph_entry *e = &c->e[i];
         if (!e->used || !g7_hash_eq(e->key.shape, k->shape)) continue;
@@ -71,6 +71,7 @@ graph_entry *graph_cache_insert(graph_cache *c, const graph_key *k, cudaGraphExe
     slot->used = true;
     slot->key = *k;
     slot->exec = exec;
+    slot->kernels = kernels;
     graph_cache_touch(c, slot);
     STAT_ADD(cached, 1);
     return slot;

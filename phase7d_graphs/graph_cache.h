@@ -29,6 +29,7 @@ typedef struct {
     graph_key key;
     cudaGraphExec_t exec;
     uint64_t last_use;
+    int64_t kernels;   /* kernel nodes of the captured graph */
 } graph_entry;
 
 typedef struct {
@@ -39,7 +40,7 @@ typedef struct {
 graph_entry *graph_cache_find(graph_cache *c, const graph_key *k);   /* exact key */
 /* A new graph for k: an entry of the same shape (older generation or workspace) is
  * replaced and counted as a recapture; else a free or the least recently used entry. */
-graph_entry *graph_cache_insert(graph_cache *c, const graph_key *k, cudaGraphExec_t exec);
+graph_entry *graph_cache_insert(graph_cache *c, const graph_key *k, cudaGraphExec_t exec, int64_t kernels);
 void graph_cache_touch(graph_cache *c, graph_entry *e);
 void graph_cache_drop(graph_entry *e);
 int graph_cache_drop_all(graph_cache *c);   /* returns how many were dropped */

@@ -50,6 +50,7 @@ typedef struct g7_state {
     /* backoff after a failed window: skip capture of this shape for bo_left splits */
     g7_hash bo_shape;
     int bo_left, bo_fails;
+    int64_t step_kernels;            /* kernels of the graph last captured or replayed, -1 none */
     struct g7_state *next;
 } g7_state;
 
@@ -256,7 +257,8 @@ static mi_status run_captured(g7_state *s, mi_tensor *node) {
     return run_region_direct(s, s->first_compute, node->id);
 }
 
-static void log_capture(g7_state *s, cudaGraph_t gr) {
+/* the capture's record in the log; returns the graph's kernel nodes */
+static int64_t log_capture(g7_state *s, cudaGraph_t gr) {
     mi_cuda_graph_capture_rec r;
     memset(&r, 0, sizeof r);
     r.backend_serial = s->serial;
@@ -284,6 +286,7 @@ static void log_capture(g7_state *s, cudaGraph_t gr) {
     (void)cudaGetLastError();
     r.graph_nodes = n;
     g7_log_append(&r, s->npast_in_key);
+    return (int64_t)r.kernels;
 }
 
 /* Close the window at split_end: EndCapture, instantiate, cache, launch. Any failure:
@@ -297,7 +300,8 @@ static mi_status window_close(g7_state *s) {
      * later steps' work (double KV commits): never cached */
     const bool multi = s->win_serial != s->split_serial;
     if (e == cudaSuccess && gr && !multi) e = cudaGraphInstantiate(&ex, gr, 0);
-    if (e == cudaSuccess && ex && !multi) log_capture(s, gr);
+    int64_t kernels = -1;
+    if (e == cudaSuccess && ex && !multi) kernels = log_capture(s, gr);
     if (gr) (void)cudaGraphDestroy(gr);   /* the executable keeps what it needs */
     if (e != cudaSuccess) (void)cudaGetLastError();
     ensure_not_capturing(s);
@@ -320,7 +324,8 @@ static mi_status window_close(g7_state *s) {
         backoff_note(s);
         return run_region_direct(s, s->first_compute, last);
     }
-    graph_entry *en = graph_cache_insert(&s->cache, &s->key, ex);
+    graph_entry *en = graph_cache_insert(&s->cache, &s->key, ex, kernels);
+    s->step_kernels = kernels;
     s->bo_fails = 0;
     s->bo_left = 0;
     lock();
@@ -344,6 +349,7 @@ static mi_status replay(g7_state *s) {
     unlock();
     graph_cache_touch(&s->cache, s->hit);
     if (e == cudaSuccess) {
+        s->step_kernels = s->hit->kernels;
         STAT_ADD(replays, 1);
         return MI_OK;
     }
@@ -633,6 +639,11 @@ static void w_destroy(mi_backend *be) {
     graph_cache_free_retired();
 }
 
+static int64_t w_step_kernels(mi_backend *be) {
+    const g7_state *s = g7_state_of(be);
+    return s ? s->step_kernels : -1;
+}
+
 /* ---------------- wrap, create, install ---------------- */
 mi_status mi_cuda_graph_wrap(mi_backend *be) {
     mi_cuda_ctx *c = mi_cuda_ctx_of(be);
@@ -645,6 +656,7 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     s->c = c;
     s->stream = (cudaStream_t)mi_cuda_stream(c);
     s->device = mi_cuda_device_id(c);
+    s->step_kernels = -1;
     s->orig = be->iface;
     mi_status st = s->slot_node ? MI_OK : mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
     lock();
@@ -678,6 +690,7 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     s->iface.buffer_alloc = w_buffer_alloc;
     s->iface.buffer_free = w_buffer_free;
     s->iface.destroy = w_destroy;
+    s->iface.step_kernels = w_step_kernels;
     pthread_mutex_lock(&g7_list_mu);
     s->serial = ++g7_wrap_serial;
     s->next = g7_states;

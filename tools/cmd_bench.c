@@ -189,6 +189,7 @@ static const char *ftype_name(uint32_t ft) {
 typedef struct {
     char test[32];
     int64_t depth;   /* tokens in the context before the test */
+    int64_t step_kernels;   /* tg: kernels one decode step launched (captured graph), -1 unknown */
     double mean, sd, gb_s;
     int reps;
 } bench_row;
@@ -346,6 +347,7 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
     mean_sd(b->tv, b->reps, &row->mean, &row->sd);
     row->reps = b->reps;
     row->gb_s = is_tg ? bytes_total / b->reps / 1e9 : 0.0;
+    row->step_kernels = is_tg ? mi_session_step_kernels(b->s) : -1;
     char gbs[32] = "";
     if (row->gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", row->gb_s);
     printf("| %s | %s | %.1f MiB | %s | %d | %s%s | %.2f ± %.2f | %s |\n", b->mname, b->type,
@@ -491,6 +493,10 @@ int cmd_bench(int argc, char **argv) {
             printf("memory read bandwidth (same run, %s): %.1f GB/s before tg, %.1f GB/s after%s\n",
                    mi_cli_plural(threads, "thread", nth, sizeof nth), bw_before, bw_after, n_gen > 0 ? "" : " (no tg test)");
         for (int i = 0; i < n_rows; i++)
+            if (rows[i].step_kernels >= 0)
+                printf("%s%s: %lld kernels per decode step (its captured graph)\n", rows[i].test,
+                       depth_label(rows[i].depth), (long long)rows[i].step_kernels);
+        for (int i = 0; i < n_rows; i++)
             if (rows[i].gb_s > 0 && mem_bw > 0)
                 printf("%s%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test,
                        depth_label(rows[i].depth), rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);
@@ -521,6 +527,7 @@ int cmd_bench(int argc, char **argv) {
         json_str(jf, rf.driver);
         fprintf(jf, ",\"cpu\":");
         json_str(jf, rf.cpu);
+        if (rows[i].step_kernels >= 0) fprintf(jf, ",\"kernels_per_step\":%lld", (long long)rows[i].step_kernels);
         fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf.commit, mi_build_phase);
         json_str(jf, rf.switches);
         fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);

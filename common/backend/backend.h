@@ -58,6 +58,9 @@ typedef struct mi_backend_iface {
     /* Bytes a new buffer_alloc may take now (*avail) and the memory's size (*total), so
      * a caller can refuse a request that cannot fit before touching it (optional). */
     mi_status (*memory)(mi_backend *be, size_t *avail, size_t *total);
+    /* Kernels one decode step launched, counted in the graph it last captured or replayed;
+     * -1 when the backend has none to report (optional). */
+    int64_t (*step_kernels)(mi_backend *be);
 } mi_backend_iface;
 
 struct mi_backend {

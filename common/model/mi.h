@@ -72,6 +72,9 @@ void mi_session_reset(mi_session *s);
 /* Forget every position >= n_past (keep the first n_past cached tokens); n_past <= current. */
 mi_status mi_session_truncate(mi_session *s, int64_t n_past);
 const char *mi_session_backend(const mi_session *s);   /* "cpu" or "cuda" (+ why in log) */
+/* Kernels the last decode step launched, from a backend that replays captured steps (CUDA
+ * graphs); -1 when no backend of the session reports one. */
+int64_t mi_session_step_kernels(const mi_session *s);
 
 /* Sizes for throughput figures (bench, run's stats line). */
 size_t mi_model_weight_bytes(const mi_model *m);     /* all weight tensors */

@@ -404,6 +404,15 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
 }
 /* The first backend in priority order: the device's name ("cuda") or "cpu". */
 const char *mi_session_backend(const mi_session *s) { return s->backends[0]->iface->name(s->backends[0]); }
+
+int64_t mi_session_step_kernels(const mi_session *s) {
+    for (int i = 0; i < s->n_backends; i++) {
+        mi_backend *be = s->backends[i];
+        const int64_t k = be->iface->step_kernels ? be->iface->step_kernels(be) : -1;
+        if (k >= 0) return k;
+    }
+    return -1;
+}
 size_t mi_session_kv_bytes(const mi_session *s) { return kv_cache_bytes(&s->kv); }
 
 size_t mi_session_kv_read_bytes(const mi_session *s, int64_t n_past) {

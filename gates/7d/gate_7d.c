@@ -252,6 +252,7 @@ typedef struct {
     int fail_count;
     /* out */
     int mismatched_steps, capturing_seen;
+    int64_t step_kernels;      /* what session A reports for its last step (mi_session_step_kernels) */
     char first_bad[400];
     char err[600];
 } lockstep_arg;
@@ -306,6 +307,7 @@ static int lockstep(model_ent *me, lockstep_arg *a) {
         }
     }
     mi_cuda_graph_set_fail(MI_GRAPH_FAIL_NONE, 0);
+    a->step_kernels = sa ? mi_session_step_kernels(sa) : -1;
     mi_session_free(sa);
     mi_session_free(sb);
     if (mi_cuda_graph_capturing_streams() != 0) a->capturing_seen++;
@@ -332,16 +334,24 @@ static void test_replay(model_ent *me, int steps, bool bump) {
     char cs[600], nodes[300];
     counters_str(&s0, &s1, cs, sizeof cs);
     const uint64_t caps = s1.captures - log0;
+    int64_t last_kernels = -1;
     if (caps >= 1) {   /* the first capture of a clean run is this model's single-step graph */
         mi_cuda_graph_capture_rec rec[256];
         int got = mi_cuda_graph_capture_log(rec, (int)(caps < 256 ? caps : 256));
         if (got > 0) me->clean_nodes = rec[0].graph_nodes;
+        if (got > 0) last_kernels = (int64_t)rec[got - 1].kernels;
     }
     captures_single_step(caps, 0, nodes, sizeof nodes);
     const uint64_t want_caps = 1 + (bump ? 1 : 0);
     bool ok = rc == 0 && a.mismatched_steps == 0 && a.capturing_seen == 0 && D(aborted_windows) == 0 &&
               D(multi_step_rejected) == 0 && D(replays) > 0;
     char why[300] = "";
+    /* the session reports the kernels of the graph its steps replay: the last capture's */
+    if (caps >= 1 && a.step_kernels != last_kernels) {
+        ok = false;
+        snprintf(why, sizeof why, "; mi_session_step_kernels %lld, the last capture holds %lld kernels",
+                 (long long)a.step_kernels, (long long)last_kernels);
+    }
     if (dev_np && (caps != want_caps || D(replays) != (uint64_t)steps - want_caps)) {
         ok = false;
         snprintf(why, sizeof why, "; want %llu capture(s) and %llu replays (n_past is read on the device)",
@@ -353,7 +363,8 @@ static void test_replay(model_ent *me, int steps, bool bump) {
                 a.mismatched_steps, steps + 1, a.first_bad[0] ? a.first_bad : "none", a.capturing_seen, cs, nodes, why);
     else
         gu_pass(&R, "prompt 8 + %d greedy steps (KV 8..%d): logits bit-identical graph vs direct at every step; %s; "
-                    "graph nodes per capture %s; n_past on device: %s", steps, 8 + steps, cs, nodes, dev_np ? "yes" : "no");
+                    "graph nodes per capture %s; %lld kernels per step (session = capture log); n_past on device: %s",
+                steps, 8 + steps, cs, nodes, (long long)a.step_kernels, dev_np ? "yes" : "no");
     if (!bump) return;
     gu_begin(&R, name_gen);
     if (rc) gu_fail(&R, "the run failed: %s", a.err);

@@ -288,6 +288,9 @@ def check_bench_depth():
               got == [("pp8", 0), ("tg3", 0), ("pp8", 40), ("tg3", 40)])
         check("bench -d 0,40 runs each test at both depths, rows 'tg3 @ d40', JSON depth 0 / 40", ok,
               "rc %d, rows %s, records %s, %s" % (r.returncode, tests, got, short(r.stderr, 200)))
+        check("bench on the CPU reports no kernels per step (no captured graph): no line, no record field",
+              r.returncode == 0 and "kernels per decode step" not in out and recs and
+              not any("kernels_per_step" in x for x in recs), short(out, 200))
         kv = []
         for d in ("0", "3000"):
             j2 = os.path.join(td, "d%s.jsonl" % d)
