@@ -247,6 +247,8 @@ fi
 # builds a missing PHASE=7b..7d itself, e.g. under TOP_ONLY=1, with -j$JOBS). Their
 # records go to one file, $MINFER_BENCH_DIR/bench-7e-records.jsonl (the tool returns at most 8);
 # NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
+# BENCHES="vs_peer:$BD-7e:560" (with .carry/peer carried, from `tools/bench_peer.sh fetch`):
+# minfer and llama.cpp's llama-bench on the same files, side by side (DEPTHS=0,4096,... for -d).
 if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
     export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
     for b in ${BENCHES:-era_a:$BD-7e:100 7e:$BD-7e:200 phases:$BD:420}; do

@@ -3,7 +3,7 @@
 # (tools/bench_peer.sh) on the synthetic 0.5B Q4_0 and 7B Q4_K_M, the same tests and depths;
 # every minfer record gets the peer's number beside it ("peer_tok_s", "vs_peer") and both
 # engines' records go to OUT. Prints the side-by-side table.
-#   usage: tools/bench_vs_peer.sh MINFER_BUILD [OUT.jsonl]
+#   usage: tools/bench_vs_peer.sh MINFER_BUILD [OUT.jsonl]   (default $BENCH_JSON, else results/bench-vs-peer.jsonl)
 #   env: PP (512,2048), TG (128), DEPTHS (0), REPS (3), BACKEND (cuda), THREADS (CPU threads, both engines),
 #        PEER_BUILD (/tmp/peer-build: built here
 #        when missing; needs .carry/peer from `tools/bench_peer.sh fetch`), MODELS (colon list)
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 . tools/bench_models.sh
 say() { echo "[bench-vs-peer $(date -u +%H:%M:%S)] $*"; }
 BUILD=${1:?usage: tools/bench_vs_peer.sh MINFER_BUILD [OUT.jsonl]}
-OUTF=${2:-results/bench-vs-peer.jsonl}
+OUTF=${2:-${BENCH_JSON:-results/bench-vs-peer.jsonl}}
 PY=$(bench_python) || exit 1
 PB=${PEER_BUILD:-/tmp/peer-build}
 PP=${PP:-512,2048} TG=${TG:-128} DEPTHS=${DEPTHS:-0} REPS=${REPS:-3} BACKEND=${BACKEND:-cuda}
