@@ -249,6 +249,7 @@ fi
 # NO_BENCH_7E=1 skips them. Budget ~3 minutes in all (each one under its own timeout).
 # BENCHES="vs_peer:$BD-7e:560" (with .carry/peer carried, from `tools/bench_peer.sh fetch`):
 # minfer and llama.cpp's llama-bench on the same files, side by side (DEPTHS=0,4096,... for -d).
+# The per-kernel roofline ladder is a program of the build: $BD-7e/gates/7e/bench_roofline --json F.
 if [ "$PHASE" = 7e ] && [ -x "$BD-7e/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
     export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
     for b in ${BENCHES:-era_a:$BD-7e:100 7e:$BD-7e:200 phases:$BD:420}; do

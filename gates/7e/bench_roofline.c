@@ -1,0 +1,206 @@
+/* The one-token matmul against the memory roofline, kernel by kernel: for every weight shape
+ * of a decode step of the 7B (Q4_K_M) and the 0.5B (Q4_0), every candidate of the CUDA
+ * dispatch that takes the node (MATMUL, and FFN_SWIGLU for the fused gate/up) is first
+ * checked against the CPU reference (NMSE <= 1e-6, every output written, a repeat bitwise
+ * equal) and only then timed alone: CUDA events around each call, median of 20 after 3
+ * warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
+ * (--peak-gbs, default 4600: TARGETS.md's measured H200 read); one JSON line each to
+ * --json PATH. Not a gate (run_device_gates.sh runs gate_* only).
+ *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+#include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
+#include "phase7a_skeleton/cuda_backend.h"
+#include "common/core/mi_canon.h"
+#include "common/graph/graph.h"
+
+typedef struct {
+    const char *model, *tensor;
+    mi_type type;
+    int64_t K, M;
+    bool ffn;   /* gate and up, fused: two weights of K x M */
+} shape;
+
+/* the decode step's weights (per layer once; the output head once per step) */
+static const shape k_shapes[] = {
+    {"7B Q4_K_M", "attn_q / attn_output", MI_TYPE_Q4_K, 3584, 3584, false},
+    {"7B Q4_K_M", "attn_k", MI_TYPE_Q4_K, 3584, 512, false},
+    {"7B Q4_K_M", "attn_v (Q6_K layers)", MI_TYPE_Q6_K, 3584, 512, false},
+    {"7B Q4_K_M", "ffn_gate / ffn_up", MI_TYPE_Q4_K, 3584, 18944, false},
+    {"7B Q4_K_M", "ffn_gate + ffn_up fused", MI_TYPE_Q4_K, 3584, 18944, true},
+    {"7B Q4_K_M", "ffn_down (Q4_K layers)", MI_TYPE_Q4_K, 18944, 3584, false},
+    {"7B Q4_K_M", "ffn_down (Q6_K layers)", MI_TYPE_Q6_K, 18944, 3584, false},
+    {"7B Q4_K_M", "output", MI_TYPE_Q6_K, 3584, 152064, false},
+    {"0.5B Q4_0", "attn_q / attn_output", MI_TYPE_Q4_0, 896, 896, false},
+    {"0.5B Q4_0", "attn_k / attn_v", MI_TYPE_Q4_0, 896, 128, false},
+    {"0.5B Q4_0", "ffn_gate / ffn_up", MI_TYPE_Q4_0, 896, 4864, false},
+    {"0.5B Q4_0", "ffn_gate + ffn_up fused", MI_TYPE_Q4_0, 896, 4864, true},
+    {"0.5B Q4_0", "ffn_down", MI_TYPE_Q4_0, 4864, 896, false},
+    {"0.5B Q4_0", "output", MI_TYPE_Q8_0, 896, 151936, false},
+};
+
+typedef struct {
+    mi_cuda_ctx *c;
+    const mi_cuda_kernel *k;
+    const mi_tensor *node;
+    void *ws;
+} call_ctx;
+
+static mi_status call_kernel(cudaStream_t S, const void *p) {
+    (void)S;   /* the kernel enqueues on the backend's stream, which is S */
+    const call_ctx *a = p;
+    return a->k->run(a->c, a->node, a->ws);
+}
+
+/* CPU reference of the node: the matmul, or silu(gate) * up for the fused FFN */
+static void reference(const shape *sh, const uint8_t *w, const uint8_t *w2, const float *x, float *y) {
+    cpu_matmul(sh->type, w, x, NULL, y, sh->K, sh->M, 1);
+    if (!sh->ffn) return;
+    float *up = malloc((size_t)sh->M * 4);
+    cpu_matmul(sh->type, w2, x, NULL, up, sh->K, sh->M, 1);
+    for (int64_t i = 0; i < sh->M; i++) y[i] = mi_canon_swiglu(y[i], up[i]);
+    free(up);
+}
+
+typedef struct {
+    const char *json;
+    double peak_gbs;
+    int reps;
+    char gpu[256], commit[64], date[32];
+} bench_opts;
+
+/* validate, then time, one kernel on one node; prints its row, appends its record */
+static void ladder_row(mi_cuda_ctx *c, const shape *sh, const mi_cuda_kernel *k, const mi_tensor *node,
+                       const float *ref, size_t wbytes, const bench_opts *o, FILE *jf) {
+    const size_t ny = (size_t)sh->M;
+    const size_t wsb = k->workspace ? k->workspace(node) : 0;
+    void *ws = dev_poison(wsb ? wsb : 256);
+    float *got = malloc(ny * 4), *got2 = malloc(ny * 4);
+    cudaStream_t S = (cudaStream_t)mi_cuda_stream(c);
+    CK(cudaMemset(node->data, 0xFF, ny * 4));
+    mi_status st = k->run(c, node, ws);
+    if (st == MI_OK) dev_down_on(S, got, node->data, ny * 4);
+    if (st == MI_OK) {
+        CK(cudaMemset(node->data, 0xFF, ny * 4));
+        st = k->run(c, node, ws);
+    }
+    if (st == MI_OK) dev_down_on(S, got2, node->data, ny * 4);
+    double nmse = st == MI_OK ? gu_nmse(got, ref, ny) : -1;
+    const bool rep = st == MI_OK && memcmp(got, got2, ny * 4) == 0;
+    const bool valid = st == MI_OK && nmse <= 1e-6 && rep;
+    float ms = -1;
+    if (valid) {
+        call_ctx a = {c, k, node, ws};
+        ms = dev_time_median(S, 3, o->reps, call_kernel, &a, &st);
+    }
+    const double us = ms * 1e3, gbs = ms > 0 ? (double)wbytes / (ms * 1e-3) / 1e9 : 0;
+    if (!valid)
+        printf("| %s | %s | %s | %s | INVALID: %s | | |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
+               st != MI_OK ? mi_errmsg() : !rep ? "repeat differs" : "nmse over 1e-6");
+    else
+        printf("| %s | %s | %s | %s | %.1f | %.0f | %.0f%% |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
+               us, gbs, 100.0 * gbs / o->peak_gbs);
+    fflush(stdout);
+    if (jf)
+        fprintf(jf,
+                "{\"bench\":\"roofline\",\"model\":\"%s\",\"tensor\":\"%s\",\"type\":\"%s\",\"K\":%lld,\"M\":%lld,"
+                "\"N\":1,\"fused_ffn\":%s,\"kernel\":\"%s\",\"items\":\"%s\",\"valid\":%s,\"nmse\":%.3g,\"us\":%.3f,"
+                "\"weight_bytes\":%zu,\"gb_s\":%.1f,\"peak_gb_s\":%.0f,\"roofline_frac\":%.4f,\"gpu\":\"%s\","
+                "\"commit\":\"%s\",\"date\":\"%s\"}\n",
+                sh->model, sh->tensor, mi_type_name(sh->type), (long long)sh->K, (long long)sh->M,
+                sh->ffn ? "true" : "false", k->name, k->items ? k->items : "", valid ? "true" : "false", nmse,
+                valid ? us : 0.0, wbytes, gbs, o->peak_gbs, gbs / o->peak_gbs, o->gpu, o->commit, o->date);
+    free(got);
+    free(got2);
+    cudaFree(ws);
+}
+
+/* every candidate of the node's op that accepts it, in dispatch order */
+static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *seed, const bench_opts *o, FILE *jf) {
+    size_t wb = 0, wb2 = 0;
+    uint8_t *w = gu_make_weights(seed, sh->type, sh->K, sh->M, 1.0f, &wb);
+    uint8_t *w2 = sh->ffn ? gu_make_weights(seed, sh->type, sh->K, sh->M, 1.0f, &wb2) : NULL;
+    float *x = gu_rand_f32(seed, (size_t)sh->K, -1.f, 1.f), *ref = malloc((size_t)sh->M * 4);
+    reference(sh, w, w2, x, ref);
+    void *wbase, *w2base = NULL, *xbase;
+    mi_tensor tw, tw2, tx, node;
+    const int64_t wne[2] = {sh->K, sh->M}, xne[2] = {sh->K, 1}, yne[2] = {sh->M, 1};
+    tensor_init(&tw, "w", sh->type, 2, wne);
+    tensor_init(&tw2, "w2", sh->type, 2, wne);
+    tensor_init(&tx, "x", MI_TYPE_F32, 2, xne);
+    tensor_init(&node, "y", MI_TYPE_F32, 2, yne);
+    tw.data = dev_up_at(w, wb, 0, &wbase);
+    if (w2) tw2.data = dev_up_at(w2, wb2, 0, &w2base);
+    tx.data = dev_up_at(x, (size_t)sh->K * 4, 0, &xbase);
+    node.data = dev_poison((size_t)sh->M * 4);
+    node.op = sh->ffn ? MI_OP_FFN_SWIGLU : MI_OP_MATMUL;
+    node.src[0] = &tw;
+    node.src[1] = sh->ffn ? &tw2 : &tx;
+    node.src[2] = sh->ffn ? &tx : NULL;
+    const mi_cuda_kernel *ks[16];
+    int nk = mi_cuda_kernels(node.op, ks, 16);
+    if (nk > 16) nk = 16;
+    int taken = 0;
+    for (int i = 0; i < nk; i++) {
+        if (!ks[i]->supports(&node)) continue;
+        ladder_row(c, sh, ks[i], &node, ref, wb + wb2, o, jf);
+        taken++;
+    }
+    if (!taken) printf("| %s | %s | %s | (no candidate takes this node) | | | |\n", sh->model, sh->tensor,
+                       mi_type_name(sh->type));
+    free(w);
+    free(w2);
+    free(x);
+    free(ref);
+    cudaFree(wbase);
+    if (w2base) cudaFree(w2base);
+    cudaFree(xbase);
+    cudaFree(node.data);
+}
+
+int main(int argc, char **argv) {
+    bench_opts o = {NULL, 4600.0, 20, "", "", ""};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) o.json = argv[++i];
+        else if (!strcmp(argv[i], "--peak-gbs") && i + 1 < argc) o.peak_gbs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R (1..32)]\n");
+            return 2;
+        }
+    }
+    if (o.peak_gbs <= 0 || o.reps < 1 || o.reps > 32) {
+        fprintf(stderr, "bench_roofline: --peak-gbs must be > 0 and --reps 1..32\n");
+        return 2;
+    }
+    mi_phases_install();
+    mi_backend *be = NULL;
+    if (mi_cuda_backend_new(0, &be) != MI_OK) {
+        printf("skipped: no CUDA device (%s)\n", mi_errmsg());
+        return 0;
+    }
+    mi_cuda_ctx *c = mi_cuda_ctx_of(be);
+    snprintf(o.gpu, sizeof o.gpu, "%s", mi_cuda_props(c)->name);
+    const char *cm = getenv("MINFER_COMMIT");
+    snprintf(o.commit, sizeof o.commit, "%s", cm && *cm ? cm : "unknown");
+    time_t now = time(NULL);
+    strftime(o.date, sizeof o.date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    FILE *jf = o.json ? fopen(o.json, "a") : NULL;
+    if (o.json && !jf) {
+        fprintf(stderr, "bench_roofline: cannot append to '%s'\n", o.json);
+        be->iface->destroy(be);
+        return 1;
+    }
+    printf("one-token matmul, each kernel alone, against %.0f GB/s (%s)\n", o.peak_gbs, o.gpu);
+    printf("| model | tensor | type | kernel | us | GB/s | of roofline |\n| --- | --- | --- | --- | ---: | ---: | ---: |\n");
+    unsigned long long seed = 0x8a;
+    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) ladder_shape(c, &k_shapes[i], &seed, &o, jf);
+    if (jf) fclose(jf);
+    be->iface->destroy(be);
+    return 0;
+}
