@@ -18,13 +18,16 @@ MINFER_DISABLE_CUDA; no A/B item records), no depth or batch runs, the CUDA ones
 --gpu, the CPU ones only from the host that ran those CUDA records (another machine's CPU is not a
 bar of this figure). Per phase and test the latest record wins; a decode panel takes tg128, else the
 latest tgN of that phase (its bar is labelled with its test)."""
-import argparse, glob, json, os, re, sys
+import argparse, glob, os, re, sys
 from collections import Counter
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import records  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PHASES = ["cpu", "7b", "7c", "7d", "7e"]
@@ -44,22 +47,7 @@ COLORS = {"cpu": "#9a9a9a", "7b": "#c6dbef", "7c": "#8fb8de", "7d": "#4f8fc6", "
 
 
 def load(paths):
-    recs = []
-    for p in paths:
-        with open(p) as f:
-            for i, line in enumerate(f):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    print(f"{p}:{i + 1}: skipping a malformed line", file=sys.stderr)
-                    continue
-                if r.get("depth", 0):   # a test after D tokens in the context: not these figures' tests
-                    continue
-                r["_file"] = os.path.basename(p)
-                recs.append(r)
-    return recs
+    return records.load(paths, records.at_depth_zero)
 
 
 def model_key(r):

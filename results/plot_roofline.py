@@ -3,30 +3,19 @@ weight shape as a bar of its share of the HBM read rate (gates/7e/bench_roofline
 "bench": "roofline"), with the 80% line phase 8a aims at. Linear axis, 0 .. 100%.
     .venv/bin/python results/plot_roofline.py FILE.jsonl [OUT_PREFIX]
 writes OUT_PREFIX-<model>.png (default results/roofline)."""
-import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import records  # noqa: E402
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 def load(path):
-    recs = []
-    for i, line in enumerate(open(path)):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            print(f"{path}:{i + 1}: skipping a malformed line", file=sys.stderr)
-            continue
-        if r.get("bench") == "roofline":
-            recs.append(r)
-    return recs
+    return records.load([path], lambda r: r.get("bench") == "roofline")
 
 
 def latest(recs):
