@@ -52,20 +52,14 @@ bool mi_cuda_item_at(int i, const char **name, const char **what) {
     return true;
 }
 
-/* "e12,e14" -> bits; an item a kernel names is declared by the install that adds it */
+static mi_status parse_items(const char *list, uint32_t *out);
+
+/* a kernel's "e12,e14" -> bits; an item a kernel names is declared by the install that adds it */
 static uint32_t items_mask(const char *list) {
     uint32_t m = 0;
-    for (const char *p = list; p && *p;) {
-        while (*p == ',' || *p == ' ') p++;
-        size_t l = strcspn(p, ", ");
-        if (!l) break;
-        int i = item_index(p, l);
-        if (i < 0) {
-            fprintf(stderr, "minfer: internal error: kernel item '%.*s' was never declared\n", (int)l, p);
-            abort();
-        }
-        m |= 1u << i;
-        p += l;
+    if (parse_items(list, &m) != MI_OK) {
+        fprintf(stderr, "minfer: internal error: %s (a kernel names an undeclared item)\n", mi_errmsg());
+        abort();
     }
     return m;
 }

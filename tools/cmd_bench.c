@@ -297,14 +297,18 @@ static mi_status fill_context(mi_session *s, const int32_t *ids, int64_t d) {
     mi_progress pg;
     const bool show = d >= 4096;
     if (show) mi_progress_start(&pg, "filling the context");
-    for (int64_t done = 0; done < d;) {
+    mi_status st = MI_OK;
+    for (int64_t done = 0; done < d && st == MI_OK;) {
         const int64_t n = d - done < 2048 ? d - done : 2048;
-        MI_TRY(mi_session_decode(s, ids + done, n, false));
+        st = mi_session_decode(s, ids + done, n, false);
         done += n;
-        if (show) mi_progress_count(&pg, done, d, "tokens");
+        if (show && st == MI_OK) mi_progress_count(&pg, done, d, "tokens");
     }
-    if (show) mi_progress_end(&pg);
-    return MI_OK;
+    if (show) {
+        if (st == MI_OK) mi_progress_end(&pg);
+        else mi_progress_clear(&pg);   /* the error message starts on a clean line */
+    }
+    return st;
 }
 
 typedef struct {

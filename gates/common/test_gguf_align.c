@@ -84,31 +84,25 @@ static const tdesc k_mixed[] = {
     {"q4_0", MI_TYPE_Q4_0, 32, 449}, {"bf16", MI_TYPE_BF16, 2, 468}, {"q5_1", MI_TYPE_Q5_1, 32, 473},
 };
 
-Test(gguf_align, alignment_1_every_type_aligned) {
-    for (size_t shift = 0; shift < 4; shift++) {
+/* open the file build() makes at each shift (0, step, .. < 4) and check every tensor */
+static void open_and_check(uint32_t align, const tdesc *t, int n, size_t data, size_t step) {
+    for (size_t shift = 0; shift < 4; shift += step) {
         size_t off;
         void *blk;
-        const uint8_t *img = build(1, k_mixed, 9, 512, shift, &off, &blk);
+        const uint8_t *img = build(align, t, n, data, shift, &off, &blk);
         gguf_file *f;
-        cr_assert_eq(gguf_open_mem(img, off + 512, &f), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(gguf_open_mem(img, off + data, &f), MI_OK, "%s", mi_errmsg());
         check_all(f, img, off);
         gguf_close(f);
         free(blk);
     }
 }
 
+Test(gguf_align, alignment_1_every_type_aligned) { open_and_check(1, k_mixed, 9, 512, 1); }
+
 Test(gguf_align, alignment_2_f32_aligned) {
     static const tdesc t[] = {{"w", MI_TYPE_F32, 16, 2}, {"h", MI_TYPE_F16, 8, 66}, {"q", MI_TYPE_Q8_0, 32, 82}};
-    for (size_t shift = 0; shift < 4; shift += 2) {
-        size_t off;
-        void *blk;
-        const uint8_t *img = build(2, t, 3, 128, shift, &off, &blk);
-        gguf_file *f;
-        cr_assert_eq(gguf_open_mem(img, off + 128, &f), MI_OK, "%s", mi_errmsg());
-        check_all(f, img, off);
-        gguf_close(f);
-        free(blk);
-    }
+    open_and_check(2, t, 3, 128, 2);
 }
 
 /* Overlapping and shared ranges: every tensor aligned with its own bytes, and tensors
