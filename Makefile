@@ -2,18 +2,21 @@
 # (default: the top phase). See README.md and docs/ARCHITECTURE.md.
 #   make PHASE=7b      common + 7a + 7b only        make SAN=1   ASan + UBSan
 #   make CUDA_ARCH=sm_90                              make BUILD=build-x  other output dir
-PHASE     ?= 7e
+PHASE     ?= 8a
 BUILD     ?= build
 SAN       ?= 0
 DEBUG     ?= 0
 CUDA_ARCH ?= sm_90
 
-PHASES_ALL := 7a 7b 7c 7d 7e
+PHASES_ALL := 7a 7b 7c 7d 7e 8a
 PHASE_DIR_7a := phase7a_skeleton
 PHASE_DIR_7b := phase7b_ops
 PHASE_DIR_7c := phase7c_wiring
 PHASE_DIR_7d := phase7d_graphs
 PHASE_DIR_7e := phase7e_perf
+PHASE_DIR_8a := phase8a_decode
+# the top phase: the default PHASE, and the build the device benches use
+PHASE_TOP    := $(lastword $(PHASES_ALL))
 ifeq ($(filter $(PHASE),cpu $(PHASES_ALL)),)
 $(error PHASE must be one of: cpu $(PHASES_ALL))
 endif
@@ -81,7 +84,7 @@ GATE_UNIT_CU     := $(foreach p,$(PHASES),$(filter-out gates/$(p)/gate_%,$(wildc
 GATE_SUPPORT_OBJ := $(call obj,$(wildcard gates/support/*.c) $(GATE_UNIT_SRC)) $(patsubst %.cu,$(BUILD)/%.cu.o,$(GATE_UNIT_CU))
 GATE_LIB := $(BUILD)/libgatesupport.a
 
-.PHONY: all lib tests gates run test models deps venv clean info gate-7a gate-7b gate-7c gate-7d gate-7e fuzz \
+.PHONY: all lib tests gates run test models deps venv clean info $(addprefix gate-,$(PHASES_ALL)) fuzz \
         bench-era-a bench-phases bench-7e bench-cpu
 all: info $(BIN) gates
 info:
@@ -175,7 +178,7 @@ test: deps
 	@bash gates/run_tests.sh $(BUILD)
 
 # gate-<phase>: build at that PHASE and run every gate up to it (earlier gates = regression suite)
-gate-7a gate-7b gate-7c gate-7d gate-7e:
+$(addprefix gate-,$(PHASES_ALL)):
 	@$(MAKE) --no-print-directory PHASE=$(@:gate-%=%) BUILD=$(BUILD)-$(@:gate-%=%) all
 	@bash gates/run_device_gates.sh $(BUILD)-$(@:gate-%=%) $(@:gate-%=%)
 
@@ -183,10 +186,11 @@ fuzz:
 	@bash gates/common/fuzz/run_fuzz.sh gguf $(or $(FUZZ_SECONDS),60)
 	@bash gates/common/fuzz/run_fuzz.sh model $(or $(FUZZ_SECONDS),60)
 
-# device benches (phase 7e): tools/bench_*.sh; records appended to results/*.jsonl
+# device benches (phase 7e on): tools/bench_*.sh; records appended to results/*.jsonl.
+# bench-era-a: the record, at the top phase; bench-7e: 7e's items A/B, at PHASE=7e
 bench-era-a:
-	@$(MAKE) --no-print-directory PHASE=7e BUILD=$(BUILD)-7e all
-	@bash tools/bench_era_a.sh $(BUILD)-7e
+	@$(MAKE) --no-print-directory PHASE=$(PHASE_TOP) BUILD=$(BUILD)-$(PHASE_TOP) all
+	@bash tools/bench_era_a.sh $(BUILD)-$(PHASE_TOP)
 bench-phases:
 	@bash tools/bench_phases.sh $(BUILD)
 bench-7e:
@@ -194,7 +198,7 @@ bench-7e:
 	@bash tools/bench_7e.sh $(BUILD)-7e
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-7a $(BUILD)-7b $(BUILD)-7c $(BUILD)-7d $(BUILD)-7e
+	rm -rf $(BUILD) $(addprefix $(BUILD)-,$(PHASES_ALL))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -9,11 +9,10 @@
 #define MI_QUANT_ACT_CUH
 #include "phase7b_ops/dev7b.cuh"
 
-/* One 32-element block by the whole warp, converged: lane = element, x = the block's 32
+/* One 32-element block by the whole warp, converged: lane = element, v = the lane's element of the 32
  * floats, blk = its 36 bytes (f16 d, f16 s, int8 qs[32]). d = amax / 127, q = roundf of the
  * clamped x / d (quant_ref.c's round_q8: half away from zero), s = sum(q) * d. */
-__device__ __forceinline__ void quant_q8_1_block(const float *x, uint8_t *blk, int lane) {
-    const float v = x[lane];
+__device__ __forceinline__ void quant_q8_1_value(float v, uint8_t *blk, int lane) {
     const float amax = warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -25,6 +24,10 @@ __device__ __forceinline__ void quant_q8_1_block(const float *x, uint8_t *blk, i
         ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
         ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
     }
+}
+/* the same with the lane's element read from x (x[lane]) */
+__device__ __forceinline__ void quant_q8_1_block(const float *x, uint8_t *blk, int lane) {
+    quant_q8_1_value(x[lane], blk, lane);
 }
 
 /* One 256-element super-block by the whole warp, converged: lane l holds elements 8l .. 8l+7
@@ -56,10 +59,7 @@ __device__ __forceinline__ float quant_q8_k_warp(const float v[8], uint32_t q[2]
 
 /* The same super-block written as its 292-byte block blk (f32 d, int8 qs[256], int16
  * bsums[16]); blk is 4-byte aligned (292 = 4 * 73). */
-__device__ __forceinline__ void quant_q8_k_block(const float *x, uint8_t *blk, int lane) {
-    float v[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = x[8 * lane + e];
+__device__ __forceinline__ void quant_q8_k_values(const float v[8], uint8_t *blk, int lane) {
     uint32_t q[2];
     int pair;
     const float d = quant_q8_k_warp(v, q, &pair);
@@ -68,6 +68,13 @@ __device__ __forceinline__ void quant_q8_k_block(const float *x, uint8_t *blk, i
     qs[1] = q[1];
     if ((lane & 1) == 0) ((int16_t *)(blk + 4 + 256))[lane >> 1] = (int16_t)pair;
     if (lane == 0) *(float *)blk = d;
+}
+/* the same with lane l's elements read from x (x[8l .. 8l+7]) */
+__device__ __forceinline__ void quant_q8_k_block(const float *x, uint8_t *blk, int lane) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = x[8 * lane + e];
+    quant_q8_k_values(v, blk, lane);
 }
 
 #endif

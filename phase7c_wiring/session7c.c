@@ -144,6 +144,17 @@ static mi_status shadow_of(m7c_session *s, const mi_tensor *leaf, mi_tensor **ou
     return MI_OK;
 }
 
+static mi7c_fusion_fn g_fusions[MI7C_MAX_FUSIONS];
+static int g_n_fusions;
+
+void mi7c_add_fusion(mi7c_fusion_fn fn) {
+    pthread_mutex_lock(&g_mu);
+    bool have = false;
+    for (int i = 0; i < g_n_fusions; i++) have = have || g_fusions[i] == fn;
+    if (!have && fn && g_n_fusions < MI7C_MAX_FUSIONS) g_fusions[g_n_fusions++] = fn;
+    pthread_mutex_unlock(&g_mu);
+}
+
 mi_status m7c_graph_pass(void *state, mi_graph *g) {
     m7c_session *s = state;
     if (!s) return MI_OK;
@@ -174,8 +185,13 @@ mi_status m7c_graph_pass(void *state, mi_graph *g) {
             const mi_tensor *sr = g->nodes[i]->src[j];
             if (sr && sr->op == MI_OP_NONE && (sr->flags & MI_T_WEIGHT) && sr->backend != s->cuda->index) n_host++;
         }
-    int fused = s->fuse ? m7c_fuse_ffn(g, s->cuda) : 0;
+    int fused = s->fuse ? m7c_fuse_ffn(g, s->cuda) : 0, more = 0;
     pthread_mutex_lock(&g_mu);
+    const int n_fusions = g_n_fusions;
+    pthread_mutex_unlock(&g_mu);
+    for (int i = 0; s->fuse && i < n_fusions; i++) more += g_fusions[i](g, s->cuda);
+    pthread_mutex_lock(&g_mu);
+    g_st.fused_more += (uint64_t)more;
     g_st.graphs++;
     g_st.weight_srcs += n_w;
     g_st.host_weight_srcs += n_host;

@@ -59,6 +59,13 @@ void m7c_session_close(void *state);
 mi_status m7c_graph_pass(void *state, mi_graph *g);
 /* fusion.c: fuse gate/up/SwiGLU triples the CUDA backend can run; returns the count. */
 int m7c_fuse_ffn(mi_graph *g, mi_backend *cuda);
+/* More fusion passes, added by higher phases' installs: each runs after the FFN fusion, in
+ * the order added, on every graph of a CUDA session (MINFER_NO_FUSION turns all off). A pass
+ * rewrites only nodes the CUDA backend accepts in their fused form (its supports()) and
+ * returns the number of fusions made. Up to MI7C_MAX_FUSIONS; adding one twice is a no-op. */
+typedef int (*mi7c_fusion_fn)(mi_graph *g, mi_backend *cuda);
+#define MI7C_MAX_FUSIONS 8
+void mi7c_add_fusion(mi7c_fusion_fn fn);
 
 /* ---- counters for gates (session7c.c) ---- */
 typedef struct {
@@ -66,6 +73,7 @@ typedef struct {
     uint64_t weight_srcs;         /* weight operands pointed at device copies */
     uint64_t host_weight_srcs;    /* weight operands left on the host (must stay 0) */
     uint64_t fused;               /* gate/up/SwiGLU triples fused */
+    uint64_t fused_more;          /* fusions made by the passes of mi7c_add_fusion */
 } mi7c_pass_stats;
 void mi7c_pass_stats_get(mi7c_pass_stats *out);
 

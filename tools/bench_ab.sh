@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Before/after on one GPU, in one call: builds BASE (a source tree, e.g. `git archive REV |
-# tar -x -C .carry/base`) and this tree at PHASE=7e, then on the synthetic 0.5B Q4_0 and 7B
-# Q4_K_M files runs `minfer bench` pp512, pp2048 and tg128 in ROUNDS alternating rounds
-# (base, head, base, head, ...), and compares the decode logits of both builds byte for byte
-# (greedy run, 16 prompt tokens + 32 generated, every row). Prints the medians and ratios.
+# tar -x -C .carry/base`) and this tree, each at its own top phase (its Makefile's default
+# PHASE: 7e, or 8a in a tree that has phase 8a; AB_PHASE=7e builds both at that phase), then
+# on the synthetic 0.5B Q4_0 and 7B Q4_K_M files runs `minfer bench` pp512, pp2048 and tg128 in
+# ROUNDS alternating rounds (base, head, base, head, ...), and compares the decode logits of both
+# builds byte for byte (greedy run, 16 prompt tokens + 32 generated, every row). Prints the
+# medians and ratios.
 #   usage: tools/bench_ab.sh BASE_DIR [ROUNDS]     env: OUT (results dir, default results/),
 #          AB_LABELS="base head" (commit labels in the JSON), JOBS (make -j, default 16),
-#          HEAD_BUILD (a PHASE=7e build of this tree to use instead of building one)
+#          HEAD_BUILD (a top-phase build of this tree to use instead of building one), AB_PHASE
 set -u
 cd "$(dirname "$0")/.."
 . tools/bench_models.sh
@@ -19,7 +21,7 @@ JSON=$OUTD/bench-ab.jsonl
 PY=$(bench_python) || exit 1
 mkdir -p "$OUTD"
 build() {   # src build-dir
-    make --no-print-directory -s -C "$1" PHASE=7e BUILD="$2" -j"${JOBS:-16}" "$2/minfer" >"$2.log" 2>&1 ||
+    env -u PHASE make --no-print-directory -s -C "$1" ${AB_PHASE:+PHASE=$AB_PHASE} BUILD="$2" -j"${JOBS:-16}" "$2/minfer" >"$2.log" 2>&1 ||
         { say "build of $1 failed:"; grep -E 'error' "$2.log" | head; exit 1; }
 }
 build "$BASE" /tmp/ab-base

@@ -25,6 +25,7 @@ static const char *const g_op_names[MI_OP_COUNT] = {
     [MI_OP_RMS_NORM] = "rms_norm", [MI_OP_ROPE] = "rope",         [MI_OP_SILU] = "silu",
     [MI_OP_SWIGLU] = "swiglu",     [MI_OP_KV_STORE] = "kv_store", [MI_OP_ATTN] = "attn",
     [MI_OP_SLICE_ROWS] = "slice_rows", [MI_OP_COPY] = "copy",    [MI_OP_FFN_SWIGLU] = "ffn_swiglu",
+    [MI_OP_NORM_MATMUL] = "norm_matmul", [MI_OP_NORM_FFN_SWIGLU] = "norm_ffn_swiglu", [MI_OP_MATMUL_ADD] = "matmul_add",
 };
 
 const char *mi_op_name(mi_op op) {

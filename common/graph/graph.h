@@ -44,8 +44,16 @@ typedef enum {
     MI_OP_SLICE_ROWS, /* src0 [D, N] -> [D, p[1]] copy of rows p[0]..p[0]+p[1]-1 */
     MI_OP_COPY,       /* src0 -> same shape/type; inserted by the scheduler at split
                          boundaries (cross-backend copy) */
-    /* fused ops (phase 7c fusion pass) */
+    /* fused ops (made by the CUDA phases' fusion passes, only where a CUDA kernel accepts
+       them; the CPU backend runs FFN_SWIGLU and refuses the others) */
     MI_OP_FFN_SWIGLU, /* src0 W_gate [K, F], src1 W_up [K, F], src2 x F32 [K, N] -> F32 [F, N] */
+    MI_OP_NORM_MATMUL,     /* src0 W [K, M], src1 x F32 [K, N], src2 bias F32 [M] or NULL, src3 norm
+                              weight F32 [K] -> W @ rms_norm(x, w) (+ bias) [M, N]; pf(1) = eps;
+                              the norm over whole rows, exactly MI_OP_RMS_NORM's arithmetic */
+    MI_OP_NORM_FFN_SWIGLU, /* src0 W_gate, src1 W_up [K, F], src2 x F32 [K, N], src3 norm weight
+                              F32 [K] -> FFN_SWIGLU of rms_norm(x, w); pf(1) = eps */
+    MI_OP_MATMUL_ADD,      /* src0 W [K, M], src1 x F32 [K, N], src2 r F32 [M, N] -> r + W @ x:
+                              a residual add in the matmul's epilogue */
     MI_OP_COUNT
 } mi_op;
 
@@ -100,6 +108,7 @@ static inline int64_t mi_attn_n_head_kv(const mi_tensor *n) { return n->p[3]; }
 static inline float mi_attn_scale(const mi_tensor *n) { return mi_tensor_pf(n, 4); }
 static inline int64_t mi_norm_group(const mi_tensor *n) { return n->p[0]; }       /* RMS_NORM */
 static inline float mi_norm_eps(const mi_tensor *n) { return mi_tensor_pf(n, 1); }
+static inline float mi_fused_norm_eps(const mi_tensor *n) { return mi_tensor_pf(n, 1); } /* NORM_* */
 static inline int64_t mi_rope_head_dim(const mi_tensor *n) { return n->p[0]; }    /* ROPE */
 static inline int mi_rope_mode(const mi_tensor *n) { return n->p[1]; }
 static inline int mi_rope_n_rot(const mi_tensor *n) { return n->p[2]; }

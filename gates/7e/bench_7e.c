@@ -3,7 +3,8 @@
  * (mi_cuda_item_at), A (all on) and B (that item off) alternate A B A B ... (-r pairs), prefill
  * and decode timed each time; medians and the ratio B/A are printed and appended as JSON lines
  * (--json PATH).
- *   usage: bench_7e [-p 512] [-n 64] [-r 3] [--json PATH] MODEL.gguf [MODEL.gguf ...]
+ *   usage: bench_7e [-p 512] [-n 64] [-r 3] [--only ITEMS] [--json PATH] MODEL.gguf [MODEL.gguf ...]
+ * --only d1,d2: just those items, each off and all of them off together.
  * Not a gate (it never fails on speed); tools/bench_7e.sh runs it for `make bench-7e`. */
 #include "gates/gate_util.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
@@ -18,10 +19,29 @@ typedef struct {
     bool no_graph;     /* B: CUDA graphs off */
 } ab_state;
 
-/* "<item>_off" for every declared item, then "all_off" and "no_cuda_graph" */
+/* "<item>_off" for every declared item, then "all_off" and "no_cuda_graph"; with only (a
+ * comma list of items), "<item>_off" for each listed item and "<list>_off" for all of them */
 #define MAX_STATES 40
-static int make_states(ab_state *st) {
+static int make_states(ab_state *st, const char *only) {
     int n = 0;
+    if (only) {
+        static char list[8][40];
+        char buf[320];
+        snprintf(buf, sizeof buf, "%s", only);
+        int k = 0;
+        for (char *t = strtok(buf, ","); t && k < 8; t = strtok(NULL, ","), k++) {
+            snprintf(list[k], sizeof list[k], "%.38s", t);
+            snprintf(st[n].name, sizeof st[n].name, "%.30s_off", list[k]);
+            st[n].off = list[k];
+            st[n++].no_graph = false;
+        }
+        if (k > 1) {
+            snprintf(st[n].name, sizeof st[n].name, "%.30s_off", only);
+            st[n].off = only;
+            st[n++].no_graph = false;
+        }
+        return n;
+    }
     const char *name, *what;
     for (int i = 0; n < MAX_STATES - 2 && mi_cuda_item_at(i, &name, &what); i++, n++) {
         snprintf(st[n].name, sizeof st[n].name, "%.30s_off", name);
@@ -72,7 +92,7 @@ static mi_status set_state(const ab_state *st, bool b) {
 int main(int argc, char **argv) {
     int64_t pp = 512, tg = 64;
     int reps = 3;
-    const char *json = NULL;
+    const char *json = NULL, *only = NULL;
     const char *models[8];
     int n_models = 0;
     for (int i = 1; i < argc; i++) {
@@ -81,8 +101,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "-n") && i + 1 < argc) tg = atoll(argv[++i]);
         else if (!strcmp(o, "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(o, "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(o, "--only") && i + 1 < argc) only = argv[++i];
         else if (o[0] == '-') {
-            fprintf(stderr, "usage: bench_7e [-p 512] [-n 64] [-r 3] [--json PATH] MODEL.gguf ...\n");
+            fprintf(stderr, "usage: bench_7e [-p 512] [-n 64] [-r 3] [--only ITEMS] [--json PATH] MODEL.gguf ...\n");
             return 1;
         } else if (n_models < 8) models[n_models++] = o;
     }
@@ -92,7 +113,13 @@ int main(int argc, char **argv) {
     }
     mi_phases_install();
     ab_state k_states[MAX_STATES];
-    const int n_states = make_states(k_states);
+    const int n_states = make_states(k_states, only);
+    for (int i = 0; i < n_states; i++)
+        if (mi_cuda_items_set_off(k_states[i].off) != MI_OK) {   /* an unknown item: say so now */
+            fprintf(stderr, "bench_7e: %s\n", mi_errmsg());
+            return 1;
+        }
+    mi_cuda_items_set_off("");
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("skipped: no CUDA device\n");

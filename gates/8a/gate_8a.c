@@ -1,0 +1,307 @@
+/* gate_8a: phase 8a's fused decode kernels and fusion pass on the device.
+ *  fused_*   each fused kernel against the same work done unfused on the device (7e's RMS
+ *            norm, then 7b's matmul or 7e's Q4_K streaming matmul, then 7b's add): bit for bit;
+ *            against the CPU reference (scalar dots of the canonically normalized x): NMSE
+ *            <= 1e-6; and against itself on a second run: bit for bit
+ *  model_*   a whole model, prefill + teacher-forced decode steps, with d1 and d2 on against
+ *            both off: the fusion pass fused nodes, each decode step launched fewer kernels,
+ *            the logits are bit-identical (every fused kernel computes exactly the unfused
+ *            kernels' arithmetic in their order)
+ * Every earlier gate runs at PHASE=8a too (make gate-8a). */
+#include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
+#include "phase8a_decode/decode8a.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase7b_ops/ops7b.h"
+#include "phase7c_wiring/wiring7c.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
+#include "common/model/mi.h"
+#include "common/backend/backend.h"
+#include "common/core/mi_canon.h"
+#include "common/quant/mi_types.h"
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+static gu_run R;
+static cudaStream_t S;
+static unsigned long long g_seed = 0x8a8a8a8aULL;
+static char g_minfer[2048];
+static const float EPS = 1e-6f;
+
+static void dev_down(void *h, const void *d, size_t n) { dev_down_on(S, h, d, n); }
+
+/* the CPU's RMS norm of one row: canonical sum of squares, then (x * scale) * w */
+static void host_norm(const float *x, const float *w, float *y, int64_t K) {
+    const float scale = mi_canon_rms_scale(mi_canon_sumsq_host(x, K), K, EPS);
+    for (int64_t i = 0; i < K; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* unfused on the device: [rms norm] -> matmul (7b's, or 7e's Q4_K _qx when q4k) -> [+ r] */
+static mi_status unfused(mi_type t, bool q4k, const void *dw, const float *dx, const float *dnw, const float *db,
+                         const float *dr, float *dxn, float *dy0, float *dy, int64_t K, int64_t M, void *ws) {
+    const float *in = dx;
+    if (dnw) {
+        MI_TRY(mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS));
+        in = dxn;
+    }
+    float *mm_out = dr ? dy0 : dy;
+    if (q4k) MI_TRY(mi7e_matvec_q4k_qx(S, t, dw, in, db, mm_out, K, M, ws));
+    else MI_TRY(mi7b_matmul(S, t, dw, in, db, mm_out, K, M, 1, ws));
+    if (dr) MI_TRY(mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1));
+    return MI_OK;
+}
+
+static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, bool bias, bool res) {
+    char name[128];
+    snprintf(name, sizeof name, "fused_%s_%s_K%lld_M%lld%s%s%s", q4k ? "q4k" : "rows", mi_type_name(t), (long long)K,
+             (long long)M, norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "");
+    gu_begin(&R, name);
+    const bool ok = q4k ? mi8a_matvec_q4k_fused_supported(t, K, norm) : mi8a_matvec_fused_supported(t, K, M);
+    if (!ok) { gu_fail(&R, "the kernel refuses a shape it is meant to cover"); return; }
+    size_t wb;
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(&g_seed, (size_t)K, 0.5f, 1.5f);
+    float *b = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f), *r = gu_rand_f32(&g_seed, (size_t)M, -1.f, 1.f);
+    float *xn = malloc((size_t)K * 4), *ref = malloc((size_t)M * 4), *got = malloc((size_t)M * 4);
+    float *got2 = malloc((size_t)M * 4), *old = malloc((size_t)M * 4);
+    if (norm) host_norm(x, nw, xn, K);
+    else memcpy(xn, x, (size_t)K * 4);
+    cpu_matmul(t, w, xn, bias ? b : NULL, ref, K, M, 1);
+    if (res)
+        for (int64_t m = 0; m < M; m++) ref[m] = r[m] + ref[m];
+    void *bw, *bx, *bn, *bb, *br;
+    void *dw = dev_up_at(w, wb, 0, &bw);
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
+    float *db = dev_up_at(b, (size_t)M * 4, 0, &bb), *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
+    float *dxn = dev_poison((size_t)K * 4), *dy0 = dev_poison((size_t)M * 4), *dy = dev_poison((size_t)M * 4);
+    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
+    const float *pn = norm ? dnw : NULL, *pb = bias ? db : NULL, *pr = res ? dr : NULL;
+#define RUN_FUSED() (q4k ? mi8a_matvec_q4k_fused(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M) \
+                         : mi8a_matvec_fused(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M))
+    mi_status st = RUN_FUSED();
+    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = RUN_FUSED();
+#undef RUN_FUSED
+    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = unfused(t, q4k, dw, dx, pn, pb, pr, dxn, dy0, dy, K, M, ws);
+    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = gu_nmse(got, ref, (size_t)M);
+        const size_t d_old = gu_first_diff(got, old, (size_t)M * 4), d_rep = gu_first_diff(got, got2, (size_t)M * 4);
+        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1) {
+            const size_t i = d_old != (size_t)-1 ? d_old / 4 : first_bad(got, ref, (size_t)M, 1e-3, 1.0);
+            if (i != (size_t)-1 && i < (size_t)M)
+                printf("    %s: row %zu fused %.9g unfused %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
+            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
+                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "bit-identical to the unfused kernels and to itself; nmse vs cpu %.3g", e_cpu);
+        }
+    }
+    free(w); free(x); free(nw); free(b); free(r); free(xn); free(ref); free(got); free(got2); free(old);
+    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(bb); cudaFree(br);
+    cudaFree(dxn); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
+}
+
+/* norm-folded FFN head on Q4_K vs 7e's RMS norm + 7e's fused FFN (x quantized in the kernel) */
+static void ffn_case(int64_t K, int64_t F) {
+    char name[96];
+    snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
+    gu_begin(&R, name);
+    const mi_type t = MI_TYPE_Q4_K;
+    size_t wb;
+    uint8_t *wg = gu_make_weights(&g_seed, t, K, F, 1.0f, &wb), *wu = gu_make_weights(&g_seed, t, K, F, 1.0f, NULL);
+    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(&g_seed, (size_t)K, 0.5f, 1.5f);
+    float *xn = malloc((size_t)K * 4), *g = malloc((size_t)F * 4), *u = malloc((size_t)F * 4);
+    float *got = malloc((size_t)F * 4), *got2 = malloc((size_t)F * 4), *old = malloc((size_t)F * 4);
+    host_norm(x, nw, xn, K);
+    cpu_matmul(t, wg, xn, NULL, g, K, F, 1);
+    cpu_matmul(t, wu, xn, NULL, u, K, F, 1);
+    for (int64_t i = 0; i < F; i++) g[i] = mi_canon_swiglu(g[i], u[i]);
+    void *bg, *bu, *bx, *bn;
+    void *dwg = dev_up_at(wg, wb, 0, &bg), *dwu = dev_up_at(wu, wb, 0, &bu);
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
+    float *dxn = dev_poison((size_t)K * 4), *dy = dev_poison((size_t)F * 4);
+    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
+    mi_status st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
+    if (st == MI_OK) { dev_down(got, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
+    if (st == MI_OK) st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
+    if (st == MI_OK) { dev_down(got2, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
+    if (st == MI_OK) st = mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS);
+    if (st == MI_OK) st = mi7e_ffn_q4k_qx(S, t, dwg, dwu, dxn, dy, K, F, ws);
+    if (st == MI_OK) dev_down(old, dy, (size_t)F * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = gu_nmse(got, g, (size_t)F);
+        const size_t d_old = gu_first_diff(got, old, (size_t)F * 4), d_rep = gu_first_diff(got, got2, (size_t)F * 4);
+        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1)
+            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
+                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        else
+            gu_pass(&R, "bit-identical to 7e's norm + fused FFN and to itself; nmse vs cpu %.3g", e_cpu);
+    }
+    free(wg); free(wu); free(x); free(nw); free(xn); free(g); free(u); free(got); free(got2); free(old);
+    cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
+}
+
+static void test_kernels(void) {
+    const mi_type all[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0,
+                           MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        fused_case(all[i], false, 1024, 96, true, true, false);   /* q/k/v with bias */
+        fused_case(all[i], false, 1024, 200, false, false, true);   /* o / down + residual */
+    }
+    fused_case(MI_TYPE_Q4_0, false, 896, 896, true, true, true);     /* 0.5B q */
+    fused_case(MI_TYPE_Q4_0, false, 1536, 8960, true, false, false); /* 1.5B ffn gate */
+    fused_case(MI_TYPE_Q6_K, false, 1536, 256, true, true, false);   /* 1.5B v */
+    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, true, true, false);   /* 7B q's rows */
+    fused_case(MI_TYPE_Q4_K, true, 3584, 512, true, true, false);    /* 7B k */
+    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, false, false, true);  /* 7B o's rows */
+    fused_case(MI_TYPE_Q4_K, true, 18944, 256, false, false, true);  /* 7B down's rows */
+    fused_case(MI_TYPE_Q4_K, true, 512, 300, true, true, true);
+    fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
+    ffn_case(3584, 2048);   /* 7B's rows */
+    ffn_case(1024, 1000);
+}
+
+/* ---------------- whole models ---------------- */
+
+static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
+    const char *list = getenv("MINFER_GATE_MODELS");
+    char want[128];
+    snprintf(want, sizeof want, "%s-%s.gguf", shape, type);
+    if (list && *list) {   /* device.sh names them <shape>-<type>.gguf */
+        char buf[8192];
+        snprintf(buf, sizeof buf, "%s", list);
+        for (char *p = strtok(buf, ":"); p; p = strtok(NULL, ":")) {
+            const char *b = strrchr(p, '/');
+            if (!strcmp(b ? b + 1 : p, want) && access(p, R_OK) == 0) {
+                snprintf(path, n, "%s", p);
+                return 0;
+            }
+        }
+    }
+    const char *dirs[] = {"/tmp/minfer-7b", "/tmp/minfer-7c", "/tmp/minfer-7e"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, n, "%s-%s-%s.gguf", dirs[i], shape, type);
+        if (access(path, R_OK) == 0) return 0;
+    }
+    char cmd[4600];
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", g_minfer, shape, type, path);
+    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+}
+
+#define PROMPT 24
+#define STEPS 8
+/* prefill PROMPT fixed ids, then STEPS fixed single tokens; the logits of every step, the
+ * kernels the last decode step launched, the fusions the pass made */
+static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels, uint64_t *fused) {
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 128;
+    mi_session *s = NULL;
+    mi7c_pass_stats a, b;
+    mi7c_pass_stats_get(&a);
+    MI_TRY(mi_session_new(m, &p, &s));
+    int32_t ids[PROMPT + STEPS];
+    unsigned long long st = 8;
+    for (int i = 0; i < PROMPT + STEPS; i++) ids[i] = (int32_t)(gu_rng(&st) % (unsigned long long)V);
+    mi_status rc = mi_session_decode(s, ids, PROMPT, false);
+    for (int i = 0; i <= STEPS && rc == MI_OK; i++) {
+        memcpy(out + (size_t)i * (size_t)V, mi_logits(s, NULL), (size_t)V * 4);
+        if (i < STEPS) rc = mi_session_decode(s, &ids[PROMPT + i], 1, false);
+    }
+    *kernels = mi_session_step_kernels(s);
+    mi_session_free(s);
+    mi7c_pass_stats_get(&b);
+    *fused = b.fused_more - a.fused_more;
+    return rc;
+}
+
+/* bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
+static void test_model(const char *shape, const char *type, double bound, bool q4k) {
+    char path[2048], label[96];
+    snprintf(label, sizeof label, "model_%.30s_%.20s", shape, type);
+    if (ensure_model(shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
+    float *on = malloc(nl * 4), *off = malloc(nl * 4);
+    int64_t k_on = -1, k_off = -1;
+    uint64_t f_on = 0, f_off = 0;
+    const uint64_t d1 = mi_cuda_item_runs("d1"), d2 = mi_cuda_item_runs("d2");
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f_on);
+    const uint64_t d1_runs = mi_cuda_item_runs("d1") - d1, d2_runs = mi_cuda_item_runs("d2") - d2;
+    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2");
+    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f_off);
+    mi_cuda_items_set_off("");
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        double worst = 0;
+        int same = 0;
+        for (int k = 0; k <= STEPS; k++) {
+            const float *a = on + (size_t)k * (size_t)V, *b = off + (size_t)k * (size_t)V;
+            const double e = gu_nmse(a, b, (size_t)V);
+            if (e > worst || e != e) worst = e;
+            same += memcmp(a, b, (size_t)V * 4) == 0;
+        }
+        const bool logits_ok = bound < 0 ? same == STEPS + 1 : worst <= bound;
+        char why[320];
+        snprintf(why, sizeof why, "fusions %llu (off: %llu), d1/d2 kernel runs %llu/%llu, kernels per decode step "
+                 "%lld (off: %lld); logits nmse %.3g, %d/%d steps bit-identical (%s)", (unsigned long long)f_on,
+                 (unsigned long long)f_off, (unsigned long long)d1_runs, (unsigned long long)d2_runs,
+                 (long long)k_on, (long long)k_off, worst, same, STEPS + 1,
+                 bound < 0 ? "bit-identical required" : "bound");
+        if (f_on == 0 || f_off != 0 || (q4k && !d1_runs) || !d2_runs || k_on < 0 || k_off < 0 || k_on >= k_off ||
+            !logits_ok)
+            gu_fail(&R, "%s", why);
+        else gu_pass(&R, "%s", why);
+    }
+    free(on);
+    free(off);
+    mi_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    gu_init(&R, "gate-8a", "8a");
+    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
+    mi_phases_install();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        (void)cudaGetLastError();
+        printf("skipped: no CUDA device\n");
+        gu_skip_named(&R, "gate_8a", "skipped: no CUDA device");
+        return gu_finish(&R);
+    }
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    snprintf(R.gpu, sizeof R.gpu, "%s", p.name);
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    snprintf(R.driver, sizeof R.driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
+    CK(cudaStreamCreate(&S));
+    test_kernels();
+    test_model("tiny-qwen2", "q4_0", -1, false);
+    test_model("tiny-llama", "q8_0", -1, false);
+    test_model("tiny-qwen3", "q4_k_m", -1, false);
+    test_model("qwen2.5-0.5b", "q4_0", -1, false);
+    const char *no7 = getenv("MINFER_GATE_NO_7B");
+    if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
+    else test_model("qwen2.5-7b", "q4_k_m", -1, true);
+    cudaStreamDestroy(S);
+    return gu_finish(&R);
+}

@@ -1,0 +1,57 @@
+/* Phase 8a: decode at the memory roofline. The C face of its kernels (extern "C" launchers),
+ * its fusion pass and its install. Each kernel is one more candidate for a fused op in the
+ * CUDA dispatch (phase7a_skeleton/cuda_dispatch.h), switched by an item:
+ *   d1  RMS norm folded into the matmuls it feeds (MI_OP_NORM_MATMUL, MI_OP_NORM_FFN_SWIGLU)
+ *   d2  residual add folded into the matmul before it (MI_OP_MATMUL_ADD)
+ * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
+ * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
+ * docs/PHASE8A.md. Plain C. */
+#ifndef MI_DECODE8A_H
+#define MI_DECODE8A_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "common/core/mi_err.h"
+#include "common/quant/mi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- matvec_fused.cu: one token, any quantized format with a device dot (7b's):
+ * y [M] = r [M] + (W [K, M] @ x' + bias), x' = rms_norm(x, nw, eps) when nw, else x; r and
+ * bias may be NULL. Rows read 7b's way (warp per row), so it takes exactly the shapes 7b's
+ * kernel runs unfused (K < MI8A_FUSED_MAX_K: 7e's staged kernel reads longer rows faster) and
+ * M <= MI8A_FUSED_MAX_M (every block quantizes x again: an output head of 150k rows pays that
+ * more often than it saves a launch). Bit-identical to 7b's matmul after 7b's RMS norm. */
+#define MI8A_FUSED_MAX_K 2048
+#define MI8A_FUSED_MAX_M 16384
+bool mi8a_matvec_fused_supported(mi_type wt, int64_t K, int64_t M);
+mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw, float eps,
+                            const float *bias, const float *r, float *y, int64_t K, int64_t M);
+
+/* ---- matvec_q4k_fused_exact.cu: the same for Q4_K on 7e's streaming kernel (K % 256 == 0,
+ * K <= 41,216; with the norm, whose sum reads x from shared memory, K <= 8,960), bit-identical to 7e's _qx forms; and the fused FFN head on norm-folded x:
+ * y [F] = silu(Wg @ x') * (Wu @ x'). 16-byte aligned weights, x and nw (else the plain-7b-order
+ * kernel above for the matmul; the FFN form needs them: its supports() checks the weights). */
+bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm);
+mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw, float eps,
+                                const float *bias, const float *r, float *y, int64_t K, int64_t M);
+mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
+                             float eps, float *y, int64_t K, int64_t F);
+
+/* ---- fusion8a.c: the graph pass (registered with 7c's fusion list). Returns the number of
+ * fusions made. Rewrites, for one-token graphs (N == 1) only:
+ *   add(r, matmul(W, x))                 -> matmul_add(W, x, r)
+ *   rms_norm(x, w) whose every reader is a matmul or FFN_SWIGLU
+ *                                        -> each reader as norm_matmul / norm_ffn_swiglu of x */
+struct mi_graph;
+struct mi_backend;
+int mi8a_fuse_decode(struct mi_graph *g, struct mi_backend *cuda);
+
+void mi_phase8a_install(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,134 @@
+/* Phase 8a's fusion pass: fewer kernels per decode step. For one-token graphs it folds
+ *   the residual add into the matmul before it:  add(r, matmul(W, x))  ->  matmul_add(W, x, r)
+ *   the RMS norm into every matmul it feeds:     matmul(W, rms_norm(x, w))  ->  norm_matmul(W, x, w)
+ *                                                ffn_swiglu(Wg, Wu, rms_norm(x, w)) -> norm_ffn_swiglu
+ * A norm is folded only when every reader of it can take it (else the norm must run anyway and
+ * folding it gains nothing); nothing is folded across a debug tap or an output. A node is
+ * rewritten only when the CUDA backend accepts its fused form (its supports(), which asks the
+ * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
+ * (and the name) of the node it replaces, so readers keep their pointers; the folded node
+ * leaves the graph. Runs after 7c's FFN fusion (mi7c_add_fusion). */
+#include "phase8a_decode/decode8a.h"
+#include "phase7c_wiring/wiring7c.h"
+#include "common/graph/graph.h"
+#include "common/backend/backend.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_READERS 8
+
+typedef struct {
+    mi_graph *g;
+    mi_backend *cuda;
+    int *uses;                        /* [n] references from other nodes */
+    int (*readers)[MAX_READERS];      /* [n] the first MAX_READERS readers' node ids */
+    bool *dead;
+} pass;
+
+static bool is_node(const pass *p, const mi_tensor *t) {
+    return t && t->op != MI_OP_NONE && t->id >= 0 && t->id < p->g->n_nodes && p->g->nodes[t->id] == t;
+}
+
+static bool one_token(const mi_tensor *x) { return x && x->type == MI_TYPE_F32 && mi_nrows(x) == 1; }
+
+static bool accepts(const pass *p, mi_tensor *probe) { return p->cuda->iface->supports(p->cuda, probe); }
+
+/* add(r, matmul(W, x)) with the matmul read by nothing else */
+static int fuse_residuals(pass *p) {
+    int fused = 0;
+    for (int i = 0; i < p->g->n_nodes; i++) {
+        mi_tensor *a = p->g->nodes[i];
+        if (a->op != MI_OP_ADD || p->dead[i]) continue;
+        for (int side = 1; side >= 0; side--) {
+            mi_tensor *mm = a->src[side], *r = a->src[1 - side];
+            if (!is_node(p, mm) || mm->op != MI_OP_MATMUL || mm->src[2] || (mm->flags & MI_T_OUTPUT)) continue;
+            if (p->uses[mm->id] != 1 || !one_token(mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
+            if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] || mi_nrows(mm) != 1) continue;
+            mi_tensor probe = *a;
+            probe.op = MI_OP_MATMUL_ADD;
+            memset(probe.p, 0, sizeof probe.p);
+            probe.src[0] = mm->src[0];
+            probe.src[1] = mm->src[1];
+            probe.src[2] = r;
+            probe.src[3] = NULL;
+            if (!accepts(p, &probe)) continue;
+            *a = probe;
+            p->dead[mm->id] = true;
+            fused++;
+            break;
+        }
+    }
+    return fused;
+}
+
+/* a reader of norm node nn in its fused form: matmul(W, nn) or ffn_swiglu(Wg, Wu, nn) */
+static bool fused_reader(const mi_tensor *rd, const mi_tensor *nn, mi_tensor *out) {
+    *out = *rd;
+    if (rd->op == MI_OP_MATMUL && rd->src[1] == nn && rd->src[0] != nn && rd->src[2] != nn) {
+        out->op = MI_OP_NORM_MATMUL;
+    } else if (rd->op == MI_OP_FFN_SWIGLU && rd->src[2] == nn && rd->src[0] != nn && rd->src[1] != nn) {
+        out->op = MI_OP_NORM_FFN_SWIGLU;
+        out->src[2] = nn->src[0];
+    } else {
+        return false;
+    }
+    if (rd->op == MI_OP_MATMUL) out->src[1] = nn->src[0];
+    out->src[3] = nn->src[1];
+    memset(out->p, 0, sizeof out->p);
+    out->p[1] = nn->p[1];   /* eps (mi_norm_eps -> mi_fused_norm_eps) */
+    return true;
+}
+
+static int fuse_norms(pass *p) {
+    int fused = 0;
+    for (int i = 0; i < p->g->n_nodes; i++) {
+        mi_tensor *nn = p->g->nodes[i];
+        if (nn->op != MI_OP_RMS_NORM || p->dead[i] || (nn->flags & MI_T_OUTPUT)) continue;
+        if (!one_token(nn->src[0]) || mi_norm_group(nn) != nn->ne[0] || !nn->src[1]) continue;
+        const int nr = p->uses[i];
+        if (nr < 1 || nr > MAX_READERS) continue;
+        mi_tensor probes[MAX_READERS];
+        bool ok = true;
+        for (int k = 0; k < nr && ok; k++) {
+            const mi_tensor *rd = p->g->nodes[p->readers[i][k]];
+            ok = !p->dead[rd->id] && fused_reader(rd, nn, &probes[k]) && accepts(p, &probes[k]);
+        }
+        if (!ok) continue;
+        for (int k = 0; k < nr; k++) *p->g->nodes[p->readers[i][k]] = probes[k];
+        p->dead[i] = true;
+        fused += nr;
+    }
+    return fused;
+}
+
+int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) {
+    const int n = g->n_nodes;
+    pass p = {g, cuda, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof *p.readers),
+              calloc((size_t)n + 1, sizeof(bool))};
+    int fused = 0;
+    if (p.uses && p.readers && p.dead) {   /* no memory for the pass: the graph runs unfused */
+        for (int i = 0; i < n; i++) g->nodes[i]->id = i;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < MI_MAX_SRC; j++) {
+                const mi_tensor *sr = g->nodes[i]->src[j];
+                if (!is_node(&p, sr)) continue;
+                bool again = false;   /* a node reading sr twice counts once */
+                for (int k = 0; k < j; k++) again = again || g->nodes[i]->src[k] == sr;
+                if (again) continue;
+                if (p.uses[sr->id] < MAX_READERS) p.readers[sr->id][p.uses[sr->id]] = i;
+                p.uses[sr->id]++;
+            }
+        fused = fuse_residuals(&p) + fuse_norms(&p);
+    }
+    if (fused) {
+        int w = 0;
+        for (int i = 0; i < n; i++)
+            if (!p.dead[i]) g->nodes[w++] = g->nodes[i];
+        g->n_nodes = w;
+        for (int i = 0; i < w; i++) g->nodes[i]->id = i;
+    }
+    free(p.uses);
+    free(p.readers);
+    free(p.dead);
+    return fused;
+}

@@ -1,0 +1,107 @@
+/* Phase 8a's items and kernels as dispatch candidates for the fused decode ops, and its fusion
+ * pass (run by 7c's graph pass after the FFN fusion). A fused op has no lower-phase kernel:
+ * turning its item off removes every candidate, so the fusion pass, which asks supports()
+ * first, leaves the graph unfused. Each supports() is the kernel's own rule first (cheap),
+ * then the node contract of the matmul it contains (7b's), so no fused node reaches a kernel
+ * with a shape the unfused ops would refuse. */
+#include "phase8a_decode/decode8a.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase7b_ops/ops7b.h"
+#include "phase7c_wiring/wiring7c.h"
+#include "phase7a_skeleton/cuda_backend.h"
+#include "common/graph/graph.h"
+#include <stdint.h>
+
+static const void *ptr(const mi_tensor *t) { return t ? t->data : NULL; }
+static bool aligned16(const mi_tensor *t) { return t && !((uintptr_t)t->data & 15u); }
+/* a one-row F32 operand of n elements (an activation has no data yet at assignment) */
+static bool f32_vec(const mi_tensor *t, int64_t n) {
+    return t && t->type == MI_TYPE_F32 && t->ne[0] == n && mi_nrows(t) == 1;
+}
+
+/* the matmul inside a fused node: W = src0, x = src1, bias = src2 (NORM_MATMUL) or none */
+static bool matmul_part_ok(const mi_tensor *n, bool with_bias) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    if (!with_bias) mm.src[2] = NULL;
+    mm.src[3] = NULL;
+    return mi_nrows(n->src[1]) == 1 && mi7b_matmul_node_supported(&mm);
+}
+
+/* NORM_MATMUL: src0 W [K, M], src1 x [K, 1], src2 bias or NULL, src3 norm weight [K] */
+static bool norm_mm_ok(const mi_tensor *n) {
+    return n->src[0] && n->src[1] && f32_vec(n->src[3], n->src[0]->ne[0]) && n->src[3]->data && matmul_part_ok(n, true);
+}
+/* MATMUL_ADD: src0 W [K, M], src1 x [K, 1], src2 r [M, 1] */
+static bool mm_add_ok(const mi_tensor *n) {
+    return n->src[0] && n->src[1] && f32_vec(n->src[2], n->src[0]->ne[1]) && matmul_part_ok(n, false);
+}
+static bool q4k_rule(const mi_tensor *n, bool norm) {
+    const mi_tensor *w = n->src[0];
+    return w && mi8a_matvec_q4k_fused_supported(w->type, w->ne[0], norm) && aligned16(w);
+}
+static bool fused_rule(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && mi8a_matvec_fused_supported(w->type, w->ne[0], w->ne[1]);
+}
+
+static bool sup_norm_q4k(const mi_tensor *n) { return q4k_rule(n, true) && aligned16(n->src[3]) && norm_mm_ok(n); }
+static bool sup_add_q4k(const mi_tensor *n) { return q4k_rule(n, false) && mm_add_ok(n); }
+static bool sup_add_fused(const mi_tensor *n) { return fused_rule(n) && mm_add_ok(n); }
+
+static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
+                                 mi_fused_norm_eps(n), ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1]);
+}
+static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
+                                 n->src[2]->data, n->data, w->ne[0], w->ne[1]);
+}
+static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
+                             n->src[2]->data, n->data, w->ne[0], w->ne[1]);
+}
+
+/* NORM_FFN_SWIGLU: src0 W_gate, src1 W_up [K, F], src2 x [K, 1], src3 norm weight [K]; the
+ * FFN part is 7c's node contract */
+static bool sup_norm_ffn_q4k(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
+    if (!wg || !wu || !x || !mi8a_matvec_q4k_fused_supported(wg->type, wg->ne[0], true) || !aligned16(wg) || !aligned16(wu))
+        return false;
+    if (mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !aligned16(n->src[3])) return false;
+    mi_tensor ffn = *n;
+    ffn.op = MI_OP_FFN_SWIGLU;
+    ffn.src[3] = NULL;
+    return mi7c_ffn_node_supported(&ffn);
+}
+static mi_status run_norm_ffn_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0];
+    return mi8a_ffn_q4k_fused(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, n->src[2]->data,
+                              n->src[3]->data, mi_fused_norm_eps(n), n->data, wg->ne[0], wg->ne[1]);
+}
+
+static const mi_cuda_kernel k_norm_mm_q4k = {"norm + matmul, one token, Q4_K streaming rows", "d1", sup_norm_q4k,
+                                             run_norm_q4k, NULL, 0};
+static const mi_cuda_kernel k_norm_ffn_q4k = {"norm + fused FFN, one token, Q4_K streaming rows", "d1",
+                                              sup_norm_ffn_q4k, run_norm_ffn_q4k, NULL, 0};
+static const mi_cuda_kernel k_mm_add_fused = {"matmul + residual add, one token, x quantized in the kernel", "d2",
+                                              sup_add_fused, run_add_fused, NULL, 0};
+static const mi_cuda_kernel k_mm_add_q4k = {"matmul + residual add, one token, Q4_K streaming rows", "d2",
+                                            sup_add_q4k, run_add_q4k, NULL, 0};
+
+void mi_phase8a_install(void) {
+    mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
+    mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
+    /* added back to front: the last one added is tried first. The norm form of
+     * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it measured 3% slower
+     * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
+     * it remains the Q4_K kernel's fallback for unaligned bases. */
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q4k);
+    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
+    mi7c_add_fusion(mi8a_fuse_decode);
+}

@@ -1,0 +1,135 @@
+/* One-token (N = 1) quantized matmul with its neighbours folded in: the RMS norm that feeds it
+ * (NORM: x is normalized while it is quantized) and the residual add that follows it (RES:
+ * y = r + W @ x). A block of 8 warps first quantizes x into shared memory with 7b's quantizer
+ * (quant_act.cuh), then each warp dots whole weight rows in 7b's order: lane l takes units l,
+ * l + 32, ... of the row (mi7b_unit_dot on the shared copy), then the xor butterfly. That is
+ * kernel_mm_q's order and expression, and this file is built like mm_quant.cu (no --fmad=false),
+ * so y equals 7b's matmul bit for bit; the norm is written with explicit round-to-nearest
+ * operations (__fmul_rn, __fadd_rn: never contracted), so it is MI_OP_RMS_NORM's canonical
+ * arithmetic (docs/NUMERICS.md) and x's quantized bytes equal those of the unfused path. */
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/quant_act.cuh"
+#include "phase7b_ops/ops7b.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase8a_decode/decode8a.h"
+#include "common/core/mi_canon.h"
+
+#define FZ_THREADS 256
+#define FZ_WARPS (FZ_THREADS / 32)
+#define FZ_SMEM_MAX (46u << 10)   /* x, w, the quantized row; under 48 KB: no opt-in attribute */
+
+/* The block's prologue, every step one memory round trip at most:
+ *  1. each warp asks L2 for the weight bytes of its rows (prefetch.global.L2), so the weights
+ *     stream from HBM while x is prepared;
+ *  2. the block copies x (and the norm weight) into shared memory, all loads in flight at once;
+ *  3. NORM: every warp computes the scale itself from the shared copy in the canonical order
+ *     (lane j sums x[i]^2 for i = j, j + 32, ..., then the butterfly): the same bits in every
+ *     warp, no second barrier;
+ *  4. the warps quantize x' block by block into shared memory (7b's quantizer functions).
+ * Then each warp dots its rows in 7b's order. Shared memory: x, [w,] the quantized row. */
+template <int WT, bool NORM, bool RES>
+__global__ void __launch_bounds__(FZ_THREADS)
+kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const float *__restrict__ X,
+                    const float *__restrict__ nw, float eps, const float *__restrict__ bias,
+                    const float *__restrict__ R, float *__restrict__ Y, int rows) {
+    extern __shared__ uint4 smem_fz[];
+    float *sx = (float *)smem_fz, *sw = sx + K;
+    uint8_t *A = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
+    constexpr int AT = wtraits<WT>::act;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t m0 = (int64_t)blockIdx.x * rows;
+    for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
+        const uint8_t *wr = W + (size_t)(m0 + r) * wrow;
+        for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
+    }
+    for (int64_t i = threadIdx.x; i < K; i += FZ_THREADS) {   /* 2 */
+        sx[i] = __ldg(X + i);
+        if (NORM) sw[i] = __ldg(nw + i);
+    }
+    __syncthreads();
+    float scale = 1.0f;
+    if constexpr (NORM) {   /* 3 */
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int64_t i = lane; i < K; i += 32) acc = __fadd_rn(acc, __fmul_rn(sx[i], sx[i]));
+        for (int off = 16; off >= 1; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+        scale = mi_canon_rms_scale(acc, K, eps);
+    }
+    if constexpr (AT == MI_TYPE_Q8_K) {   /* 4 */
+        for (int64_t b = warp; b < K / 256; b += FZ_WARPS) {   /* warp-uniform */
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int64_t i = b * 256 + 8 * lane + e;
+                v[e] = NORM ? __fmul_rn(__fmul_rn(sx[i], scale), sw[i]) : sx[i];
+            }
+            quant_q8_k_values(v, A + (size_t)b * AK_BYTES, lane);
+        }
+    } else {
+        for (int64_t b = warp; b < K / 32; b += FZ_WARPS) {
+            const int64_t i = b * 32 + lane;
+            quant_q8_1_value(NORM ? __fmul_rn(__fmul_rn(sx[i], scale), sw[i]) : sx[i], A + (size_t)b * A8_BYTES, lane);
+        }
+    }
+    __syncthreads();
+    const int64_t nunits = K / 32;
+    for (int r = warp; r < rows; r += FZ_WARPS) {
+        const int64_t m = m0 + r;
+        if (m >= M) break;   /* warp-uniform; no barrier follows */
+        const uint8_t *wr = W + (size_t)m * wrow;
+        float acc = 0.0f;
+        for (int64_t u = lane; u < nunits; u += 32) {
+            wunit w;
+            unit_unpack<WT>(wr, u, w);
+            acc += mi7b_unit_dot<AT>(w, A, u);
+        }
+        const float s = warp_sum(acc);
+        if (lane == 0) {
+            const float y = bias ? s + bias[m] : s;
+            Y[m] = RES ? R[m] + y : y;
+        }
+    }
+}
+
+/* shared memory of a launch: x, the norm weight (NORM), the quantized row */
+static size_t fused_smem(mi_type wt, int64_t K, bool norm) {
+    return (size_t)K * sizeof(float) * (norm ? 2 : 1) + mi7b_act_row_bytes(wt, K);
+}
+
+extern "C" bool mi8a_matvec_fused_supported(mi_type wt, int64_t K, int64_t M) {
+    if (mi7b_act_row_bytes(wt, K) == 0 || fused_smem(wt, K, true) > FZ_SMEM_MAX || M <= 0) return false;
+    return K < MI8A_FUSED_MAX_K && M <= MI8A_FUSED_MAX_M;
+}
+
+/* rows per block: 8 warps' worth at least, more when M would give over two blocks per SM */
+static int fused_rows(int64_t M) {
+    int64_t r = M / (2 * (int64_t)mi7e_sm_count());
+    if (r < FZ_WARPS) r = FZ_WARPS;
+    if (r > 8 * FZ_WARPS) r = 8 * FZ_WARPS;
+    return (int)r;
+}
+
+template <int WT>
+static mi_status launch_fused(cudaStream_t st, const uint8_t *w, int64_t K, int64_t M, const float *x,
+                              const float *nw, float eps, const float *bias, const float *r, float *y) {
+    const size_t wrow = mi_row_size((mi_type)WT, K), smem = fused_smem((mi_type)WT, K, nw != NULL);
+    const int rows = fused_rows(M);
+    const int64_t nb = (M + rows - 1) / rows;
+    if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: M = %lld too large", (long long)M);
+    if (nw && r) kernel_matvec_fused<WT, true, true><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
+    else if (nw) kernel_matvec_fused<WT, true, false><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
+    else if (r) kernel_matvec_fused<WT, false, true><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
+    else kernel_matvec_fused<WT, false, false><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
+    MI_CU_CHECK_LAUNCH("kernel_matvec_fused");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
+                                       float eps, const float *bias, const float *r, float *y, int64_t K, int64_t M) {
+    if (!mi8a_matvec_fused_supported(wt, K, M))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_fused: type %s, K = %lld, M = %lld", mi_type_name(wt),
+                      (long long)K, (long long)M);
+    if (!w || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: null pointer");
+    const cudaStream_t st = (cudaStream_t)stream;
+    MI_QTYPE_DISPATCH(wt, WT, return launch_fused<WT>(st, (const uint8_t *)w, K, M, x, nw, eps, bias, r, y));
+}
