@@ -42,10 +42,16 @@ static bool cpu_supports(mi_backend *be, mi_tensor *n) {
         return true;
     case MI_OP_GET_ROWS:
         return type_readable(n->src[0]->type);
+    case MI_OP_NORM_MATMUL:
+    case MI_OP_NORM_FFN_SWIGLU:
     case MI_OP_MATMUL:
+    case MI_OP_MATMUL_ADD:
     case MI_OP_FFN_SWIGLU: {
+        const bool norm = n->op == MI_OP_NORM_MATMUL || n->op == MI_OP_NORM_FFN_SWIGLU;
+        if (norm && (!n->src[3] || n->src[3]->type != MI_TYPE_F32)) return false;
         const mi_tensor *w = n->src[0];
-        const mi_tensor *w2 = n->op == MI_OP_FFN_SWIGLU ? n->src[1] : NULL;
+        const bool ffn = n->op == MI_OP_FFN_SWIGLU || n->op == MI_OP_NORM_FFN_SWIGLU;
+        const mi_tensor *w2 = ffn ? n->src[1] : NULL;
         if (!type_readable(w->type) || !mi_get_vec_dot(w->type, MI_ISA_BEST)) return false;
         mi_type vdt = mi_type_get(w->type)->vec_dot_type;
         if (vdt != MI_TYPE_F32 && !mi_get_quantize_act(vdt, MI_ISA_BEST)) return false;
@@ -105,7 +111,8 @@ static mi_status grow(void **p, size_t *have, size_t need) {
 
 void cpu_scratch_need(const mi_cpu_ctx *c, const mi_tensor *node, size_t *q, size_t *a) {
     *q = *a = 0;
-    if (node->op == MI_OP_MATMUL || node->op == MI_OP_FFN_SWIGLU) {
+    if (node->op == MI_OP_MATMUL || node->op == MI_OP_FFN_SWIGLU || node->op == MI_OP_NORM_MATMUL ||
+        node->op == MI_OP_NORM_FFN_SWIGLU || node->op == MI_OP_MATMUL_ADD) {
         *q = cpu_matmul_scratch(node);
         *a = cpu_matmul_wscratch(c, node);
     }
@@ -139,6 +146,9 @@ static mi_status cpu_execute(mi_backend *be, mi_tensor *t) {
     case MI_OP_GET_ROWS: return cpu_op_get_rows(c, t);
     case MI_OP_MATMUL:
     case MI_OP_FFN_SWIGLU: return cpu_op_matmul(c, t);
+    case MI_OP_NORM_MATMUL:
+    case MI_OP_NORM_FFN_SWIGLU:
+    case MI_OP_MATMUL_ADD: return cpu_op_matmul_fused(c, t);
     case MI_OP_ADD:
     case MI_OP_MUL: return cpu_op_binary(c, t);
     case MI_OP_RMS_NORM: return cpu_op_rms_norm(c, t);

@@ -1,4 +1,6 @@
-/* CPU matmul W [K, M] @ x [K, N] (+ bias) -> [M, N], and the fused FFN_SWIGLU.
+/* CPU matmul W [K, M] @ x [K, N] (+ bias) -> [M, N], the fused FFN_SWIGLU, and the decode
+ * fusions of the CUDA phases (NORM_MATMUL, NORM_FFN_SWIGLU, MATMUL_ADD), so a fused node is
+ * never stranded on a CPU-only path.
  * Activations are quantized once per node (per token row) into the weight type's dot
  * type; the output is cut into (row block x token tile) chunks handed out by the
  * thread pool, so a block of weight rows stays in cache while it meets every token
@@ -30,15 +32,18 @@ typedef struct {
 
 /* The GEMM path needs the AVX-512 level; it is worth it from a few tokens on. Decode stays on vec_dot: measured 20 GB/s vs 10.7 GB/s for a 4x1 block of
  * this kernel on a 151936 x 896 Q4_0 matrix (one thread). */
+static bool plain_mm(mi_op op) { return op == MI_OP_MATMUL || op == MI_OP_NORM_MATMUL || op == MI_OP_MATMUL_ADD; }
+static bool ffn_op(mi_op op) { return op == MI_OP_FFN_SWIGLU || op == MI_OP_NORM_FFN_SWIGLU; }
+
 static bool gemm_shape(const mi_tensor *t, const mi_tensor *w, const mi_tensor *x) {
     mi_type ty = w->type;
-    return t->op == MI_OP_MATMUL && x->ne[1] >= 4 &&
+    return plain_mm(t->op) && x->ne[1] >= 4 &&
            (ty == MI_TYPE_Q4_0 || ty == MI_TYPE_Q5_0 || ty == MI_TYPE_Q8_0 || ty == MI_TYPE_Q4_1 || ty == MI_TYPE_Q5_1 ||
             ty == MI_TYPE_Q4_K || ty == MI_TYPE_Q6_K);
 }
 
 static bool mm_types(const mi_tensor *t, const mi_tensor **w, const mi_tensor **w2, const mi_tensor **x) {
-    if (t->op == MI_OP_FFN_SWIGLU) {
+    if (ffn_op(t->op)) {
         *w = t->src[0];
         *w2 = t->src[1];
         *x = t->src[2];
@@ -191,4 +196,39 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
         threadpool_chunks(c->tp, mm_chunk, &k, chunks);
     }
     return MI_OK;
+}
+
+/* NORM_MATMUL, NORM_FFN_SWIGLU: x's RMS norm into a temporary buffer (cpu_op_rms_norm on a node
+ * made for it), then the matmul on it; MATMUL_ADD: the matmul, then r + y. The unfused nodes'
+ * arithmetic in their order, so the results are bit-identical to them. */
+mi_status cpu_op_matmul_fused(mi_cpu_ctx *c, mi_tensor *t) {
+    mi_tensor mm = *t;
+    if (t->op == MI_OP_MATMUL_ADD) {
+        mm.op = MI_OP_MATMUL;
+        mm.src[2] = NULL;
+        MI_TRY(cpu_op_matmul(c, &mm));
+        const float *r = t->src[2]->data;
+        float *y = t->data;
+        for (int64_t i = 0; i < mi_nelements(t); i++) y[i] = r[i] + y[i];
+        return MI_OK;
+    }
+    const int xi = t->op == MI_OP_NORM_FFN_SWIGLU ? 2 : 1;
+    mi_tensor xn = *t->src[xi];
+    xn.op = MI_OP_RMS_NORM;
+    memset(xn.src, 0, sizeof xn.src);
+    xn.src[0] = t->src[xi];
+    xn.src[1] = t->src[3];
+    memset(xn.p, 0, sizeof xn.p);
+    xn.p[0] = (int32_t)xn.ne[0];
+    xn.p[1] = t->p[1];   /* eps */
+    xn.data = malloc(mi_nbytes(&xn));
+    if (!xn.data) return mi_err(MI_ERR_NOMEM, "%s %s: no memory for the normalized input", mi_op_name(t->op), t->name);
+    mi_status st = cpu_op_rms_norm(c, &xn);
+    mm.op = xi == 2 ? MI_OP_FFN_SWIGLU : MI_OP_MATMUL;
+    mm.src[xi] = &xn;
+    mm.src[3] = NULL;
+    if (st == MI_OK) st = cpu_op_matmul(c, &mm);
+    c->q_src = NULL;   /* the quantized row cache must never match xn's address again */
+    free(xn.data);
+    return st;
 }

@@ -47,13 +47,13 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_CUDA_FAIL_UPLOAD", MI_SETTING_INT,
      "test switch: the N-th weight upload of each model load fails (the model then runs on the CPU, a cuda session is refused); 0: off"},
     {"MINFER_NO_FUSION", MI_SETTING_FLAG,
-     "1: CUDA sessions skip the gate/up/SwiGLU fusion pass"},
+     "1: CUDA sessions skip the fusion passes (7c's gate/up/SwiGLU, 8a's norm and residual folds)"},
     {"MINFER_NO_CUDA_GRAPH", MI_SETTING_FLAG,
      "1: no CUDA Graph capture/replay of decode steps (read once per process)"},
     {"MINFER_CUDA_GRAPH_FAIL", MI_SETTING_STRING,
      "test switch: begin, node or sync, optionally :COUNT, injects that capture failure (read once per process)"},
     {"MINFER_PERF_OFF", MI_SETTING_LIST,
-     "comma list of perf items to turn off, e.g. e2,e7, or all; empty or none: every item on; unset: the default set (items and defaults: docs/PHASE7E.md; read once per process)"},
+     "comma list of perf items to turn off, e.g. e2,e7, or all; empty or none: every item on; unset: the default set (items and defaults: docs/PHASE7E.md, docs/PHASE8A.md; read once per process)"},
 };
 
 enum { N_SETTINGS = (int)(sizeof g_settings / sizeof g_settings[0]) };

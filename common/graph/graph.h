@@ -45,7 +45,7 @@ typedef enum {
     MI_OP_COPY,       /* src0 -> same shape/type; inserted by the scheduler at split
                          boundaries (cross-backend copy) */
     /* fused ops (made by the CUDA phases' fusion passes, only where a CUDA kernel accepts
-       them; the CPU backend runs FFN_SWIGLU and refuses the others) */
+       them; the CPU backend runs every one, so a fused node is never stranded) */
     MI_OP_FFN_SWIGLU, /* src0 W_gate [K, F], src1 W_up [K, F], src2 x F32 [K, N] -> F32 [F, N] */
     MI_OP_NORM_MATMUL,     /* src0 W [K, M], src1 x F32 [K, N], src2 bias F32 [M] or NULL, src3 norm
                               weight F32 [K] -> W @ rms_norm(x, w) (+ bias) [M, N]; pf(1) = eps;

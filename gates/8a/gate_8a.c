@@ -17,6 +17,8 @@
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/model/mi.h"
 #include "common/backend/backend.h"
+#include "common/backend/sched.h"
+#include "common/graph/graph.h"
 #include "common/core/mi_canon.h"
 #include "common/quant/mi_types.h"
 #include <cuda_runtime_api.h>
@@ -169,6 +171,74 @@ static void test_kernels(void) {
     ffn_case(1024, 1000);
 }
 
+/* ---------------- the fusion pass on the CPU (runs without a device) ----------------
+ * A hand-built layer: h = rms_norm(x), q = Wq h + b, k = Wk h, o = Wo q, y = (x + o) * k, and
+ * (extra_reader) + h, a second reader of h that no fused form takes. Run by a [cpu] scheduler unfused and after
+ * mi8a_fuse_decode with the CPU backend as the target (it runs the fused ops too): outputs
+ * bit-identical; the norm folded into q and k and the add into o at N = 1; the norm kept when
+ * a reader cannot take it; nothing fused at N = 3. Checks the graph rewrite, not a kernel. */
+static mi_tensor *leaf_w(const char *name, mi_type t, int64_t K, int64_t M, void **mem) {
+    mi_tensor *l = calloc(1, sizeof *l);
+    int64_t ne[2] = {K, M};
+    tensor_init(l, name, t, 2, ne);
+    l->flags = MI_T_WEIGHT;
+    *mem = t == MI_TYPE_F32 ? (void *)gu_rand_f32(&g_seed, (size_t)(K * M), 0.5f, 1.5f)
+                            : gu_make_weights(&g_seed, t, K, M, 1.0f, NULL);
+    l->data = *mem;
+    return l;
+}
+
+static int fuse_layer(int64_t N, bool extra_reader, bool fuse, float *out, int *n_fused) {
+    enum { K = 256, M = 256 };
+    void *mq, *mk, *mo, *mn, *mb;
+    mi_tensor *wq = leaf_w("wq", MI_TYPE_Q4_0, K, M, &mq), *wk = leaf_w("wk", MI_TYPE_Q4_K, K, M, &mk);
+    mi_tensor *wo = leaf_w("wo", MI_TYPE_Q8_0, M, K, &mo), *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mn);
+    mi_tensor *bq = leaf_w("bq", MI_TYPE_F32, M, 1, &mb);
+    float *xin = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(2, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, N, xin);
+        mi_tensor *h = graph_rms_norm(g, x, wn, K, 1e-6f);
+        mi_tensor *q = graph_matmul(g, wq, h, bq), *k = graph_matmul(g, wk, h, NULL);
+        mi_tensor *y = graph_add(g, x, graph_matmul(g, wo, q, NULL));
+        y = graph_mul(g, y, k);   /* a reader of k that is no residual add */
+        if (extra_reader) y = graph_add(g, y, h);
+        y->flags |= MI_T_OUTPUT;
+        g->output = y;
+        *n_fused = fuse ? mi8a_fuse_decode(g, cpu) : 0;
+        if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    free(mq); free(mk); free(mo); free(mn); free(mb); free(xin);
+    free(wq); free(wk); free(wo); free(wn); free(bq);
+    return rc;
+}
+
+static void test_fusion_pass_cpu(void) {
+    gu_begin(&R, "fusion_pass_cpu");
+    static float a[256 * 3], b[256 * 3];
+    int nf = 0, nf2 = 0, nf3 = 0;
+    const unsigned long long seed = g_seed;
+    const char *err = NULL;
+    if (fuse_layer(1, false, false, a, &nf) || (g_seed = seed, fuse_layer(1, false, true, b, &nf))) err = "run failed";
+    else if (nf != 3) err = "want 3 fusions (norm into q and k, add into o)";
+    else if (memcmp(a, b, sizeof(float) * 256)) err = "fused output differs from unfused";
+    else if ((g_seed = seed, fuse_layer(1, true, false, a, &nf2)) || (g_seed = seed, fuse_layer(1, true, true, b, &nf2)))
+        err = "run failed (extra reader)";
+    else if (nf2 != 1) err = "want only the add fused when the norm has a reader no fused form takes";
+    else if (memcmp(a, b, sizeof(float) * 256)) err = "fused output differs from unfused (extra reader)";
+    else if (fuse_layer(3, false, true, b, &nf3)) err = "run failed (N = 3)";
+    else if (nf3 != 0) err = "fused a 3-token graph";
+    if (err) gu_fail(&R, "%s (%s; fusions %d / %d / %d)", err, mi_errmsg(), nf, nf2, nf3);
+    else gu_pass(&R, "norm into 2 matmuls and 1 residual add fused at N = 1, output bit-identical on the CPU "
+                     "backend; the norm kept when another reader needs it; nothing fused at N = 3");
+}
+
 /* ---------------- whole models ---------------- */
 
 static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
@@ -280,6 +350,7 @@ int main(int argc, char **argv) {
     gu_init(&R, "gate-8a", "8a");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
+    test_fusion_pass_cpu();
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         (void)cudaGetLastError();

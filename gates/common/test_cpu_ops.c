@@ -518,6 +518,73 @@ Test(cpu_ops, ffn_swiglu_equals_unfused) {
     env_free(&e);
 }
 
+/* ---- the decode fusions (NORM_MATMUL, NORM_FFN_SWIGLU, MATMUL_ADD): the CPU runs them with the
+ * unfused nodes' arithmetic, so each is bit-identical to its unfused graph ---- */
+
+static char *quant_rows(mi_type t, int64_t K, int64_t M) {
+    size_t rb = mi_row_size(t, K);
+    char *w = malloc(rb * (size_t)M);
+    float *tmp = rand_vec((size_t)K, 1);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = 0; k < K; k++) tmp[k] = frand();
+        mi_quantize_row(t, tmp, w + (size_t)m * rb, K);
+    }
+    free(tmp);
+    return w;
+}
+
+/* op: the fused op; N tokens; weights of type t [K, M] (FFN: gate and up) */
+static void fused_case(mi_op op, mi_type t, int64_t K, int64_t M, int64_t N) {
+    env e = env_new(2);
+    const bool ffn = op == MI_OP_NORM_FFN_SWIGLU, norm = op != MI_OP_MATMUL_ADD;
+    char *w = quant_rows(t, K, M), *w2 = quant_rows(t, K, M);
+    float *x = rand_vec((size_t)(K * N), 1), *nw = rand_vec((size_t)K, 1), *b = rand_vec((size_t)M, 1);
+    float *r = rand_vec((size_t)(M * N), 1);
+    for (int64_t k = 0; k < K; k++) nw[k] = 0.5f + fabsf(nw[k]);
+    mi_tensor *lw = leaf("w", t, K, M, w), *lw2 = leaf("w2", t, K, M, w2), *ln = leaf("norm", MI_TYPE_F32, K, 1, nw);
+    mi_tensor *lb = leaf("bias", MI_TYPE_F32, M, 1, b);
+    mi_graph *g1 = graph_new(16);
+    mi_tensor *x1 = graph_input(g1, "x", MI_TYPE_F32, K, N, x), *ref;
+    mi_tensor *h1 = norm ? graph_rms_norm(g1, x1, ln, K, 1e-6f) : x1;
+    if (ffn) ref = graph_swiglu(g1, graph_matmul(g1, lw, h1, NULL), graph_matmul(g1, lw2, h1, NULL));
+    else if (norm) ref = graph_matmul(g1, lw, h1, lb);
+    else ref = graph_add(g1, graph_input(g1, "r", MI_TYPE_F32, M, N, r), graph_matmul(g1, lw, h1, NULL));
+    float *r1 = run(&e, g1, ref);
+    mi_graph *g2 = graph_new(16);
+    mi_tensor *x2 = graph_input(g2, "x", MI_TYPE_F32, K, N, x);
+    mi_tensor *r2in = norm ? NULL : graph_input(g2, "r", MI_TYPE_F32, M, N, r);
+    int64_t ne[2] = {M, N};
+    mi_tensor *fu = graph_new_node(g2, op, MI_TYPE_F32, 2, ne, "fused");
+    fu->src[0] = lw;
+    if (ffn) {
+        fu->src[1] = lw2;
+        fu->src[2] = x2;
+    } else {
+        fu->src[1] = x2;
+        fu->src[2] = norm ? lb : r2in;
+    }
+    if (norm) {
+        fu->src[3] = ln;
+        mi_tensor_set_pf(fu, 1, 1e-6f);
+    }
+    float *r2 = run(&e, g2, fu);
+    expect_bits(r2, r1, (size_t)(M * N), mi_op_name(op));
+    free(r1); free(r2);
+    graph_free(g1); graph_free(g2);
+    free(lw); free(lw2); free(ln); free(lb);
+    free(w); free(w2); free(x); free(nw); free(b); free(r);
+    env_free(&e);
+}
+
+Test(cpu_ops, decode_fusions_equal_unfused) {
+    fused_case(MI_OP_NORM_MATMUL, MI_TYPE_Q4_0, 256, 48, 1);
+    fused_case(MI_OP_NORM_MATMUL, MI_TYPE_Q4_K, 512, 40, 5);   /* N >= 4: the GEMM path */
+    fused_case(MI_OP_NORM_FFN_SWIGLU, MI_TYPE_Q4_K, 256, 64, 1);
+    fused_case(MI_OP_NORM_FFN_SWIGLU, MI_TYPE_Q8_0, 128, 33, 3);
+    fused_case(MI_OP_MATMUL_ADD, MI_TYPE_Q6_K, 256, 72, 1);
+    fused_case(MI_OP_MATMUL_ADD, MI_TYPE_Q4_0, 256, 72, 6);
+}
+
 Test(cpu_ops, gemm_path_thread_invariant_and_tails) {
     /* Q4_0 with N >= 4 takes the register-blocked GEMM on AVX-512 machines: odd row and
      * token counts exercise its 4x4 / 4x1 / 1x4 / 1x1 blocks; K % 64 != 0 falls back */
