@@ -131,6 +131,10 @@ typedef struct mi_graph {
 mi_graph *graph_new(int max_nodes);
 void graph_free(mi_graph *g);
 
+/* A tensor's name, cut to MI_NAME_MAX - 1 bytes; the _layer form writes "blk.<layer>.<what>". */
+void mi_tensor_set_name(mi_tensor *t, const char *name);
+void mi_tensor_set_name_layer(mi_tensor *t, int layer, const char *what);
+
 /* Initialise a free-standing tensor (weights, KV regions). */
 void tensor_init(mi_tensor *t, const char *name, mi_type type, int n_dims, const int64_t *ne);
 

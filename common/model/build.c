@@ -3,7 +3,6 @@
  * graph dumps and the per-layer debug taps read like the model file. */
 #include "model_internal.h"
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 int model_graph_max_nodes(const mi_model *m) {
@@ -11,13 +10,13 @@ int model_graph_max_nodes(const mi_model *m) {
     return (int)(m->hp.n_layer * 48 + 64);
 }
 
-static mi_tensor *named(mi_tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static mi_tensor *named(mi_tensor *t, const char *fmt, ...) {
-    if (!t) return NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
+/* the node named name, or "blk.<il>.<what>" (NULL passes through: the builder's error stays) */
+static mi_tensor *named(mi_tensor *t, const char *name) {
+    if (t) mi_tensor_set_name(t, name);
+    return t;
+}
+static mi_tensor *named_l(mi_tensor *t, const char *what, int il) {
+    if (t) mi_tensor_set_name_layer(t, il, what);
     return t;
 }
 
@@ -50,63 +49,63 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
 
     for (int il = 0; il < (int)hp->n_layer; il++) {
         const mi_layer *L = &m->layers[il];
-        mi_tensor *cur = named(graph_rms_norm(g, x, (mi_tensor *)&L->attn_norm, hp->n_embd, hp->rms_eps),
-                               "blk.%d.attn_norm", il);
+        mi_tensor *cur = named_l(graph_rms_norm(g, x, (mi_tensor *)&L->attn_norm, hp->n_embd, hp->rms_eps),
+                                 "attn_norm", il);
         CK(cur);
         tap(a, cur);
         /* W [E, hd*H] @ cur [E, n] (+ bias) -> [hd*H, n] */
-        mi_tensor *q = named(graph_matmul(g, (mi_tensor *)&L->wq, cur, hp->qkv_bias ? (mi_tensor *)&L->bq : NULL), "blk.%d.attn_q", il);
-        mi_tensor *k = named(graph_matmul(g, (mi_tensor *)&L->wk, cur, hp->qkv_bias ? (mi_tensor *)&L->bk : NULL), "blk.%d.attn_k", il);
-        mi_tensor *v = named(graph_matmul(g, (mi_tensor *)&L->wv, cur, hp->qkv_bias ? (mi_tensor *)&L->bv : NULL), "blk.%d.attn_v", il);
+        mi_tensor *q = named_l(graph_matmul(g, (mi_tensor *)&L->wq, cur, hp->qkv_bias ? (mi_tensor *)&L->bq : NULL), "attn_q", il);
+        mi_tensor *k = named_l(graph_matmul(g, (mi_tensor *)&L->wk, cur, hp->qkv_bias ? (mi_tensor *)&L->bk : NULL), "attn_k", il);
+        mi_tensor *v = named_l(graph_matmul(g, (mi_tensor *)&L->wv, cur, hp->qkv_bias ? (mi_tensor *)&L->bv : NULL), "attn_v", il);
         CK(q && k && v);
         tap(a, q);
         tap(a, k);
         tap(a, v);
         if (hp->qk_norm) {
             /* qwen3: RMS norm over each head's hd elements, before RoPE */
-            q = named(graph_rms_norm(g, q, (mi_tensor *)&L->q_norm, hd, hp->rms_eps), "blk.%d.attn_q_norm", il);
-            k = named(graph_rms_norm(g, k, (mi_tensor *)&L->k_norm, hd, hp->rms_eps), "blk.%d.attn_k_norm", il);
+            q = named_l(graph_rms_norm(g, q, (mi_tensor *)&L->q_norm, hd, hp->rms_eps), "attn_q_norm", il);
+            k = named_l(graph_rms_norm(g, k, (mi_tensor *)&L->k_norm, hd, hp->rms_eps), "attn_k_norm", il);
             CK(q && k);
             tap(a, q);
             tap(a, k);
         }
-        q = named(graph_rope(g, q, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "blk.%d.attn_q_rope", il);
-        k = named(graph_rope(g, k, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "blk.%d.attn_k_rope", il);
+        q = named_l(graph_rope(g, q, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "attn_q_rope", il);
+        k = named_l(graph_rope(g, k, pos, hd, hp->rope_mode, (int)hp->n_rot, hp->rope_freq_base), "attn_k_rope", il);
         CK(q && k);
         tap(a, q);
         tap(a, k);
         /* append rows n_past..n_past+n-1 of this layer's cache */
-        mi_tensor *ks = named(graph_kv_store(g, k, &kv->k[il], n_past), "blk.%d.cache_k", il);
-        mi_tensor *vs = named(graph_kv_store(g, v, &kv->v[il], n_past), "blk.%d.cache_v", il);
+        mi_tensor *ks = named_l(graph_kv_store(g, k, &kv->k[il], n_past), "cache_k", il);
+        mi_tensor *vs = named_l(graph_kv_store(g, v, &kv->v[il], n_past), "cache_v", il);
         CK(ks && vs);
         /* causal GQA: q [hd*Hq, n] over cache rows 0..n_past+i -> [hd*Hq, n] */
-        mi_tensor *att = named(graph_attn(g, q, ks, vs, n_past, hd, Hq, Hkv, scale), "blk.%d.attn", il);
+        mi_tensor *att = named_l(graph_attn(g, q, ks, vs, n_past, hd, Hq, Hkv, scale), "attn", il);
         CK(att);
         tap(a, att);
         /* W_o [hd*Hq, E] @ att -> [E, n] */
-        mi_tensor *o = named(graph_matmul(g, (mi_tensor *)&L->wo, att, NULL), "blk.%d.attn_output", il);
+        mi_tensor *o = named_l(graph_matmul(g, (mi_tensor *)&L->wo, att, NULL), "attn_output", il);
         CK(o);
         tap(a, o);
-        x = named(graph_add(g, x, o), "blk.%d.ffn_inp", il);
+        x = named_l(graph_add(g, x, o), "ffn_inp", il);
         CK(x);
         tap(a, x);
 
-        cur = named(graph_rms_norm(g, x, (mi_tensor *)&L->ffn_norm, hp->n_embd, hp->rms_eps), "blk.%d.ffn_norm", il);
+        cur = named_l(graph_rms_norm(g, x, (mi_tensor *)&L->ffn_norm, hp->n_embd, hp->rms_eps), "ffn_norm", il);
         CK(cur);
         tap(a, cur);
         /* W [E, F] @ cur [E, n] -> [F, n] twice; silu(gate) * up; W_down [F, E] -> [E, n] */
-        mi_tensor *gate = named(graph_matmul(g, (mi_tensor *)&L->w_gate, cur, NULL), "blk.%d.ffn_gate", il);
-        mi_tensor *up = named(graph_matmul(g, (mi_tensor *)&L->w_up, cur, NULL), "blk.%d.ffn_up", il);
+        mi_tensor *gate = named_l(graph_matmul(g, (mi_tensor *)&L->w_gate, cur, NULL), "ffn_gate", il);
+        mi_tensor *up = named_l(graph_matmul(g, (mi_tensor *)&L->w_up, cur, NULL), "ffn_up", il);
         CK(gate && up);
         tap(a, gate);
         tap(a, up);
-        mi_tensor *act = named(graph_swiglu(g, gate, up), "blk.%d.ffn_swiglu", il);
+        mi_tensor *act = named_l(graph_swiglu(g, gate, up), "ffn_swiglu", il);
         CK(act);
         tap(a, act);
-        mi_tensor *down = named(graph_matmul(g, (mi_tensor *)&L->w_down, act, NULL), "blk.%d.ffn_down", il);
+        mi_tensor *down = named_l(graph_matmul(g, (mi_tensor *)&L->w_down, act, NULL), "ffn_down", il);
         CK(down);
         tap(a, down);
-        x = named(graph_add(g, x, down), "blk.%d.out", il);
+        x = named_l(graph_add(g, x, down), "out", il);
         CK(x);
         tap(a, x);
     }

@@ -129,3 +129,32 @@ Test(graph, arena_grows_with_stable_pointers) {
     for (int i = 1; i < g->n_nodes; i++) cr_assert_eq(g->nodes[i]->src[0], g->nodes[i - 1]);
     graph_free(g);
 }
+
+Test(graph, node_names) {
+    /* the names a step's nodes get, written without printf: the same bytes snprintf would write */
+    mi_graph *g = graph_new(16);
+    mi_tensor x = mk("x", MI_TYPE_F32, 8, 2);
+    mi_tensor *a = graph_silu(g, &x), *b = graph_silu(g, a);
+    char want[MI_NAME_MAX];
+    snprintf(want, sizeof want, "%s-%d", mi_op_name(MI_OP_SILU), 1);
+    cr_assert_str_eq(b->name, want);
+    mi_tensor_set_name_layer(a, 27, "attn_q");
+    cr_assert_str_eq(a->name, "blk.27.attn_q");
+    mi_tensor_set_name_layer(a, 0, "ffn_down");
+    cr_assert_str_eq(a->name, "blk.0.ffn_down");
+    char longname[200];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    char full[256];
+    mi_tensor_set_name(a, longname);   /* cut to MI_NAME_MAX - 1 bytes */
+    cr_assert_eq(strlen(a->name), MI_NAME_MAX - 1);
+    cr_assert(!strncmp(a->name, longname, MI_NAME_MAX - 1));
+    mi_tensor_set_name_layer(a, 123456, longname);
+    strcpy(full, "blk.123456.");
+    strcat(full, longname);
+    cr_assert_eq(strlen(a->name), MI_NAME_MAX - 1);
+    cr_assert(!strncmp(a->name, full, MI_NAME_MAX - 1));
+    mi_tensor_set_name(a, NULL);
+    cr_assert_str_eq(a->name, "");
+    graph_free(g);
+}
