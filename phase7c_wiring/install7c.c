@@ -27,5 +27,6 @@ void mi_phase7c_install(void) {
     mi_hooks.session_open = m7c_session_open;
     mi_hooks.session_close = m7c_session_close;
     mi_hooks.graph_pass = m7c_graph_pass;
+    mi_hooks.graph_epoch = m7c_graph_epoch;
     mi_cuda_add_kernel(MI_OP_FFN_SWIGLU, &k_ffn);
 }

@@ -5,6 +5,7 @@
  * copy (per-session shadow leaves: the model's own leaves stay host-bound, so CPU
  * sessions of the same model are untouched), checks the KV placement, then fuses. */
 #include "phase7c_wiring/wiring7c.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/core/mi_settings.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -142,6 +143,13 @@ static mi_status shadow_of(m7c_session *s, const mi_tensor *leaf, mi_tensor **ou
     if (++s->n * 2 > s->cap) MI_TRY(grow(s));
     *out = t;
     return MI_OK;
+}
+
+/* A graph this pass rewrote holds the fusions the dispatch accepted then: when its choices
+ * change (an item switched, a candidate added), a session must rebuild the graph it reuses. */
+uint64_t m7c_graph_epoch(void *state) {
+    (void)state;
+    return mi_cuda_dispatch_epoch();
 }
 
 static mi7c_fusion_fn g_fusions[MI7C_MAX_FUSIONS];

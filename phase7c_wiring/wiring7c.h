@@ -57,6 +57,7 @@ void m7c_model_free(struct mi_model *m);
 mi_status m7c_session_open(struct mi_model *m, const char *want, mi_backend **cuda, void **state);
 void m7c_session_close(void *state);
 mi_status m7c_graph_pass(void *state, mi_graph *g);
+uint64_t m7c_graph_epoch(void *state);
 /* fusion.c: fuse gate/up/SwiGLU triples the CUDA backend can run; returns the count. */
 int m7c_fuse_ffn(mi_graph *g, mi_backend *cuda);
 /* More fusion passes, added by higher phases' installs: each runs after the FFN fusion, in

@@ -39,3 +39,7 @@ void mi_hook_session_close(void *state) {
 mi_status mi_hook_graph_pass(void *state, mi_graph *g) {
     return (state && mi_hooks.graph_pass) ? mi_hooks.graph_pass(state, g) : MI_OK;
 }
+
+uint64_t mi_hook_graph_epoch(void *state) {
+    return (state && mi_hooks.graph_epoch) ? mi_hooks.graph_epoch(state) : 0;
+}

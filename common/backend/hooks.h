@@ -29,6 +29,10 @@ typedef struct {
     /* After model_build_graph, before the scheduler assigns backends: may rewrite the
      * graph (device copies of weights, fusions). state: from session_open. */
     mi_status (*graph_pass)(void *state, mi_graph *g);
+    /* A number that changes whenever a graph graph_pass rewrote may no longer be valid (the
+     * kernels a backend would choose changed, so its fusions may not be accepted any more);
+     * a session rebuilds the decode graph it reuses when it differs. NULL: never changes. */
+    uint64_t (*graph_epoch)(void *state);
 } mi_hook_table;
 
 extern mi_hook_table mi_hooks;
@@ -39,6 +43,7 @@ void mi_hook_model_free(struct mi_model *m);
 mi_status mi_hook_session_open(struct mi_model *m, const char *want, mi_backend **cuda, void **state);
 void mi_hook_session_close(void *state);
 mi_status mi_hook_graph_pass(void *state, mi_graph *g);
+uint64_t mi_hook_graph_epoch(void *state);
 
 /* The load guard: one process-wide mutex held while a model's placement is decided
  * (model_loaded) and while a session chooses its backends and places its KV cache,

@@ -32,6 +32,8 @@ static const mi_setting_info g_settings[] = {
      "1: skip the check that refuses a KV cache or graph workspace larger than the free host/device memory"},
     {"MINFER_UBATCH", MI_SETTING_INT,
      "tokens per graph for a prompt (0: never split); default: a CPU session keeps a graph's activations near 3% of weights + KV cache, a device session runs the whole prompt"},
+    {"MINFER_NO_GRAPH_REUSE", MI_SETTING_FLAG,
+     "1: every one-token decode step builds its graph anew (read at session open); default: a session runs its last one-token graph again at the new position (A/B, debugging; MINFER_DUMP_GRAPH implies it)"},
     {"MINFER_DEBUG_LAYERS", MI_SETTING_STRING,
      "FILE (1: minfer-layers.bin): every forward appends per-op tap records there (read by gates/common/model_ref.py)"},
     {"MINFER_DISABLE_CUDA", MI_SETTING_FLAG,

@@ -406,6 +406,20 @@ mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t co
 
 /* ---- dump ---- */
 
+mi_status graph_set_n_past(mi_graph *g, int64_t n_past) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        mi_tensor *t = g->nodes[i];
+        if (t->op != MI_OP_ATTN && t->op != MI_OP_KV_STORE) continue;
+        const int64_t rows = t->src[0]->ne[1];   /* the step's tokens (ATTN: q, KV_STORE: new rows) */
+        const mi_tensor *cache = t->op == MI_OP_KV_STORE ? t->src[1] : t->src[1]->src[1];
+        if (n_past < 0 || n_past > INT32_MAX || !cache || n_past + rows > cache->ne[1])
+            return mi_err(MI_ERR_INVALID, "%s %s: positions up to %lld exceed the cache length %lld", mi_op_name(t->op),
+                          t->name, (long long)(n_past + rows), (long long)(cache ? cache->ne[1] : 0));
+        t->p[0] = (int32_t)n_past;
+    }
+    return MI_OK;
+}
+
 void graph_dump(const mi_graph *g, void *file) {
     FILE *f = file ? (FILE *)file : stderr;
     fprintf(f, "graph: %d nodes\n", g->n_nodes);

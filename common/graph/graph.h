@@ -156,6 +156,11 @@ mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t co
 /* Generic append (used by the scheduler and the fusion pass). */
 mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const int64_t *ne, const char *name);
 
+/* Move a graph built for one step to position n_past: every node that carries n_past (ATTN,
+ * KV_STORE) gets it, checked against its cache as the builders check it. The positions input
+ * is the caller's. Used to run one decode graph for many steps. */
+mi_status graph_set_n_past(mi_graph *g, int64_t n_past);
+
 /* Print nodes (op, type, shape, backend, srcs) to f; used by MINFER_DUMP_GRAPH=1. */
 void graph_dump(const mi_graph *g, void *file /* FILE* */);
 

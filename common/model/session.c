@@ -31,6 +31,12 @@ struct mi_session {
     void *hook_state;            /* a phase's per-session state (hooks.h) */
     int64_t n_ubatch;            /* params.n_ubatch (0: automatic, see ubatch_size) */
     size_t act_per_token;        /* graph activation bytes per token, learnt from the scheduler */
+    /* The last one-token graph, built, passed, assigned and allocated once and run again by the
+     * next decode steps at their n_past (building it was a sizeable share of a device step's
+     * host time); rebuilt when the hook epoch moves. NULL: none yet, or MINFER_NO_GRAPH_REUSE. */
+    mi_graph *step_graph;
+    uint64_t step_epoch;
+    bool no_graph_reuse;
 };
 
 void mi_session_params_default(mi_session_params *p) {
@@ -150,6 +156,8 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     s->m = m;
     const mi_hparams *hp = &m->hp;
     s->n_ubatch = p.n_ubatch;
+    /* a dump of a reused graph would show the scheduler's records of another graph */
+    s->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE") || mi_setting_on("MINFER_DUMP_GRAPH");
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (s->n_ctx > hp->n_ctx_train)
         mi_log("note: context %lld is longer than the trained context %lld", (long long)s->n_ctx, (long long)hp->n_ctx_train);
@@ -208,6 +216,7 @@ fail:
 
 void mi_session_free(mi_session *s) {
     if (!s) return;
+    graph_free(s->step_graph);
     kv_cache_free(&s->kv);
     mi_hook_session_close(s->hook_state);
     if (s->sched) sched_free(s->sched);
@@ -313,8 +322,23 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past,
                        .all_logits = all_logits, .debug_taps = s->debug != NULL, .taps = s->taps};
     mi_graph *g = NULL;
-    MI_TRY(model_build_graph(s->m, &s->kv, &a, &g));
-    mi_status st = mi_hook_graph_pass(s->hook_state, g);
+    mi_status st = MI_OK;
+    const bool reusable = n == 1 && !s->debug && !s->no_graph_reuse;
+    const uint64_t epoch = reusable ? mi_hook_graph_epoch(s->hook_state) : 0;
+    if (reusable && s->step_graph && s->step_epoch == epoch && graph_set_n_past(s->step_graph, s->n_past) == MI_OK) {
+        g = s->step_graph;   /* passed, assigned and allocated already: only n_past moves */
+    } else {
+        if (reusable && s->step_graph) {
+            graph_free(s->step_graph);
+            s->step_graph = NULL;
+        }
+        MI_TRY(model_build_graph(s->m, &s->kv, &a, &g));
+        st = mi_hook_graph_pass(s->hook_state, g);
+        if (reusable && st == MI_OK) {
+            s->step_graph = g;
+            s->step_epoch = epoch;
+        }
+    }
     if (st == MI_OK) st = sched_compute(s->sched, g);
     if (st == MI_OK) {
         if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
@@ -322,7 +346,8 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
                         (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
     }
     if (st == MI_OK && s->debug) st = write_taps(s, &a);
-    graph_free(g);
+    if (g == s->step_graph && st != MI_OK) s->step_graph = NULL;   /* a failed step is not run again */
+    if (g != s->step_graph) graph_free(g);
     /* a sampler would silently pick token 0 from NaN logits: say what went wrong instead */
     if (st == MI_OK && logits_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, rows, hp->n_vocab))
         st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
@@ -353,6 +378,8 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
     MI_TRY(ubatch_size(s, &ub));
     int64_t per_graph = n < ub ? n : ub;
     if (per_graph > s->cap) {
+        graph_free(s->step_graph);   /* its inputs point at the arrays about to move */
+        s->step_graph = NULL;
         int32_t *ids = realloc(s->ids, (size_t)per_graph * sizeof *ids);
         if (ids) s->ids = ids;
         int32_t *pos = realloc(s->pos, (size_t)per_graph * sizeof *pos);

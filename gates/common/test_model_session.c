@@ -189,3 +189,58 @@ Test(session, bad_calls_leave_the_session_unchanged) {
     cr_assert_eq(mi_session_n_past(s), CTX);
     mi_session_free(s);
 }
+
+/* A session runs its last one-token graph again at the next position (docs/PHASE8A.md):
+ * one-token steps, a prompt piece in between (its arrays grow: the graph is rebuilt), a
+ * truncate and a reset all give the logits of sessions that build every graph anew, bit for
+ * bit, and a step past the context is refused as before. */
+static void step_stream(float *out, int *n_out) {
+    mi_session *s = open_session(1000);
+    int k = 0;
+    for (int i = 0; i < 4; i++) {   /* token by token */
+        cr_assert_eq(mi_session_decode(s, toks + i, 1, false), MI_OK, "%s", mi_errmsg());
+        memcpy(out + (size_t)k++ * V, mi_logits(s, NULL), sizeof(float) * V);
+    }
+    cr_assert_eq(mi_session_decode(s, toks + 4, 5, false), MI_OK, "%s", mi_errmsg());   /* a piece */
+    memcpy(out + (size_t)k++ * V, mi_logits(s, NULL), sizeof(float) * V);
+    for (int i = 9; i < 12; i++) {
+        cr_assert_eq(mi_session_decode(s, toks + i, 1, false), MI_OK, "%s", mi_errmsg());
+        memcpy(out + (size_t)k++ * V, mi_logits(s, NULL), sizeof(float) * V);
+    }
+    cr_assert_eq(mi_session_truncate(s, 3), MI_OK);
+    for (int i = 3; i < 6; i++) {
+        cr_assert_eq(mi_session_decode(s, toks + 11 - i, 1, false), MI_OK, "%s", mi_errmsg());
+        memcpy(out + (size_t)k++ * V, mi_logits(s, NULL), sizeof(float) * V);
+    }
+    mi_session_reset(s);
+    cr_assert_eq(mi_session_decode(s, toks + 7, 1, false), MI_OK, "%s", mi_errmsg());
+    memcpy(out + (size_t)k++ * V, mi_logits(s, NULL), sizeof(float) * V);
+    *n_out = k;
+    mi_session_free(s);
+}
+
+Test(session, reused_step_graph_equals_fresh_builds) {
+    float *reused = malloc(sizeof(float) * 16 * V), *fresh = malloc(sizeof(float) * 16 * V);
+    int n1 = 0, n2 = 0;
+    step_stream(reused, &n1);
+    setenv("MINFER_NO_GRAPH_REUSE", "1", 1);
+    step_stream(fresh, &n2);
+    unsetenv("MINFER_NO_GRAPH_REUSE");
+    cr_assert_eq(n1, n2);
+    for (int r = 0; r < n1; r++)
+        cr_assert(!memcmp(reused + (size_t)r * V, fresh + (size_t)r * V, sizeof(float) * V),
+                  "step %d: the reused graph's logits differ from a fresh build's", r);
+    /* the last position of the context: a reused graph is held to the cache length too */
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_ctx = 3;
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(g_m, &p, &s), MI_OK, "%s", mi_errmsg());
+    for (int i = 0; i < 3; i++) cr_assert_eq(mi_session_decode(s, toks + i, 1, false), MI_OK, "%s", mi_errmsg());
+    cr_assert_neq(mi_session_decode(s, toks + 3, 1, false), MI_OK, "a step past the context must be refused");
+    cr_assert_eq(mi_session_n_past(s), 3);
+    mi_session_free(s);
+    free(reused);
+    free(fresh);
+}
