@@ -34,6 +34,9 @@ typedef struct {
     int64_t chunk[64];
     int n_chunk;
     bool progress;       /* stderr is a terminal and the session runs on the CPU */
+    bool greedy;         /* temperature 0 and no dump: the session returns the argmax, not the logits */
+    int32_t next;        /* greedy: the token the last feed chose */
+    uint32_t tok_hash;   /* FNV-1a of every chosen token id (the stats line's hash when greedy) */
     double t_prompt, t_gen, gen_bytes;
     int64_t n_prompt_tok, n_gen_tok, n_gen_steps;
 } run_state;
@@ -187,7 +190,8 @@ static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_promp
         ci++;
         int64_t n_past = mi_session_n_past(r->s);
         double t0 = mi_now_s();
-        mi_status st = mi_session_decode(r->s, tok + done, piece, r->dump != NULL);
+        mi_status st = r->greedy ? mi_session_decode_greedy(r->s, tok + done, piece, &r->next)
+                                 : mi_session_decode(r->s, tok + done, piece, r->dump != NULL);
         if (st != MI_OK) {
             if (show) mi_progress_clear(&pg);
             return st;
@@ -230,10 +234,14 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
     mi_detok dt = {0};
     char buf[256];
     for (int i = 0; i < n; i++) {
-        int64_t rows;
-        const float *l = mi_logits(r->s, &rows);
-        l += (size_t)(rows - 1) * (size_t)mi_model_hparams(r->m)->n_vocab;   /* the last row */
-        int32_t t = mi_sampler_sample(smp, l);
+        int32_t t = r->next;   /* greedy: the argmax the session computed where the logits are */
+        if (!r->greedy) {
+            int64_t rows;
+            const float *l = mi_logits(r->s, &rows);
+            l += (size_t)(rows - 1) * (size_t)mi_model_hparams(r->m)->n_vocab;   /* the last row */
+            t = mi_sampler_sample(smp, l);
+        }
+        for (int b = 0; b < 4; b++) r->tok_hash = (r->tok_hash ^ (uint32_t)((uint32_t)t >> (8 * b) & 0xFFu)) * 16777619u;
         if (tk && tok_is_eog(tk, t) && !ignore_eos) break;
         r->n_gen_tok++;
         size_t w;
@@ -335,6 +343,8 @@ int cmd_run(int argc, char **argv) {
     }
     r.s = s;
     r.progress = isatty(2) && !strcmp(mi_session_backend(s), "cpu");
+    r.greedy = a.sp.temp <= 0 && !a.dump;   /* the sampler's greedy rule is the session's argmax */
+    r.tok_hash = 2166136261u;
     mi_log("%s: %s, %lld layers, %lld embd, %s, %.1f MiB | backend %s | ctx %lld, kv %s",
            a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
            mi_type_name(mi_model_dominant_type(m)), mi_model_weight_bytes(m) / 1048576.0,
@@ -442,11 +452,12 @@ int cmd_run(int argc, char **argv) {
     int64_t last_rows;
     const float *last = mi_logits(s, &last_rows);
     if (last) last += (size_t)(last_rows - 1) * (size_t)hp->n_vocab;
-    uint32_t h = last ? fnv1a(last, (size_t)hp->n_vocab * sizeof(float)) : 0;
-    printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | logits hash %08x\n",
+    /* greedy runs keep no logits (the session returns the argmax): their hash is of the tokens */
+    uint32_t h = last ? fnv1a(last, (size_t)hp->n_vocab * sizeof(float)) : r.tok_hash;
+    printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | %s hash %08x\n",
            (long long)r.n_prompt_tok, r.t_prompt > 0 ? r.n_prompt_tok / r.t_prompt : 0.0,
            (long long)r.n_gen_tok, r.t_gen > 0 ? r.n_gen_steps / r.t_gen : 0.0,
-           r.t_gen > 0 ? r.gen_bytes / r.t_gen / 1e9 : 0.0, h);
+           r.t_gen > 0 ? r.gen_bytes / r.t_gen / 1e9 : 0.0, last ? "logits" : "tokens", h);
     rc = 0;
 out:
     if (r.dump) {

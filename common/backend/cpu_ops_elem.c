@@ -1,5 +1,5 @@
 /* CPU ops other than matmul and attention: input, lookups, elementwise, norms, RoPE,
- * KV store, slices. All of them are in the bit-identical tier (docs/NUMERICS.md):
+ * KV store, slices, argmax. All of them are in the bit-identical tier (docs/NUMERICS.md):
  * arithmetic goes through mi_canon.h in the documented order. */
 #include "cpu_backend.h"
 #include "../core/mi_canon.h"
@@ -218,5 +218,26 @@ mi_status cpu_op_slice_rows(mi_cpu_ctx *c, mi_tensor *t) {
 mi_status cpu_op_copy(mi_cpu_ctx *c, mi_tensor *t) {
     (void)c;
     if (t->data != t->src[0]->data) memcpy(t->data, t->src[0]->data, mi_nbytes(t));
+    return MI_OK;
+}
+
+/* x [V, N] -> I32 [1, N]: MI_OP_ARGMAX's rule (graph.h), row by row */
+static void argmax_rows(mi_tensor *t, int64_t r0, int64_t r1) {
+    const int64_t V = t->src[0]->ne[0];
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = (const float *)t->src[0]->data + (size_t)r * (size_t)V;
+        int64_t best = -1;
+        float bv = 0.0f;
+        for (int64_t i = 0; i < V; i++)
+            if (x[i] == x[i] && (best < 0 || x[i] > bv)) {
+                bv = x[i];
+                best = i;
+            }
+        ((int32_t *)t->data)[r] = (best >= 0 && isfinite(bv)) ? (int32_t)best : -1;
+    }
+}
+
+mi_status cpu_op_argmax(mi_cpu_ctx *c, mi_tensor *t) {
+    par_rows(c, t, t->ne[1], mi_nelements(t->src[0]), argmax_rows);
     return MI_OK;
 }

@@ -26,6 +26,7 @@ static const char *const g_op_names[MI_OP_COUNT] = {
     [MI_OP_SWIGLU] = "swiglu",     [MI_OP_KV_STORE] = "kv_store", [MI_OP_ATTN] = "attn",
     [MI_OP_SLICE_ROWS] = "slice_rows", [MI_OP_COPY] = "copy",    [MI_OP_FFN_SWIGLU] = "ffn_swiglu",
     [MI_OP_NORM_MATMUL] = "norm_matmul", [MI_OP_NORM_FFN_SWIGLU] = "norm_ffn_swiglu", [MI_OP_MATMUL_ADD] = "matmul_add",
+    [MI_OP_ARGMAX] = "argmax",
 };
 
 const char *mi_op_name(mi_op op) {
@@ -401,6 +402,14 @@ mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t co
     t->src[0] = x;
     t->p[0] = (int32_t)first;
     t->p[1] = (int32_t)count;
+    return t;
+}
+
+mi_tensor *graph_argmax(mi_graph *g, mi_tensor *x) {
+    if (!check_f32_2d("argmax", "x", x)) return NULL;
+    mi_tensor *t = node2(g, MI_OP_ARGMAX, MI_TYPE_I32, 1, x->ne[1]);
+    if (!t) return NULL;
+    t->src[0] = x;
     return t;
 }
 

@@ -54,6 +54,9 @@ typedef enum {
                               F32 [K] -> FFN_SWIGLU of rms_norm(x, w); pf(1) = eps */
     MI_OP_MATMUL_ADD,      /* src0 W [K, M], src1 x F32 [K, N], src2 r F32 [M, N] -> r + W @ x:
                               a residual add in the matmul's epilogue */
+    MI_OP_ARGMAX,     /* src0 F32 [V, N] -> I32 [1, N]: per row the index of the largest value, the
+                         first on ties, NaN never wins (mi_sample_greedy's rule); -1 when the row
+                         has no finite maximum (all NaN, or an infinite largest value) */
     MI_OP_COUNT
 } mi_op;
 
@@ -153,6 +156,7 @@ mi_tensor *graph_kv_store(mi_graph *g, mi_tensor *x, mi_tensor *cache, int64_t n
 mi_tensor *graph_attn(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *v, int64_t n_past,
                       int head_dim, int n_head, int n_head_kv, float scale);
 mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t count);
+mi_tensor *graph_argmax(mi_graph *g, mi_tensor *x);
 /* Generic append (used by the scheduler and the fusion pass). */
 mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const int64_t *ne, const char *name);
 

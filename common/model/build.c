@@ -121,8 +121,10 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
     /* output [E, V] @ x [E, rows] -> logits [V, rows] */
     mi_tensor *logits = named(graph_matmul(g, m->output, x, NULL), "result_output");
     CK(logits);
-    logits->flags |= MI_T_OUTPUT;
-    g->output = logits;
+    mi_tensor *result = logits;
+    if (a->greedy) CK(result = named(graph_argmax(g, logits), "result_argmax"));   /* only ids leave the logits' backend */
+    result->flags |= MI_T_OUTPUT;
+    g->output = result;
     *out = g;
     return MI_OK;
 fail:

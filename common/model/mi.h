@@ -65,6 +65,11 @@ void mi_session_free(mi_session *s);
  * last token (or of every token if all_logits) are then available via mi_logits.
  * Logits that are not finite (NaN/Inf: corrupt weights) fail with MI_ERR_FORMAT. */
 mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits);
+/* Feed n tokens as mi_session_decode does and set *next to the greedy next token: the argmax
+ * of the last token's logits (mi_sample_greedy's rule: the first on ties, NaN never wins),
+ * computed on the backend that holds the logits, so only the id crosses back from a device.
+ * No logits are kept (mi_logits has no rows). No finite largest logit: MI_ERR_FORMAT. */
+mi_status mi_session_decode_greedy(mi_session *s, const int32_t *tokens, int64_t n, int32_t *next);
 /* [n_vocab * rows] floats, valid until the next decode; rows = n if all_logits else 1. */
 const float *mi_logits(const mi_session *s, int64_t *rows);
 int64_t mi_session_n_past(const mi_session *s);

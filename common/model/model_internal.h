@@ -66,6 +66,7 @@ typedef struct {
     const int32_t *ids, *pos;
     int64_t n, n_past;
     bool all_logits;
+    bool greedy;                  /* output: each logits row's argmax (I32), not the logits */
     bool debug_taps;              /* mark per-op outputs (debug) */
     mi_tensor **taps;             /* out: tapped nodes (cap MI_DEBUG_TAPS_MAX) */
     int n_taps;

@@ -36,7 +36,9 @@ struct mi_session {
      * host time); rebuilt when the hook epoch moves. NULL: none yet, or MINFER_NO_GRAPH_REUSE. */
     mi_graph *step_graph;
     uint64_t step_epoch;
+    bool step_greedy;            /* the step graph's output: the argmax (true) or the logits */
     bool no_graph_reuse;
+    int32_t next_token;          /* the last greedy decode's argmax */
 };
 
 void mi_session_params_default(mi_session_params *p) {
@@ -311,21 +313,24 @@ static bool logits_not_finite(const float *x, int64_t rows, int64_t n_vocab) {
     return bad != 0;
 }
 
-/* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows. */
-static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t row_off) {
+/* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows, or (greedy) the
+ * last row's argmax to s->next_token. */
+static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, bool greedy,
+                              int64_t row_off) {
     const mi_hparams *hp = &s->m->hp;
     for (int64_t i = 0; i < n; i++) {
         s->ids[i] = tokens[i];
         s->pos[i] = (int32_t)(s->n_past + i);
     }
     int64_t rows = all_logits ? n : 1;
-    mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past,
-                       .all_logits = all_logits, .debug_taps = s->debug != NULL, .taps = s->taps};
+    mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past, .all_logits = all_logits,
+                       .greedy = greedy, .debug_taps = s->debug != NULL, .taps = s->taps};
     mi_graph *g = NULL;
     mi_status st = MI_OK;
     const bool reusable = n == 1 && !s->debug && !s->no_graph_reuse;
     const uint64_t epoch = reusable ? mi_hook_graph_epoch(s->hook_state) : 0;
-    if (reusable && s->step_graph && s->step_epoch == epoch && graph_set_n_past(s->step_graph, s->n_past) == MI_OK) {
+    if (reusable && s->step_graph && s->step_epoch == epoch && s->step_greedy == greedy &&
+        graph_set_n_past(s->step_graph, s->n_past) == MI_OK) {
         g = s->step_graph;   /* passed, assigned and allocated already: only n_past moves */
     } else {
         if (reusable && s->step_graph) {
@@ -337,19 +342,24 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
         if (reusable && st == MI_OK) {
             s->step_graph = g;
             s->step_epoch = epoch;
+            s->step_greedy = greedy;
         }
     }
     if (st == MI_OK) st = sched_compute(s->sched, g);
     if (st == MI_OK) {
         if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
-        st = sched_read(s->sched, g->output, s->logits + (size_t)row_off * (size_t)hp->n_vocab, 0,
-                        (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
+        if (greedy)
+            st = sched_read(s->sched, g->output, &s->next_token, (size_t)(rows - 1) * sizeof(int32_t), sizeof(int32_t));
+        else
+            st = sched_read(s->sched, g->output, s->logits + (size_t)row_off * (size_t)hp->n_vocab, 0,
+                            (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
     }
     if (st == MI_OK && s->debug) st = write_taps(s, &a);
     if (g == s->step_graph && st != MI_OK) s->step_graph = NULL;   /* a failed step is not run again */
     if (g != s->step_graph) graph_free(g);
     /* a sampler would silently pick token 0 from NaN logits: say what went wrong instead */
-    if (st == MI_OK && logits_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, rows, hp->n_vocab))
+    if (st == MI_OK && (greedy ? s->next_token < 0
+                               : logits_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, rows, hp->n_vocab)))
         st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
     if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
     if (n >= 16) {   /* learn the activation bytes per token of this model on this backend */
@@ -361,7 +371,7 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     return MI_OK;
 }
 
-mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
+static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, bool greedy) {
     const mi_hparams *hp = &s->m->hp;
     if (n <= 0) return mi_err(MI_ERR_INVALID, "nothing to decode (0 tokens)");
     if (s->n_past + n > s->n_ctx) {
@@ -388,7 +398,7 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
         s->cap = per_graph;
     }
     int64_t rows = all_logits ? n : 1;
-    if (rows > s->logits_cap_rows) {
+    if (!greedy && rows > s->logits_cap_rows) {
         float *l = realloc(s->logits, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
         if (!l) return mi_err(MI_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
         s->logits = l;
@@ -399,14 +409,24 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
     for (int64_t off = 0; off < n;) {
         int64_t len = n - off < ub ? n - off : ub;
         /* without all_logits every chunk overwrites row 0: the last one stays */
-        mi_status st = decode_chunk(s, tokens + off, len, all_logits, all_logits ? off : 0);
+        mi_status st = decode_chunk(s, tokens + off, len, all_logits, greedy, all_logits ? off : 0);
         if (st != MI_OK) {
             s->n_past = n_past0;   /* all or nothing: the cache rows past n_past0 are dead */
             return st;
         }
         off += len;
     }
-    s->logits_rows = rows;
+    s->logits_rows = greedy ? 0 : rows;
+    return MI_OK;
+}
+
+mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
+    return decode_all(s, tokens, n, all_logits, false);
+}
+
+mi_status mi_session_decode_greedy(mi_session *s, const int32_t *tokens, int64_t n, int32_t *next) {
+    MI_TRY(decode_all(s, tokens, n, false, true));
+    *next = s->next_token;
     return MI_OK;
 }
 

@@ -585,6 +585,34 @@ Test(cpu_ops, decode_fusions_equal_unfused) {
     fused_case(MI_OP_MATMUL_ADD, MI_TYPE_Q4_0, 256, 72, 6);
 }
 
+/* ARGMAX: the first largest value, NaN never wins; -1 without a finite largest value */
+Test(cpu_ops, argmax_rule) {
+    env e = env_new(2);
+    enum { V = 7, N = 5 };
+    const float nan = NAN, inf = INFINITY;
+    float x[N * V] = {
+        1, 3, 2, 3, -1, 0, 3,                /* ties: the first, 1 */
+        nan, -5, nan, -4, -4, nan, -6,       /* NaN never wins: 3 */
+        nan, nan, nan, nan, nan, nan, nan,   /* no finite maximum: -1 */
+        0, inf, 1, 2, 3, 4, 5,               /* an infinite largest value: -1 */
+        -inf, -3, -inf, -2, -9, -2, -8,      /* -inf is only small: 3 */
+    };
+    const int32_t want[N] = {1, 3, -1, -1, 3};
+    mi_graph *g = graph_new(8);
+    mi_tensor *in = graph_input(g, "x", MI_TYPE_F32, V, N, x);
+    mi_tensor *am = graph_argmax(g, in);
+    cr_assert_not_null(am, "%s", mi_errmsg());
+    cr_assert_eq(am->type, MI_TYPE_I32);
+    am->flags |= MI_T_OUTPUT;
+    g->output = am;
+    cr_assert_eq(sched_compute(e.s, g), MI_OK, "%s", mi_errmsg());
+    int32_t got[N];
+    cr_assert_eq(sched_read(e.s, am, got, 0, sizeof got), MI_OK, "%s", mi_errmsg());
+    for (int r = 0; r < N; r++) cr_assert_eq(got[r], want[r], "row %d: %d, want %d", r, got[r], want[r]);
+    graph_free(g);
+    env_free(&e);
+}
+
 Test(cpu_ops, gemm_path_thread_invariant_and_tails) {
     /* Q4_0 with N >= 4 takes the register-blocked GEMM on AVX-512 machines: odd row and
      * token counts exercise its 4x4 / 4x1 / 1x4 / 1x1 blocks; K % 64 != 0 falls back */

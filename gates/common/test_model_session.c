@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "common/model/mi.h"
 #include "common/gguf/gguf.h"
+#include "common/sampler/sampler.h"
 
 enum { V = 64, E = 64, L = 2, H = 4, HKV = 2, HD = 16, F = 128, CTX = 32 };
 
@@ -243,4 +244,30 @@ Test(session, reused_step_graph_equals_fresh_builds) {
     mi_session_free(s);
     free(reused);
     free(fresh);
+}
+
+/* The greedy decode returns the sampler's greedy choice of the logits a logits decode gives,
+ * step by step, in a session that also switches between the two (its reused graph is rebuilt
+ * for each kind). */
+Test(session, greedy_decode_equals_sampler_argmax) {
+    mi_session *a = open_session(1000), *b = open_session(1000);
+    int32_t ta = toks[0], tb = toks[0];
+    cr_assert_eq(mi_session_decode(a, toks, 5, false), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(mi_session_decode_greedy(b, toks, 5, &tb), MI_OK, "%s", mi_errmsg());
+    ta = mi_sample_greedy(mi_logits(a, NULL), V);
+    cr_assert_eq(tb, ta, "prompt: greedy %d, sampler %d", tb, ta);
+    cr_assert_null(mi_logits(b, NULL), "a greedy decode keeps no logits");
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(mi_session_decode(a, &ta, 1, false), MI_OK, "%s", mi_errmsg());
+        if (i % 3 == 2) {   /* b takes a logits step now and then */
+            cr_assert_eq(mi_session_decode(b, &tb, 1, false), MI_OK, "%s", mi_errmsg());
+            tb = mi_sample_greedy(mi_logits(b, NULL), V);
+        } else {
+            cr_assert_eq(mi_session_decode_greedy(b, &tb, 1, &tb), MI_OK, "%s", mi_errmsg());
+        }
+        ta = mi_sample_greedy(mi_logits(a, NULL), V);
+        cr_assert_eq(tb, ta, "step %d: greedy %d, sampler %d", i, tb, ta);
+    }
+    mi_session_free(a);
+    mi_session_free(b);
 }
