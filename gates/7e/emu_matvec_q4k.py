@@ -1,4 +1,4 @@
-# Host emulation (NumPy) of kernel_matvec_q4k in phase7e_perf/matvec_q4k_exact.cu, line by line:
+# Host emulation (NumPy) of kernel_matvec_q4k in phase7e_perf/matvec_q4k_kernel.cuh, line by line:
 # activation staging into the permuted shared layout, the lane map (octet q of the warp owns
 # super-block it*4U + 4g + q, lane t = lane & 7 loads 16 bytes of its quants), the half-dot swap
 # with lane t^1, the per-unit float expression, the per-lane (it, g) accumulation, the xor
@@ -233,7 +233,7 @@ def negative_control():
 
 
 # ---------------- the kernel's own lane code, compiled for the host ----------------
-# phase7e_perf/matvec_q4k_exact.cu up to its kernel (load_q4k, value_q4k, stage_act) built
+# phase7e_perf/matvec_q4k_kernel.cuh up to its kernel (load_q4k, value_q4k, stage_act) built
 # with g++ against stub intrinsics (a two-pass __shfl_xor_sync: pass 1 records every lane's
 # operand, pass 2 reads the partner's), driven through the kernel's loop by a small C++ main;
 # its unit values must equal the reference's and its row sums the emulation's, bit for bit.
@@ -257,7 +257,7 @@ static inline int __shfl_xor_sync(unsigned, int v, int m) {
 static inline float __shfl_xor_sync(unsigned, float v, int m) { (void)m; return v; }   /* unused by the lane code */
 static inline void __syncthreads(void) {}
 """.replace("@INTRINSICS@\n", HOST_INTRINSICS)
-HOST_MAIN = r"""/* host harness: runs the lane code of phase7e_perf/matvec_q4k_exact.cu (load_q4k, value_q4k,
+HOST_MAIN = r"""/* host harness: runs the lane code of phase7e_perf/matvec_q4k_kernel.cuh (load_q4k, value_q4k,
  * stage_act, compiled for the host) through the kernel's loop; writes units and row sums. */
 #include "dev_only.inc"
 #include <stdio.h>
@@ -359,16 +359,16 @@ def host_harness():
     if not cxx or not cuda_inc:
         C.skip("host_harness: no g++ or CUDA headers")
         return
-    src = open(os.path.join(root, "phase7e_perf", "matvec_q4k_exact.cu")).read()
+    src = open(os.path.join(root, "phase7e_perf", "matvec_q4k_kernel.cuh")).read()
     marker = "/* ---------------- kernel ----------------"
     if marker not in src:
-        check("host_harness source", False, "matvec_q4k_exact.cu lost its kernel marker: update emu_matvec_q4k.py")
+        check("host_harness source", False, "matvec_q4k_kernel.cuh lost its kernel marker: update emu_matvec_q4k.py")
         return
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "fake"))
         open(os.path.join(tmp, "fake", "cuda_fp16.h"), "w").write(HOST_FP16)
         open(os.path.join(tmp, "fake", "cuda_runtime.h"), "w").write(HOST_RT)
-        open(os.path.join(tmp, "dev_only.inc"), "w").write(src[:src.index(marker)])
+        open(os.path.join(tmp, "dev_only.inc"), "w").write(src[:src.index(marker)] + "\n#endif\n")   # the header guard
         open(os.path.join(tmp, "host.cpp"), "w").write(HOST_MAIN)
         exe = os.path.join(tmp, "host")
         r = subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-I" + os.path.join(tmp, "fake"), "-I" + tmp, "-I" + root,

@@ -1,4 +1,4 @@
-# Host emulation (NumPy) of the QX form of phase7e_perf/matvec_q4k_exact.cu: quant_act_shared,
+# Host emulation (NumPy) of the QX form of phase7e_perf/matvec_q4k_kernel.cuh: quant_act_shared,
 # kernel_matvec_q4k's in-kernel quantization of x into its shared Q8_K row (quant_q8_k_warp,
 # phase7b_ops/quant_act.cuh), against 7b's kernel_quant_q8_k bytes and a direct whole-block formula;
 # then the real quant_act_shared and kernel_quant_q8_k sources compiled with g++ on the host. The
@@ -209,7 +209,7 @@ def negative_control_quant_shared():
 
 
 # ---------------- the real code on the host: quant_act_shared and kernel_quant_q8_k ----------------
-# The source of quant_act_shared (matvec_q4k_exact.cu, with everything before it, quant_act.cuh
+# The source of quant_act_shared (matvec_q4k_kernel.cuh, with everything before it, quant_act.cuh
 # included) and of kernel_quant_q8_k (mm_quant.cu, its function text) compiled with g++: every lane
 # a std::thread, shuffles through a barrier-synchronized exchange (so warp_max's five dependent
 # rounds run as on the device), float arithmetic IEEE single (SSE, no contraction). The 7b blocks
@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     warp_run(0, [&] { kernel_quant_q8_k(x, blocks.data(), K, nsb); });
     /* QX: the 8 warps of a block (independent until the kernel's barrier) */
     blockDim.x = 256;
-    for (int w = 0; w < 8; w++) warp_run(w, [&] { quant_act_shared<2>(x, nsb, sq, sd, sbs); });
+    for (int w = 0; w < 8; w++) warp_run(w, [&] { quant_act_shared<2, false>(x, nsb, sq, sd, sbs, nullptr, 1.0f); });
     f = fopen(argv[3], "wb");
     fwrite(blocks.data(), 1, blocks.size(), f);
     fwrite(smem.data(), 1, (size_t)nsb * 292, f);
@@ -305,7 +305,7 @@ def host_quant_shared():
     if not cxx or not cuda_inc:
         C.skip("host_quant_shared: no g++ or CUDA headers")
         return
-    src = open(os.path.join(root, "phase7e_perf", "matvec_q4k_exact.cu")).read()
+    src = open(os.path.join(root, "phase7e_perf", "matvec_q4k_kernel.cuh")).read()
     q7 = open(os.path.join(root, "phase7b_ops", "mm_quant.cu")).read()
     m_end, k_beg, k_end = "/* FUSED = false", "__global__ void kernel_quant_q8_k", "/* ---------------- matmul"
     if m_end not in src or k_beg not in q7 or k_end not in q7 or "quant_act_shared" not in src[:src.index(m_end)]:
@@ -316,7 +316,7 @@ def host_quant_shared():
         os.makedirs(os.path.join(tmp, "fake"))
         open(os.path.join(tmp, "fake", "cuda_fp16.h"), "w").write(HOST_FP16)
         open(os.path.join(tmp, "fake", "cuda_runtime.h"), "w").write(HOSTQ_RT)
-        open(os.path.join(tmp, "dev_only.inc"), "w").write(src[:src.index(m_end)])
+        open(os.path.join(tmp, "dev_only.inc"), "w").write(src[:src.index(m_end)] + "\n#endif\n")   # the header guard
         body = q7[q7.index(k_beg):q7.index(k_end)].replace("__global__ void", "static void", 1)
         open(os.path.join(tmp, "quant7b.inc"), "w").write(body)
         open(os.path.join(tmp, "hostq.cpp"), "w").write(HOSTQ_MAIN)

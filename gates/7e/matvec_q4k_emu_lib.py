@@ -1,4 +1,4 @@
-# Shared pieces of the host emulations of phase7e_perf/matvec_q4k_exact.cu (gates/7e/emu_matvec_q4k.py,
+# Shared pieces of the host emulations of phase7e_perf/matvec_q4k_kernel.cuh (gates/7e/emu_matvec_q4k.py,
 # emu_matvec_q4k_qx.py): the pass/fail/skip counter, the GGUF Q4_K / Q8_K block builders,
 # stage_act's shared layout (act_perm) and the host toolchain lookup. Imported, never run: the name
 # must not match emu_*.py, which gates/common/py_emu_7e.py runs as scripts.
