@@ -3,6 +3,7 @@
  * CUDA dispatch (phase7a_skeleton/cuda_dispatch.h), switched by an item:
  *   d1  RMS norm folded into the matmuls it feeds (MI_OP_NORM_MATMUL, MI_OP_NORM_FFN_SWIGLU)
  *   d2  residual add folded into the matmul before it (MI_OP_MATMUL_ADD)
+ *   d3  greedy argmax on the device (MI_OP_ARGMAX)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -39,6 +40,10 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
                                 const float *bias, const float *r, float *y, int64_t K, int64_t M);
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
+
+/* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
+ * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */
+mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N);
 
 /* ---- fusion8a.c: the graph pass (registered with 7c's fusion list). Returns the number of
  * fusions made. Rewrites, for one-token graphs (N == 1) only:

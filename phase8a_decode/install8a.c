@@ -92,9 +92,22 @@ static const mi_cuda_kernel k_mm_add_fused = {"matmul + residual add, one token,
 static const mi_cuda_kernel k_mm_add_q4k = {"matmul + residual add, one token, Q4_K streaming rows", "d2",
                                             sup_add_q4k, run_add_q4k, NULL, 0};
 
+/* ARGMAX: x F32 [V, N] -> I32 [1, N] */
+static bool sup_argmax(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0];
+    return x && x->type == MI_TYPE_F32 && n->type == MI_TYPE_I32 && x->ne[2] == 1 && x->ne[3] == 1 &&
+           n->ne[0] == 1 && n->ne[1] == x->ne[1] && x->ne[0] <= INT32_MAX;
+}
+static mi_status run_argmax(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    return mi8a_argmax(mi_cuda_stream(c), n->src[0]->data, n->data, n->src[0]->ne[0], n->src[0]->ne[1]);
+}
+static const mi_cuda_kernel k_argmax = {"argmax per row, one block a row", "d3", sup_argmax, run_argmax, NULL, 0};
+
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
+    mi_cuda_item_declare("d3", "greedy argmax on the device: only the token id crosses back (argmax)");
+    mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it measured 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

@@ -20,6 +20,7 @@
 #include "common/backend/sched.h"
 #include "common/graph/graph.h"
 #include "common/core/mi_canon.h"
+#include "common/sampler/sampler.h"
 #include "common/quant/mi_types.h"
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -345,6 +346,98 @@ static void test_model(const char *shape, const char *type, double bound, bool q
     mi_model_free(m);
 }
 
+/* ---------------- argmax (d3) ----------------
+ * Rows with ties, NaN, infinities and random rows of the vocabulary's size against the rule
+ * computed here on the host (graph.h: first largest, NaN never wins, -1 without a finite max). */
+static int32_t host_argmax(const float *x, int64_t V) {
+    int64_t best = -1;
+    float bv = 0.0f;
+    for (int64_t i = 0; i < V; i++)
+        if (x[i] == x[i] && (best < 0 || x[i] > bv)) {
+            bv = x[i];
+            best = i;
+        }
+    return (best >= 0 && isfinite(bv)) ? (int32_t)best : -1;
+}
+
+static void test_argmax(void) {
+    gu_begin(&R, "argmax_rows");
+    const int64_t V = 151936, N = 12;
+    float *x = gu_rand_f32(&g_seed, (size_t)(V * N), -30.f, 30.f);
+    float *r;
+    r = x + 1 * V; r[5] = r[77] = r[150000] = 99.f;                     /* ties: the first */
+    r = x + 2 * V; for (int64_t i = 0; i < V; i++) r[i] = NAN;           /* all NaN: -1 */
+    r = x + 3 * V; r[9] = NAN; r[10] = 1e9f;                             /* NaN never wins */
+    r = x + 4 * V; r[123] = INFINITY;                                    /* an infinite max: -1 */
+    r = x + 5 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY; r[V - 1] = -1.f;   /* the last */
+    r = x + 6 * V; for (int64_t i = 0; i < V; i++) r[i] = 0.0f; r[3] = -0.0f;   /* equal zeros: 0 */
+    r = x + 7 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY;     /* no finite max: -1 */
+    int32_t want[12], got[12];
+    for (int64_t k = 0; k < N; k++) want[k] = host_argmax(x + k * V, V);
+    void *bx;
+    float *dx = dev_up_at(x, (size_t)(V * N) * 4, 0, &bx);
+    int32_t *dout = dev_poison(sizeof got);
+    mi_status st = mi8a_argmax(S, dx, dout, V, N);
+    if (st == MI_OK) dev_down(got, dout, sizeof got);
+    int bad = -1;
+    for (int k = 0; k < N && st == MI_OK && bad < 0; k++)
+        if (got[k] != want[k]) bad = k;
+    if (st != MI_OK) gu_fail(&R, "launch: %s", mi_errmsg());
+    else if (bad >= 0) gu_fail(&R, "row %d: %d, want %d", bad, got[bad], want[bad]);
+    else gu_pass(&R, "%lld rows of %lld (ties, NaN, infinities, random): every index the rule's", (long long)N,
+                 (long long)V);
+    free(x);
+    cudaFree(bx);
+    cudaFree(dout);
+}
+
+/* greedy decode on the device against the sampler's argmax of the logits a logits session gives */
+static void test_greedy_model(const char *shape, const char *type) {
+    char path[2048], label[96];
+    snprintf(label, sizeof label, "greedy_%.30s_%.20s", shape, type);
+    if (ensure_model(shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 128;
+    mi_session *a = NULL, *b = NULL;
+    mi_status st = mi_session_new(m, &p, &a);
+    if (st == MI_OK) st = mi_session_new(m, &p, &b);
+    const uint64_t d3 = mi_cuda_item_runs("d3");
+    int32_t prompt[PROMPT];
+    unsigned long long sd = 3;
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(gu_rng(&sd) % (unsigned long long)V);
+    int32_t ta = 0, tb = 0;
+    int same = 0, steps = 16;
+    if (st == MI_OK) st = mi_session_decode(a, prompt, PROMPT, false);
+    if (st == MI_OK) st = mi_session_decode_greedy(b, prompt, PROMPT, &tb);
+    for (int i = 0; st == MI_OK && i <= steps; i++) {
+        ta = mi_sample_greedy(mi_logits(a, NULL), V);
+        if (ta != tb) break;
+        same++;
+        if (i < steps) st = mi_session_decode(a, &ta, 1, false);
+        if (st == MI_OK && i < steps) st = mi_session_decode_greedy(b, &tb, 1, &tb);
+    }
+    const int64_t k_greedy = b ? mi_session_step_kernels(b) : -1;
+    const uint64_t d3_runs = mi_cuda_item_runs("d3") - d3;
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (same != steps + 1 || !d3_runs)
+        gu_fail(&R, "greedy ids equal the sampler's for %d of %d steps (then %d vs %d); d3 kernel runs %llu", same,
+                steps + 1, tb, ta, (unsigned long long)d3_runs);
+    else gu_pass(&R, "prompt + %d steps: every greedy id equals the sampler's argmax of the logits; d3 kernel runs %llu, "
+                     "%lld kernels a greedy step", steps, (unsigned long long)d3_runs, (long long)k_greedy);
+    if (a) mi_session_free(a);
+    if (b) mi_session_free(b);
+    mi_model_free(m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8a", "8a");
@@ -370,6 +463,8 @@ int main(int argc, char **argv) {
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
     test_model("qwen2.5-0.5b", "q4_0", -1, false);
+    test_argmax();
+    test_greedy_model("qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else test_model("qwen2.5-7b", "q4_k_m", -1, true);
