@@ -4,6 +4,7 @@
  *   d1  RMS norm folded into the matmuls it feeds (MI_OP_NORM_MATMUL, MI_OP_NORM_FFN_SWIGLU)
  *   d2  residual add folded into the matmul before it (MI_OP_MATMUL_ADD)
  *   d3  greedy argmax on the device (MI_OP_ARGMAX)
+ *   d4  one-token attention split over the KV sequence (MI_OP_ATTN at depth)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -44,6 +45,22 @@ mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const voi
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */
 mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N);
+
+/* ---- attn_split_kv.cu: one-token attention split over the KV sequence (item d4): blocks of
+ * (KV head, split) read each K/V row once for the GQA group, partials merged per head in split
+ * order; within the attention bound of 7b, not bit-identical to it. n_past_dev: 7d's step
+ * param (NULL: n_past). Used for caches of MI8A_SKV_MIN_CTX positions and more (shorter ones
+ * keep 7d's single kernel: the merge is one launch more a layer). */
+#define MI8A_SKV_T 128            /* keys per tile, threads per block */
+#define MI8A_SKV_MIN_KEYS 256     /* keys a split takes at least when the cache is full */
+#define MI8A_SKV_MAX_SPLITS 128
+#define MI8A_SKV_MIN_CTX 8192
+bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
+int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
+size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
+mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
+                          const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
+                          float scale, void *workspace);
 
 /* ---- fusion8a.c: the graph pass (registered with 7c's fusion list). Returns the number of
  * fusions made. Rewrites, for one-token graphs (N == 1) only:

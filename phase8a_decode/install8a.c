@@ -8,6 +8,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7c_wiring/wiring7c.h"
+#include "phase7d_graphs/graphs7d.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
 #include <stdint.h>
@@ -103,11 +104,32 @@ static mi_status run_argmax(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 }
 static const mi_cuda_kernel k_argmax = {"argmax per row, one block a row", "d3", sup_argmax, run_argmax, NULL, 0};
 
+/* ATTN, one token, a cache of MI8A_SKV_MIN_CTX positions or more: split over the sequence */
+static bool sup_attn_split(const mi_tensor *n) {
+    const mi_tensor *q = n->src[0], *k = n->src[1];
+    return q && k && mi_nrows(q) == 1 && k->ne[1] >= MI8A_SKV_MIN_CTX &&
+           mi8a_attn_split_supported(mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n), k->type) &&
+           mi7b_attn_node_supported(n);
+}
+static size_t ws_attn_split(const mi_tensor *n) {
+    return mi8a_attn_split_workspace(n->src[1]->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n));
+}
+static mi_status run_attn_split(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return mi8a_attn_split(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, mi_cuda_step_param(c, n),
+                           mi_node_n_past(n), k->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
+                           mi_attn_scale(n), ws);
+}
+static const mi_cuda_kernel k_attn_split = {"attention, one token, split over the KV sequence", "d4", sup_attn_split,
+                                            run_attn_split, ws_attn_split, MI_CUDA_K_STEP_PARAMS};
+
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
     mi_cuda_item_declare("d3", "greedy argmax on the device: only the token id crosses back (argmax)");
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
+    mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 8192 positions or more)");
+    mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it measured 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

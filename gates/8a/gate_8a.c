@@ -20,6 +20,7 @@
 #include "common/backend/sched.h"
 #include "common/graph/graph.h"
 #include "common/core/mi_canon.h"
+#include "common/core/mi_fp16.h"
 #include "common/sampler/sampler.h"
 #include "common/quant/mi_types.h"
 #include <cuda_runtime_api.h>
@@ -269,13 +270,14 @@ static int ensure_model(const char *shape, const char *type, char *path, size_t 
 
 #define PROMPT 24
 #define STEPS 8
+static int64_t g_stream_ctx = 128;   /* the streams' context: 8192 takes d4's split attention */
 /* prefill PROMPT fixed ids, then STEPS fixed single tokens; the logits of every step, the
  * kernels the last decode step launched, the fusions the pass made */
 static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels, uint64_t *fused) {
     mi_session_params p;
     mi_session_params_default(&p);
     p.backend = "cuda";
-    p.n_ctx = 128;
+    p.n_ctx = g_stream_ctx;
     mi_session *s = NULL;
     mi7c_pass_stats a, b;
     mi7c_pass_stats_get(&a);
@@ -438,6 +440,143 @@ static void test_greedy_model(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
+/* ---------------- split-KV attention (d4) ----------------
+ * One token against caches of random F16 (or F32) rows at several depths: against a host
+ * reference in double (NMSE <= 1e-8), against 7b's kernel (NMSE <= 1e-8), against itself with
+ * n_past from a device int (7d's step params): bit for bit, and on a second run: bit for bit. */
+static void host_attn(const float *q, const float *K, const float *V, double *o, int64_t n_kv, int hd, int Hq, int Hkv,
+                      float scale) {
+    const int G = Hq / Hkv;
+    double *sc = malloc(sizeof(double) * (size_t)n_kv);
+    for (int h = 0; h < Hq; h++) {
+        const int kvh = h / G;
+        double mx = -INFINITY, l = 0;
+        for (int64_t t = 0; t < n_kv; t++) {
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * K[t * (int64_t)hd * Hkv + kvh * hd + i];
+            sc[t] = d * scale;
+            if (sc[t] > mx) mx = sc[t];
+        }
+        for (int i = 0; i < hd; i++) o[h * hd + i] = 0;
+        for (int64_t t = 0; t < n_kv; t++) {
+            const double p = exp(sc[t] - mx);
+            l += p;
+            for (int i = 0; i < hd; i++) o[h * hd + i] += p * V[t * (int64_t)hd * Hkv + kvh * hd + i];
+        }
+        for (int i = 0; i < hd; i++) o[h * hd + i] /= l;
+    }
+    free(sc);
+}
+
+static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
+    char name[128];
+    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld", mi_type_name(ct), hd, Hq, Hkv,
+             (long long)n_ctx, (long long)n_past);
+    gu_begin(&R, name);
+    const size_t row = (size_t)hd * Hkv, cells = row * (size_t)n_ctx, esz = ct == MI_TYPE_F16 ? 2 : 4;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *q = gu_rand_f32(&g_seed, (size_t)hd * Hq, -1.f, 1.f);
+    float *K = gu_rand_f32(&g_seed, cells, -1.f, 1.f), *V = gu_rand_f32(&g_seed, cells, -1.f, 1.f);
+    void *kh = malloc(cells * esz), *vh = malloc(cells * esz);
+    for (size_t i = 0; i < cells; i++) {   /* the cache's values, as the reference sees them */
+        if (ct == MI_TYPE_F16) {
+            ((uint16_t *)kh)[i] = mi_f32_to_f16(K[i]);
+            ((uint16_t *)vh)[i] = mi_f32_to_f16(V[i]);
+            K[i] = mi_f16_to_f32(((uint16_t *)kh)[i]);
+            V[i] = mi_f16_to_f32(((uint16_t *)vh)[i]);
+        } else {
+            ((float *)kh)[i] = K[i];
+            ((float *)vh)[i] = V[i];
+        }
+    }
+    const size_t no = (size_t)hd * Hq;
+    double *ref = malloc(sizeof(double) * no);
+    host_attn(q, K, V, ref, n_past + 1, hd, Hq, Hkv, scale);
+    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4), *refd = malloc(no * 4);
+    for (size_t i = 0; i < no; i++) refd[i] = (float)ref[i];
+    void *bq, *bk, *bv, *bnp;
+    float *dq = dev_up_at(q, no * 4, 0, &bq);
+    void *dk = dev_up_at(kh, cells * esz, 0, &bk), *dvv = dev_up_at(vh, cells * esz, 0, &bv);
+    const int32_t np32 = (int32_t)n_past;
+    int32_t *dnp = dev_up_at(&np32, 4, 0, &bnp);
+    float *dout = dev_poison(no * 4);
+    void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
+    mi_status st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, ws);
+    if (st == MI_OK) { dev_down(a, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
+    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, ws);
+    if (st == MI_OK) { dev_down(b, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
+    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, dnp, 0, n_ctx, hd, Hq, Hkv, scale, ws);
+    if (st == MI_OK) { dev_down(dv, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
+    if (st == MI_OK) st = mi7b_attn(S, dq, dk, dvv, ct, dout, 1, n_past, hd, Hq, Hkv, scale);
+    if (st == MI_OK) dev_down(c7, dout, no * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_ref = gu_nmse(a, refd, no), e_7b = gu_nmse(a, c7, no);
+        const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4);
+        if (!(e_ref <= 1e-8) || !(e_7b <= 1e-8) || !rep || !devnp) {
+            const size_t i = first_bad(a, refd, no, 1e-4, 1e-3);
+            if (i != (size_t)-1) printf("    %s: first mismatch %zu got %.9g want %.9g (7b %.9g)\n", name, i, a[i], refd[i], c7[i]);
+            gu_fail(&R, "nmse vs reference %.3g, vs 7b %.3g (bound 1e-8); repeat %s; device n_past %s", e_ref, e_7b,
+                    rep ? "bitwise" : "DIFFERS", devnp ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "%d splits; nmse vs reference %.3g, vs 7b %.3g; repeat and device n_past bitwise",
+                    mi8a_attn_split_count(n_ctx, Hkv), e_ref, e_7b);
+        }
+    }
+    free(q); free(K); free(V); free(kh); free(vh); free(ref); free(a); free(b); free(c7); free(dv); free(refd);
+    cudaFree(bq); cudaFree(bk); cudaFree(bv); cudaFree(bnp); cudaFree(dout); cudaFree(ws);
+}
+
+static void test_attn_split(void) {
+    const int64_t past7[] = {0, 1, 127, 128, 1000, 8191, 32767};
+    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i]);
+    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000);   /* the 0.5B's heads */
+    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000);    /* no GQA, F32 cache */
+    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700);   /* one KV head, the widest head */
+}
+
+/* d4 in a whole model: a context of 8192 positions, so decode takes the split attention;
+ * logits with d4 on against off within the attention bound (the order of the sums differs) */
+static void test_split_model(const char *shape, const char *type) {
+    char path[2048], label[96];
+    snprintf(label, sizeof label, "split_%.30s_%.20s", shape, type);
+    if (ensure_model(shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
+    float *on = malloc(nl * 4), *off = malloc(nl * 4);
+    int64_t k_on = -1, k_off = -1;
+    uint64_t f = 0;
+    g_stream_ctx = 8192;
+    const uint64_t d4 = mi_cuda_item_runs("d4");
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
+    const uint64_t d4_runs = mi_cuda_item_runs("d4") - d4;
+    if (st == MI_OK) st = mi_cuda_items_set_off("d4");
+    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
+    mi_cuda_items_set_off("");
+    g_stream_ctx = 128;
+    double worst = 0;
+    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
+        const double e = gu_nmse(on + (size_t)k * (size_t)V, off + (size_t)k * (size_t)V, (size_t)V);
+        if (e > worst || e != e) worst = e;
+    }
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (!d4_runs || !(worst <= 1e-6))
+        gu_fail(&R, "d4 kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", (unsigned long long)d4_runs, worst);
+    else gu_pass(&R, "context 8192: d4 kernel runs %llu, kernels per step %lld (off: %lld); logits nmse on vs off %.3g "
+                     "<= 1e-6", (unsigned long long)d4_runs, (long long)k_on, (long long)k_off, worst);
+    free(on);
+    free(off);
+    mi_model_free(m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8a", "8a");
@@ -464,6 +603,8 @@ int main(int argc, char **argv) {
     test_model("tiny-qwen3", "q4_k_m", -1, false);
     test_model("qwen2.5-0.5b", "q4_0", -1, false);
     test_argmax();
+    test_attn_split();
+    test_split_model("qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
