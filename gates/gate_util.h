@@ -61,6 +61,12 @@ void gu_commit(char *buf, size_t n);
 void gu_utc_now(char *buf, size_t n);
 /* BUILD/minfer for a gate at BUILD/gates/<phase>/<gate> (MINFER_BIN overrides). */
 void gu_minfer_path(const char *argv0, char *buf, size_t n);
+/* The synthetic model <shape> <type> a device gate runs: the file MINFER_GATE_MODELS (a colon
+ * list; device.sh names them <shape>-<type>.gguf) names, else the copy a gate left in /tmp
+ * (/tmp/minfer-<7b|7c|7e|8a>-<shape>-<type>.gguf: the files are seeded, so any copy is the
+ * same), else `minfer synth` into /tmp/minfer-<own>-<shape>-<type>.gguf. 0 with path set;
+ * 1 when no copy exists and synth failed. */
+int gu_model_path(const char *minfer, const char *own, const char *shape, const char *type, char *path, size_t n);
 
 /* ---- test data, independent of the code under test ---- */
 /* Deterministic 64-bit stream (xorshift64*); *s is the state. */

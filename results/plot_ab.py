@@ -3,6 +3,7 @@
 results/*.jsonl (and the bench-7e-records.jsonl that gates/device.sh packs into logs.tgz, once
 copied here):
   results/ab-7e.png          ratio off/on of every 7e item and of MINFER_NO_CUDA_GRAPH (bench-7e)
+  results/ab-8a.png          the same for 8a's items (d1, d2, ...)
   results/RECORDS.md         below its GENERATED marker: every recorded CUDA run per phase (tok/s,
                              GB/s, % of roofline, commit, GPU) and the A/B table; the hand-written
                              part above the marker is kept as it is
@@ -82,9 +83,12 @@ def main():
     for r in ab:
         ab_last[(r["model"], r["test"], r["item"])] = r
     ab_last = OrderedDict(sorted(ab_last.items(), key=lambda kv: kv[0], reverse=True))
-    if ab_last:
-        labels = [f"{k[0].replace('.gguf', '')[-22:]} {k[1]} {k[2]}" for k in ab_last]
-        vals = [r["ratio_off_on"] for r in ab_last.values()]
+    def ab_figure(rows, png, title):
+        """bars of off/on per (model, test, item) row"""
+        if not rows:
+            return
+        labels = [f"{k[0].replace('.gguf', '')[-22:]} {k[1]} {k[2]}" for k in rows]
+        vals = [r["ratio_off_on"] for r in rows.values()]
         fig, ax = plt.subplots(figsize=(8, 0.28 * len(vals) + 1.2))
         # green: the item pays (off is slower by > 2%); red: it costs; grey: within 2%
         ax.barh(labels, vals, color=["#117733" if v < 0.98 else "#cc6677" if v > 1.02 else "#999999" for v in vals])
@@ -94,9 +98,14 @@ def main():
         for y, v in enumerate(vals):
             ax.text(v, y, f" {v:.2f}", va="center", fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(here, "ab-7e.png"), dpi=110)
+        fig.savefig(os.path.join(here, png), dpi=110)
         plt.close(fig)
-        plots.append(("7e items: A/B ratio", "ab-7e.png"))
+        plots.append((title, png))
+
+    # 8a's items are d1, d2, ... (alone or listed together); the rest are 7e's and the graph switch
+    is_8a = lambda item: item.startswith("d") and item[1:2].isdigit()
+    ab_figure(OrderedDict((k, r) for k, r in ab_last.items() if not is_8a(k[2])), "ab-7e.png", "7e items: A/B ratio")
+    ab_figure(OrderedDict((k, r) for k, r in ab_last.items() if is_8a(k[2])), "ab-8a.png", "8a items: A/B ratio")
 
     # ---- RECORDS.md ----
     out = [MARK, "",
@@ -112,7 +121,7 @@ def main():
                    f"{r.get('tok_s_sd', 0):,.1f} | {r.get('gb_s', 0) or 0:,.0f} | {f'{roof:,.0f}' if roof else '-'} | "
                    f"{f'{pct:.1f}%' if pct else '-'} | {r.get('commit', '?')} | {r.get('gpu', '?')} | "
                    f"{r.get('switches', '') or '-'} | {r.get('date', '?')} | {r['_file']} |")
-    out += ["", "## 7e items on vs off (bench-7e: A B A B ..., medians)", "",
+    out += ["", "## Items on vs off (bench-7e: A B A B ..., medians; e*: 7e, d*: 8a)", "",
             "| model | test | item off | tok/s all on | tok/s item off | off / on | reps | commit | GPU |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for (m, t, it), r in ab_last.items():

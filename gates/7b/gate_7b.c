@@ -504,11 +504,7 @@ static void test_layer(mi_type wt) {
 static char g_minfer[1024];
 
 static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
-    snprintf(path, n, "/tmp/minfer-7b-%s-%s.gguf", shape, type);
-    if (access(path, R_OK) == 0) return 0;
-    char cmd[2600];
-    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", g_minfer, shape, type, path);
-    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+    return gu_model_path(g_minfer, "7b", shape, type, path, n);
 }
 
 static void topk(const float *l, int64_t n, int k, int64_t *idx) {

@@ -45,13 +45,7 @@ static double margin_of(const float *l, int64_t n) {
 }
 
 static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
-    snprintf(path, n, "/tmp/minfer-7b-%s-%s.gguf", shape, type);   /* gate 7b's copy, if there */
-    if (access(path, R_OK) == 0) return 0;
-    snprintf(path, n, "/tmp/minfer-7c-%s-%s.gguf", shape, type);
-    if (access(path, R_OK) == 0) return 0;
-    char cmd[2600];
-    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", g_minfer, shape, type, path);
-    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+    return gu_model_path(g_minfer, "7c", shape, type, path, n);
 }
 
 

@@ -244,28 +244,7 @@ static void test_fusion_pass_cpu(void) {
 /* ---------------- whole models ---------------- */
 
 static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
-    const char *list = getenv("MINFER_GATE_MODELS");
-    char want[128];
-    snprintf(want, sizeof want, "%s-%s.gguf", shape, type);
-    if (list && *list) {   /* device.sh names them <shape>-<type>.gguf */
-        char buf[8192];
-        snprintf(buf, sizeof buf, "%s", list);
-        for (char *p = strtok(buf, ":"); p; p = strtok(NULL, ":")) {
-            const char *b = strrchr(p, '/');
-            if (!strcmp(b ? b + 1 : p, want) && access(p, R_OK) == 0) {
-                snprintf(path, n, "%s", p);
-                return 0;
-            }
-        }
-    }
-    const char *dirs[] = {"/tmp/minfer-7b", "/tmp/minfer-7c", "/tmp/minfer-7e"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, n, "%s-%s-%s.gguf", dirs[i], shape, type);
-        if (access(path, R_OK) == 0) return 0;
-    }
-    char cmd[4600];
-    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", g_minfer, shape, type, path);
-    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+    return gu_model_path(g_minfer, "8a", shape, type, path, n);
 }
 
 #define PROMPT 24

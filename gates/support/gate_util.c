@@ -210,6 +210,33 @@ void gu_minfer_path(const char *argv0, char *buf, size_t n) {
     else snprintf(buf, n, "../../minfer");
 }
 
+int gu_model_path(const char *minfer, const char *own, const char *shape, const char *type, char *path, size_t n) {
+    const char *list = getenv("MINFER_GATE_MODELS");
+    char want[160];
+    snprintf(want, sizeof want, "%s-%s.gguf", shape, type);
+    if (list && *list) {
+        char buf[8192];
+        snprintf(buf, sizeof buf, "%s", list);
+        char *save = NULL;
+        for (char *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+            const char *b = strrchr(p, '/');
+            if (!strcmp(b ? b + 1 : p, want) && access(p, R_OK) == 0) {
+                snprintf(path, n, "%s", p);
+                return 0;
+            }
+        }
+    }
+    static const char *const gates[] = {"7b", "7c", "7e", "8a"};
+    for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
+        snprintf(path, n, "/tmp/minfer-%s-%s-%s.gguf", gates[i], shape, type);
+        if (access(path, R_OK) == 0) return 0;
+    }
+    snprintf(path, n, "/tmp/minfer-%s-%s-%s.gguf", own, shape, type);
+    char cmd[4600];
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", minfer, shape, type, path);
+    return system(cmd) == 0 && access(path, R_OK) == 0 ? 0 : 1;
+}
+
 /* A crash names the running test, prints raw frames (addr2line -e GATE +OFFSET) and still
  * writes the summary with that test failed. Not async-signal-safe past the first write,
  * but the process is ending anyway, and a summary beats none. */
