@@ -96,7 +96,7 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
     /* added back to front: the last one added is tried first. The norm form of
-     * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it measured 3% slower
+     * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
      * it remains the Q4_K kernel's fallback for unaligned bases. */
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q4k);
