@@ -131,7 +131,7 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 8192 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
     /* added back to front: the last one added is tried first. The norm form of
-     * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it measured 3% slower
+     * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
      * it remains the Q4_K kernel's fallback for unaligned bases. */
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q4k);

@@ -221,9 +221,10 @@ static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_promp
     return MI_OK;
 }
 
-static uint32_t fnv1a(const void *p, size_t n) {
+#define FNV1A_START 2166136261u
+/* FNV-1a of n bytes at p, continuing from h (FNV1A_START for a new hash) */
+static uint32_t fnv1a(uint32_t h, const void *p, size_t n) {
     const unsigned char *b = p;
-    uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
     return h;
 }
@@ -241,7 +242,7 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
             l += (size_t)(rows - 1) * (size_t)mi_model_hparams(r->m)->n_vocab;   /* the last row */
             t = mi_sampler_sample(smp, l);
         }
-        for (int b = 0; b < 4; b++) r->tok_hash = (r->tok_hash ^ (uint32_t)((uint32_t)t >> (8 * b) & 0xFFu)) * 16777619u;
+        r->tok_hash = fnv1a(r->tok_hash, &t, sizeof t);
         if (tk && tok_is_eog(tk, t) && !ignore_eos) break;
         r->n_gen_tok++;
         size_t w;
@@ -344,7 +345,7 @@ int cmd_run(int argc, char **argv) {
     r.s = s;
     r.progress = isatty(2) && !strcmp(mi_session_backend(s), "cpu");
     r.greedy = a.sp.temp <= 0 && !a.dump;   /* the sampler's greedy rule is the session's argmax */
-    r.tok_hash = 2166136261u;
+    r.tok_hash = FNV1A_START;
     mi_log("%s: %s, %lld layers, %lld embd, %s, %.1f MiB | backend %s | ctx %lld, kv %s",
            a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
            mi_type_name(mi_model_dominant_type(m)), mi_model_weight_bytes(m) / 1048576.0,
@@ -453,7 +454,7 @@ int cmd_run(int argc, char **argv) {
     const float *last = mi_logits(s, &last_rows);
     if (last) last += (size_t)(last_rows - 1) * (size_t)hp->n_vocab;
     /* greedy runs keep no logits (the session returns the argmax): their hash is of the tokens */
-    uint32_t h = last ? fnv1a(last, (size_t)hp->n_vocab * sizeof(float)) : r.tok_hash;
+    uint32_t h = last ? fnv1a(FNV1A_START, last, (size_t)hp->n_vocab * sizeof(float)) : r.tok_hash;
     printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | %s hash %08x\n",
            (long long)r.n_prompt_tok, r.t_prompt > 0 ? r.n_prompt_tok / r.t_prompt : 0.0,
            (long long)r.n_gen_tok, r.t_gen > 0 ? r.n_gen_steps / r.t_gen : 0.0,

@@ -95,8 +95,8 @@ static void tensor_set_strides(mi_tensor *t) {
     t->nb[3] = t->nb[2] * (size_t)t->ne[2];
 }
 
-/* Names are written without printf: a decode step builds a few hundred nodes, and formatting
- * their names with snprintf was over half the host time of the build. */
+/* Names are written without printf: a decode step builds a few hundred nodes, and snprintf
+ * of their names would be most of the host time of that build (results/notes/PHASE8A.md). */
 static char *name_put(char *d, const char *end, const char *s) {
     while (*s && d < end) *d++ = *s++;
     return d;

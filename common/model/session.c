@@ -32,8 +32,8 @@ struct mi_session {
     int64_t n_ubatch;            /* params.n_ubatch (0: automatic, see ubatch_size) */
     size_t act_per_token;        /* graph activation bytes per token, learnt from the scheduler */
     /* The last one-token graph, built, passed, assigned and allocated once and run again by the
-     * next decode steps at their n_past (building it was a sizeable share of a device step's
-     * host time); rebuilt when the hook epoch moves. NULL: none yet, or MINFER_NO_GRAPH_REUSE. */
+     * next decode steps at their n_past (building it is host time between a device step's
+     * kernels); rebuilt when the hook epoch moves. NULL: none yet, or MINFER_NO_GRAPH_REUSE. */
     mi_graph *step_graph;
     uint64_t step_epoch;
     bool step_greedy;            /* the step graph's output: the argmax (true) or the logits */

@@ -77,3 +77,21 @@ float dev_time_median(cudaStream_t S, int warm, int reps, dev_call_fn call, cons
     cudaEventDestroy(b);
     return *st == MI_OK ? median_f(ms, reps) : -1.0f;
 }
+
+bool dev_gate_start(gu_run *r, const char *gate, cudaStream_t *stream) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        (void)cudaGetLastError();
+        printf("skipped: no CUDA device\n");
+        gu_skip_named(r, gate, "skipped: no CUDA device");
+        return false;
+    }
+    struct cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    snprintf(r->gpu, sizeof r->gpu, "%s", p.name);
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    snprintf(r->driver, sizeof r->driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
+    CK(cudaStreamCreate(stream));
+    return true;
+}

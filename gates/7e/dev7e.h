@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include "gates/gate_util.h"
 #include "common/core/mi_err.h"
 #include "common/quant/mi_types.h"
 
@@ -27,6 +29,11 @@ void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, 
                 int64_t N);
 /* median of n timings (sorts v in place) */
 float median_f(float *v, int n);
+
+/* A device gate's start: no CUDA device records "skipped: no CUDA device" under the gate's
+ * name and returns false (the caller then returns gu_finish); else notes the GPU and driver in
+ * the run's summary, creates *stream and returns true. */
+bool dev_gate_start(gu_run *r, const char *gate, cudaStream_t *stream);
 
 /* One call of the code under test, on stream S with the arguments in ctx (dev_time_median) */
 typedef mi_status (*dev_call_fn)(cudaStream_t S, const void *ctx);

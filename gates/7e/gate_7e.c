@@ -523,20 +523,7 @@ int main(int argc, char **argv) {
     gu_init(&R, "gate-7e", "7e");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        (void)cudaGetLastError();
-        printf("skipped: no CUDA device\n");
-        gu_skip_named(&R, "gate_7e", "skipped: no CUDA device");
-        return gu_finish(&R);
-    }
-    struct cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, 0));
-    snprintf(R.gpu, sizeof R.gpu, "%s", p.name);
-    int drv = 0;
-    cudaDriverGetVersion(&drv);
-    snprintf(R.driver, sizeof R.driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
-    CK(cudaStreamCreate(&S));
+    if (!dev_gate_start(&R, "gate_7e", &S)) return gu_finish(&R);
     char d[256];
     mi_cuda_items_describe(d, sizeof d);
     printf("switch items at start: %s\n", d);

@@ -243,8 +243,22 @@ static void test_fusion_pass_cpu(void) {
 
 /* ---------------- whole models ---------------- */
 
-static int ensure_model(const char *shape, const char *type, char *path, size_t n) {
-    return gu_model_path(g_minfer, "8a", shape, type, path, n);
+/* The model test named <what>_<shape>_<type>: its synthetic file (gu_model_path), skipped when
+ * there is none, begun and loaded; NULL when it cannot run (skip or failure recorded). */
+static mi_model *begin_model_test(const char *what, const char *shape, const char *type) {
+    char path[2048], label[96];
+    snprintf(label, sizeof label, "%s_%.30s_%.20s", what, shape, type);
+    if (gu_model_path(g_minfer, "8a", shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return NULL;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) {
+        gu_fail(&R, "load %s: %s", path, mi_errmsg());
+        return NULL;
+    }
+    return m;
 }
 
 #define PROMPT 24
@@ -278,15 +292,8 @@ static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels
 
 /* bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
 static void test_model(const char *shape, const char *type, double bound, bool q4k) {
-    char path[2048], label[96];
-    snprintf(label, sizeof label, "model_%.30s_%.20s", shape, type);
-    if (ensure_model(shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    mi_model *m = begin_model_test("model", shape, type);
+    if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *on = malloc(nl * 4), *off = malloc(nl * 4);
@@ -562,15 +569,8 @@ static void test_split_model(const char *shape, const char *type) {
  * graph must be rebuilt under the new choices (the hook epoch): a stale one would hold fused
  * nodes no candidate takes any more and fail, and every step equals a fresh build's. */
 static void test_graph_reuse(const char *shape, const char *type) {
-    char path[2048], label[96];
-    snprintf(label, sizeof label, "graph_reuse_%.30s_%.20s", shape, type);
-    if (ensure_model(shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    mi_model *m = begin_model_test("graph_reuse", shape, type);
+    if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *reuse = malloc(nl * 4), *fresh = malloc(nl * 4);
@@ -624,20 +624,7 @@ int main(int argc, char **argv) {
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     test_fusion_pass_cpu();
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        (void)cudaGetLastError();
-        printf("skipped: no CUDA device\n");
-        gu_skip_named(&R, "gate_8a", "skipped: no CUDA device");
-        return gu_finish(&R);
-    }
-    struct cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, 0));
-    snprintf(R.gpu, sizeof R.gpu, "%s", p.name);
-    int drv = 0;
-    cudaDriverGetVersion(&drv);
-    snprintf(R.driver, sizeof R.driver, "cuda %d.%d", drv / 1000, (drv % 1000) / 10);
-    CK(cudaStreamCreate(&S));
+    if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
