@@ -381,15 +381,8 @@ static void test_argmax(void) {
 
 /* greedy decode on the device against the sampler's argmax of the logits a logits session gives */
 static void test_greedy_model(const char *shape, const char *type) {
-    char path[2048], label[96];
-    snprintf(label, sizeof label, "greedy_%.30s_%.20s", shape, type);
-    if (ensure_model(shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    mi_model *m = begin_model_test("greedy", shape, type);
+    if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_session_params p;
     mi_session_params_default(&p);
@@ -525,15 +518,8 @@ static void test_attn_split(void) {
 /* d4 in a whole model: a context of 8192 positions, so decode takes the split attention;
  * logits with d4 on against off within the attention bound (the order of the sums differs) */
 static void test_split_model(const char *shape, const char *type) {
-    char path[2048], label[96];
-    snprintf(label, sizeof label, "split_%.30s_%.20s", shape, type);
-    if (ensure_model(shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    mi_model *m = begin_model_test("split", shape, type);
+    if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *on = malloc(nl * 4), *off = malloc(nl * 4);
