@@ -2,8 +2,10 @@
  * of a decode step of the 7B (Q4_K_M) and the 0.5B (Q4_0), every candidate of the CUDA
  * dispatch that takes the node (MATMUL, and FFN_SWIGLU for the fused gate/up) is first
  * checked against the CPU reference (NMSE <= 1e-6, every output written, a repeat bitwise
- * equal) and only then timed alone: CUDA events around each call, median of 20 after 3
- * warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
+ * equal) and only then timed alone: CUDA events around a run of back-to-back calls, each on
+ * its own copy of the weights (copies enough for 256 MB, so no call finds its weights in the
+ * 60 MB L2, as in a decode step, where every weight is read once), per call the median of 20
+ * runs after 3 warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
  * (--peak-gbs, default 4600: TARGETS.md's measured H200 read); one JSON line each to
  * --json PATH. Not a gate (run_device_gates.sh runs gate_* only).
  *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] */
@@ -44,17 +46,31 @@ static const shape k_shapes[] = {
     {"0.5B Q4_0", "output", MI_TYPE_Q8_0, 896, 151936, false},
 };
 
+#define MAX_COPIES 32
+#define COPY_BYTES ((size_t)256 << 20)   /* over 4x the L2: a copy is evicted before its next call */
+
+/* one timed run: the kernel once on each copy of the weights, back to back */
 typedef struct {
     mi_cuda_ctx *c;
     const mi_cuda_kernel *k;
-    const mi_tensor *node;
+    mi_tensor *node, *w, *w2;
+    void *wcopy[MAX_COPIES], *w2copy[MAX_COPIES];
+    int ncopy;
     void *ws;
 } call_ctx;
 
 static mi_status call_kernel(cudaStream_t S, const void *p) {
     (void)S;   /* the kernel enqueues on the backend's stream, which is S */
     const call_ctx *a = p;
-    return a->k->run(a->c, a->node, a->ws);
+    mi_status st = MI_OK;
+    for (int i = 0; i < a->ncopy && st == MI_OK; i++) {
+        a->w->data = a->wcopy[i];
+        if (a->w2) a->w2->data = a->w2copy[i];
+        st = a->k->run(a->c, a->node, a->ws);
+    }
+    a->w->data = a->wcopy[0];
+    if (a->w2) a->w2->data = a->w2copy[0];
+    return st;
 }
 
 /* CPU reference of the node: the matmul, or silu(gate) * up for the fused FFN */
@@ -75,8 +91,10 @@ typedef struct {
 } bench_opts;
 
 /* validate, then time, one kernel on one node; prints its row, appends its record */
-static void ladder_row(mi_cuda_ctx *c, const shape *sh, const mi_cuda_kernel *k, const mi_tensor *node,
-                       const float *ref, size_t wbytes, const bench_opts *o, FILE *jf) {
+static void ladder_row(call_ctx *a, const shape *sh, const float *ref, size_t wbytes, const bench_opts *o, FILE *jf) {
+    mi_cuda_ctx *c = a->c;
+    const mi_cuda_kernel *k = a->k;
+    const mi_tensor *node = a->node;
     const size_t ny = (size_t)sh->M;
     const size_t wsb = k->workspace ? k->workspace(node) : 0;
     void *ws = dev_poison(wsb ? wsb : 256);
@@ -95,8 +113,9 @@ static void ladder_row(mi_cuda_ctx *c, const shape *sh, const mi_cuda_kernel *k,
     const bool valid = st == MI_OK && nmse <= 1e-6 && rep;
     float ms = -1;
     if (valid) {
-        call_ctx a = {c, k, node, ws};
-        ms = dev_time_median(S, 3, o->reps, call_kernel, &a, &st);
+        a->ws = ws;
+        ms = dev_time_median(S, 3, o->reps, call_kernel, a, &st);
+        if (ms > 0) ms /= (float)a->ncopy;
     }
     const double us = ms * 1e3, gbs = ms > 0 ? (double)wbytes / (ms * 1e-3) / 1e9 : 0;
     if (!valid)
@@ -109,10 +128,10 @@ static void ladder_row(mi_cuda_ctx *c, const shape *sh, const mi_cuda_kernel *k,
     if (jf)
         fprintf(jf,
                 "{\"bench\":\"roofline\",\"model\":\"%s\",\"tensor\":\"%s\",\"type\":\"%s\",\"K\":%lld,\"M\":%lld,"
-                "\"N\":1,\"fused_ffn\":%s,\"kernel\":\"%s\",\"items\":\"%s\",\"valid\":%s,\"nmse\":%.3g,\"us\":%.3f,"
+                "\"N\":1,\"copies\":%d,\"fused_ffn\":%s,\"kernel\":\"%s\",\"items\":\"%s\",\"valid\":%s,\"nmse\":%.3g,\"us\":%.3f,"
                 "\"weight_bytes\":%zu,\"gb_s\":%.1f,\"peak_gb_s\":%.0f,\"roofline_frac\":%.4f,\"gpu\":\"%s\","
                 "\"commit\":\"%s\",\"date\":\"%s\"}\n",
-                sh->model, sh->tensor, mi_type_name(sh->type), (long long)sh->K, (long long)sh->M,
+                sh->model, sh->tensor, mi_type_name(sh->type), (long long)sh->K, (long long)sh->M, a->ncopy,
                 sh->ffn ? "true" : "false", k->name, k->items ? k->items : "", valid ? "true" : "false", nmse,
                 valid ? us : 0.0, wbytes, gbs, o->peak_gbs, gbs / o->peak_gbs, o->gpu, o->commit, o->date);
     free(got);
@@ -127,15 +146,22 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     uint8_t *w2 = sh->ffn ? gu_make_weights(seed, sh->type, sh->K, sh->M, 1.0f, &wb2) : NULL;
     float *x = gu_rand_f32(seed, (size_t)sh->K, -1.f, 1.f), *ref = malloc((size_t)sh->M * 4);
     reference(sh, w, w2, x, ref);
-    void *wbase, *w2base = NULL, *xbase;
+    void *wbase, *w2base, *xbase;   /* dev_up_at's bases: offset 0, so the data pointers */
     mi_tensor tw, tw2, tx, node;
     const int64_t wne[2] = {sh->K, sh->M}, xne[2] = {sh->K, 1}, yne[2] = {sh->M, 1};
     tensor_init(&tw, "w", sh->type, 2, wne);
     tensor_init(&tw2, "w2", sh->type, 2, wne);
     tensor_init(&tx, "x", MI_TYPE_F32, 2, xne);
     tensor_init(&node, "y", MI_TYPE_F32, 2, yne);
-    tw.data = dev_up_at(w, wb, 0, &wbase);
-    if (w2) tw2.data = dev_up_at(w2, wb2, 0, &w2base);
+    call_ctx a = {c, NULL, &node, &tw, w2 ? &tw2 : NULL, {0}, {0}, 0, NULL};
+    a.ncopy = (int)((COPY_BYTES + wb + wb2 - 1) / (wb + wb2));
+    if (a.ncopy > MAX_COPIES) a.ncopy = MAX_COPIES;
+    for (int i = 0; i < a.ncopy; i++) {
+        a.wcopy[i] = dev_up_at(w, wb, 0, &wbase);
+        if (w2) a.w2copy[i] = dev_up_at(w2, wb2, 0, &w2base);
+    }
+    tw.data = a.wcopy[0];
+    if (w2) tw2.data = a.w2copy[0];
     tx.data = dev_up_at(x, (size_t)sh->K * 4, 0, &xbase);
     node.data = dev_poison((size_t)sh->M * 4);
     node.op = sh->ffn ? MI_OP_FFN_SWIGLU : MI_OP_MATMUL;
@@ -148,7 +174,8 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     int taken = 0;
     for (int i = 0; i < nk; i++) {
         if (!ks[i]->supports(&node)) continue;
-        ladder_row(c, sh, ks[i], &node, ref, wb + wb2, o, jf);
+        a.k = ks[i];
+        ladder_row(&a, sh, ref, wb + wb2, o, jf);
         taken++;
     }
     if (!taken) printf("| %s | %s | %s | (no candidate takes this node) | | | |\n", sh->model, sh->tensor,
@@ -157,8 +184,10 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     free(w2);
     free(x);
     free(ref);
-    cudaFree(wbase);
-    if (w2base) cudaFree(w2base);
+    for (int i = 0; i < a.ncopy; i++) {
+        cudaFree(a.wcopy[i]);
+        if (w2) cudaFree(a.w2copy[i]);
+    }
     cudaFree(xbase);
     cudaFree(node.data);
 }
