@@ -2,12 +2,17 @@
  * 7b's kernel gives a query head one block that walks every key: at 32k keys the 7B's 28
  * blocks walk 256 tiles each while 104 SMs idle, and each of a GQA group's heads reads its KV
  * head again. Here block (kv head, split s) takes every query head of the group over keys
- * [s*chunk, (s+1)*chunk), chunk = ceil(n_kv / S), reading each K and V row once for the group:
+ * [s*chunk, (s+1)*chunk), chunk = max(ceil(n_kv / S), one tile), reading each K and V row once
+ * for the group:
  *   scores   thread t takes key t of a tile of MI8A_SKV_T keys: G dots over hd (K row read by
- *            the thread, q of the G heads from shared memory), scale * dot as 7b;
+ *            the thread, 16 bytes a load where the cache allows; q of the G heads from shared
+ *            memory), scale * dot as 7b;
  *   softmax  online per head over the split's tiles (running max and sum, rescaled per tile);
  *   values   thread t accumulates dims t, t + T, ... of the G heads over the tile's keys in key
- *            order (V rows read coalesced by the block);
+ *            order. F16 caches with hd <= 128 (VS): the tile's V rows are copied to shared
+ *            memory (cp.async, issued before the scores, so the copy overlaps them); otherwise
+ *            read from global memory, each V value once for the G heads, eight keys' loads in
+ *            flight;
  * and writes its unnormalized partial (m, l, acc[hd]) per head. The combine kernel merges the S
  * partials of each head in split order: m* = max m_s, l = sum l_s e^(m_s - m*),
  * o = sum acc_s e^(m_s - m*) / l. Fixed orders throughout: repeated runs are bit-identical;
@@ -22,6 +27,8 @@
 
 #define SKV_T MI8A_SKV_T   /* keys per tile = threads per block */
 #define SKV_MAX_G 16
+#define SKV_VS_MAX_HD 128  /* VS: the V tile (SKV_T x hd halves) fits 32 KB of shared memory */
+#define SKV_HD_REGS (MI7B_ATT_MAX_HD / SKV_T)
 
 /* n_kv of the step: keys 0 .. n_past, clamped to the cache */
 __device__ __forceinline__ int64_t skv_n_kv(const int32_t *np_dev, int64_t np_host, int64_t n_ctx) {
@@ -29,19 +36,69 @@ __device__ __forceinline__ int64_t skv_n_kv(const int32_t *np_dev, int64_t np_ho
     return n_kv < n_ctx ? n_kv : n_ctx;
 }
 
-template <typename KT>
+/* keys a split takes: the S splits share n_kv, none takes less than a tile (fewer, fuller blocks
+ * near the start of the context) */
+__device__ __forceinline__ int64_t skv_chunk(int64_t n_kv, int S) {
+    const int64_t c = (n_kv + S - 1) / S;
+    return c > SKV_T ? c : SKV_T;
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::); }
+
+/* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order (pairs as 7b's ld2) */
+template <typename KT, bool VS>
+__device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const float *qs, int hd, int G,
+                                           float (&dot)[SKV_MAX_G]) {
+    if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load */
+        const uint4 *k4 = (const uint4 *)kr;
+#pragma unroll 8
+        for (int c = 0; c < hd / 8; c++) {
+            const uint4 raw = __ldg(k4 + c);
+            const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 kv = __half22float2(*(const __half2 *)&w[e]);
+                const int d = 8 * c + 2 * e;
+#pragma unroll
+                for (int g = 0; g < SKV_MAX_G; g++)
+                    if (g < G) {
+                        dot[g] += qs[g * hd + d] * kv.x;
+                        dot[g] += qs[g * hd + d + 1] * kv.y;
+                    }
+            }
+        }
+    } else {
+#pragma unroll 8
+        for (int d = 0; d < hd; d += 2) {
+            const float2 kv = mi7b_ld2(kr + d);
+#pragma unroll
+            for (int g = 0; g < SKV_MAX_G; g++)
+                if (g < G) {
+                    dot[g] += qs[g * hd + d] * kv.x;
+                    dot[g] += qs[g * hd + d + 1] * kv.y;
+                }
+        }
+    }
+}
+
+template <typename KT, bool VS>
 __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                            const KT *__restrict__ Vc, float *__restrict__ part,
                                                            const int32_t *__restrict__ np_dev, int64_t np_host,
                                                            int64_t n_ctx, int hd, int Hq, int Hkv, int S, float scale) {
-    extern __shared__ float skv_smem[];
+    extern __shared__ uint4 skv_smem4[];
     const int G = Hq / Hkv, kvh = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
-    float *qs = skv_smem;                  /* [G][hd] */
+    KT *vs = (KT *)skv_smem4;                                       /* VS: [SKV_T][hd] V tile */
+    float *qs = (float *)(skv_smem4 + (VS ? (size_t)SKV_T * hd * sizeof(KT) / 16 : 0));   /* [G][hd] */
     float *ps = qs + (size_t)G * hd;       /* [G][SKV_T] scores, then probabilities */
     float *mt = ps + (size_t)G * SKV_T;    /* [G] tile max */
     float *lt = mt + SKV_MAX_G;            /* [G] tile sum */
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx);
-    const int64_t chunk = (n_kv + S - 1) / S, k0 = (int64_t)s * chunk;
+    const int64_t chunk = skv_chunk(n_kv, S), k0 = (int64_t)s * chunk;
     const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
     const size_t kvrow = (size_t)hd * Hkv;
     const size_t pstride = (size_t)hd + 2;   /* per (head, split): m, l, acc[hd] */
@@ -54,35 +111,33 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         return;
     }
     for (int i = tid; i < G * hd; i += SKV_T) qs[i] = Q[(size_t)kvh * G * hd + i];   /* heads kvh*G .. +G-1 */
-    float m[SKV_MAX_G], l[SKV_MAX_G], acc[SKV_MAX_G][MI7B_ATT_MAX_HD / SKV_T];
+    float m[SKV_MAX_G], l[SKV_MAX_G], acc[SKV_MAX_G][SKV_HD_REGS];
 #pragma unroll
     for (int g = 0; g < SKV_MAX_G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < MI7B_ATT_MAX_HD / SKV_T; j++) acc[g][j] = 0.0f;
+        for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] = 0.0f;
     }
     __syncthreads();
     const int lane = tid & 31, warp = tid >> 5, nw = SKV_T / 32;
     for (int64_t t0 = k0; t0 < k1; t0 += SKV_T) {
         const int64_t t = t0 + tid;
         const int tn = (int)(k1 - t0 < SKV_T ? k1 - t0 : SKV_T);
+        const KT *vb = Vc + (size_t)t0 * kvrow + (size_t)kvh * hd;
+        if constexpr (VS) {   /* the tile's V rows -> vs, in flight during the scores */
+            const int cpr = hd / 8;   /* 16-byte chunks a row */
+            for (int i = tid; i < tn * cpr; i += SKV_T) {
+                const int k = i / cpr, c = i - k * cpr;
+                cp_async16(vs + (size_t)k * hd + 8 * c, vb + (size_t)k * kvrow + 8 * c);
+            }
+        }
         /* scores of key t for the G heads */
         if (t < k1) {
-            const KT *kr = Kc + (size_t)t * kvrow + (size_t)kvh * hd;
             float dot[SKV_MAX_G];
 #pragma unroll
             for (int g = 0; g < SKV_MAX_G; g++) dot[g] = 0.0f;
-#pragma unroll 8
-            for (int d = 0; d < hd; d += 2) {
-                const float2 kv = mi7b_ld2(kr + d);
-#pragma unroll
-                for (int g = 0; g < SKV_MAX_G; g++)
-                    if (g < G) {
-                        dot[g] += qs[g * hd + d] * kv.x;
-                        dot[g] += qs[g * hd + d + 1] * kv.y;
-                    }
-            }
+            skv_scores<KT, VS>(Kc + (size_t)t * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
 #pragma unroll
             for (int g = 0; g < SKV_MAX_G; g++)
                 if (g < G) ps[g * SKV_T + tid] = scale * dot[g];
@@ -110,8 +165,8 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
             if (lane == 0) lt[g] = v;
         }
+        if constexpr (VS) cp_async_wait_all();
         __syncthreads();
-        const KT *vb = Vc + (size_t)t0 * kvrow + (size_t)kvh * hd;
 #pragma unroll
         for (int g = 0; g < SKV_MAX_G; g++) {
             if (g >= G) break;
@@ -119,16 +174,26 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             l[g] = l[g] * corr + lt[g];
             m[g] = m_new;
 #pragma unroll
-            for (int j = 0; j < MI7B_ATT_MAX_HD / SKV_T; j++) {
+            for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] *= corr;
+        }
+        /* acc[g][j] += p_g[k] * V[k][d] in key order; each V value read once for the G heads */
+#pragma unroll 8
+        for (int k = 0; k < tn; k++) {
+            float v[SKV_HD_REGS];
+#pragma unroll
+            for (int j = 0; j < SKV_HD_REGS; j++) {
                 const int d = tid + j * SKV_T;
-                if (d < hd) {
-                    float a = acc[g][j] * corr;
-                    for (int k = 0; k < tn; k++) a += ps[g * SKV_T + k] * mi7b_ld1(vb + (size_t)k * kvrow + d);
-                    acc[g][j] = a;
-                }
+                v[j] = d < hd ? (VS ? mi7b_ld1(vs + (size_t)k * hd + d) : mi7b_ld1(vb + (size_t)k * kvrow + d)) : 0.0f;
+            }
+#pragma unroll
+            for (int g = 0; g < SKV_MAX_G; g++) {
+                if (g >= G) break;
+                const float p = ps[g * SKV_T + k];
+#pragma unroll
+                for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] += p * v[j];
             }
         }
-        __syncthreads();   /* ps, mt, lt are rewritten by the next tile */
+        __syncthreads();   /* ps, mt, lt and vs are rewritten by the next tile */
     }
 #pragma unroll
     for (int g = 0; g < SKV_MAX_G; g++) {   /* unrolled: acc stays in registers */
@@ -139,28 +204,43 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             p[1] = l[g];
         }
 #pragma unroll
-        for (int j = 0; j < MI7B_ATT_MAX_HD / SKV_T; j++) {
+        for (int j = 0; j < SKV_HD_REGS; j++) {
             const int d = tid + j * SKV_T;
             if (d < hd) p[2 + d] = acc[g][j];
         }
     }
 }
 
-/* head h (blockIdx.x): merge its S partials in split order */
+/* head h (blockIdx.x): merge its S partials in split order. The S maxima and weights are read
+ * by all threads at once (one round trip, not S dependent ones), then each thread sums its
+ * dims over the splits with the loads of eight splits in flight. */
 __global__ void kernel_attn_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
-    const int h = blockIdx.x;
+    __shared__ float wsh[MI8A_SKV_MAX_SPLITS], lsh[MI8A_SKV_MAX_SPLITS], red[32];
+    const int h = blockIdx.x, tid = threadIdx.x;
     const size_t pstride = (size_t)hd + 2;
     const float *p = part + (size_t)h * S * pstride;
-    float ms = -INFINITY;
-    for (int s = 0; s < S; s++) ms = fmaxf(ms, p[(size_t)s * pstride]);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float mx = -INFINITY;
+    for (int s = tid; s < S; s += blockDim.x) mx = fmaxf(mx, p[(size_t)s * pstride]);
+    for (int off = 16; off >= 1; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if ((tid & 31) == 0) red[tid >> 5] = mx;
+    __syncthreads();
+    float ms = -INFINITY;   /* the max is exact in any order */
+    for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) ms = fmaxf(ms, red[w]);
+    for (int s = tid; s < S; s += blockDim.x) {
+        const float *ps = p + (size_t)s * pstride;
+        lsh[s] = ps[1];
+        wsh[s] = ps[1] == 0.0f ? 0.0f : expf(ps[0] - ms);   /* an empty split: l = 0, never summed */
+    }
+    __syncthreads();
+    for (int d = tid; d < hd; d += blockDim.x) {
         float l = 0.0f, o = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < S; s++) {
-            const float *ps = p + (size_t)s * pstride;
-            if (ps[1] == 0.0f) continue;   /* an empty split */
-            const float w = expf(ps[0] - ms);
-            l += ps[1] * w;
-            o += ps[2 + d] * w;
+            const float a = p[(size_t)s * pstride + 2 + d];
+            if (lsh[s] == 0.0f) continue;   /* an empty split (its acc was never written) */
+            const float w = wsh[s];
+            l += lsh[s] * w;
+            o += a * w;
         }
         O[(size_t)h * hd + d] = o / l;
     }
@@ -168,7 +248,7 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
 
 extern "C" int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv) {
     int64_t s = (n_ctx + MI8A_SKV_MIN_KEYS - 1) / MI8A_SKV_MIN_KEYS;   /* at least this many keys a split when full */
-    const int64_t fill = (2 * (int64_t)mi7e_sm_count() + Hkv - 1) / Hkv;   /* about two blocks per SM */
+    const int64_t fill = (4 * (int64_t)mi7e_sm_count() + Hkv - 1) / Hkv;   /* about four blocks per SM */
     if (s > fill) s = fill;
     if (s > MI8A_SKV_MAX_SPLITS) s = MI8A_SKV_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
@@ -191,18 +271,29 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
-    const size_t smem = ((size_t)G * (size_t)hd + (size_t)G * SKV_T + 2 * SKV_MAX_G) * sizeof(float);
+    const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
+    const size_t smem_f = ((size_t)G * (size_t)hd + (size_t)G * SKV_T + 2 * SKV_MAX_G) * sizeof(float);
+    /* VS: F16, hd a multiple of 8 and at most 128, every row 16-byte aligned (cp.async), and the
+     * V tile fits beside the scores */
+    const bool vs = ctype == MI_TYPE_F16 && hd % 8 == 0 && hd <= SKV_VS_MAX_HD && (((uintptr_t)k | (uintptr_t)v) & 15u) == 0 &&
+                    ((size_t)hd * Hkv * esz) % 16 == 0 && smem_f + (size_t)SKV_T * hd * esz <= (46u << 10);
+    const size_t smem = (vs ? (size_t)SKV_T * hd * esz : 0) + smem_f;
     if (smem > (46u << 10)) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: %zu bytes of shared memory", smem);
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
     const dim3 grid((unsigned)Hkv, (unsigned)S);
-    if (ctype == MI_TYPE_F16)
-        kernel_attn_split<uint16_t><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
-                                                              n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S,
-                                                              scale);
+    if (vs)
+        kernel_attn_split<uint16_t, true><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
+                                                                    n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
+                                                                    (int)Hkv, S, scale);
+    else if (ctype == MI_TYPE_F16)
+        kernel_attn_split<uint16_t, false><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
+                                                                     n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
+                                                                     (int)Hkv, S, scale);
     else
-        kernel_attn_split<float><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part, n_past_dev,
-                                                           n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S, scale);
+        kernel_attn_split<float, false><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part,
+                                                                  n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv,
+                                                                  S, scale);
     MI_CU_CHECK_LAUNCH("kernel_attn_split");
     kernel_attn_combine<<<(unsigned)Hq, 128, 0, st>>>(part, o, (int)hd, S);
     MI_CU_CHECK_LAUNCH("kernel_attn_combine");

@@ -4,6 +4,7 @@
  * first, leaves the graph unfused. Each supports() is the kernel's own rule first (cheap),
  * then the node contract of the matmul it contains (7b's), so no fused node reaches a kernel
  * with a shape the unfused ops would refuse. */
+#include <stdlib.h>
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
@@ -104,10 +105,20 @@ static mi_status run_argmax(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 }
 static const mi_cuda_kernel k_argmax = {"argmax per row, one block a row", "d3", sup_argmax, run_argmax, NULL, 0};
 
-/* ATTN, one token, a cache of MI8A_SKV_MIN_CTX positions or more: split over the sequence */
+/* ATTN, one token, a cache of MI8A_SKV_MIN_CTX positions or more: split over the sequence.
+ * MINFER_SKV_MIN_CTX=N moves the threshold (benches measure where the split pays). */
+static int64_t skv_min_ctx(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("MINFER_SKV_MIN_CTX");
+        const long long x = e && *e ? atoll(e) : 0;
+        v = x > 0 ? x : MI8A_SKV_MIN_CTX;
+    }
+    return v;
+}
 static bool sup_attn_split(const mi_tensor *n) {
     const mi_tensor *q = n->src[0], *k = n->src[1];
-    return q && k && mi_nrows(q) == 1 && k->ne[1] >= MI8A_SKV_MIN_CTX &&
+    return q && k && mi_nrows(q) == 1 && k->ne[1] >= skv_min_ctx() &&
            mi8a_attn_split_supported(mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n), k->type) &&
            mi7b_attn_node_supported(n);
 }

@@ -447,10 +447,12 @@ static void host_attn(const float *q, const float *K, const float *V, double *o,
     free(sc);
 }
 
-static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
+/* off: the K and V caches start off bytes past an allocation (2: not 16-byte aligned, so the
+ * kernel reads V from global memory instead of staging it in shared memory) */
+static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off) {
     char name[128];
-    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld", mi_type_name(ct), hd, Hq, Hkv,
-             (long long)n_ctx, (long long)n_past);
+    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s", mi_type_name(ct), hd, Hq, Hkv,
+             (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "");
     gu_begin(&R, name);
     const size_t row = (size_t)hd * Hkv, cells = row * (size_t)n_ctx, esz = ct == MI_TYPE_F16 ? 2 : 4;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -475,7 +477,7 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     for (size_t i = 0; i < no; i++) refd[i] = (float)ref[i];
     void *bq, *bk, *bv, *bnp;
     float *dq = dev_up_at(q, no * 4, 0, &bq);
-    void *dk = dev_up_at(kh, cells * esz, 0, &bk), *dvv = dev_up_at(vh, cells * esz, 0, &bv);
+    void *dk = dev_up_at(kh, cells * esz, off, &bk), *dvv = dev_up_at(vh, cells * esz, off, &bv);
     const int32_t np32 = (int32_t)n_past;
     int32_t *dnp = dev_up_at(&np32, 4, 0, &bnp);
     float *dout = dev_poison(no * 4);
@@ -509,10 +511,12 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
 
 static void test_attn_split(void) {
     const int64_t past7[] = {0, 1, 127, 128, 1000, 8191, 32767};
-    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i]);
-    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000);   /* the 0.5B's heads */
-    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000);    /* no GQA, F32 cache */
-    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700);   /* one KV head, the widest head */
+    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i], 0);
+    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 20000, 2);   /* V from global memory */
+    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000, 0);      /* the 0.5B's heads */
+    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000, 0);       /* no GQA, F32 cache */
+    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700, 0);      /* one KV head, the widest head */
+    split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0);     /* G = 16: no room to stage V */
 }
 
 /* d4 in a whole model: a context of 8192 positions, so decode takes the split attention;
