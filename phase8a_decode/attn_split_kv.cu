@@ -89,9 +89,13 @@ template <typename KT, bool VS>
 __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                            const KT *__restrict__ Vc, float *__restrict__ part,
                                                            const int32_t *__restrict__ np_dev, int64_t np_host,
-                                                           int64_t n_ctx, int hd, int Hq, int Hkv, int S, float scale) {
+                                                           int64_t n_ctx, int hd, int Hq, int Hkv, int S, int GB,
+                                                           float scale) {
     extern __shared__ uint4 skv_smem4[];
-    const int G = Hq / Hkv, kvh = blockIdx.x, s = blockIdx.y, tid = threadIdx.x;
+    /* block x = (kv head, head group z): query heads h0 .. h0 + G - 1 of the kv head's group */
+    const int NZ = (Hq / Hkv + GB - 1) / GB, kvh = blockIdx.x / NZ, z = blockIdx.x - kvh * NZ;
+    const int h0 = kvh * (Hq / Hkv) + z * GB, G = min(GB, Hq / Hkv - z * GB);
+    const int s = blockIdx.y, tid = threadIdx.x;
     KT *vs = (KT *)skv_smem4;                                       /* VS: [SKV_T][hd] V tile */
     float *qs = (float *)(skv_smem4 + (VS ? (size_t)SKV_T * hd * sizeof(KT) / 16 : 0));   /* [G][hd] */
     float *ps = qs + (size_t)G * hd;       /* [G][SKV_T] scores, then probabilities */
@@ -104,13 +108,13 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
     const size_t pstride = (size_t)hd + 2;   /* per (head, split): m, l, acc[hd] */
     if (k0 >= k1) {   /* an empty split: a partial the combine gives weight 0 */
         for (int g = tid; g < G; g += SKV_T) {
-            float *p = part + ((size_t)(kvh * G + g) * S + s) * pstride;
+            float *p = part + ((size_t)(h0 + g) * S + s) * pstride;
             p[0] = -INFINITY;
             p[1] = 0.0f;
         }
         return;
     }
-    for (int i = tid; i < G * hd; i += SKV_T) qs[i] = Q[(size_t)kvh * G * hd + i];   /* heads kvh*G .. +G-1 */
+    for (int i = tid; i < G * hd; i += SKV_T) qs[i] = Q[(size_t)h0 * hd + i];
     float m[SKV_MAX_G], l[SKV_MAX_G], acc[SKV_MAX_G][SKV_HD_REGS];
 #pragma unroll
     for (int g = 0; g < SKV_MAX_G; g++) {
@@ -198,7 +202,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
 #pragma unroll
     for (int g = 0; g < SKV_MAX_G; g++) {   /* unrolled: acc stays in registers */
         if (g >= G) break;
-        float *p = part + ((size_t)(kvh * G + g) * S + s) * pstride;
+        float *p = part + ((size_t)(h0 + g) * S + s) * pstride;
         if (tid == 0) {
             p[0] = m[g];
             p[1] = l[g];
@@ -211,22 +215,26 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
     }
 }
 
-/* head h (blockIdx.x): merge its S partials in split order. The S maxima and weights are read
- * by all threads at once (one round trip, not S dependent ones), then each thread sums its
+/* head h (blockIdx.x): merge its partials in split order. Only the splits that hold keys are
+ * read (SU of the S: the rest are empty by skv_chunk's rule). Their maxima and weights are read
+ * by all threads at once (one round trip, not SU dependent ones), then each thread sums its
  * dims over the splits with the loads of eight splits in flight. */
-__global__ void kernel_attn_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
+__global__ void kernel_attn_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S,
+                                    const int32_t *__restrict__ np_dev, int64_t np_host, int64_t n_ctx) {
     __shared__ float wsh[MI8A_SKV_MAX_SPLITS], lsh[MI8A_SKV_MAX_SPLITS], red[32];
     const int h = blockIdx.x, tid = threadIdx.x;
     const size_t pstride = (size_t)hd + 2;
     const float *p = part + (size_t)h * S * pstride;
+    const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);
+    const int SU = (int)((n_kv + chunk - 1) / chunk);   /* <= S */
     float mx = -INFINITY;
-    for (int s = tid; s < S; s += blockDim.x) mx = fmaxf(mx, p[(size_t)s * pstride]);
+    for (int s = tid; s < SU; s += blockDim.x) mx = fmaxf(mx, p[(size_t)s * pstride]);
     for (int off = 16; off >= 1; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     if ((tid & 31) == 0) red[tid >> 5] = mx;
     __syncthreads();
     float ms = -INFINITY;   /* the max is exact in any order */
     for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) ms = fmaxf(ms, red[w]);
-    for (int s = tid; s < S; s += blockDim.x) {
+    for (int s = tid; s < SU; s += blockDim.x) {
         const float *ps = p + (size_t)s * pstride;
         lsh[s] = ps[1];
         wsh[s] = ps[1] == 0.0f ? 0.0f : expf(ps[0] - ms);   /* an empty split: l = 0, never summed */
@@ -235,7 +243,7 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
     for (int d = tid; d < hd; d += blockDim.x) {
         float l = 0.0f, o = 0.0f;
 #pragma unroll 8
-        for (int s = 0; s < S; s++) {
+        for (int s = 0; s < SU; s++) {
             const float a = p[(size_t)s * pstride + 2 + d];
             if (lsh[s] == 0.0f) continue;   /* an empty split (its acc was never written) */
             const float w = wsh[s];
@@ -265,37 +273,40 @@ extern "C" size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t H
 
 extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                                      const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
-                                     int64_t Hkv, float scale, void *workspace) {
+                                     int64_t Hkv, float scale, int heads_a_block, void *workspace) {
     if (!mi8a_attn_split_supported(hd, Hq, Hkv, ctype) || n_ctx <= 0 || n_past < 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: hd %lld, Hq %lld, Hkv %lld, cache %s", (long long)hd,
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
+    const int GB = heads_a_block > 0 && heads_a_block < G ? heads_a_block : heads_a_block > 0 ? G : MI8A_SKV_HEADS < G ? MI8A_SKV_HEADS : G;
+    const int NZ = (G + GB - 1) / GB;
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
-    const size_t smem_f = ((size_t)G * (size_t)hd + (size_t)G * SKV_T + 2 * SKV_MAX_G) * sizeof(float);
+    const size_t smem_f = ((size_t)GB * (size_t)hd + (size_t)GB * SKV_T + 2 * SKV_MAX_G) * sizeof(float);
     /* VS: F16, hd a multiple of 8 and at most 128, every row 16-byte aligned (cp.async), and the
      * V tile fits beside the scores */
     const bool vs = ctype == MI_TYPE_F16 && hd % 8 == 0 && hd <= SKV_VS_MAX_HD && (((uintptr_t)k | (uintptr_t)v) & 15u) == 0 &&
                     ((size_t)hd * Hkv * esz) % 16 == 0 && smem_f + (size_t)SKV_T * hd * esz <= (46u << 10);
     const size_t smem = (vs ? (size_t)SKV_T * hd * esz : 0) + smem_f;
     if (smem > (46u << 10)) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: %zu bytes of shared memory", smem);
+    if ((int64_t)Hkv * NZ > INT32_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: %lld kv heads", (long long)Hkv);
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
-    const dim3 grid((unsigned)Hkv, (unsigned)S);
+    const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
     if (vs)
         kernel_attn_split<uint16_t, true><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
                                                                     n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
-                                                                    (int)Hkv, S, scale);
+                                                                    (int)Hkv, S, GB, scale);
     else if (ctype == MI_TYPE_F16)
         kernel_attn_split<uint16_t, false><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
                                                                      n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
-                                                                     (int)Hkv, S, scale);
+                                                                     (int)Hkv, S, GB, scale);
     else
         kernel_attn_split<float, false><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part,
                                                                   n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv,
-                                                                  S, scale);
+                                                                  S, GB, scale);
     MI_CU_CHECK_LAUNCH("kernel_attn_split");
-    kernel_attn_combine<<<(unsigned)Hq, 128, 0, st>>>(part, o, (int)hd, S);
+    kernel_attn_combine<<<(unsigned)Hq, 128, 0, st>>>(part, o, (int)hd, S, n_past_dev, n_past, n_ctx);
     MI_CU_CHECK_LAUNCH("kernel_attn_combine");
     return MI_OK;
 }

@@ -54,13 +54,17 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
 #define MI8A_SKV_T 128            /* keys per tile, threads per block */
 #define MI8A_SKV_MIN_KEYS 256     /* keys a split takes at least when the cache is full */
 #define MI8A_SKV_MAX_SPLITS 128
+/* Query heads a block takes of its GQA group (heads_a_block; 0: MI8A_SKV_HEADS): each thread
+ * computes that many dots a key, so fewer is less serial work a tile and more blocks, at the
+ * price of reading each K/V tile once a block (the repeats come from L2). */
+#define MI8A_SKV_HEADS 1
 #define MI8A_SKV_MIN_CTX 8192
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                           const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
-                          float scale, void *workspace);
+                          float scale, int heads_a_block, void *workspace);
 
 /* ---- fusion8a.c: the graph pass (registered with 7c's fusion list). Returns the number of
  * fusions made. Rewrites, for one-token graphs (N == 1) only:

@@ -116,6 +116,16 @@ static int64_t skv_min_ctx(void) {
     }
     return v;
 }
+/* MINFER_SKV_GB=N: query heads a block (mi8a_attn_split's heads_a_block), for measurements */
+static int skv_heads_a_block(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("MINFER_SKV_GB");
+        v = e && *e ? atoi(e) : 0;
+        if (v < 0) v = 0;
+    }
+    return v;
+}
 static bool sup_attn_split(const mi_tensor *n) {
     const mi_tensor *q = n->src[0], *k = n->src[1];
     return q && k && mi_nrows(q) == 1 && k->ne[1] >= skv_min_ctx() &&
@@ -129,7 +139,7 @@ static mi_status run_attn_split(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     return mi8a_attn_split(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, mi_cuda_step_param(c, n),
                            mi_node_n_past(n), k->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
-                           mi_attn_scale(n), ws);
+                           mi_attn_scale(n), skv_heads_a_block(), ws);
 }
 static const mi_cuda_kernel k_attn_split = {"attention, one token, split over the KV sequence", "d4", sup_attn_split,
                                             run_attn_split, ws_attn_split, MI_CUDA_K_STEP_PARAMS};

@@ -447,12 +447,12 @@ static void host_attn(const float *q, const float *K, const float *V, double *o,
     free(sc);
 }
 
-/* off: the K and V caches start off bytes past an allocation (2: not 16-byte aligned, so the
+/* off: the K and V caches start off bytes past an allocation (4: not 16-byte aligned, so the
  * kernel reads V from global memory instead of staging it in shared memory) */
-static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off) {
+static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off, int gb) {
     char name[128];
-    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s", mi_type_name(ct), hd, Hq, Hkv,
-             (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "");
+    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s_gb%d", mi_type_name(ct), hd, Hq, Hkv,
+             (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "", gb);
     gu_begin(&R, name);
     const size_t row = (size_t)hd * Hkv, cells = row * (size_t)n_ctx, esz = ct == MI_TYPE_F16 ? 2 : 4;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -482,11 +482,11 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     int32_t *dnp = dev_up_at(&np32, 4, 0, &bnp);
     float *dout = dev_poison(no * 4);
     void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
-    mi_status st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, ws);
+    mi_status st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
     if (st == MI_OK) { dev_down(a, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, ws);
+    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
     if (st == MI_OK) { dev_down(b, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, dnp, 0, n_ctx, hd, Hq, Hkv, scale, ws);
+    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, dnp, 0, n_ctx, hd, Hq, Hkv, scale, gb, ws);
     if (st == MI_OK) { dev_down(dv, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
     if (st == MI_OK) st = mi7b_attn(S, dq, dk, dvv, ct, dout, 1, n_past, hd, Hq, Hkv, scale);
     if (st == MI_OK) dev_down(c7, dout, no * 4);
@@ -511,12 +511,14 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
 
 static void test_attn_split(void) {
     const int64_t past7[] = {0, 1, 127, 128, 1000, 8191, 32767};
-    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i], 0);
-    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 20000, 2);   /* V from global memory */
-    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000, 0);      /* the 0.5B's heads */
-    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000, 0);       /* no GQA, F32 cache */
-    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700, 0);      /* one KV head, the widest head */
-    split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0);     /* G = 16: no room to stage V */
+    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i], 0, 0);
+    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 20000, 4, 0);   /* V from global memory */
+    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 9000, 0, 3);    /* head groups 3 + 3 + 1 */
+    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 9000, 0, 7);    /* the whole group a block */
+    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000, 0, 0);      /* the 0.5B's heads */
+    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000, 0, 0);       /* no GQA, F32 cache */
+    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700, 0, 2);      /* one KV head, the widest head */
+    split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0, 16);    /* G = 16: no room to stage V */
 }
 
 /* d4 in a whole model: a context of 8192 positions, so decode takes the split attention;
