@@ -13,7 +13,8 @@
  *            memory (cp.async, issued before the scores, so the copy overlaps them); otherwise
  *            read from global memory, each V value once for the G heads, eight keys' loads in
  *            flight;
- * and writes its unnormalized partial (m, l, acc[hd]) per head. The combine kernel merges the S
+ * and writes its unnormalized partial (m, l, acc[hd]) per head (or, when its split is the only
+ * one that holds keys, the output acc / l itself, and the combine returns). The combine merges the S
  * partials of each head in split order: m* = max m_s, l = sum l_s e^(m_s - m*),
  * o = sum acc_s e^(m_s - m*) / l. Fixed orders throughout: repeated runs are bit-identical;
  * the sums run in another order than 7b's, so the result is within the attention bound of
@@ -88,6 +89,7 @@ __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const floa
 template <typename KT, bool VS>
 __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                            const KT *__restrict__ Vc, float *__restrict__ part,
+                                                           float *__restrict__ O,
                                                            const int32_t *__restrict__ np_dev, int64_t np_host,
                                                            int64_t n_ctx, int hd, int Hq, int Hkv, int S, int GB,
                                                            float scale) {
@@ -199,6 +201,18 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         }
         __syncthreads();   /* ps, mt, lt and vs are rewritten by the next tile */
     }
+    if (chunk >= n_kv) {   /* the only split that holds keys: the output itself, the combine returns */
+#pragma unroll
+        for (int g = 0; g < SKV_MAX_G; g++) {
+            if (g >= G) break;
+#pragma unroll
+            for (int j = 0; j < SKV_HD_REGS; j++) {
+                const int d = tid + j * SKV_T;
+                if (d < hd) O[(size_t)(h0 + g) * hd + d] = acc[g][j] / l[g];
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int g = 0; g < SKV_MAX_G; g++) {   /* unrolled: acc stays in registers */
         if (g >= G) break;
@@ -227,6 +241,7 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
     const float *p = part + (size_t)h * S * pstride;
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);
     const int SU = (int)((n_kv + chunk - 1) / chunk);   /* <= S */
+    if (SU == 1) return;   /* split 0 wrote the output */
     float mx = -INFINITY;
     for (int s = tid; s < SU; s += blockDim.x) mx = fmaxf(mx, p[(size_t)s * pstride]);
     for (int off = 16; off >= 1; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -279,7 +294,8 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
-    const int GB = heads_a_block > 0 && heads_a_block < G ? heads_a_block : heads_a_block > 0 ? G : MI8A_SKV_HEADS < G ? MI8A_SKV_HEADS : G;
+    const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
+    const int GB = want < G ? want : G;
     const int NZ = (G + GB - 1) / GB;
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
     const size_t smem_f = ((size_t)GB * (size_t)hd + (size_t)GB * SKV_T + 2 * SKV_MAX_G) * sizeof(float);
@@ -294,15 +310,15 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
     if (vs)
-        kernel_attn_split<uint16_t, true><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
+        kernel_attn_split<uint16_t, true><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part, o,
                                                                     n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
                                                                     (int)Hkv, S, GB, scale);
     else if (ctype == MI_TYPE_F16)
-        kernel_attn_split<uint16_t, false><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part,
+        kernel_attn_split<uint16_t, false><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part, o,
                                                                      n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
                                                                      (int)Hkv, S, GB, scale);
     else
-        kernel_attn_split<float, false><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part,
+        kernel_attn_split<float, false><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part, o,
                                                                   n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv,
                                                                   S, GB, scale);
     MI_CU_CHECK_LAUNCH("kernel_attn_split");

@@ -50,15 +50,19 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
  * (KV head, split) read each K/V row once for the GQA group, partials merged per head in split
  * order; within the attention bound of 7b, not bit-identical to it. n_past_dev: 7d's step
  * param (NULL: n_past). Used for caches of MI8A_SKV_MIN_CTX positions and more (shorter ones
- * keep 7d's single kernel: the merge is one launch more a layer). */
+ * keep 7d's single kernel: at depth 0 the split and its merge cost 10% of a 7B step, at depth
+ * 4096 7d's kernel is four times slower). */
 #define MI8A_SKV_T 128            /* keys per tile, threads per block */
 #define MI8A_SKV_MIN_KEYS 256     /* keys a split takes at least when the cache is full */
 #define MI8A_SKV_MAX_SPLITS 128
-/* Query heads a block takes of its GQA group (heads_a_block; 0: MI8A_SKV_HEADS): each thread
- * computes that many dots a key, so fewer is less serial work a tile and more blocks, at the
- * price of reading each K/V tile once a block (the repeats come from L2). */
-#define MI8A_SKV_HEADS 1
-#define MI8A_SKV_MIN_CTX 8192
+/* Query heads a block takes of its GQA group (heads_a_block; 0: by the cache's length): each
+ * thread computes that many dots a key, so fewer is less serial work a tile and more blocks, at
+ * the price of reading each K/V tile once a block (the repeats come from L2). Measured on the
+ * H200 (results/notes/PHASE8A.md): 2 a block is best for caches under 16k positions, the whole
+ * group at depth in longer ones. */
+#define MI8A_SKV_HEADS 2
+#define MI8A_SKV_GROUP_CTX 16384  /* caches of this many positions: the whole group a block */
+#define MI8A_SKV_MIN_CTX 2048
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);

@@ -149,7 +149,7 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
     mi_cuda_item_declare("d3", "greedy argmax on the device: only the token id crosses back (argmax)");
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
-    mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 8192 positions or more)");
+    mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
