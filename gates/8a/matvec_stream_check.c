@@ -7,8 +7,8 @@
  * Shapes: every format the kernel takes at K = 2048 .. 18944 (the 7B's Q6_K v, down and a slice
  * of its output head, the 0.5B's Q4_0 down), M not a multiple of the warps, and weights placed
  * 4 or 6 bytes past a 16-byte boundary and ending mid-piece, so the first and the
- * last 16-byte pieces of the tensor take the byte-by-byte path. Also: the kernel refuses Q4_K,
- * K below MI8A_STREAM_MIN_K and unquantized types. */
+ * last 16-byte pieces of the tensor take the byte-by-byte path; Q4_K's long rows. Also: the
+ * kernel refuses Q4_K's short rows, K below MI8A_STREAM_MIN_K and unquantized types. */
 #include "gates/8a/matvec_stream_check.h"
 #include "gates/7e/dev7e.h"
 #include "phase8a_decode/decode8a.h"
@@ -81,11 +81,12 @@ void matvec_stream_check(gu_run *R, cudaStream_t S, unsigned long long *seed) {
     stream_case(R, S, seed, MI_TYPE_Q6_K, 3584, 4099, false, false, 6);   /* 7B output head's rows */
     stream_case(R, S, seed, MI_TYPE_Q4_0, 4864, 896, false, true, 0);     /* 0.5B down + residual */
     stream_case(R, S, seed, MI_TYPE_Q8_0, 2304, 1000, false, false, 0);
+    stream_case(R, S, seed, MI_TYPE_Q4_K, 18944, 260, false, true, 0);    /* 7B Q4_K down's rows */
     gu_begin(R, "stream_refuses");
-    const bool refuses = !mi8a_matvec_stream_supported(MI_TYPE_Q4_K, 3584, 512) &&
+    const bool refuses = !mi8a_matvec_stream_supported(MI_TYPE_Q4_K, MI8A_STREAM_Q4K_MIN_K - 256, 512) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_Q6_K, MI8A_STREAM_MIN_K - 256, 512) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_F16, 4096, 512) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_Q8_0, 4096, 0);
-    if (refuses) gu_pass(R, "Q4_K, K below %d, F16 and M = 0 refused", MI8A_STREAM_MIN_K);
+    if (refuses) gu_pass(R, "Q4_K below K = %d, K below %d, F16 and M = 0 refused", MI8A_STREAM_Q4K_MIN_K, MI8A_STREAM_MIN_K);
     else gu_fail(R, "a shape outside the rule was accepted");
 }
