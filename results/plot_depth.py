@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def variant(r):
     off = "MINFER_PERF_OFF=d4" in r.get("switches", "")
-    return f"{'7d kernel (d4 off)' if off else 'split-KV (d4)'}, {r.get('kv_mb', 0):.0f} MB KV cache, {r.get('commit', '?')}"
+    size = f"context {r['n_ctx']}" if "n_ctx" in r else f"{r.get('kv_mb', 0):.0f} MB KV cache"
+    return f"{'7d kernel (d4 off)' if off else 'split-KV (d4)'}, {size}, {r.get('commit', '?')}"
 
 
 def main():
