@@ -523,9 +523,9 @@ int cmd_bench(int argc, char **argv) {
         json_str(jf, rf.shape);
         fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
                     "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
-                    "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"gpu\":",
+                    "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"n_ctx\":%lld,\"gpu\":",
                 hp->arch_name, type, be, threads, rows[i].test, (long long)rows[i].depth, rows[i].mean, rows[i].sd, rows[i].reps,
-                rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16");
+                rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16", (long long)mi_session_n_ctx(s));
         json_str(jf, rf.gpu);
         fprintf(jf, ",\"driver\":");
         json_str(jf, rf.driver);
