@@ -126,13 +126,14 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         return;
     }
     for (int i = tid; i < G * hd; i += SKV_T) qs[i] = Q[(size_t)h0 * hd + i];
-    float m[GM], l[GM], acc[GM][SKV_HD_REGS];
+    constexpr int HR = VS ? 1 : SKV_HD_REGS;   /* dims a thread: VS has hd <= 128 = SKV_T */
+    float m[GM], l[GM], acc[GM][HR];
 #pragma unroll
     for (int g = 0; g < GM; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] = 0.0f;
+        for (int j = 0; j < HR; j++) acc[g][j] = 0.0f;
     }
     __syncthreads();
     const int lane = tid & 31, warp = tid >> 5, nw = SKV_T / 32;
@@ -189,14 +190,14 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             l[g] = l[g] * corr + lt[g];
             m[g] = m_new;
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] *= corr;
+            for (int j = 0; j < HR; j++) acc[g][j] *= corr;
         }
         /* acc[g][j] += p_g[k] * V[k][d] in key order; each V value read once for the G heads */
 #pragma unroll 8
         for (int k = 0; k < tn; k++) {
-            float v[SKV_HD_REGS];
+            float v[HR];
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) {
+            for (int j = 0; j < HR; j++) {
                 const int d = tid + j * SKV_T;
                 v[j] = d < hd ? (VS ? mi7b_ld1(vs + (size_t)k * hd + d) : mi7b_ld1(vb + (size_t)k * kvrow + d)) : 0.0f;
             }
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
                 if (g >= G) break;
                 const float p = ps[g * SKV_T + k];
 #pragma unroll
-                for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] += p * v[j];
+                for (int j = 0; j < HR; j++) acc[g][j] += p * v[j];
             }
         }
         __syncthreads();   /* ps, mt, lt and vs are rewritten by the next tile */
@@ -215,7 +216,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         for (int g = 0; g < GM; g++) {
             if (g >= G) break;
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) {
+            for (int j = 0; j < HR; j++) {
                 const int d = tid + j * SKV_T;
                 if (d < hd) O[(size_t)(h0 + g) * hd + d] = acc[g][j] / l[g];
             }
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             p[1] = l[g];
         }
 #pragma unroll
-        for (int j = 0; j < SKV_HD_REGS; j++) {
+        for (int j = 0; j < HR; j++) {
             const int d = tid + j * SKV_T;
             if (d < hd) p[2 + d] = acc[g][j];
         }
