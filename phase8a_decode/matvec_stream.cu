@@ -1,8 +1,9 @@
 /* One-token (N = 1) quantized matmul that streams the weight rows through a per-warp ring of
  * cp.async copies, on rows of K >= 2048 of the formats without a kernel of their own (every
  * quantized format but Q4_K) and on Q4_K's long rows (K >= 8192, where 7e's Q4_K kernel waits a
- * round trip per eight loads a lane): the 7B's down projections, Q6_K output head and v, the
- * 0.5B's down projection. 7e's staged kernel copies whole rows into shared memory
+ * round trip per eight loads a lane), and on output heads of any K (M >= 32768 rows, where 7b's
+ * warp-per-row kernel waits a round trip per row): the 7B's down projections, Q6_K output head
+ * and v, the 0.5B's down projection and Q8_0 output head. 7e's staged kernel copies whole rows into shared memory
  * and waits at a block barrier before any warp computes, so HBM idles while the block computes;
  * here each warp keeps MVS_STAGES chunks of its own rows in flight and computes one while the
  * next ones arrive, with no block barrier at all.
@@ -137,7 +138,7 @@ static size_t stream_smem(mi_type wt) {
 
 extern "C" bool mi8a_matvec_stream_supported(mi_type wt, int64_t K, int64_t M) {
     return (wt != MI_TYPE_Q4_K || K >= MI8A_STREAM_Q4K_MIN_K) && stream_smem(wt) > 0 && mi7b_act_row_bytes(wt, K) > 0 &&
-           K >= MI8A_STREAM_MIN_K && M > 0 && M <= INT32_MAX;
+           (K >= MI8A_STREAM_MIN_K || M >= MI8A_STREAM_MIN_M) && M > 0 && M <= INT32_MAX;
 }
 
 extern "C" size_t mi8a_matvec_stream_workspace(mi_type wt, int64_t K) { return mi7b_act_row_bytes(wt, K); }

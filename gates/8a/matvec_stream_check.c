@@ -82,11 +82,15 @@ void matvec_stream_check(gu_run *R, cudaStream_t S, unsigned long long *seed) {
     stream_case(R, S, seed, MI_TYPE_Q4_0, 4864, 896, false, true, 0);     /* 0.5B down + residual */
     stream_case(R, S, seed, MI_TYPE_Q8_0, 2304, 1000, false, false, 0);
     stream_case(R, S, seed, MI_TYPE_Q4_K, 18944, 260, false, true, 0);    /* 7B Q4_K down's rows */
+    stream_case(R, S, seed, MI_TYPE_Q8_0, 896, MI8A_STREAM_MIN_M + 5, false, false, 2);   /* 0.5B output head's shape */
     gu_begin(R, "stream_refuses");
     const bool refuses = !mi8a_matvec_stream_supported(MI_TYPE_Q4_K, MI8A_STREAM_Q4K_MIN_K - 256, 512) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_Q6_K, MI8A_STREAM_MIN_K - 256, 512) &&
+                         !mi8a_matvec_stream_supported(MI_TYPE_Q8_0, 896, MI8A_STREAM_MIN_M - 1) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_F16, 4096, 512) &&
                          !mi8a_matvec_stream_supported(MI_TYPE_Q8_0, 4096, 0);
-    if (refuses) gu_pass(R, "Q4_K below K = %d, K below %d, F16 and M = 0 refused", MI8A_STREAM_Q4K_MIN_K, MI8A_STREAM_MIN_K);
+    if (refuses)
+        gu_pass(R, "Q4_K below K = %d, K below %d with M below %d, F16 and M = 0 refused", MI8A_STREAM_Q4K_MIN_K,
+                MI8A_STREAM_MIN_K, MI8A_STREAM_MIN_M);
     else gu_fail(R, "a shape outside the rule was accepted");
 }
