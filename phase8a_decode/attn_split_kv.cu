@@ -1,9 +1,9 @@
 /* One-token attention split over the KV sequence (flash-decoding), for decode at depth.
  * 7b's kernel gives a query head one block that walks every key: at 32k keys the 7B's 28
  * blocks walk 256 tiles each while 104 SMs idle, and each of a GQA group's heads reads its KV
- * head again. Here block (kv head, split s) takes every query head of the group over keys
- * [s*chunk, (s+1)*chunk), chunk = max(ceil(n_kv / S), one tile), reading each K and V row once
- * for the group:
+ * head again. Here block (kv head, head group z, split s) takes G of the group's query heads
+ * (heads_a_block) over keys [s*chunk, (s+1)*chunk), chunk = max(ceil(n_kv / S), one tile),
+ * reading each K and V row once for its G heads:
  *   scores   thread t takes key t of a tile of MI8A_SKV_T keys: G dots over hd (K row read by
  *            the thread, 16 bytes a load where the cache allows; q of the G heads from shared
  *            memory), scale * dot as 7b;
@@ -25,6 +25,7 @@
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/async_copy.cuh"
 
 #define SKV_T MI8A_SKV_T   /* keys per tile = threads per block */
 #define SKV_MAX_G 16
@@ -43,12 +44,6 @@ __device__ __forceinline__ int64_t skv_chunk(int64_t n_kv, int S) {
     const int64_t c = (n_kv + S - 1) / S;
     return c > SKV_T ? c : SKV_T;
 }
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::); }
 
 /* two halves packed in a word (element 2i low) as floats, exactly */
 __device__ __forceinline__ float2 skv_h2(uint32_t w) {
@@ -145,7 +140,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             const int cpr = hd / 8;   /* 16-byte chunks a row */
             for (int i = tid; i < tn * cpr; i += SKV_T) {
                 const int k = i / cpr, c = i - k * cpr;
-                cp_async16(vs + (size_t)k * hd + 8 * c, vb + (size_t)k * kvrow + 8 * c);
+                async_copy16(vs + (size_t)k * hd + 8 * c, vb + (size_t)k * kvrow + 8 * c);
             }
         }
         /* scores of key t for the G heads */
@@ -181,7 +176,10 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
             if (lane == 0) lt[g] = v;
         }
-        if constexpr (VS) cp_async_wait_all();
+        if constexpr (VS) {
+            async_commit();
+            async_wait<0>();
+        }
         __syncthreads();
 #pragma unroll
         for (int g = 0; g < GM; g++) {

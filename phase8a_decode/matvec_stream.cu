@@ -24,18 +24,12 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/async_copy.cuh"
 
 #define MVS_THREADS 256
 #define MVS_WARPS (MVS_THREADS / 32)
 #define MVS_STAGES 4    /* chunks a warp has in flight: 4 x 840 bytes of Q6_K */
 #define MVS_UNITS 32    /* units a chunk: one a lane */
-
-__device__ __forceinline__ void mvs_cp16(void *smem, const void *gmem) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
-}
-__device__ __forceinline__ void mvs_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void mvs_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 /* bytes of a chunk (32 units) and of its ring slot (the pieces from the 16-byte boundary below) */
 template <int WT> struct mvs_geom {
@@ -55,7 +49,7 @@ __device__ __forceinline__ void mvs_issue(uint8_t *slot, const uint8_t *W, size_
     for (int p = lane; p < pieces; p += 32) {
         const uint8_t *g = (const uint8_t *)(a0 + 16 * (uintptr_t)p);
         if (g >= W && g + 16 <= te) {
-            mvs_cp16(slot + 16 * p, g);
+            async_copy16(slot + 16 * p, g);
         } else {   /* the tensor's first or last piece: only its own bytes */
             for (int b = 0; b < 16; b++) slot[16 * p + b] = (g + b >= W && g + b < te) ? g[b] : 0;
         }
@@ -83,7 +77,7 @@ kernel_matvec_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int6
             mvs_issue<WT>(ring + sx * SL, W, wrow, mx, cx, te, lane);
             if (++cx == cpr) { cx = 0; mx += nw; }
         }
-        mvs_commit();
+        async_commit();
         sx++;
     }
     constexpr int AT = wtraits<WT>::act;
@@ -94,9 +88,9 @@ kernel_matvec_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int6
             mvs_issue<WT>(ring + sx * SL, W, wrow, mx, cx, te, lane);
             if (++cx == cpr) { cx = 0; mx += nw; }
         }
-        mvs_commit();
+        async_commit();
         if (++sx == MVS_STAGES) sx = 0;
-        mvs_wait<MVS_STAGES - 1>();   /* this lane's pieces of the chunk have landed */
+        async_wait<MVS_STAGES - 1>();   /* this lane's pieces of the chunk have landed */
         __syncwarp();                 /* ... and every lane's */
         const int64_t u = (int64_t)c * MVS_UNITS + lane;
         const uint8_t *src = W + (size_t)m * wrow + (size_t)c * CH;
@@ -121,7 +115,7 @@ kernel_matvec_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int6
         if (++sc == MVS_STAGES) sc = 0;
         __syncwarp();   /* every lane is done with slot sc before it is refilled */
     }
-    mvs_wait<0>();
+    async_wait<0>();
 }
 
 static size_t stream_smem(mi_type wt) {
