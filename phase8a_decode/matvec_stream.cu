@@ -113,7 +113,7 @@ kernel_matvec_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int6
             c++;
         }
         if (++sc == MVS_STAGES) sc = 0;
-        __syncwarp();   /* every lane is done with slot sc before it is refilled */
+        __syncwarp();   /* every lane is done with this chunk's slot before the next copy refills it */
     }
     async_wait<0>();
 }
