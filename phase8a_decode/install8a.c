@@ -175,8 +175,8 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
-    mi_cuda_item_declare("d5", "one-token matmul, K >= 2048 (Q4_K: K >= 8192): rows streamed through a per-warp "
-                               "copy ring (with the residual add when d2 is on)");
+    mi_cuda_item_declare("d5", "one-token matmul, K >= 2048 or output heads (Q4_K: K >= 8192): rows streamed "
+                               "through a per-warp copy ring (with the residual add when d2 is on)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
