@@ -297,5 +297,10 @@ int64_t mi_batch_seq_n_past(const mi_batch *b, int id) {
     return s ? s->kv.n_pos : -1;
 }
 
+int64_t mi_batch_seq_queued(const mi_batch *b, int id) {
+    const batch_seq *s = seq_of(b, id);
+    return s ? s->n_queue - s->head : -1;
+}
+
 int64_t mi_batch_kv_free_blocks(const mi_batch *b) { return b->pool.n_free; }
 int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }
