@@ -1,6 +1,6 @@
 /* Many sequences in one step (common/model/batch.c) against each sequence run alone, on the
- * CPU backend: bit for bit. Synthetic tiny models of three architectures and weight mixes
- * (`minfer synth`, next to this test's binary). Sequences join at different steps with prompts
+ * CPU backend: bit for bit. Synthetic models (`minfer synth`, next to this test's binary): the
+ * tiny shapes of three architectures and weight mixes, and the Qwen2.5 0.5B shape. Sequences join at different steps with prompts
  * of different lengths, decode one token a step, one ends and its id is taken by a new one; the
  * logits of every sequence at every step it runs must equal, byte for byte, those of a session
  * fed the same chunks. Also: a pool too small for everyone refuses only the sequence that cannot
@@ -14,7 +14,8 @@
 #include <unistd.h>
 #include "common/model/mi_batch.h"
 
-#define NSEQ 6
+#define NSEQ 7      /* sequences over the run; at most NSEQ_OPEN open at once */
+#define NSEQ_OPEN 6
 #define STEPS 9
 
 static char g_path[PATH_MAX + 64];
@@ -36,16 +37,18 @@ static mi_model *synth(const char *shape, const char *type) {
     return m;
 }
 
-/* sequence i: a prompt of 3 + 4i tokens, joining at step i / 2, then one token a step */
-static int64_t prompt_len(int i) { return 3 + 4 * i; }
-static int join_step(int i) { return i / 2; }
+/* sequence i: a prompt of 3 + 4i tokens, joining at step i / 2, then one token a step;
+ * sequence 1 ends after step 4 and sequence 6 joins at step 6 in its place (ids are reused) */
+static int64_t prompt_len(int i) { return 3 + 4 * (i % 6); }
+static int join_step(int i) { return i == 6 ? 6 : i / 2; }
+static int end_step(int i) { return i == 1 ? 4 : STEPS - 1; }
 static int32_t tok(int i, int64_t j, int64_t V) { return (int32_t)((7 + 31 * i + 13 * j + (j * j) % 17) % V); }
 
 /* The chunk sequence i feeds at step `step` (0 tokens: not running): the prompt at its join
  * step, then one token a step. */
 static int64_t chunk(int i, int step, int32_t *out, int64_t V) {
     const int k = step - join_step(i);
-    if (k < 0) return 0;
+    if (k < 0 || step > end_step(i)) return 0;
     const int64_t off = k == 0 ? 0 : prompt_len(i) + k - 1, n = k == 0 ? prompt_len(i) : 1;
     for (int64_t j = 0; j < n; j++) out[j] = tok(i, off + j, V);
     return n;
@@ -79,7 +82,7 @@ static void independence(const char *shape, const char *type) {
     for (int i = 0; i < NSEQ; i++) solo(m, i, want + (size_t)i * STEPS * (size_t)V, V);
     mi_batch_params bp;
     mi_batch_params_default(&bp);
-    bp.n_seq_max = NSEQ;
+    bp.n_seq_max = NSEQ_OPEN;
     bp.kv_tokens = 512;
     bp.n_threads = 2;
     mi_batch *b = NULL;
@@ -100,7 +103,7 @@ static void independence(const char *shape, const char *type) {
         cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "step %d: %s", step, mi_errmsg());
         cr_assert_eq(ran, expect_run, "step %d: %d sequences ran, %d expected", step, ran, expect_run);
         for (int i = 0; i < NSEQ; i++) {
-            if (step < join_step(i)) continue;
+            if (step < join_step(i) || step > end_step(i)) continue;
             const float *got = mi_batch_seq_logits(b, id[i]);
             cr_assert(got, "sequence %d has no logits at step %d", i, step);
             const float *w = want + ((size_t)i * STEPS + (size_t)step) * (size_t)V;
@@ -112,10 +115,13 @@ static void independence(const char *shape, const char *type) {
             cr_assert_eq(mi_batch_seq_next(b, id[i], &next), MI_OK);
             cr_assert_eq(next, mi_sample_greedy(w, V));
             compared++;
+            if (step == end_step(i) && step < STEPS - 1) mi_batch_seq_free(b, id[i]);   /* ends early */
         }
     }
+    cr_assert_eq(id[6], id[1], "the ended sequence's id is handed out again");
     cr_assert_gt(compared, 30);
-    for (int i = 0; i < NSEQ; i++) mi_batch_seq_free(b, id[i]);
+    for (int i = 0; i < NSEQ; i++)
+        if (i != 1) mi_batch_seq_free(b, id[i]);
     cr_assert_eq(mi_batch_kv_free_blocks(b), mi_batch_kv_blocks(b), "every block back in the pool");
     mi_batch_free(b);
     free(want);
@@ -125,6 +131,7 @@ static void independence(const char *shape, const char *type) {
 Test(batch, independence_qwen2_q4_0) { independence("tiny-qwen2", "q4_0"); }
 Test(batch, independence_llama_q8_0) { independence("tiny-llama", "q8_0"); }
 Test(batch, independence_qwen3_q4_k_m) { independence("tiny-qwen3", "q4_k_m"); }
+Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen2.5-0.5b", "q4_0"); }
 
 Test(batch, full_pool_refuses_one_sequence) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
