@@ -5,6 +5,7 @@
 #include "mi_batch.h"
 #include "kv_pool.h"
 #include "../backend/sched.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +91,15 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
     if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &b->cpu);
     if (st == MI_OK) st = sched_new(&b->cpu, 1, &b->sched);
-    if (st == MI_OK)
-        st = kv_pool_init(&b->pool, mi_model_hparams(m), p.kv_type, p.block, (p.kv_tokens + p.block - 1) / p.block, b->cpu);
+    const int64_t n_blocks = (p.kv_tokens + p.block - 1) / p.block;
+    if (st == MI_OK) {   /* refuse a pool that cannot fit before allocating (and zeroing) it */
+        char what[160];
+        snprintf(what, sizeof what, "the batch's KV pool (%lld blocks of %lld positions)", (long long)n_blocks,
+                 (long long)p.block);
+        st = sched_check_fit(b->cpu, kv_cache_size(mi_model_hparams(m), p.kv_type, n_blocks * p.block), what,
+                             "ask for fewer KV positions (kv_tokens)");
+    }
+    if (st == MI_OK) st = kv_pool_init(&b->pool, mi_model_hparams(m), p.kv_type, p.block, n_blocks, b->cpu);
     if (st != MI_OK) {
         mi_batch_free(b);
         return st;

@@ -196,6 +196,10 @@ Test(batch, bad_calls) {
     bp.n_seq_max = 0;
     cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_INVALID);
     bp.n_seq_max = 1;
+    bp.kv_tokens = (int64_t)1 << 40;   /* far past any host's memory: refused before allocating */
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_NOMEM);
+    cr_assert(strstr(mi_errmsg(), "KV pool"), "message: %s", mi_errmsg());
+    bp.kv_tokens = 64;
     cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
     int a, other;
     cr_assert_eq(mi_batch_seq_new(b, NULL, &a), MI_OK);
