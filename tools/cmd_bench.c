@@ -212,7 +212,9 @@ static void bench_usage(FILE *f) {
                "                    [--kv f16|f32] [--json PATH]\n"
                "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n"
                "  -d D,...: run every test after D tokens already in the context (default 0)\n"
-               "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU\n",
+               "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU\n"
+               "       minfer bench --batch 1,4,16 -m FILE [-p 512] [-n 128] [-t N] [--ubatch 2048] [--json PATH]\n"
+               "  many sequences in one step (CPU): llama-batched-bench's table (tools/cmd_bench_batch.c)\n",
             mi_cli_max_threads());
 }
 
@@ -397,7 +399,11 @@ static void gather_facts(gguf_file *gf, const char *arch, const char *be, run_fa
     }
 }
 
+int cmd_bench_batch(int argc, char **argv);
+
 int cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--batch")) return cmd_bench_batch(argc, argv);   /* phase 8b's batched steps */
     bench_args ba;
     int prc = bench_parse(argc, argv, &ba);
     if (prc >= 0) return prc;

@@ -40,6 +40,8 @@ static bool cpu_supports(mi_backend *be, mi_tensor *n) {
         return mi_rope_n_rot(n) <= 1024;
     case MI_OP_KV_STORE:
     case MI_OP_ATTN:
+    case MI_OP_KV_SCATTER:
+    case MI_OP_ATTN_PAGED:
         return true;
     case MI_OP_GET_ROWS:
         return type_readable(n->src[0]->type);
@@ -118,6 +120,7 @@ void cpu_scratch_need(const mi_cpu_ctx *c, const mi_tensor *node, size_t *q, siz
         *a = cpu_matmul_wscratch(c, node);
     }
     if (node->op == MI_OP_ATTN) *a = cpu_attn_scratch(c, node);
+    if (node->op == MI_OP_ATTN_PAGED) cpu_attn_paged_scratch(c, node, q, a);
 }
 
 static mi_status cpu_split_begin(mi_backend *be, const mi_graph *g, const mi_split *s) {
@@ -158,6 +161,8 @@ static mi_status cpu_execute(mi_backend *be, mi_tensor *t) {
     case MI_OP_SWIGLU: return cpu_op_unary(c, t);
     case MI_OP_KV_STORE: return cpu_op_kv_store(c, t);
     case MI_OP_ATTN: return cpu_op_attn(c, t);
+    case MI_OP_KV_SCATTER: return cpu_op_kv_scatter(c, t);
+    case MI_OP_ATTN_PAGED: return cpu_op_attn_paged(c, t);
     case MI_OP_SLICE_ROWS: return cpu_op_slice_rows(c, t);
     case MI_OP_COPY: return cpu_op_copy(c, t);
     case MI_OP_ARGMAX: return cpu_op_argmax(c, t);

@@ -37,13 +37,17 @@ mi_status cpu_op_rms_norm(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_rope(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_unary(mi_cpu_ctx *c, mi_tensor *t);        /* SILU, SWIGLU */
 mi_status cpu_op_kv_store(mi_cpu_ctx *c, mi_tensor *t);
+mi_status cpu_op_kv_scatter(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_slice_rows(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_copy(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_argmax(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t);       /* MATMUL, FFN_SWIGLU */
 mi_status cpu_op_matmul_fused(mi_cpu_ctx *c, mi_tensor *t); /* NORM_MATMUL, NORM_FFN_SWIGLU, MATMUL_ADD */
 mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t);
+mi_status cpu_op_attn_paged(mi_cpu_ctx *c, mi_tensor *t);
 size_t cpu_attn_scratch(const mi_cpu_ctx *c, const mi_tensor *t);
+/* ATTN_PAGED: qbuf (the gathered K/V of the largest sequence) and abuf (its attention) bytes */
+void cpu_attn_paged_scratch(const mi_cpu_ctx *c, const mi_tensor *t, size_t *q, size_t *a);
 size_t cpu_matmul_scratch(const mi_tensor *t);
 
 /* Row-wise RMS statistics in the canonical order (bit-identical to mi_canon_sumsq_host). */

@@ -189,3 +189,79 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
     threadpool_chunks(c->tp, attn_item, &k, mi_attn_n_head(t) * t->ne[1]);
     return MI_OK;
 }
+
+/* ---------------- ATTN_PAGED (phase 8b) ----------------
+ * Per sequence: its K and V rows 0 .. n_kv-1 gathered through its block table into a contiguous
+ * copy (exact, in the cache's type), then the single-sequence op above on that copy, with the
+ * sequence's rows of q and of the output. So each sequence's rows take the path (decode in
+ * place, transposed K, converted rows) and the arithmetic that the sequence alone would. */
+
+/* the ATTN node the sequence alone would run: t rows of q at n_past over caches of n_kv rows */
+static void paged_node(const mi_tensor *t, mi_tensor *node, mi_tensor *q, mi_tensor *k, mi_tensor *v, int64_t first,
+                       int64_t rows, int64_t n_past, void *kbuf, void *vbuf) {
+    const int64_t row_q = t->ne[0], row_kv = mi_attn_head_dim(t) * mi_attn_n_head_kv(t), n_kv = n_past + rows;
+    const int64_t qne[2] = {row_q, rows}, kne[2] = {row_kv, n_kv};
+    tensor_init(q, "paged_q", MI_TYPE_F32, 2, qne);
+    q->data = (float *)t->src[0]->data + (size_t)first * (size_t)row_q;
+    tensor_init(k, "paged_k", t->src[1]->type, 2, kne);
+    k->data = kbuf;
+    tensor_init(v, "paged_v", t->src[2]->type, 2, kne);
+    v->data = vbuf;
+    tensor_init(node, t->name, MI_TYPE_F32, 2, qne);
+    node->op = MI_OP_ATTN;
+    node->data = (float *)t->data + (size_t)first * (size_t)row_q;
+    node->src[0] = q;
+    node->src[1] = k;
+    node->src[2] = v;
+    memcpy(node->p, t->p, sizeof node->p);
+    node->p[0] = (int32_t)n_past;
+}
+
+/* abuf: the attention scratch of the largest sequence; qbuf: its gathered K and V */
+void cpu_attn_paged_scratch(const mi_cpu_ctx *c, const mi_tensor *t, size_t *q, size_t *a) {
+    const int64_t max_kv = t->p[6], max_rows = t->p[7];
+    mi_tensor qt, kt, vt, node;
+    *a = 0;
+    const int64_t rows_to_try[3] = {1, max_rows < 8 ? max_rows : 8, max_rows};   /* every path the scratch can take */
+    for (int i = 0; i < 3; i++) {
+        const int64_t r = rows_to_try[i] < max_kv ? rows_to_try[i] : max_kv;
+        paged_node(t, &node, &qt, &kt, &vt, 0, r, max_kv - r, NULL, NULL);
+        const size_t need = cpu_attn_scratch(c, &node);
+        if (need > *a) *a = need;
+    }
+    const size_t esz = t->src[1]->type == MI_TYPE_F16 ? 2 : 4;
+    *q = 2 * (size_t)max_kv * (size_t)(mi_attn_head_dim(t) * mi_attn_n_head_kv(t)) * esz;
+}
+
+mi_status cpu_op_attn_paged(mi_cpu_ctx *c, mi_tensor *t) {
+    c->q_src = NULL;   /* qbuf holds the gathered rows now, not a quantized activation */
+    const int32_t *seqs = t->src[3]->data;
+    const int64_t S = t->p[0], B = t->p[5], N = t->ne[1], row_kv = mi_attn_head_dim(t) * mi_attn_n_head_kv(t);
+    const mi_tensor *kc = t->src[1]->src[1], *vc = t->src[2]->src[1];
+    const size_t esz = kc->type == MI_TYPE_F16 ? 2 : 4, rb = (size_t)row_kv * esz;
+    for (int64_t s = 0; s < S; s++) {
+        const int32_t *f = seqs + s * MI_PAGED_FIELDS;
+        const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
+        const int64_t n_kv = n_past + rows, nblk = (n_kv + B - 1) / B;
+        if (first < 0 || rows < 1 || n_past < 0 || first + rows > N || n_kv > t->p[6] ||
+            f[MI_PAGED_TABLE] < S * MI_PAGED_FIELDS || f[MI_PAGED_TABLE] + nblk > t->src[3]->ne[0])
+            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld (rows %lld+%lld, n_past %lld) outside the step",
+                          t->name, (long long)s, (long long)first, (long long)rows, (long long)n_past);
+        if (2 * (size_t)n_kv * rb > c->qbuf_size)
+            return mi_err(MI_ERR_INTERNAL, "attn_paged %s: gather scratch not reserved", t->name);
+        const int32_t *table = seqs + f[MI_PAGED_TABLE];
+        char *kbuf = c->qbuf, *vbuf = (char *)c->qbuf + (size_t)n_kv * rb;
+        for (int64_t p = 0; p < n_kv; p++) {   /* position p: cache row table[p / B] * B + p % B */
+            const int64_t blk = table[p / B], row = blk * B + p % B;
+            if (blk < 0 || row >= kc->ne[1])
+                return mi_err(MI_ERR_INVALID, "attn_paged %s: block %lld of sequence %lld outside the pool", t->name,
+                              (long long)blk, (long long)s);
+            memcpy(kbuf + (size_t)p * rb, (const char *)kc->data + (size_t)row * rb, rb);
+            memcpy(vbuf + (size_t)p * rb, (const char *)vc->data + (size_t)row * rb, rb);
+        }
+        mi_tensor qt, kt, vt, node;
+        paged_node(t, &node, &qt, &kt, &vt, first, rows, n_past, kbuf, vbuf);
+        MI_TRY(cpu_op_attn(c, &node));
+    }
+    return MI_OK;
+}

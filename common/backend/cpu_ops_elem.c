@@ -208,6 +208,35 @@ mi_status cpu_op_kv_store(mi_cpu_ctx *c, mi_tensor *t) {
     return MI_OK;
 }
 
+/* new rows [row, N] -> cache rows src2[0 .. N-1], converted as kv_rows converts */
+static void kv_scatter_rows(mi_tensor *t, int64_t r0, int64_t r1) {
+    const mi_tensor *x = t->src[0], *cache = t->src[1];
+    const int32_t *dst = t->src[2]->data;
+    const size_t D = (size_t)x->ne[0];
+    for (int64_t r = r0; r < r1; r++) {
+        const float *s = (const float *)x->data + (size_t)r * D;
+        const size_t row = (size_t)dst[r];
+        if (cache->type == MI_TYPE_F16) {
+            uint16_t *d = (uint16_t *)cache->data + row * D;
+            for (size_t i = 0; i < D; i++) d[i] = mi_f32_to_f16(s[i]);
+        } else {
+            memcpy((float *)cache->data + row * D, s, D * sizeof(float));
+        }
+    }
+}
+
+mi_status cpu_op_kv_scatter(mi_cpu_ctx *c, mi_tensor *t) {
+    const mi_tensor *cache = t->src[1];
+    if (!cache->data) return mi_err(MI_ERR_INVALID, "kv_scatter %s: cache %s has no memory", t->name, cache->name);
+    const int32_t *dst = t->src[2]->data;
+    for (int64_t r = 0; r < t->src[0]->ne[1]; r++)
+        if (dst[r] < 0 || dst[r] >= cache->ne[1])
+            return mi_err(MI_ERR_INVALID, "kv_scatter %s: row %lld goes to cache row %d of %lld", t->name, (long long)r,
+                          dst[r], (long long)cache->ne[1]);
+    par_rows(c, t, t->src[0]->ne[1], mi_nelements(t->src[0]) * 2, kv_scatter_rows);
+    return MI_OK;
+}
+
 mi_status cpu_op_slice_rows(mi_cpu_ctx *c, mi_tensor *t) {
     (void)c;
     size_t rb = mi_row_size(t->type, t->ne[0]);

@@ -132,15 +132,20 @@ static bool in_graph(const mi_graph *g, const mi_tensor *t) {
 
 /* ---------------- assignment, splits, copies ---------------- */
 
+/* KV_STORE and KV_SCATTER write in place into the cache (src1) and alias it */
+static bool writes_cache(const mi_tensor *t) { return t->op == MI_OP_KV_STORE || t->op == MI_OP_KV_SCATTER; }
+
 static mi_status assign_node(mi_sched *s, mi_tensor *t) {
-    if (t->op == MI_OP_KV_STORE) {
+    if (writes_cache(t)) {
         /* writes in place into the cache: must run where the cache lives */
         const mi_tensor *cache = t->src[1];
         int b = backend_of(s, cache);
-        if (b >= s->n) return mi_err(MI_ERR_INVALID, "kv_store %s: cache %s on backend %d of %d", t->name, cache->name, b, s->n);
+        if (b >= s->n)
+            return mi_err(MI_ERR_INVALID, "%s %s: cache %s on backend %d of %d", mi_op_name(t->op), t->name, cache->name, b,
+                          s->n);
         if (!s->be[b]->iface->supports(s->be[b], t))
-            return mi_err(MI_ERR_UNSUPPORTED, "kv_store %s: cache %s lives on %s, which cannot run it", t->name,
-                          cache->name, be_name(s, b));
+            return mi_err(MI_ERR_UNSUPPORTED, "%s %s: cache %s lives on %s, which cannot run it", mi_op_name(t->op),
+                          t->name, cache->name, be_name(s, b));
         t->backend = b;
         t->data = cache->data;
         t->flags |= MI_T_ALIAS;
@@ -202,7 +207,7 @@ mi_status sched_assign(mi_sched *s, mi_graph *g) {
         for (int j = 0; j < MI_MAX_SRC; j++) {
             mi_tensor *sr = t->src[j];
             if (!sr || backend_of(s, sr) == t->backend) continue;
-            if (t->op == MI_OP_KV_STORE && j == 1) continue;   /* the cache itself, same backend */
+            if (writes_cache(t) && j == 1) continue;   /* the cache itself, same backend */
             mi_tensor *cp = NULL;
             for (int k = split_first_ce; k < n_ce; k++)
                 if (ce[k].src == sr) cp = ce[k].copy;
@@ -415,7 +420,7 @@ mi_status sched_alloc(mi_sched *s, mi_graph *g) {
             mi_tensor *t = g->nodes[i];
             if (needs_memory(t))
                 t->data = (char *)s->buf[t->backend]->base + s->rec_off[i];
-            else if (t->op == MI_OP_KV_STORE)
+            else if (writes_cache(t))
                 t->data = t->src[1]->data;
         }
         graph_sched_state(g)->alloc_epoch = s->epoch;

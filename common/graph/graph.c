@@ -26,7 +26,7 @@ static const char *const g_op_names[MI_OP_COUNT] = {
     [MI_OP_SWIGLU] = "swiglu",     [MI_OP_KV_STORE] = "kv_store", [MI_OP_ATTN] = "attn",
     [MI_OP_SLICE_ROWS] = "slice_rows", [MI_OP_COPY] = "copy",    [MI_OP_FFN_SWIGLU] = "ffn_swiglu",
     [MI_OP_NORM_MATMUL] = "norm_matmul", [MI_OP_NORM_FFN_SWIGLU] = "norm_ffn_swiglu", [MI_OP_MATMUL_ADD] = "matmul_add",
-    [MI_OP_ARGMAX] = "argmax",
+    [MI_OP_ARGMAX] = "argmax",     [MI_OP_KV_SCATTER] = "kv_scatter", [MI_OP_ATTN_PAGED] = "attn_paged",
 };
 
 const char *mi_op_name(mi_op op) {
@@ -356,6 +356,46 @@ mi_tensor *graph_kv_store(mi_graph *g, mi_tensor *x, mi_tensor *cache, int64_t n
     t->flags |= MI_T_ALIAS;
     t->data = cache->data;
     t->backend = cache->backend;
+    return t;
+}
+
+mi_tensor *graph_kv_scatter(mi_graph *g, mi_tensor *x, mi_tensor *cache, mi_tensor *rows) {
+    if (!check_f32_2d("kv_scatter", "x", x)) return NULL;
+    if (!cache || !is_2d(cache)) BAD("kv_scatter: cache must be a 2-D tensor");
+    if (!kv_type_ok(cache->type)) BAD("kv_scatter: cache %s type %s (F16 or F32 only)", cache->name, mi_type_name(cache->type));
+    if (cache->ne[0] != x->ne[0])
+        BAD("kv_scatter: row %lld of %s != cache row %lld", (long long)x->ne[0], x->name, (long long)cache->ne[0]);
+    if (!rows || rows->type != MI_TYPE_I32 || rows->ne[0] != x->ne[1] || mi_nrows(rows) != 1)
+        BAD("kv_scatter: rows must be I32 [%lld]", (long long)x->ne[1]);
+    mi_tensor *t = node2(g, MI_OP_KV_SCATTER, cache->type, cache->ne[0], cache->ne[1]);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->src[1] = cache;
+    t->src[2] = rows;
+    t->flags |= MI_T_ALIAS;
+    t->data = cache->data;
+    t->backend = cache->backend;
+    return t;
+}
+
+mi_tensor *graph_attn_paged(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *seqs, int n_seqs,
+                            int64_t block, int64_t max_kv, int64_t max_rows, int head_dim, int n_head, int n_head_kv,
+                            float scale) {
+    if (!k || !v || k->op != MI_OP_KV_SCATTER || v->op != MI_OP_KV_SCATTER) BAD("attn_paged: K and V must be kv_scatter nodes");
+    if (n_seqs < 1 || block < 1 || block > INT32_MAX || max_kv < 1 || max_kv > INT32_MAX || max_rows < 1 ||
+        max_rows > INT32_MAX)
+        BAD("attn_paged: %d sequences, block %lld, n_kv %lld, rows %lld", n_seqs, (long long)block, (long long)max_kv,
+            (long long)max_rows);
+    if (!seqs || seqs->type != MI_TYPE_I32 || mi_nrows(seqs) != 1 || seqs->ne[0] < (int64_t)n_seqs * MI_PAGED_FIELDS)
+        BAD("attn_paged: the sequences table must be I32 of at least %d ints", n_seqs * MI_PAGED_FIELDS);
+    mi_tensor *t = graph_attn(g, q, k, v, 0, head_dim, n_head, n_head_kv, scale);   /* ATTN's checks */
+    if (!t) return NULL;
+    t->op = MI_OP_ATTN_PAGED;
+    t->src[3] = seqs;
+    t->p[0] = n_seqs;
+    t->p[5] = (int32_t)block;
+    t->p[6] = (int32_t)max_kv;
+    t->p[7] = (int32_t)max_rows;
     return t;
 }
 

@@ -24,7 +24,9 @@ typedef enum {
     MI_OP_NONE = 0,   /* leaf: weight or persistent region; data preset, never executed */
     MI_OP_INPUT,      /* data copied from host memory (t->host_src, nbytes) at execute */
     MI_OP_GET_ROWS,   /* src0 table [E, V] any type, src1 ids I32 [N] -> F32 [E, N] */
-    MI_OP_MATMUL,     /* src0 W [K, M] any type, src1 x F32 [K, N], src2 bias F32 [M] or NULL -> F32 [M, N] */
+    MI_OP_MATMUL,     /* src0 W [K, M] any type, src1 x F32 [K, N], src2 bias F32 [M] or NULL -> F32 [M, N];
+                         src3 I32 [N] or NULL: per row, the rows its own sequence has in a step of many (8b),
+                         so a backend that picks its path by N can compute each row as that sequence alone */
     MI_OP_ADD,        /* src0 F32 [D, N] + src1 F32 [D, N] or [D, 1] (broadcast) -> [D, N] */
     MI_OP_MUL,        /* src0 F32 [D, N] * src1 F32 [D, N] or [D, 1] -> [D, N] */
     MI_OP_RMS_NORM,   /* src0 F32 [D, N], src1 weight F32 [G] -> [D, N]; rows of G = p[0]
@@ -54,6 +56,13 @@ typedef enum {
                               F32 [K] -> FFN_SWIGLU of rms_norm(x, w); pf(1) = eps */
     MI_OP_MATMUL_ADD,      /* src0 W [K, M], src1 x F32 [K, N], src2 r F32 [M, N] -> r + W @ x:
                               a residual add in the matmul's epilogue */
+    MI_OP_KV_SCATTER, /* src0 new K or V F32 [row, N], src1 cache leaf (F16|F32) [row, n_rows], src2 I32 [N]
+                         cache rows: row i of src0 goes to cache row src2[i] (phase 8b's paged KV). Its data
+                         aliases the cache, as KV_STORE's does */
+    MI_OP_ATTN_PAGED, /* src0 q F32 [hd*Hq, N], src1 K, src2 V (KV_SCATTER nodes), src3 I32 sequences table
+                         (mi_paged_seq): rows of sequence s attend over its positions 0 .. n_past_s + i through
+                         its block table -> [hd*Hq, N]; p[0] = sequences, p[1..4] as ATTN, p[5] = block,
+                         p[6] = the largest n_kv, p[7] = the most rows of one sequence */
     MI_OP_ARGMAX,     /* src0 F32 [V, N] -> I32 [1, N]: per row the index of the largest value, the
                          first on ties, NaN never wins (mi_sample_greedy's rule); -1 when the row
                          has no finite maximum (all NaN, or an infinite largest value) */
@@ -105,7 +114,7 @@ static inline int64_t mi_nrows(const mi_tensor *t) { return t->ne[1] * t->ne[2] 
 
 /* Node parameters by name (the layout per op is in mi_op above). */
 static inline int64_t mi_node_n_past(const mi_tensor *n) { return n->p[0]; }      /* ATTN, KV_STORE */
-static inline int64_t mi_attn_head_dim(const mi_tensor *n) { return n->p[1]; }
+static inline int64_t mi_attn_head_dim(const mi_tensor *n) { return n->p[1]; }   /* ATTN, ATTN_PAGED */
 static inline int64_t mi_attn_n_head(const mi_tensor *n) { return n->p[2]; }
 static inline int64_t mi_attn_n_head_kv(const mi_tensor *n) { return n->p[3]; }
 static inline float mi_attn_scale(const mi_tensor *n) { return mi_tensor_pf(n, 4); }
@@ -156,6 +165,15 @@ mi_tensor *graph_kv_store(mi_graph *g, mi_tensor *x, mi_tensor *cache, int64_t n
 mi_tensor *graph_attn(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *v, int64_t n_past,
                       int head_dim, int n_head, int n_head_kv, float scale);
 mi_tensor *graph_slice_rows(mi_graph *g, mi_tensor *x, int64_t first, int64_t count);
+/* Phase 8b: a step of many sequences. ATTN_PAGED's sequences table, I32: for each of S
+ * sequences MI_PAGED_FIELDS ints (first row in the step, rows, n_past, offset of its block table
+ * in this table), then the block tables (block ids; position p of a sequence is in cache row
+ * table[p / block] * block + p % block). */
+enum { MI_PAGED_FIRST, MI_PAGED_ROWS, MI_PAGED_NPAST, MI_PAGED_TABLE, MI_PAGED_FIELDS };
+mi_tensor *graph_kv_scatter(mi_graph *g, mi_tensor *x, mi_tensor *cache, mi_tensor *rows);
+mi_tensor *graph_attn_paged(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *v, mi_tensor *seqs, int n_seqs,
+                            int64_t block, int64_t max_kv, int64_t max_rows, int head_dim, int n_head, int n_head_kv,
+                            float scale);
 mi_tensor *graph_argmax(mi_graph *g, mi_tensor *x);
 /* Generic append (used by the scheduler and the fusion pass). */
 mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const int64_t *ne, const char *name);

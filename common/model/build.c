@@ -28,6 +28,14 @@ static void tap(mi_build_args *a, mi_tensor *t) {
 
 #define CK(x) do { if (!(x)) goto fail; } while (0)
 
+/* W @ x (+ bias); in a step of many sequences a matmul over the step's rows carries each row's
+ * sequence size (MATMUL src3), so the CPU computes each row as its sequence alone would */
+static mi_tensor *matmul(mi_graph *g, const mi_tensor *w, mi_tensor *x, const mi_tensor *bias, mi_tensor *solo) {
+    mi_tensor *t = graph_matmul(g, (mi_tensor *)w, x, (mi_tensor *)bias);
+    if (t && solo && solo->ne[0] == x->ne[1]) t->src[3] = solo;
+    return t;
+}
+
 mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_args *a,
                             mi_graph **out) {
     const mi_hparams *hp = &m->hp;
@@ -42,6 +50,15 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
     mi_tensor *ids = named(graph_input(g, "inp_tokens", MI_TYPE_I32, n, 1, a->ids), "inp_tokens");
     mi_tensor *pos = named(graph_input(g, "inp_pos", MI_TYPE_I32, n, 1, a->pos), "inp_pos");
     CK(ids && pos);
+    const mi_batch_layout *b = a->batch;
+    mi_tensor *rows = NULL, *seqs = NULL, *solo = NULL, *last = NULL, *ones = NULL;
+    if (b) {
+        CK(rows = graph_input(g, "inp_slots", MI_TYPE_I32, n, 1, b->rows));
+        CK(seqs = graph_input(g, "inp_seqs", MI_TYPE_I32, b->seqs_len, 1, b->seqs));
+        CK(last = graph_input(g, "inp_last", MI_TYPE_I32, b->n_seqs, 1, b->last));
+        if (n >= 4) CK(solo = graph_input(g, "inp_solo", MI_TYPE_I32, n, 1, b->solo));
+        if (b->n_seqs >= 4) CK(ones = graph_input(g, "inp_ones", MI_TYPE_I32, b->n_seqs, 1, b->ones));
+    }
     /* token_embd [E, V] rows by ids [n] -> x [E, n] */
     mi_tensor *x = named(graph_get_rows(g, (mi_tensor *)&m->tok_embd, ids), "inp_embd");
     CK(x);
@@ -54,9 +71,9 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
         CK(cur);
         tap(a, cur);
         /* W [E, hd*H] @ cur [E, n] (+ bias) -> [hd*H, n] */
-        mi_tensor *q = named_l(graph_matmul(g, (mi_tensor *)&L->wq, cur, hp->qkv_bias ? (mi_tensor *)&L->bq : NULL), "attn_q", il);
-        mi_tensor *k = named_l(graph_matmul(g, (mi_tensor *)&L->wk, cur, hp->qkv_bias ? (mi_tensor *)&L->bk : NULL), "attn_k", il);
-        mi_tensor *v = named_l(graph_matmul(g, (mi_tensor *)&L->wv, cur, hp->qkv_bias ? (mi_tensor *)&L->bv : NULL), "attn_v", il);
+        mi_tensor *q = named_l(matmul(g, &L->wq, cur, hp->qkv_bias ? &L->bq : NULL, solo), "attn_q", il);
+        mi_tensor *k = named_l(matmul(g, &L->wk, cur, hp->qkv_bias ? &L->bk : NULL, solo), "attn_k", il);
+        mi_tensor *v = named_l(matmul(g, &L->wv, cur, hp->qkv_bias ? &L->bv : NULL, solo), "attn_v", il);
         CK(q && k && v);
         tap(a, q);
         tap(a, k);
@@ -74,16 +91,22 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
         CK(q && k);
         tap(a, q);
         tap(a, k);
-        /* append rows n_past..n_past+n-1 of this layer's cache */
-        mi_tensor *ks = named_l(graph_kv_store(g, k, &kv->k[il], n_past), "cache_k", il);
-        mi_tensor *vs = named_l(graph_kv_store(g, v, &kv->v[il], n_past), "cache_v", il);
+        /* append rows n_past..n_past+n-1 of this layer's cache (many sequences: each token's row) */
+        mi_tensor *ks = named_l(b ? graph_kv_scatter(g, k, &kv->k[il], rows) : graph_kv_store(g, k, &kv->k[il], n_past),
+                                "cache_k", il);
+        mi_tensor *vs = named_l(b ? graph_kv_scatter(g, v, &kv->v[il], rows) : graph_kv_store(g, v, &kv->v[il], n_past),
+                                "cache_v", il);
         CK(ks && vs);
-        /* causal GQA: q [hd*Hq, n] over cache rows 0..n_past+i -> [hd*Hq, n] */
-        mi_tensor *att = named_l(graph_attn(g, q, ks, vs, n_past, hd, Hq, Hkv, scale), "attn", il);
+        /* causal GQA: q [hd*Hq, n] over cache rows 0..n_past+i -> [hd*Hq, n] (many sequences:
+         * each over its own positions, through its block table) */
+        mi_tensor *att = named_l(b ? graph_attn_paged(g, q, ks, vs, seqs, b->n_seqs, b->block, b->max_kv, b->max_rows, hd,
+                                                      Hq, Hkv, scale)
+                                   : graph_attn(g, q, ks, vs, n_past, hd, Hq, Hkv, scale),
+                                 "attn", il);
         CK(att);
         tap(a, att);
         /* W_o [hd*Hq, E] @ att -> [E, n] */
-        mi_tensor *o = named_l(graph_matmul(g, (mi_tensor *)&L->wo, att, NULL), "attn_output", il);
+        mi_tensor *o = named_l(matmul(g, &L->wo, att, NULL, solo), "attn_output", il);
         CK(o);
         tap(a, o);
         x = named_l(graph_add(g, x, o), "ffn_inp", il);
@@ -94,15 +117,15 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
         CK(cur);
         tap(a, cur);
         /* W [E, F] @ cur [E, n] -> [F, n] twice; silu(gate) * up; W_down [F, E] -> [E, n] */
-        mi_tensor *gate = named_l(graph_matmul(g, (mi_tensor *)&L->w_gate, cur, NULL), "ffn_gate", il);
-        mi_tensor *up = named_l(graph_matmul(g, (mi_tensor *)&L->w_up, cur, NULL), "ffn_up", il);
+        mi_tensor *gate = named_l(matmul(g, &L->w_gate, cur, NULL, solo), "ffn_gate", il);
+        mi_tensor *up = named_l(matmul(g, &L->w_up, cur, NULL, solo), "ffn_up", il);
         CK(gate && up);
         tap(a, gate);
         tap(a, up);
         mi_tensor *act = named_l(graph_swiglu(g, gate, up), "ffn_swiglu", il);
         CK(act);
         tap(a, act);
-        mi_tensor *down = named_l(graph_matmul(g, (mi_tensor *)&L->w_down, act, NULL), "ffn_down", il);
+        mi_tensor *down = named_l(matmul(g, &L->w_down, act, NULL, solo), "ffn_down", il);
         CK(down);
         tap(a, down);
         x = named_l(graph_add(g, x, down), "out", il);
@@ -110,8 +133,12 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
         tap(a, x);
     }
 
-    /* only the last row feeds sampling: cut before the norm and the big vocab matmul */
-    if (!a->all_logits && n > 1) {
+    /* only the last row feeds sampling: cut before the norm and the big vocab matmul (many
+     * sequences: the last row of each) */
+    if (b) {
+        x = named(graph_get_rows(g, x, last), "last_rows");
+        CK(x);
+    } else if (!a->all_logits && n > 1) {
         x = named(graph_slice_rows(g, x, n - 1, 1), "last_row");
         CK(x);
     }
@@ -119,7 +146,7 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
     CK(x);
     tap(a, x);
     /* output [E, V] @ x [E, rows] -> logits [V, rows] */
-    mi_tensor *logits = named(graph_matmul(g, m->output, x, NULL), "result_output");
+    mi_tensor *logits = named(matmul(g, m->output, x, NULL, ones), "result_output");
     CK(logits);
     mi_tensor *result = logits;
     if (a->greedy) CK(result = named(graph_argmax(g, logits), "result_argmax"));   /* only ids leave the logits' backend */

@@ -60,9 +60,22 @@ size_t kv_cache_bytes(const mi_kv_cache *kv);
  * written after compute, so a reference can find the first op that differs. */
 #define MI_DEBUG_TAPS_MAX 4096
 
-/* Graph build for n tokens at n_past. ids/pos point at host arrays of n I32 each.
- * all_logits: logits for every row, else only the last. */
+/* A step of many sequences (phase 8b, docs/PHASE8B.md), host arrays the graph's inputs read:
+ * rows: each token's cache row (KV_SCATTER); seqs: ATTN_PAGED's table (n_seqs entries of
+ * MI_PAGED_FIELDS, then the block tables; seqs_len ints); solo: each token's sequence's token
+ * count (the CPU matmul's path, MATMUL src3); last: each sequence's last row; ones: n_seqs 1s
+ * (the output head runs one row a sequence, as each sequence alone does). */
 typedef struct {
+    const int32_t *rows, *seqs, *solo, *last, *ones;
+    int n_seqs;
+    int64_t seqs_len, block, max_kv, max_rows;
+} mi_batch_layout;
+
+/* Graph build for n tokens at n_past. ids/pos point at host arrays of n I32 each.
+ * all_logits: logits for every row, else only the last. batch: a step of many sequences
+ * (pos per token, n_past unused, logits one row a sequence), with kv the pool's storage. */
+typedef struct {
+    const mi_batch_layout *batch;
     const int32_t *ids, *pos;
     int64_t n, n_past;
     bool all_logits;

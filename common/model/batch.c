@@ -1,0 +1,314 @@
+/* Many sequences in one step (mi_batch.h): the sequences' queues, the KV pool, and one graph a
+ * step built by model_build_graph with a batch layout (build.c): tokens ordered by sequence,
+ * each with its position and cache row, ATTN_PAGED's table of the sequences and their block
+ * tables, and each sequence's last row for its logits. */
+#include "mi_batch.h"
+#include "kv_pool.h"
+#include "../backend/sched.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_MAX_SEQS 4096
+
+typedef struct {
+    bool used, ran, greedy;
+    mi_kv_seq kv;
+    int32_t *queue;              /* tokens waiting: [head, n_queue) */
+    int64_t head, n_queue, cap;
+    mi_sampler sampler;
+    int32_t next;
+    mi_status status;            /* what kept it out of the last step */
+    char why[256];
+} batch_seq;
+
+struct mi_batch {
+    mi_model *m;
+    mi_backend *cpu;
+    mi_sched *sched;
+    mi_kv_pool pool;
+    int n_seq_max;
+    batch_seq *seq;
+    float *logits;               /* [n_seq_max][n_vocab]: each sequence's row of the last step */
+    int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
+    int64_t cap_tok, cap_tab;
+    int *in_step;                /* the sequences of the step, in row order */
+    int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
+};
+
+void mi_batch_params_default(mi_batch_params *p) {
+    memset(p, 0, sizeof *p);
+    p->n_seq_max = 64;
+    p->kv_tokens = 4096;
+    p->block = 16;
+    p->kv_type = MI_TYPE_F16;
+    p->backend = "auto";
+}
+
+void mi_batch_free(mi_batch *b) {
+    if (!b) return;
+    for (int i = 0; b->seq && i < b->n_seq_max; i++) mi_batch_seq_free(b, i);
+    kv_pool_free(&b->pool);
+    if (b->sched) sched_free(b->sched);
+    if (b->cpu) b->cpu->iface->destroy(b->cpu);
+    free(b->seq);
+    free(b->logits);
+    free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
+    free(b->in_step);
+    free(b->take);
+    free(b->held);
+    free(b);
+}
+
+mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
+    *out = NULL;
+    mi_batch_params p;
+    if (pp) p = *pp;
+    else mi_batch_params_default(&p);
+    const char *be = p.backend ? p.backend : "auto";
+    if (!strcmp(be, "cuda"))
+        return mi_err(MI_ERR_UNSUPPORTED, "batched steps run on the CPU backend for now (backend 'cuda' asked for)");
+    if (strcmp(be, "cpu") && strcmp(be, "auto")) return mi_err(MI_ERR_INVALID, "unknown backend '%s' (use cpu or auto)", be);
+    if (p.n_seq_max < 1 || p.n_seq_max > BATCH_MAX_SEQS)
+        return mi_err(MI_ERR_INVALID, "n_seq_max %d outside 1..%d", p.n_seq_max, BATCH_MAX_SEQS);
+    if (p.block < 1 || p.block > 4096) return mi_err(MI_ERR_INVALID, "KV block of %lld positions", (long long)p.block);
+    if (p.kv_tokens < p.block) return mi_err(MI_ERR_INVALID, "a KV pool of %lld positions", (long long)p.kv_tokens);
+    mi_batch *b = calloc(1, sizeof *b);
+    if (!b) return mi_err(MI_ERR_NOMEM, "out of memory");
+    b->m = m;
+    b->n_seq_max = p.n_seq_max;
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    b->seq = calloc((size_t)p.n_seq_max, sizeof *b->seq);
+    b->logits = malloc((size_t)p.n_seq_max * (size_t)V * sizeof(float));
+    b->in_step = malloc((size_t)p.n_seq_max * sizeof *b->in_step);
+    b->take = malloc((size_t)p.n_seq_max * sizeof *b->take);
+    b->held = malloc((size_t)p.n_seq_max * sizeof *b->held);
+    b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
+    b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
+    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones
+                       ? MI_OK
+                       : mi_err(MI_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
+    if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &b->cpu);
+    if (st == MI_OK) st = sched_new(&b->cpu, 1, &b->sched);
+    const int64_t n_blocks = (p.kv_tokens + p.block - 1) / p.block;
+    if (st == MI_OK) {   /* refuse a pool that cannot fit before allocating (and zeroing) it */
+        char what[160];
+        snprintf(what, sizeof what, "the batch's KV pool (%lld blocks of %lld positions)", (long long)n_blocks,
+                 (long long)p.block);
+        st = sched_check_fit(b->cpu, kv_cache_size(mi_model_hparams(m), p.kv_type, n_blocks * p.block), what,
+                             "ask for fewer KV positions (kv_tokens)");
+    }
+    if (st == MI_OK) st = kv_pool_init(&b->pool, mi_model_hparams(m), p.kv_type, p.block, n_blocks, b->cpu);
+    if (st != MI_OK) {
+        mi_batch_free(b);
+        return st;
+    }
+    *out = b;
+    return MI_OK;
+}
+
+static batch_seq *seq_of(const mi_batch *b, int id) {
+    return b && id >= 0 && id < b->n_seq_max && b->seq[id].used ? &b->seq[id] : NULL;
+}
+
+mi_status mi_batch_seq_new(mi_batch *b, const mi_sampler_params *sp, int *id) {
+    for (int i = 0; i < b->n_seq_max; i++) {
+        batch_seq *s = &b->seq[i];
+        if (s->used) continue;
+        memset(s, 0, sizeof *s);
+        s->greedy = !sp || sp->temp <= 0.0f;
+        if (!s->greedy) MI_TRY(mi_sampler_init(&s->sampler, sp, mi_model_hparams(b->m)->n_vocab));
+        s->used = true;
+        *id = i;
+        return MI_OK;
+    }
+    return mi_err(MI_ERR_NOMEM, "all %d sequences of the batch are open", b->n_seq_max);
+}
+
+void mi_batch_seq_free(mi_batch *b, int id) {
+    batch_seq *s = seq_of(b, id);
+    if (!s) return;
+    kv_pool_release(&b->pool, &s->kv);
+    if (!s->greedy) mi_sampler_free(&s->sampler);
+    free(s->queue);
+    memset(s, 0, sizeof *s);
+}
+
+mi_status mi_batch_seq_add(mi_batch *b, int id, const int32_t *tokens, int64_t n) {
+    batch_seq *s = seq_of(b, id);
+    if (!s) return mi_err(MI_ERR_INVALID, "no open sequence %d", id);
+    const int64_t V = mi_model_hparams(b->m)->n_vocab;
+    if (n < 0 || (n && !tokens)) return mi_err(MI_ERR_INVALID, "sequence %d: %lld tokens", id, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)", tokens[i],
+                          (long long)i, (long long)V - 1);
+    if (s->head > 0) {   /* the consumed part goes */
+        memmove(s->queue, s->queue + s->head, (size_t)(s->n_queue - s->head) * sizeof *s->queue);
+        s->n_queue -= s->head;
+        s->head = 0;
+    }
+    if (s->n_queue + n > s->cap) {
+        int64_t cap = s->cap ? s->cap : 64;
+        while (cap < s->n_queue + n) cap *= 2;
+        int32_t *q = realloc(s->queue, (size_t)cap * sizeof *q);
+        if (!q) return mi_err(MI_ERR_NOMEM, "out of memory for %lld queued tokens", (long long)cap);
+        s->queue = q;
+        s->cap = cap;
+    }
+    memcpy(s->queue + s->n_queue, tokens, (size_t)n * sizeof *tokens);
+    s->n_queue += n;
+    return MI_OK;
+}
+
+static mi_status grow(int32_t **p, int64_t n) {
+    int32_t *q = realloc(*p, (size_t)(n > 0 ? n : 1) * sizeof *q);
+    if (!q) return mi_err(MI_ERR_NOMEM, "out of memory for a step of %lld entries", (long long)n);
+    *p = q;
+    return MI_OK;
+}
+
+/* Pick the step's sequences and token counts (reserving their KV) and fill the inputs. */
+static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t *n_tok, mi_batch_layout *L) {
+    const int64_t n_ctx_train = mi_model_hparams(b->m)->n_ctx_train, B = b->pool.block;
+    int S = 0;
+    int64_t T = 0, tab = 0, max_kv = 0, max_rows = 0;
+    int64_t *take = b->take;
+    for (int i = 0; i < b->n_seq_max; i++) {
+        batch_seq *s = &b->seq[i];
+        s->ran = false;
+        s->status = MI_OK;
+        if (!s->used || s->n_queue == s->head || (max_tokens > 0 && T >= max_tokens)) continue;
+        int64_t t = s->n_queue - s->head;
+        if (max_tokens > 0 && t > max_tokens - T) t = max_tokens - T;
+        const int64_t n_kv = s->kv.n_pos + t;
+        mi_status st = n_kv > n_ctx_train
+                           ? mi_err(MI_ERR_INVALID, "sequence %d: %lld positions exceed the trained context %lld", i,
+                                    (long long)n_kv, (long long)n_ctx_train)
+                           : kv_pool_reserve(&b->pool, &s->kv, n_kv);
+        if (st != MI_OK) {   /* this sequence waits; the message stays with it */
+            s->status = st;
+            snprintf(s->why, sizeof s->why, "%s", mi_errmsg());
+            mi_err_clear();
+            continue;
+        }
+        take[S] = t;
+        b->held[S] = n_kv - t;
+        b->in_step[S++] = i;
+        T += t;
+        tab += (n_kv + B - 1) / B;
+        if (n_kv > max_kv) max_kv = n_kv;
+        if (t > max_rows) max_rows = t;
+    }
+    *n_seqs = S;
+    *n_tok = T;
+    if (!S) return MI_OK;
+    if (T > b->cap_tok) {
+        MI_TRY(grow(&b->ids, T));
+        MI_TRY(grow(&b->pos, T));
+        MI_TRY(grow(&b->rows, T));
+        MI_TRY(grow(&b->solo, T));
+        b->cap_tok = T;
+    }
+    const int64_t len = (int64_t)S * MI_PAGED_FIELDS + tab;
+    if (len > b->cap_tab) {
+        MI_TRY(grow(&b->tab, len));
+        b->cap_tab = len;
+    }
+    int64_t r = 0, off = (int64_t)S * MI_PAGED_FIELDS;
+    for (int k = 0; k < S; k++) {
+        batch_seq *s = &b->seq[b->in_step[k]];
+        const int64_t t = take[k], n_past = s->kv.n_pos - t, nblk = (s->kv.n_pos + B - 1) / B;
+        int32_t *f = b->tab + (size_t)k * MI_PAGED_FIELDS;
+        f[MI_PAGED_FIRST] = (int32_t)r;
+        f[MI_PAGED_ROWS] = (int32_t)t;
+        f[MI_PAGED_NPAST] = (int32_t)n_past;
+        f[MI_PAGED_TABLE] = (int32_t)off;
+        memcpy(b->tab + off, s->kv.blocks, (size_t)nblk * sizeof(int32_t));
+        off += nblk;
+        for (int64_t j = 0; j < t; j++, r++) {
+            b->ids[r] = s->queue[s->head + j];
+            b->pos[r] = (int32_t)(n_past + j);
+            b->rows[r] = (int32_t)kv_seq_row(&b->pool, &s->kv, n_past + j);
+            b->solo[r] = (int32_t)t;
+        }
+        b->last[k] = (int32_t)(r - 1);
+    }
+    *L = (mi_batch_layout){.rows = b->rows, .seqs = b->tab, .solo = b->solo, .last = b->last, .ones = b->ones,
+                           .n_seqs = S, .seqs_len = len, .block = B, .max_kv = max_kv, .max_rows = max_rows};
+    return MI_OK;
+}
+
+/* the step failed: the sequences' reservations go back to what their caches hold */
+static void unplan(mi_batch *b, int S) {
+    for (int k = 0; k < S; k++) kv_pool_truncate(&b->pool, &b->seq[b->in_step[k]].kv, b->held[k]);
+}
+
+mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
+    *n_run = 0;
+    int S = 0;
+    int64_t T = 0;
+    mi_batch_layout L;
+    mi_status st = plan_step(b, max_tokens, &S, &T, &L);
+    if (st != MI_OK || S == 0) {
+        if (st != MI_OK) unplan(b, S);
+        return st;
+    }
+    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T};
+    mi_graph *g = NULL;
+    const int64_t V = mi_model_hparams(b->m)->n_vocab;
+    float *rows = malloc((size_t)S * (size_t)V * sizeof(float));
+    st = rows ? model_build_graph(b->m, &b->pool.kv, &a, &g) : mi_err(MI_ERR_NOMEM, "out of memory for %d logits rows", S);
+    if (st == MI_OK) st = sched_compute(b->sched, g);
+    if (st == MI_OK) st = sched_read(b->sched, g->output, rows, 0, (size_t)S * (size_t)V * sizeof(float));
+    graph_free(g);
+    if (st != MI_OK) {
+        free(rows);
+        unplan(b, S);
+        return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
+    }
+    for (int k = 0; k < S; k++) {
+        batch_seq *s = &b->seq[b->in_step[k]];
+        float *dst = b->logits + (size_t)b->in_step[k] * (size_t)V;
+        memcpy(dst, rows + (size_t)k * (size_t)V, (size_t)V * sizeof(float));
+        s->head += b->take[k];
+        s->next = s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        s->ran = true;
+    }
+    free(rows);
+    *n_run = S;
+    return MI_OK;
+}
+
+const float *mi_batch_seq_logits(const mi_batch *b, int id) {
+    const batch_seq *s = seq_of(b, id);
+    return s && s->ran ? b->logits + (size_t)id * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
+}
+
+mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token) {
+    const batch_seq *s = seq_of(b, id);
+    if (!s || !s->ran) return mi_err(MI_ERR_INVALID, "sequence %d did not run in the last step", id);
+    *token = s->next;
+    return MI_OK;
+}
+
+mi_status mi_batch_seq_status(const mi_batch *b, int id) {
+    const batch_seq *s = seq_of(b, id);
+    if (!s) return mi_err(MI_ERR_INVALID, "no open sequence %d", id);
+    if (s->status != MI_OK) return mi_err(s->status, "%s", s->why);
+    return MI_OK;
+}
+
+int64_t mi_batch_seq_n_past(const mi_batch *b, int id) {
+    const batch_seq *s = seq_of(b, id);
+    return s ? s->kv.n_pos : -1;
+}
+
+int64_t mi_batch_seq_queued(const mi_batch *b, int id) {
+    const batch_seq *s = seq_of(b, id);
+    return s ? s->n_queue - s->head : -1;
+}
+
+int64_t mi_batch_kv_free_blocks(const mi_batch *b) { return b->pool.n_free; }
+int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }

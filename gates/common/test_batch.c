@@ -1,0 +1,217 @@
+/* Many sequences in one step (common/model/batch.c) against each sequence run alone, on the
+ * CPU backend: bit for bit. Synthetic models (`minfer synth`, next to this test's binary): the
+ * tiny shapes of three architectures and weight mixes, and the Qwen2.5 0.5B shape. Sequences join at different steps with prompts
+ * of different lengths, decode one token a step, one ends and its id is taken by a new one; the
+ * logits of every sequence at every step it runs must equal, byte for byte, those of a session
+ * fed the same chunks. Also: a pool too small for everyone refuses only the sequence that cannot
+ * grow (the others run and stay exact), blocks return when a sequence ends, and bad calls fail
+ * with a message. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "common/model/mi_batch.h"
+
+#define NSEQ 7      /* sequences over the run; at most NSEQ_OPEN open at once */
+#define NSEQ_OPEN 6
+#define STEPS 9
+
+static char g_path[PATH_MAX + 64];
+
+/* tiny synthetic model next to the binary's build: build/tests/test_batch -> build/minfer */
+static mi_model *synth(const char *shape, const char *type) {
+    char exe[PATH_MAX] = {0}, cmd[3 * PATH_MAX];
+    cr_assert(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
+    char *slash = strrchr(exe, '/');
+    cr_assert(slash);
+    *slash = 0;
+    snprintf(g_path, sizeof g_path, "/tmp/minfer_test_batch_%d_%s_%s.gguf", (int)getpid(), shape, type);
+    snprintf(cmd, sizeof cmd, "'%s/../minfer' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", exe, shape, type, g_path);
+    cr_assert_eq(system(cmd), 0, "minfer synth failed: %s", cmd);
+    mi_model *m = NULL;
+    mi_model_params mp = {.backend = "cpu"};
+    cr_assert_eq(mi_model_load_params(g_path, &mp, &m), MI_OK, "%s", mi_errmsg());
+    unlink(g_path);
+    return m;
+}
+
+/* sequence i: a prompt of 3 + 4i tokens, joining at step i / 2, then one token a step;
+ * sequence 1 ends after step 4 and sequence 6 joins at step 6 in its place (ids are reused) */
+static int64_t prompt_len(int i) { return 3 + 4 * (i % 6); }
+static int join_step(int i) { return i == 6 ? 6 : i / 2; }
+static int end_step(int i) { return i == 1 ? 4 : STEPS - 1; }
+static int32_t tok(int i, int64_t j, int64_t V) { return (int32_t)((7 + 31 * i + 13 * j + (j * j) % 17) % V); }
+
+/* The chunk sequence i feeds at step `step` (0 tokens: not running): the prompt at its join
+ * step, then one token a step. */
+static int64_t chunk(int i, int step, int32_t *out, int64_t V) {
+    const int k = step - join_step(i);
+    if (k < 0 || step > end_step(i)) return 0;
+    const int64_t off = k == 0 ? 0 : prompt_len(i) + k - 1, n = k == 0 ? prompt_len(i) : 1;
+    for (int64_t j = 0; j < n; j++) out[j] = tok(i, off + j, V);
+    return n;
+}
+
+/* logits [STEPS][V] of sequence i alone (a session fed the same chunks); rows of steps it
+ * does not run stay unset */
+static void solo(mi_model *m, int i, float *out, int64_t V) {
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_threads = 2;
+    p.n_ubatch = 1000;
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(m, &p, &s), MI_OK, "%s", mi_errmsg());
+    int32_t toks[64];
+    for (int step = 0; step < STEPS; step++) {
+        const int64_t n = chunk(i, step, toks, V);
+        if (!n) continue;
+        cr_assert_eq(mi_session_decode(s, toks, n, false), MI_OK, "%s", mi_errmsg());
+        int64_t rows;
+        memcpy(out + (size_t)step * (size_t)V, mi_logits(s, &rows), (size_t)V * sizeof(float));
+    }
+    mi_session_free(s);
+}
+
+static void independence(const char *shape, const char *type) {
+    mi_model *m = synth(shape, type);
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    float *want = malloc((size_t)NSEQ * STEPS * (size_t)V * sizeof(float));
+    for (int i = 0; i < NSEQ; i++) solo(m, i, want + (size_t)i * STEPS * (size_t)V, V);
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = NSEQ_OPEN;
+    bp.kv_tokens = 512;
+    bp.n_threads = 2;
+    mi_batch *b = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    int id[NSEQ];
+    int32_t toks[64];
+    int compared = 0;
+    for (int step = 0; step < STEPS; step++) {
+        int expect_run = 0;
+        for (int i = 0; i < NSEQ; i++) {
+            const int64_t n = chunk(i, step, toks, V);
+            if (!n) continue;
+            if (step == join_step(i)) cr_assert_eq(mi_batch_seq_new(b, NULL, &id[i]), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(mi_batch_seq_add(b, id[i], toks, n), MI_OK, "%s", mi_errmsg());
+            expect_run++;
+        }
+        int ran = 0;
+        cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "step %d: %s", step, mi_errmsg());
+        cr_assert_eq(ran, expect_run, "step %d: %d sequences ran, %d expected", step, ran, expect_run);
+        for (int i = 0; i < NSEQ; i++) {
+            if (step < join_step(i) || step > end_step(i)) continue;
+            const float *got = mi_batch_seq_logits(b, id[i]);
+            cr_assert(got, "sequence %d has no logits at step %d", i, step);
+            const float *w = want + ((size_t)i * STEPS + (size_t)step) * (size_t)V;
+            for (int64_t v = 0; v < V; v++)
+                cr_assert(!memcmp(&got[v], &w[v], sizeof(float)),
+                          "%s %s: sequence %d, step %d, logit %lld: batch %.9g, alone %.9g", shape, type, i, step,
+                          (long long)v, got[v], w[v]);
+            int32_t next;
+            cr_assert_eq(mi_batch_seq_next(b, id[i], &next), MI_OK);
+            cr_assert_eq(next, mi_sample_greedy(w, V));
+            compared++;
+            if (step == end_step(i) && step < STEPS - 1) mi_batch_seq_free(b, id[i]);   /* ends early */
+        }
+    }
+    cr_assert_eq(id[6], id[1], "the ended sequence's id is handed out again");
+    cr_assert_gt(compared, 30);
+    for (int i = 0; i < NSEQ; i++)
+        if (i != 1) mi_batch_seq_free(b, id[i]);
+    cr_assert_eq(mi_batch_kv_free_blocks(b), mi_batch_kv_blocks(b), "every block back in the pool");
+    mi_batch_free(b);
+    free(want);
+    mi_model_free(m);
+}
+
+Test(batch, independence_qwen2_q4_0) { independence("tiny-qwen2", "q4_0"); }
+Test(batch, independence_llama_q8_0) { independence("tiny-llama", "q8_0"); }
+Test(batch, independence_qwen3_q4_k_m) { independence("tiny-qwen3", "q4_k_m"); }
+Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen2.5-0.5b", "q4_0"); }
+
+Test(batch, full_pool_refuses_one_sequence) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 3;
+    bp.kv_tokens = 64;   /* 4 blocks of 16 */
+    bp.n_threads = 2;
+    mi_batch *b = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    int a, c, big;
+    int32_t toks[80];
+    for (int j = 0; j < 80; j++) toks[j] = (int32_t)((5 + 3 * j) % V);
+    cr_assert_eq(mi_batch_seq_new(b, NULL, &a), MI_OK);
+    cr_assert_eq(mi_batch_seq_new(b, NULL, &big), MI_OK);
+    cr_assert_eq(mi_batch_seq_new(b, NULL, &c), MI_OK);
+    cr_assert_eq(mi_batch_seq_add(b, a, toks, 20), MI_OK);       /* 2 blocks */
+    cr_assert_eq(mi_batch_seq_add(b, big, toks, 40), MI_OK);     /* 3 blocks: cannot fit after a */
+    cr_assert_eq(mi_batch_seq_add(b, c, toks + 7, 10), MI_OK);   /* 1 block */
+    int ran = 0;
+    cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(ran, 2);
+    cr_assert_eq(mi_batch_seq_status(b, big), MI_ERR_NOMEM);
+    cr_assert(strstr(mi_errmsg(), "KV pool is full"), "message: %s", mi_errmsg());
+    cr_assert_null(mi_batch_seq_logits(b, big));
+    cr_assert_eq(mi_batch_seq_n_past(b, big), 0);
+    cr_assert_eq(mi_batch_seq_status(b, a), MI_OK);
+    cr_assert_eq(mi_batch_seq_n_past(b, a), 20);
+    cr_assert_eq(mi_batch_seq_n_past(b, c), 10);
+    /* a and c are exact despite their refused neighbour */
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_threads = 2;
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(m, &p, &s), MI_OK);
+    cr_assert_eq(mi_session_decode(s, toks + 7, 10, false), MI_OK);
+    int64_t rows;
+    cr_assert(!memcmp(mi_logits(s, &rows), mi_batch_seq_logits(b, c), (size_t)V * sizeof(float)));
+    mi_session_free(s);
+    /* once a ends, big fits and runs from its queue */
+    mi_batch_seq_free(b, a);
+    cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(ran, 1);
+    cr_assert_eq(mi_batch_seq_n_past(b, big), 40);
+    cr_assert_not_null(mi_batch_seq_logits(b, big));
+    mi_batch_free(b);
+    mi_model_free(m);
+}
+
+Test(batch, bad_calls) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 1;
+    bp.kv_tokens = 64;
+    mi_batch *b = NULL;
+    bp.backend = "cuda";
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_UNSUPPORTED);
+    bp.backend = "cpu";
+    bp.n_seq_max = 0;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_INVALID);
+    bp.n_seq_max = 1;
+    bp.kv_tokens = (int64_t)1 << 40;   /* far past any host's memory: refused before allocating */
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_NOMEM);
+    cr_assert(strstr(mi_errmsg(), "KV pool"), "message: %s", mi_errmsg());
+    bp.kv_tokens = 64;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    int a, other;
+    cr_assert_eq(mi_batch_seq_new(b, NULL, &a), MI_OK);
+    cr_assert_eq(mi_batch_seq_new(b, NULL, &other), MI_ERR_NOMEM, "only one sequence");
+    const int32_t bad = (int32_t)mi_model_hparams(m)->n_vocab;
+    cr_assert_eq(mi_batch_seq_add(b, a, &bad, 1), MI_ERR_INVALID);
+    cr_assert_eq(mi_batch_seq_add(b, 7, &bad, 1), MI_ERR_INVALID, "no such sequence");
+    int32_t t;
+    cr_assert_eq(mi_batch_seq_next(b, a, &t), MI_ERR_INVALID, "it has not run");
+    int ran = -1;
+    cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "an empty step is no error");
+    cr_assert_eq(ran, 0);
+    mi_batch_free(b);
+    mi_model_free(m);
+}

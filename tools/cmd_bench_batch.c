@@ -1,0 +1,162 @@
+/* `minfer bench --batch 1,4,16 -p 512 -n 128`: llama-batched-bench's table for phase 8b's
+ * batched steps. For each B: B sequences each get PP prompt tokens (fixed pseudo-random ids),
+ * run as batched steps of at most --ubatch tokens (T_PP), then TG steps of one token per
+ * sequence (T_TG, each token the one the sequence drew). Columns: PP, TG, B, N_KV = B * (PP +
+ * TG), T_PP and S_PP = B * PP / T_PP, T_TG and S_TG = B * TG / T_TG, T and S = N_KV / T. Rows are
+ * printed as each B ends; one JSON line a row to --json PATH (appended) or stdout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/model/mi_batch.h"
+#include "tools/cli.h"
+
+int cmd_bench_batch(int argc, char **argv);
+
+typedef struct {
+    const char *model, *json;
+    int64_t pp, tg, ubatch;
+    int nb, n_threads;
+    int b[16];
+} batch_args;
+
+static int fail(const char *msg) {
+    fprintf(stderr, "minfer: %s\n", msg);
+    return 1;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int parse(int argc, char **argv, batch_args *a) {
+    *a = (batch_args){.pp = 512, .tg = 128, .ubatch = 2048};
+    const char *blist = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "minfer: option '%s' needs a value (bench --batch LIST -m FILE [-p PP] [-n TG] [-t N] [--ubatch N] [--json PATH])\n", o);
+            return 1;
+        }
+        const char *v = argv[++i];
+        char *end = NULL, err[256];
+        if (!strcmp(o, "-m")) a->model = v;
+        else if (!strcmp(o, "--batch")) blist = v;
+        else if (!strcmp(o, "--json")) a->json = v;
+        else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "auto"))) {}
+        else if (!strcmp(o, "-t")) {
+            if (mi_cli_threads(v, &a->n_threads, err, sizeof err)) return fail(err);
+        } else if (!strcmp(o, "-p") && (a->pp = strtoll(v, &end, 10), *end == 0 && a->pp >= 1 && a->pp <= (1 << 20))) {}
+        else if (!strcmp(o, "-n") && (a->tg = strtoll(v, &end, 10), *end == 0 && a->tg >= 0 && a->tg <= (1 << 20))) {}
+        else if (!strcmp(o, "--ubatch") && (a->ubatch = strtoll(v, &end, 10), *end == 0 && a->ubatch >= 1)) {}
+        else {
+            fprintf(stderr, "minfer: bad option or value for bench --batch: %s '%s' (the batched bench runs on the CPU)\n", o, v);
+            return 1;
+        }
+    }
+    if (!a->model) return fail("no model given (-m FILE)");
+    for (const char *p = blist ? blist : ""; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || x < 1 || x > 4096 || a->nb == 16)
+            return fail("--batch wants up to 16 sequence counts like 1,4,16,64 (1..4096)");
+        a->b[a->nb++] = (int)x;
+        p = *end ? end + 1 : end;
+    }
+    if (!a->nb) return fail("--batch wants up to 16 sequence counts like 1,4,16,64 (1..4096)");
+    return -1;
+}
+
+typedef struct { double t_pp, t_tg; } batch_times;
+
+/* one row: B sequences, PP prompt tokens each, then TG tokens each */
+static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) {
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = B;
+    bp.kv_tokens = (int64_t)B * (a->pp + a->tg + 16);
+    bp.n_threads = a->n_threads;
+    mi_batch *b = NULL;
+    MI_TRY(mi_batch_new(m, &bp, &b));
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    int32_t *ids = malloc((size_t)a->pp * sizeof *ids);
+    int *id = malloc((size_t)B * sizeof *id);
+    mi_status st = ids && id ? MI_OK : mi_err(MI_ERR_NOMEM, "out of memory");
+    uint64_t r = 0x5eed;
+    for (int s = 0; st == MI_OK && s < B; s++) {
+        for (int64_t j = 0; j < a->pp; j++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            ids[j] = (int32_t)((r >> 33) % (uint64_t)V);
+        }
+        st = mi_batch_seq_new(b, NULL, &id[s]);
+        if (st == MI_OK) st = mi_batch_seq_add(b, id[s], ids, a->pp);
+    }
+    int ran = 0;
+    double t0 = now_s();
+    while (st == MI_OK && mi_batch_seq_queued(b, id[B - 1]) > 0) st = mi_batch_step(b, a->ubatch, &ran);
+    t->t_pp = now_s() - t0;
+    t0 = now_s();
+    for (int64_t k = 0; st == MI_OK && k < a->tg; k++) {
+        for (int s = 0; st == MI_OK && s < B; s++) {
+            int32_t next = 0;
+            st = mi_batch_seq_next(b, id[s], &next);
+            if (st == MI_OK) st = mi_batch_seq_add(b, id[s], &next, 1);
+        }
+        if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
+        if (st == MI_OK && ran != B) st = mi_err(MI_ERR_INTERNAL, "a generation step ran %d of %d sequences", ran, B);
+    }
+    t->t_tg = now_s() - t0;
+    free(ids);
+    free(id);
+    mi_batch_free(b);
+    return st;
+}
+
+int cmd_bench_batch(int argc, char **argv) {
+    batch_args a;
+    const int prc = parse(argc, argv, &a);
+    if (prc >= 0) return prc;
+    mi_model *m = NULL;
+    mi_model_params mp = {"cpu"};
+    if (mi_model_load_params(a.model, &mp, &m) != MI_OK) return fail(mi_errmsg());
+    FILE *jf = a.json ? fopen(a.json, "a") : stdout;
+    if (!jf) {
+        mi_model_free(m);
+        return fail("cannot append to the --json file");
+    }
+    const char *slash = strrchr(a.model, '/'), *mname = slash ? slash + 1 : a.model;
+    const char *commit = getenv("MINFER_COMMIT");
+    const int threads = a.n_threads > 0 ? a.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n");
+    printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
+    fflush(stdout);
+    int rc = 0;
+    for (int i = 0; i < a.nb && !rc; i++) {
+        const int B = a.b[i];
+        batch_times t;
+        if (run_b(m, &a, B, &t) != MI_OK) {
+            fprintf(stderr, "minfer: B = %d: %s\n", B, mi_errmsg());
+            rc = 1;
+            break;
+        }
+        const double n_kv = (double)B * (double)(a.pp + a.tg), T = t.t_pp + t.t_tg;
+        const double s_pp = B * (double)a.pp / t.t_pp, s_tg = a.tg ? B * (double)a.tg / t.t_tg : 0;
+        printf("| %5lld | %6lld | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", (long long)a.pp,
+               (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T);
+        fflush(stdout);
+        fprintf(jf,
+                "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"cpu\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
+                "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
+                "\"ubatch\":%lld,\"commit\":\"%s\"}\n",
+                mname, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
+                (long long)a.ubatch, commit && *commit ? commit : "unknown");
+        fflush(jf);
+    }
+    if (jf != stdout) fclose(jf);
+    mi_model_free(m);
+    return rc;
+}
