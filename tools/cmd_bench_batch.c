@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/model/mi_batch.h"
+#include "common/core/mi_settings.h"
 #include "tools/cli.h"
 
 int cmd_bench_batch(int argc, char **argv);
@@ -129,7 +130,7 @@ int cmd_bench_batch(int argc, char **argv) {
         return fail("cannot append to the --json file");
     }
     const char *slash = strrchr(a.model, '/'), *mname = slash ? slash + 1 : a.model;
-    const char *commit = getenv("MINFER_COMMIT");
+    const char *commit = mi_setting("MINFER_COMMIT");
     const int threads = a.n_threads > 0 ? a.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n");
     printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
