@@ -1,9 +1,9 @@
 /* One-token attention split over the KV sequence (flash-decoding), for decode at depth.
  * 7b's kernel gives a query head one block that walks every key: at 32k keys the 7B's 28
  * blocks walk 256 tiles each while 104 SMs idle, and each of a GQA group's heads reads its KV
- * head again. Here block (kv head, split s) takes every query head of the group over keys
- * [s*chunk, (s+1)*chunk), chunk = max(ceil(n_kv / S), one tile), reading each K and V row once
- * for the group:
+ * head again. Here block (kv head, head group z, split s) takes G of the group's query heads
+ * (heads_a_block) over keys [s*chunk, (s+1)*chunk), chunk = max(ceil(n_kv / S), one tile),
+ * reading each K and V row once for its G heads:
  *   scores   thread t takes key t of a tile of MI8A_SKV_T keys: G dots over hd (K row read by
  *            the thread, 16 bytes a load where the cache allows; q of the G heads from shared
  *            memory), scale * dot as 7b;
@@ -25,6 +25,7 @@
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/async_copy.cuh"
 
 #define SKV_T MI8A_SKV_T   /* keys per tile = threads per block */
 #define SKV_MAX_G 16
@@ -44,40 +45,43 @@ __device__ __forceinline__ int64_t skv_chunk(int64_t n_kv, int S) {
     return c > SKV_T ? c : SKV_T;
 }
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+/* two halves packed in a word (element 2i low) as floats, exactly */
+__device__ __forceinline__ float2 skv_h2(uint32_t w) {
+    return make_float2(__half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu))),
+                       __half2float(__ushort_as_half((unsigned short)(w >> 16))));
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::); }
 
-/* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order (pairs as 7b's ld2) */
-template <typename KT, bool VS>
+/* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order (pairs as 7b's ld2); GM: the
+ * heads' slots compiled (>= G), so no unused slot issues instructions beyond G's next power of two */
+template <typename KT, bool VS, int GM>
 __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const float *qs, int hd, int G,
-                                           float (&dot)[SKV_MAX_G]) {
-    if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load */
+                                           float (&dot)[GM]) {
+    if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load, q 8 floats a pair of loads */
         const uint4 *k4 = (const uint4 *)kr;
-#pragma unroll 8
+#pragma unroll 4
         for (int c = 0; c < hd / 8; c++) {
             const uint4 raw = __ldg(k4 + c);
-            const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+            const float2 kv[4] = {skv_h2(raw.x), skv_h2(raw.y), skv_h2(raw.z), skv_h2(raw.w)};
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 kv = __half22float2(*(const __half2 *)&w[e]);
-                const int d = 8 * c + 2 * e;
-#pragma unroll
-                for (int g = 0; g < SKV_MAX_G; g++)
-                    if (g < G) {
-                        dot[g] += qs[g * hd + d] * kv.x;
-                        dot[g] += qs[g * hd + d + 1] * kv.y;
-                    }
-            }
+            for (int g = 0; g < GM; g++)
+                if (g < G) {
+                    const float4 qa = *(const float4 *)(qs + g * hd + 8 * c), qb = *(const float4 *)(qs + g * hd + 8 * c + 4);
+                    dot[g] += qa.x * kv[0].x;
+                    dot[g] += qa.y * kv[0].y;
+                    dot[g] += qa.z * kv[1].x;
+                    dot[g] += qa.w * kv[1].y;
+                    dot[g] += qb.x * kv[2].x;
+                    dot[g] += qb.y * kv[2].y;
+                    dot[g] += qb.z * kv[3].x;
+                    dot[g] += qb.w * kv[3].y;
+                }
         }
     } else {
 #pragma unroll 8
         for (int d = 0; d < hd; d += 2) {
             const float2 kv = mi7b_ld2(kr + d);
 #pragma unroll
-            for (int g = 0; g < SKV_MAX_G; g++)
+            for (int g = 0; g < GM; g++)
                 if (g < G) {
                     dot[g] += qs[g * hd + d] * kv.x;
                     dot[g] += qs[g * hd + d + 1] * kv.y;
@@ -86,7 +90,7 @@ __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const floa
     }
 }
 
-template <typename KT, bool VS>
+template <typename KT, bool VS, int GM>
 __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                            const KT *__restrict__ Vc, float *__restrict__ part,
                                                            float *__restrict__ O,
@@ -117,13 +121,14 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         return;
     }
     for (int i = tid; i < G * hd; i += SKV_T) qs[i] = Q[(size_t)h0 * hd + i];
-    float m[SKV_MAX_G], l[SKV_MAX_G], acc[SKV_MAX_G][SKV_HD_REGS];
+    constexpr int HR = VS ? 1 : SKV_HD_REGS;   /* dims a thread: VS has hd <= 128 = SKV_T */
+    float m[GM], l[GM], acc[GM][HR];
 #pragma unroll
-    for (int g = 0; g < SKV_MAX_G; g++) {
+    for (int g = 0; g < GM; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] = 0.0f;
+        for (int j = 0; j < HR; j++) acc[g][j] = 0.0f;
     }
     __syncthreads();
     const int lane = tid & 31, warp = tid >> 5, nw = SKV_T / 32;
@@ -135,17 +140,17 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             const int cpr = hd / 8;   /* 16-byte chunks a row */
             for (int i = tid; i < tn * cpr; i += SKV_T) {
                 const int k = i / cpr, c = i - k * cpr;
-                cp_async16(vs + (size_t)k * hd + 8 * c, vb + (size_t)k * kvrow + 8 * c);
+                async_copy16(vs + (size_t)k * hd + 8 * c, vb + (size_t)k * kvrow + 8 * c);
             }
         }
         /* scores of key t for the G heads */
         if (t < k1) {
-            float dot[SKV_MAX_G];
+            float dot[GM];
 #pragma unroll
-            for (int g = 0; g < SKV_MAX_G; g++) dot[g] = 0.0f;
-            skv_scores<KT, VS>(Kc + (size_t)t * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
+            for (int g = 0; g < GM; g++) dot[g] = 0.0f;
+            skv_scores<KT, VS, GM>(Kc + (size_t)t * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
 #pragma unroll
-            for (int g = 0; g < SKV_MAX_G; g++)
+            for (int g = 0; g < GM; g++)
                 if (g < G) ps[g * SKV_T + tid] = scale * dot[g];
         }
         __syncthreads();
@@ -159,7 +164,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         __syncthreads();
         if (tid < tn) {
 #pragma unroll
-            for (int g = 0; g < SKV_MAX_G; g++) {   /* unrolled: m stays in registers (the same in every thread) */
+            for (int g = 0; g < GM; g++) {   /* unrolled: m stays in registers (the same in every thread) */
                 if (g >= G) break;
                 ps[g * SKV_T + tid] = expf(ps[g * SKV_T + tid] - fmaxf(m[g], mt[g]));
             }
@@ -171,42 +176,45 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
             if (lane == 0) lt[g] = v;
         }
-        if constexpr (VS) cp_async_wait_all();
+        if constexpr (VS) {
+            async_commit();
+            async_wait<0>();
+        }
         __syncthreads();
 #pragma unroll
-        for (int g = 0; g < SKV_MAX_G; g++) {
+        for (int g = 0; g < GM; g++) {
             if (g >= G) break;
             const float m_new = fmaxf(m[g], mt[g]), corr = expf(m[g] - m_new);
             l[g] = l[g] * corr + lt[g];
             m[g] = m_new;
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] *= corr;
+            for (int j = 0; j < HR; j++) acc[g][j] *= corr;
         }
         /* acc[g][j] += p_g[k] * V[k][d] in key order; each V value read once for the G heads */
 #pragma unroll 8
         for (int k = 0; k < tn; k++) {
-            float v[SKV_HD_REGS];
+            float v[HR];
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) {
+            for (int j = 0; j < HR; j++) {
                 const int d = tid + j * SKV_T;
                 v[j] = d < hd ? (VS ? mi7b_ld1(vs + (size_t)k * hd + d) : mi7b_ld1(vb + (size_t)k * kvrow + d)) : 0.0f;
             }
 #pragma unroll
-            for (int g = 0; g < SKV_MAX_G; g++) {
+            for (int g = 0; g < GM; g++) {
                 if (g >= G) break;
                 const float p = ps[g * SKV_T + k];
 #pragma unroll
-                for (int j = 0; j < SKV_HD_REGS; j++) acc[g][j] += p * v[j];
+                for (int j = 0; j < HR; j++) acc[g][j] += p * v[j];
             }
         }
         __syncthreads();   /* ps, mt, lt and vs are rewritten by the next tile */
     }
     if (chunk >= n_kv) {   /* the only split that holds keys: the output itself, the combine returns */
 #pragma unroll
-        for (int g = 0; g < SKV_MAX_G; g++) {
+        for (int g = 0; g < GM; g++) {
             if (g >= G) break;
 #pragma unroll
-            for (int j = 0; j < SKV_HD_REGS; j++) {
+            for (int j = 0; j < HR; j++) {
                 const int d = tid + j * SKV_T;
                 if (d < hd) O[(size_t)(h0 + g) * hd + d] = acc[g][j] / l[g];
             }
@@ -214,7 +222,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
         return;
     }
 #pragma unroll
-    for (int g = 0; g < SKV_MAX_G; g++) {   /* unrolled: acc stays in registers */
+    for (int g = 0; g < GM; g++) {   /* unrolled: acc stays in registers */
         if (g >= G) break;
         float *p = part + ((size_t)(h0 + g) * S + s) * pstride;
         if (tid == 0) {
@@ -222,7 +230,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             p[1] = l[g];
         }
 #pragma unroll
-        for (int j = 0; j < SKV_HD_REGS; j++) {
+        for (int j = 0; j < HR; j++) {
             const int d = tid + j * SKV_T;
             if (d < hd) p[2 + d] = acc[g][j];
         }
@@ -309,18 +317,23 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
-    if (vs)
-        kernel_attn_split<uint16_t, true><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part, o,
-                                                                    n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
-                                                                    (int)Hkv, S, GB, scale);
-    else if (ctype == MI_TYPE_F16)
-        kernel_attn_split<uint16_t, false><<<grid, SKV_T, smem, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, part, o,
-                                                                     n_past_dev, n_past, n_ctx, (int)hd, (int)Hq,
-                                                                     (int)Hkv, S, GB, scale);
-    else
-        kernel_attn_split<float, false><<<grid, SKV_T, smem, st>>>(q, (const float *)k, (const float *)v, part, o,
-                                                                  n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv,
-                                                                  S, GB, scale);
+    const int GM = GB <= 1 ? 1 : GB <= 2 ? 2 : GB <= 4 ? 4 : GB <= 8 ? 8 : 16;
+#define SKV_LAUNCH(KT, VS, G_)                                                                               \
+    kernel_attn_split<KT, VS, G_><<<grid, SKV_T, smem, st>>>(q, (const KT *)k, (const KT *)v, part, o, n_past_dev, \
+                                                            n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S, GB, scale)
+#define SKV_LAUNCH_GM(KT, VS)                  \
+    switch (GM) {                              \
+    case 1: SKV_LAUNCH(KT, VS, 1); break;      \
+    case 2: SKV_LAUNCH(KT, VS, 2); break;      \
+    case 4: SKV_LAUNCH(KT, VS, 4); break;      \
+    case 8: SKV_LAUNCH(KT, VS, 8); break;      \
+    default: SKV_LAUNCH(KT, VS, 16); break;    \
+    }
+    if (vs) SKV_LAUNCH_GM(uint16_t, true)
+    else if (ctype == MI_TYPE_F16) SKV_LAUNCH_GM(uint16_t, false)
+    else SKV_LAUNCH_GM(float, false)
+#undef SKV_LAUNCH_GM
+#undef SKV_LAUNCH
     MI_CU_CHECK_LAUNCH("kernel_attn_split");
     kernel_attn_combine<<<(unsigned)Hq, 128, 0, st>>>(part, o, (int)hd, S, n_past_dev, n_past, n_ctx);
     MI_CU_CHECK_LAUNCH("kernel_attn_combine");

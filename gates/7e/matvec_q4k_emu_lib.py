@@ -1,7 +1,7 @@
 # Shared pieces of the host emulations of phase7e_perf/matvec_q4k_kernel.cuh (gates/7e/emu_matvec_q4k.py,
 # emu_matvec_q4k_qx.py): the pass/fail/skip counter, the GGUF Q4_K / Q8_K block builders,
 # stage_act's shared layout (act_perm) and the host toolchain lookup. Imported, never run: the name
-# must not match emu_*.py, which gates/common/py_emu_7e.py runs as scripts.
+# must not match emu_*.py, which gates/common/py_emu_kernels.py runs as scripts.
 import os
 import shutil
 import numpy as np
@@ -39,7 +39,7 @@ class Checks:
         self.first_bad[:] = state[2]
 
     def report(self):
-        """the last line gates/common/py_emu_7e.py reads; returns the exit status"""
+        """the last line gates/common/py_emu_kernels.py reads; returns the exit status"""
         print(f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped")
         return 1 if self.failed else 0
 

@@ -3,6 +3,8 @@
  *            norm, then 7b's matmul or 7e's Q4_K streaming matmul, then 7b's add): bit for bit;
  *            against the CPU reference (scalar dots of the canonically normalized x): NMSE
  *            <= 1e-6; and against itself on a second run: bit for bit
+ *  stream_*  the one-token matmul streaming rows through a copy ring (d5), the same three ways
+ *            against 7b's matmul (matvec_stream_check.c)
  *  model_*   a whole model, prefill + teacher-forced decode steps, with d1 and d2 on against
  *            both off: the fusion pass fused nodes, each decode step launched fewer kernels,
  *            the logits are bit-identical (every fused kernel computes exactly the unfused
@@ -10,6 +12,7 @@
  * Every earlier gate runs at PHASE=8a too (make gate-8a). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
+#include "gates/8a/matvec_stream_check.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
@@ -521,22 +524,23 @@ static void test_attn_split(void) {
     split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0, 16);    /* G = 16: no room to stage V */
 }
 
-/* d4 in a whole model: a context of 8192 positions, so decode takes the split attention;
- * logits with d4 on against off within the attention bound (the order of the sums differs) */
-static void test_split_model(const char *shape, const char *type) {
-    mi_model *m = begin_model_test("split", shape, type);
+/* One item in a whole model, on against off, logits within the bound (the order of the sums
+ * differs): d4 in a context of 8192 positions, so decode takes the split attention; d5 in the
+ * streams' context (its off path is 7e's staged kernel, whose long rows sum in another order). */
+static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type) {
+    mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *on = malloc(nl * 4), *off = malloc(nl * 4);
     int64_t k_on = -1, k_off = -1;
     uint64_t f = 0;
-    g_stream_ctx = 8192;
-    const uint64_t d4 = mi_cuda_item_runs("d4");
+    g_stream_ctx = ctx;
+    const uint64_t r0 = mi_cuda_item_runs(item);
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    const uint64_t d4_runs = mi_cuda_item_runs("d4") - d4;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d4");
+    const uint64_t runs = mi_cuda_item_runs(item) - r0;
+    if (st == MI_OK) st = mi_cuda_items_set_off(item);
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
     mi_cuda_items_set_off("");
     g_stream_ctx = 128;
@@ -546,10 +550,11 @@ static void test_split_model(const char *shape, const char *type) {
         if (e > worst || e != e) worst = e;
     }
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (!d4_runs || !(worst <= 1e-6))
-        gu_fail(&R, "d4 kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", (unsigned long long)d4_runs, worst);
-    else gu_pass(&R, "context 8192: d4 kernel runs %llu, kernels per step %lld (off: %lld); logits nmse on vs off %.3g "
-                     "<= 1e-6", (unsigned long long)d4_runs, (long long)k_on, (long long)k_off, worst);
+    else if (!runs || !(worst <= 1e-6))
+        gu_fail(&R, "%s kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", item, (unsigned long long)runs, worst);
+    else gu_pass(&R, "context %lld: %s kernel runs %llu, kernels per step %lld (off: %lld); logits nmse on vs off "
+                     "%.3g <= 1e-6", (long long)ctx, item, (unsigned long long)runs, (long long)k_on, (long long)k_off,
+                 worst);
     free(on);
     free(off);
     mi_model_free(m);
@@ -618,6 +623,7 @@ int main(int argc, char **argv) {
     test_fusion_pass_cpu();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
+    matvec_stream_check(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -625,11 +631,15 @@ int main(int argc, char **argv) {
     test_graph_reuse("qwen2.5-0.5b", "q4_0");
     test_argmax();
     test_attn_split();
-    test_split_model("qwen2.5-0.5b", "q4_0");
+    test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
+    test_item_model("stream", "d5", 128, "qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
-    else test_model("qwen2.5-7b", "q4_k_m", -1, true);
+    else {
+        test_model("qwen2.5-7b", "q4_k_m", -1, true);
+        test_item_model("stream", "d5", 128, "qwen2.5-7b", "q4_k_m");
+    }
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
