@@ -1,6 +1,6 @@
 /* cp.async (sm_80 and later): 16-byte copies from global to shared memory that proceed while
  * the thread goes on, grouped by commit and waited for by group count. Both addresses must be
- * 16-byte aligned. Used by 8a's streaming kernels (matvec_stream.cu, attn_split_kv.cu). */
+ * 16-byte aligned. Used by the split-KV attention (attn_split_kv.cu) to stage V tiles. */
 #ifndef MI_ASYNC_COPY_CUH
 #define MI_ASYNC_COPY_CUH
 

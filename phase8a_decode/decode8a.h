@@ -42,19 +42,6 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 
-/* ---- matvec_stream.cu: y [M] = W @ x (+ bias) (+ r) for one token, W any quantized format,
- * K >= MI8A_STREAM_MIN_K or M >= MI8A_STREAM_MIN_M (Q4_K, which has 7e's kernel: K >=
- * MI8A_STREAM_Q4K_MIN_K): each warp
- * streams its rows through a ring of cp.async copies (item d5). 7b's order and expression:
- * bit-identical to mi7b_matmul. workspace: x quantized (mi8a_matvec_stream_workspace bytes). */
-#define MI8A_STREAM_MIN_K 2048       /* the staged kernel's range (7e); below it 7b's kernel */
-#define MI8A_STREAM_Q4K_MIN_K 8192   /* Q4_K: the down projections' long rows */
-#define MI8A_STREAM_MIN_M 32768      /* shorter rows when there are this many (output heads) */
-bool mi8a_matvec_stream_supported(mi_type wt, int64_t K, int64_t M);
-size_t mi8a_matvec_stream_workspace(mi_type wt, int64_t K);
-mi_status mi8a_matvec_stream(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                             const float *r, float *y, int64_t K, int64_t M, void *workspace);
-
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */
 mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N);

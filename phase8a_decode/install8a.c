@@ -67,31 +67,6 @@ static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                              n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
 
-/* one token through matvec_stream.cu (d5): MATMUL (W, x, bias) and MATMUL_ADD (W, x, r) */
-static bool stream_rule(const mi_tensor *n) {
-    const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi_nrows(n->src[1]) == 1 && mi8a_matvec_stream_supported(w->type, w->ne[0], w->ne[1]);
-}
-static bool sup_mm_stream(const mi_tensor *n) { return stream_rule(n) && mi7b_matmul_node_supported(n); }
-static bool sup_add_stream(const mi_tensor *n) { return stream_rule(n) && mm_add_ok(n); }
-static size_t ws_stream(const mi_tensor *n) {
-    return mi8a_matvec_stream_workspace(n->src[0]->type, n->src[0]->ne[0]);
-}
-static mi_status run_mm_stream(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi8a_matvec_stream(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, ptr(n->src[2]), NULL, n->data,
-                              w->ne[0], w->ne[1], ws);
-}
-static mi_status run_add_stream(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi8a_matvec_stream(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, n->src[2]->data, n->data,
-                              w->ne[0], w->ne[1], ws);
-}
-static const mi_cuda_kernel k_mm_stream = {"matmul, one token, rows streamed through a per-warp copy ring", "d5",
-                                           sup_mm_stream, run_mm_stream, ws_stream, 0};
-static const mi_cuda_kernel k_add_stream = {"matmul + residual add, one token, rows streamed through a per-warp copy ring",
-                                            "d2,d5", sup_add_stream, run_add_stream, ws_stream, 0};
-
 /* NORM_FFN_SWIGLU: src0 W_gate, src1 W_up [K, F], src2 x [K, 1], src3 norm weight [K]; the
  * FFN part is 7c's node contract */
 static bool sup_norm_ffn_q4k(const mi_tensor *n) {
@@ -175,9 +150,6 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
-    mi_cuda_item_declare("d5", "one-token matmul, K >= 2048 or output heads (Q4_K: K >= 8192): rows streamed "
-                               "through a per-warp copy ring (with the residual add when d2 is on)");
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
@@ -186,6 +158,5 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
-    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_add_stream);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -3,8 +3,6 @@
  *            norm, then 7b's matmul or 7e's Q4_K streaming matmul, then 7b's add): bit for bit;
  *            against the CPU reference (scalar dots of the canonically normalized x): NMSE
  *            <= 1e-6; and against itself on a second run: bit for bit
- *  stream_*  the one-token matmul streaming rows through a copy ring (d5), the same three ways
- *            against 7b's matmul (matvec_stream_check.c)
  *  model_*   a whole model, prefill + teacher-forced decode steps, with d1 and d2 on against
  *            both off: the fusion pass fused nodes, each decode step launched fewer kernels,
  *            the logits are bit-identical (every fused kernel computes exactly the unfused
@@ -12,7 +10,6 @@
  * Every earlier gate runs at PHASE=8a too (make gate-8a). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
-#include "gates/8a/matvec_stream_check.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
@@ -525,8 +522,7 @@ static void test_attn_split(void) {
 }
 
 /* One item in a whole model, on against off, logits within the bound (the order of the sums
- * differs): d4 in a context of 8192 positions, so decode takes the split attention; d5 in the
- * streams' context (its off path is 7e's staged kernel, whose long rows sum in another order). */
+ * differs): d4 in a context of 8192 positions, so decode takes the split attention. */
 static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
@@ -623,7 +619,6 @@ int main(int argc, char **argv) {
     test_fusion_pass_cpu();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
-    matvec_stream_check(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -632,14 +627,10 @@ int main(int argc, char **argv) {
     test_argmax();
     test_attn_split();
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
-    test_item_model("stream", "d5", 128, "qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
-    else {
-        test_model("qwen2.5-7b", "q4_k_m", -1, true);
-        test_item_model("stream", "d5", 128, "qwen2.5-7b", "q4_k_m");
-    }
+    else test_model("qwen2.5-7b", "q4_k_m", -1, true);
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
