@@ -10,6 +10,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define Q4K_THREADS 256
 #define Q4K_WARPS (Q4K_THREADS / 32)
@@ -223,9 +224,12 @@ __device__ __forceinline__ float *q4k_norm_row(uint32_t *sbs, int nsb) {
  * QX = false: A is x quantized by mi7b_quantize_act; QX = true: X is x in f32 (quantized here).
  * NORM (QX only): x is first RMS-normalized with weight nw and eps, as MI_OP_RMS_NORM would.
  * RES: y [M] = R [M] + the above (a residual add in the epilogue).
+ * PDL: the kernel may be launched as a programmatic dependent (phase7a_skeleton/cuda_pdl.cuh):
+ * it lets the next kernel launch at once, issues its first weight loads, and waits for the
+ * kernel before it only then, before it reads x, the norm weight's partner or r.
  * Warp w of block b takes rows b*8 + w, then + gridDim.x*8, ... (the grid is at most one
  * resident wave, so the activation is staged once per resident block). */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
                   const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
@@ -257,7 +261,9 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
         }                                                                             \
     } while (0)
 
+    if constexpr (PDL) pdl_trigger();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
+    if constexpr (PDL) pdl_wait();
     float scale = 1.0f;
     if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, q4k_norm_row(sbs, nsb));
     if constexpr (QX) quant_act_shared<2, NORM>(X, nsb, sq, sd, sbs, nw, scale);
@@ -300,16 +306,17 @@ static inline size_t q4k_smem(int64_t K, bool norm) {
 }
 
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false>
+/* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
-                            float eps = 0.0f, const float *r = NULL) {
+                            float eps = 0.0f, const float *r = NULL, bool pdl = false) {
     static int occ_smem = -1, occ_blocks = 0;   /* per instantiation: occupancy at the last smem size */
     const int nsb = (int)(K / 256);
     const size_t smem = q4k_smem(K, NORM);
     if (occ_smem != (int)smem) {
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_matvec_q4k<FUSED, QX, NORM, RES>, Q4K_THREADS, smem) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, Q4K_THREADS, smem) !=
                 cudaSuccess ||
             b < 1)
             b = 1;   /* the launch itself reports a configuration that cannot run */
@@ -320,8 +327,13 @@ static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2
     int64_t nb = (M + Q4K_WARPS - 1) / Q4K_WARPS;
     const int64_t wave = (int64_t)mi7e_sm_count() * occ_blocks;
     if (nb > wave) nb = wave;
-    kernel_matvec_q4k<FUSED, QX, NORM, RES><<<(unsigned)nb, Q4K_THREADS, smem, st>>>(w, w2, M, nsb, a, x, bias, y, nw,
-                                                                                     eps, r);
+    if constexpr (PDL) {
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, dim3((unsigned)nb), dim3(Q4K_THREADS),
+                               smem, st, w, w2, M, nsb, a, x, bias, y, nw, eps, r));
+    } else {
+        kernel_matvec_q4k<FUSED, QX, NORM, RES><<<(unsigned)nb, Q4K_THREADS, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
+                                                                                         nw, eps, r);
+    }
     MI_CU_CHECK_LAUNCH(QX ? "kernel_matvec_q4k<QX>" : "kernel_matvec_q4k");
     return MI_OK;
 }

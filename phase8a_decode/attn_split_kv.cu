@@ -26,6 +26,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/async_copy.cuh"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define SKV_T MI8A_SKV_T   /* keys per tile = threads per block */
 #define SKV_MAX_G 16
@@ -102,6 +103,8 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
     const int NZ = (Hq / Hkv + GB - 1) / GB, kvh = blockIdx.x / NZ, z = blockIdx.x - kvh * NZ;
     const int h0 = kvh * (Hq / Hkv) + z * GB, G = min(GB, Hq / Hkv - z * GB);
     const int s = blockIdx.y, tid = threadIdx.x;
+    pdl_trigger();
+    pdl_wait();   /* q, the caches and n_past: all written before this kernel (d6) */
     KT *vs = (KT *)skv_smem4;                                       /* VS: [SKV_T][hd] V tile */
     float *qs = (float *)(skv_smem4 + (VS ? (size_t)SKV_T * hd * sizeof(KT) / 16 : 0));   /* [G][hd] */
     float *ps = qs + (size_t)G * hd;       /* [G][SKV_T] scores, then probabilities */
@@ -245,6 +248,8 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
                                     const int32_t *__restrict__ np_dev, int64_t np_host, int64_t n_ctx) {
     __shared__ float wsh[MI8A_SKV_MAX_SPLITS], lsh[MI8A_SKV_MAX_SPLITS], red[32];
     const int h = blockIdx.x, tid = threadIdx.x;
+    pdl_trigger();
+    pdl_wait();
     const size_t pstride = (size_t)hd + 2;
     const float *p = part + (size_t)h * S * pstride;
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);
@@ -318,9 +323,10 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
     const int GM = GB <= 1 ? 1 : GB <= 2 ? 2 : GB <= 4 ? 4 : GB <= 8 ? 8 : 16;
-#define SKV_LAUNCH(KT, VS, G_)                                                                               \
-    kernel_attn_split<KT, VS, G_><<<grid, SKV_T, smem, st>>>(q, (const KT *)k, (const KT *)v, part, o, n_past_dev, \
-                                                            n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S, GB, scale)
+    const bool pdl = mi8a_pdl_on();
+#define SKV_LAUNCH(KT, VS, G_)                                                                                      \
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split<KT, VS, G_>, grid, dim3(SKV_T), smem, st, q, (const KT *)k,         \
+                           (const KT *)v, part, o, n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S, GB, scale))
 #define SKV_LAUNCH_GM(KT, VS)                  \
     switch (GM) {                              \
     case 1: SKV_LAUNCH(KT, VS, 1); break;      \
@@ -334,8 +340,7 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     else SKV_LAUNCH_GM(float, false)
 #undef SKV_LAUNCH_GM
 #undef SKV_LAUNCH
-    MI_CU_CHECK_LAUNCH("kernel_attn_split");
-    kernel_attn_combine<<<(unsigned)Hq, 128, 0, st>>>(part, o, (int)hd, S, n_past_dev, n_past, n_ctx);
-    MI_CU_CHECK_LAUNCH("kernel_attn_combine");
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, (const float *)part, o,
+                           (int)hd, S, n_past_dev, n_past, n_ctx));
     return MI_OK;
 }

@@ -5,6 +5,8 @@
  *   d2  residual add folded into the matmul before it (MI_OP_MATMUL_ADD)
  *   d3  greedy argmax on the device (MI_OP_ARGMAX)
  *   d4  one-token attention split over the KV sequence (MI_OP_ATTN at depth)
+ *   d6  8a's kernels launched as programmatic dependents: each lets the next one launch while
+ *       it runs, and issues its weight loads before it waits for the one before it
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -41,6 +43,11 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
                                 const float *bias, const float *r, float *y, int64_t K, int64_t M);
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
+
+/* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
+ * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
+bool mi8a_pdl_on(void);
+uint64_t mi8a_pdl_launches(void);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

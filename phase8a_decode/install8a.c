@@ -12,6 +12,7 @@
 #include "phase7d_graphs/graphs7d.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
+#include <stdatomic.h>
 #include <stdint.h>
 
 static const void *ptr(const mi_tensor *t) { return t ? t->data : NULL; }
@@ -66,6 +67,29 @@ static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                              n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
+
+/* MATMUL (W, x, bias), Q4_K, one token: 7e's e12 + e14 kernel itself, through 8a's launcher so
+ * it can be launched as a programmatic dependent (d6) like the fused forms around it */
+static bool sup_mm_q4k(const mi_tensor *n) {
+    return q4k_rule(n, false) && n->src[1] && mi_nrows(n->src[1]) == 1 && mi7b_matmul_node_supported(n);
+}
+static mi_status run_mm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, ptr(n->src[2]), NULL,
+                                 n->data, w->ne[0], w->ne[1]);
+}
+static const mi_cuda_kernel k_mm_q4k = {"matmul, one token, Q4_K streaming rows, x quantized in the kernel, "
+                                        "launched as a programmatic dependent", "e12,e14,d6", sup_mm_q4k, run_mm_q4k,
+                                        NULL, 0};
+
+/* d6: read at each launch (a switch changes the dispatch epoch, so no captured graph outlives it) */
+static _Atomic uint64_t g_pdl_launches;
+bool mi8a_pdl_on(void) {
+    if (!mi_cuda_item_on("d6")) return false;
+    g_pdl_launches++;
+    return true;
+}
+uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
 
 /* NORM_FFN_SWIGLU: src0 W_gate, src1 W_up [K, F], src2 x [K, 1], src3 norm weight [K]; the
  * FFN part is 7c's node contract */
@@ -150,6 +174,9 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
+    mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
+                               "while it runs and issues its weight loads before it waits for the one before it");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

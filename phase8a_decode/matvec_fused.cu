@@ -13,6 +13,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
 #include "common/core/mi_canon.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define FZ_THREADS 256
 #define FZ_WARPS (FZ_THREADS / 32)
@@ -38,10 +39,12 @@ kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64
     constexpr int AT = wtraits<WT>::act;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t m0 = (int64_t)blockIdx.x * rows;
+    pdl_trigger();
     for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
         const uint8_t *wr = W + (size_t)(m0 + r) * wrow;
         for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
     }
+    pdl_wait();   /* x, r: the kernels before this one wrote them (d6) */
     for (int64_t i = threadIdx.x; i < K; i += FZ_THREADS) {   /* 2 */
         sx[i] = __ldg(X + i);
         if (NORM) sw[i] = __ldg(nw + i);
@@ -116,10 +119,14 @@ static mi_status launch_fused(cudaStream_t st, const uint8_t *w, int64_t K, int6
     const int rows = fused_rows(M);
     const int64_t nb = (M + rows - 1) / rows;
     if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: M = %lld too large", (long long)M);
-    if (nw && r) kernel_matvec_fused<WT, true, true><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
-    else if (nw) kernel_matvec_fused<WT, true, false><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
-    else if (r) kernel_matvec_fused<WT, false, true><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
-    else kernel_matvec_fused<WT, false, false><<<(unsigned)nb, FZ_THREADS, smem, st>>>(w, wrow, M, K, x, nw, eps, bias, r, y, rows);
+    const bool pdl = mi8a_pdl_on();
+    void (*k)(const uint8_t *, size_t, int64_t, int64_t, const float *, const float *, float, const float *,
+              const float *, float *, int) = nw && r ? kernel_matvec_fused<WT, true, true>
+                                             : nw    ? kernel_matvec_fused<WT, true, false>
+                                             : r     ? kernel_matvec_fused<WT, false, true>
+                                                     : kernel_matvec_fused<WT, false, false>;
+    MI_CU_CHECK(pdl_launch(pdl, k, dim3((unsigned)nb), dim3(FZ_THREADS), smem, st, w, wrow, M, K, x, nw, eps, bias, r, y,
+                           rows));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused");
     return MI_OK;
 }

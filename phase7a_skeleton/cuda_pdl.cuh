@@ -1,0 +1,45 @@
+/* Programmatic dependent launch (sm_90). A kernel launched with the attribute may start while
+ * the kernel before it in the stream still runs: once every block of that kernel has called
+ * pdl_trigger() (or exited), the dependent's blocks are scheduled as SMs free up. The dependent
+ * must call pdl_wait() before it reads anything an earlier kernel of the stream wrote, and must
+ * write nothing before it (the earlier kernel may still read a buffer the allocator gave both);
+ * before pdl_wait() it may only read what no kernel writes (weights), which is the point: its
+ * weight loads are in flight while the kernel before it drains. pdl_wait() returns when the
+ * earlier grid has completed and its writes are visible. Both are no-ops in a kernel launched
+ * without the attribute. Under stream capture the launch becomes a programmatic edge of the
+ * CUDA graph. Include from .cu files only. */
+#ifndef MI_CUDA_PDL_CUH
+#define MI_CUDA_PDL_CUH
+#include <cuda_runtime.h>
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+/* every block calls it once, early: the next kernel may then launch when SMs free up */
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+/* kernel<<<grid, block, smem, st>>>(args...), with the programmatic attribute when pdl. Only
+ * for kernels that call pdl_wait() before their first read of an earlier kernel's output. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t pdl_launch(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                     cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+#endif
