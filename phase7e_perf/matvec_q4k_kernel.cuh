@@ -153,7 +153,8 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
  * bsums are those bytes bit for bit. Lane l's 8 level bytes are half (l & 1) of uint4 l >> 1 of
  * the super-block (act_perm: each half-warp stores 128 contiguous bytes, conflict-free); even
  * lanes store bsums[l >> 1] (16-bit halves of the sbs words); lane 0 stores d. Warp-uniform
- * loop: every lane reaches the shuffles. */
+ * loop: every lane reaches the shuffles. NORM: X is the shared copy of x that
+ * norm_scale_block made (no second trip to L2); nw is read from global memory. */
 template <int NB, bool NORM>
 __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, int nsb, uint4 *sq, float *sd,
                                                  uint32_t *sbs, const float *__restrict__ nw, float scale) {
@@ -263,10 +264,15 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
 
     if constexpr (PDL) pdl_trigger();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
+    if constexpr (NORM) {   /* the norm weight into L1 while x is awaited: quant_act_shared reads it */
+        for (int i = threadIdx.x * 32; i < nsb * 256; i += Q4K_THREADS * 32)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
+    }
     if constexpr (PDL) pdl_wait();
     float scale = 1.0f;
-    if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, q4k_norm_row(sbs, nsb));
-    if constexpr (QX) quant_act_shared<2, NORM>(X, nsb, sq, sd, sbs, nw, scale);
+    float *sx = NORM ? q4k_norm_row(sbs, nsb) : NULL;
+    if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
+    if constexpr (QX) quant_act_shared<2, NORM>(NORM ? sx : X, nsb, sq, sd, sbs, nw, scale);
     else stage_act<4>(A, nsb, sq, sd, sbs);
     __syncthreads();
     float acc[NS];
