@@ -12,6 +12,7 @@
 #include "phase7c_wiring/wiring7c.h"
 #include "common/graph/graph.h"
 #include "common/backend/backend.h"
+#include "common/core/mi_settings.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,14 @@ static bool fused_reader(const mi_tensor *rd, const mi_tensor *nn, mi_tensor *ou
     return true;
 }
 
+/* MINFER_NORM_FOLD_READERS=N: fold a norm into at most N readers. Each reader of a folded norm
+ * computes it again in every block before its matmul, so folding into q, k and v trades one
+ * norm kernel for three longer prologues; measurements decide the default. */
+static int fold_readers_max(void) {
+    static long v = -1;
+    return (int)mi_setting_int_once("MINFER_NORM_FOLD_READERS", 1, MAX_READERS, MAX_READERS, &v);
+}
+
 static int fuse_norms(pass *p) {
     int fused = 0;
     for (int i = 0; i < p->g->n_nodes; i++) {
@@ -86,7 +95,7 @@ static int fuse_norms(pass *p) {
         if (nn->op != MI_OP_RMS_NORM || p->dead[i] || (nn->flags & MI_T_OUTPUT)) continue;
         if (!one_token(nn->src[0]) || mi_norm_group(nn) != nn->ne[0] || !nn->src[1]) continue;
         const int nr = p->uses[i];
-        if (nr < 1 || nr > MAX_READERS) continue;
+        if (nr < 1 || nr > fold_readers_max()) continue;
         mi_tensor probes[MAX_READERS];
         bool ok = true;
         for (int k = 0; k < nr && ok; k++) {

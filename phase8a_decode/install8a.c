@@ -131,23 +131,14 @@ static const mi_cuda_kernel k_argmax = {"argmax per row, one block a row", "d3",
 
 /* ATTN, one token, a cache of MI8A_SKV_MIN_CTX positions or more: split over the sequence.
  * MINFER_SKV_MIN_CTX=N moves the threshold (benches measure where the split pays). */
-/* an integer setting read once; a bad value is said once and the default kept */
-static long env_int_once(const char *name, long lo, long hi, long def, long *cache) {
-    if (*cache < 0) {
-        long v = def;
-        if (mi_setting_int(name, lo, hi, def, &v) != MI_OK) mi_log("%s; using %ld", mi_errmsg(), def);
-        *cache = v;
-    }
-    return *cache;
-}
 static int64_t skv_min_ctx(void) {
     static long v = -1;
-    return env_int_once("MINFER_SKV_MIN_CTX", 1, INT32_MAX, MI8A_SKV_MIN_CTX, &v);
+    return mi_setting_int_once("MINFER_SKV_MIN_CTX", 1, INT32_MAX, MI8A_SKV_MIN_CTX, &v);
 }
 /* MINFER_SKV_GB=N: query heads a block (mi8a_attn_split's heads_a_block; 0: its rule) */
 static int skv_heads_a_block(void) {
     static long v = -1;
-    return (int)env_int_once("MINFER_SKV_GB", 1, 64, 0, &v);
+    return (int)mi_setting_int_once("MINFER_SKV_GB", 1, 64, 0, &v);
 }
 static bool sup_attn_split(const mi_tensor *n) {
     const mi_tensor *q = n->src[0], *k = n->src[1];

@@ -46,6 +46,16 @@ static inline mi_status mi_setting_int(const char *name, long lo, long hi, long 
     if (hi == LONG_MAX) return mi_err(MI_ERR_INVALID, "%s='%s': not a whole number >= %ld", name, mi_setting(name), lo);
     return mi_err(MI_ERR_INVALID, "%s='%s': not a whole number in %ld..%ld", name, mi_setting(name), lo, hi);
 }
+/* mi_setting_int read once into *cache (start it at -1, one static per reader): a tuning knob
+ * read on a hot path. A bad value is logged once and def kept. */
+static inline long mi_setting_int_once(const char *name, long lo, long hi, long def, long *cache) {
+    if (*cache < 0) {
+        long v = def;
+        if (mi_setting_int(name, lo, hi, def, &v) != MI_OK) mi_log("%s; using %ld", mi_errmsg(), def);
+        *cache = v;
+    }
+    return *cache;
+}
 
 /* The table, in its order (grouped by the layer that reads each variable). */
 int mi_settings_count(void);
