@@ -1,5 +1,5 @@
-/* `minfer bench --batch 1,4,16 -p 512 -n 128`: llama-batched-bench's table for phase 8b's
- * batched steps. For each B: B sequences each get PP prompt tokens (fixed pseudo-random ids),
+/* `minfer bench --batch 1,4,16 -p 512 -n 128 [--backend cpu|cuda|auto]`: llama-batched-bench's
+ * table for phase 8b's batched steps. For each B: B sequences each get PP prompt tokens (fixed pseudo-random ids),
  * run as batched steps of at most --ubatch tokens (T_PP), then TG steps of one token per
  * sequence (T_TG, each token the one the sequence drew). Columns: PP, TG, B, N_KV = B * (PP +
  * TG), T_PP and S_PP = B * PP / T_PP, T_TG and S_TG = B * TG / T_TG, T and S = N_KV / T. Rows are
@@ -17,7 +17,7 @@
 int cmd_bench_batch(int argc, char **argv);
 
 typedef struct {
-    const char *model, *json;
+    const char *model, *json, *backend;
     int64_t pp, tg, ubatch;
     int nb, n_threads;
     int b[16];
@@ -35,7 +35,7 @@ static double now_s(void) {
 }
 
 static int parse(int argc, char **argv, batch_args *a) {
-    *a = (batch_args){.pp = 512, .tg = 128, .ubatch = 2048};
+    *a = (batch_args){.pp = 512, .tg = 128, .ubatch = 2048, .backend = "auto"};
     const char *blist = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -48,14 +48,14 @@ static int parse(int argc, char **argv, batch_args *a) {
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "--batch")) blist = v;
         else if (!strcmp(o, "--json")) a->json = v;
-        else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "auto"))) {}
+        else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "auto"))) a->backend = v;
         else if (!strcmp(o, "-t")) {
             if (mi_cli_threads(v, &a->n_threads, err, sizeof err)) return fail(err);
         } else if (!strcmp(o, "-p") && (a->pp = strtoll(v, &end, 10), *end == 0 && a->pp >= 1 && a->pp <= (1 << 20))) {}
         else if (!strcmp(o, "-n") && (a->tg = strtoll(v, &end, 10), *end == 0 && a->tg >= 0 && a->tg <= (1 << 20))) {}
         else if (!strcmp(o, "--ubatch") && (a->ubatch = strtoll(v, &end, 10), *end == 0 && a->ubatch >= 1)) {}
         else {
-            fprintf(stderr, "minfer: bad option or value for bench --batch: %s '%s' (the batched bench runs on the CPU)\n", o, v);
+            fprintf(stderr, "minfer: bad option or value for bench --batch: %s '%s'\n", o, v);
             return 1;
         }
     }
@@ -75,14 +75,16 @@ static int parse(int argc, char **argv, batch_args *a) {
 typedef struct { double t_pp, t_tg; } batch_times;
 
 /* one row: B sequences, PP prompt tokens each, then TG tokens each */
-static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) {
+static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, char *be, size_t be_cap) {
     mi_batch_params bp;
     mi_batch_params_default(&bp);
     bp.n_seq_max = B;
     bp.kv_tokens = (int64_t)B * (a->pp + a->tg + 16);
     bp.n_threads = a->n_threads;
+    bp.backend = a->backend;
     mi_batch *b = NULL;
     MI_TRY(mi_batch_new(m, &bp, &b));
+    snprintf(be, be_cap, "%s", mi_batch_backend(b));
     const int64_t V = mi_model_hparams(m)->n_vocab;
     int32_t *ids = malloc((size_t)a->pp * sizeof *ids);
     int *id = malloc((size_t)B * sizeof *id);
@@ -122,7 +124,7 @@ int cmd_bench_batch(int argc, char **argv) {
     const int prc = parse(argc, argv, &a);
     if (prc >= 0) return prc;
     mi_model *m = NULL;
-    mi_model_params mp = {"cpu"};
+    mi_model_params mp = {a.backend};
     if (mi_model_load_params(a.model, &mp, &m) != MI_OK) return fail(mi_errmsg());
     FILE *jf = a.json ? fopen(a.json, "a") : stdout;
     if (!jf) {
@@ -139,7 +141,8 @@ int cmd_bench_batch(int argc, char **argv) {
     for (int i = 0; i < a.nb && !rc; i++) {
         const int B = a.b[i];
         batch_times t;
-        if (run_b(m, &a, B, &t) != MI_OK) {
+        char be[16] = "cpu";
+        if (run_b(m, &a, B, &t, be, sizeof be) != MI_OK) {
             fprintf(stderr, "minfer: B = %d: %s\n", B, mi_errmsg());
             rc = 1;
             break;
@@ -150,10 +153,10 @@ int cmd_bench_batch(int argc, char **argv) {
                (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T);
         fflush(stdout);
         fprintf(jf,
-                "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"cpu\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
+                "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
                 "\"ubatch\":%lld,\"commit\":\"%s\"}\n",
-                mname, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
+                mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, commit && *commit ? commit : "unknown");
         fflush(jf);
     }

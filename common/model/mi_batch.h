@@ -1,7 +1,8 @@
 /* Many sequences in one step (phase 8b, docs/PHASE8B.md): sequences share a model and a pool
  * of KV blocks; each step runs the queued tokens of every sequence as one graph (one GEMM over
  * all rows), and each sequence's logits are what it would get alone. Everything returns
- * mi_status; messages via mi_errmsg(). This version runs on the CPU backend. */
+ * mi_status; messages via mi_errmsg(). The backends are chosen as a session's are (the device
+ * for what it runs, the CPU for the rest: the paged KV ops have CPU kernels only so far). */
 #ifndef MI_BATCH_H
 #define MI_BATCH_H
 #include <stdint.h>
@@ -20,7 +21,7 @@ typedef struct {
     int64_t block;        /* positions a KV block (default 16) */
     mi_type kv_type;      /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
     int n_threads;        /* CPU threads; <= 0: all cores */
-    const char *backend;  /* "cpu" or "auto" (the CPU); "cuda" is refused until phase 8b's kernels */
+    const char *backend;  /* "cpu", "cuda" or "auto" (default), as mi_session_params */
 } mi_batch_params;
 void mi_batch_params_default(mi_batch_params *p);
 
@@ -50,6 +51,8 @@ mi_status mi_batch_seq_status(const mi_batch *b, int id);
 int64_t mi_batch_seq_n_past(const mi_batch *b, int id);
 /* Tokens queued and not yet run (-1: no such sequence). */
 int64_t mi_batch_seq_queued(const mi_batch *b, int id);
+/* "cuda" when a device runs the batch's work, else "cpu". */
+const char *mi_batch_backend(const mi_batch *b);
 /* KV blocks free in the pool, and its size. */
 int64_t mi_batch_kv_free_blocks(const mi_batch *b);
 int64_t mi_batch_kv_blocks(const mi_batch *b);
