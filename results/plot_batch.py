@@ -38,11 +38,7 @@ def main():
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = out + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    records.save(fig, out)
 
 
 if __name__ == "__main__":

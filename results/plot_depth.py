@@ -45,11 +45,7 @@ def main():
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("Decode at depth (NVIDIA H200)")
-    fig.tight_layout()
-    tmp = out + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    records.save(fig, out)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,12 @@ def load(paths, keep=lambda r: True):
 def at_depth_zero(r):
     """a test into an empty context (records with "depth": D > 0 ran after D tokens)"""
     return not r.get("depth", 0)
+
+
+def save(fig, out, dpi=110):
+    """fig into out through a temporary file and a rename: a reader never sees half a PNG"""
+    fig.tight_layout()
+    tmp = out + ".tmp.png"
+    fig.savefig(tmp, dpi=dpi)
+    os.replace(tmp, out)
+    print(f"wrote {out}")

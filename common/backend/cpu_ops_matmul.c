@@ -89,6 +89,22 @@ static void mm_quantize(void *arg, int64_t r, int ith) {
     if (k->gemm) cpu_gemm_pack_act(k->w->type, k->qdst + (size_t)r * k->act_rb, k->pack + (size_t)r * k->pack_rb, k->K);
 }
 
+/* y rows [r0, r1) of tokens [n0, n1) by vec_dot (MATMUL) */
+static void mm_rows_vec(const mm_task *k, int64_t r0, int64_t r1, int64_t n0, int64_t n1, size_t wrb, const float *bias,
+                        float *y) {
+    for (int64_t r = r0; r < r1; r++) {
+        const char *wr = (const char *)k->w->data + (size_t)r * wrb;
+        for (int64_t n = n0; n < n1; n++) {
+            float s;
+            k->dot(k->K, &s, wr, k->act + (size_t)n * k->act_rb);
+            y[(size_t)n * (size_t)k->M + (size_t)r] = bias ? s + bias[r] : s;
+        }
+    }
+}
+
+/* a token of a step of many sequences (src3) takes the GEMM only if its sequence alone would */
+static bool mm_token_gemm(const mm_task *k, int64_t n) { return !k->solo || k->solo[n] >= MM_GEMM_MIN_N; }
+
 /* chunk = token tile x row block, tile-major: concurrent chunks share the activation tile */
 static void mm_chunk(void *arg, int64_t c, int ith) {
     mm_task *k = arg;
@@ -101,27 +117,21 @@ static void mm_chunk(void *arg, int64_t c, int ith) {
         int64_t r0 = rblk * k->rows, r1 = r0 + k->rows < k->M ? r0 + k->rows : k->M;
         int64_t t0 = tile * MM_TOKS, t1 = t0 + MM_TOKS < k->N ? t0 + MM_TOKS : k->N;
         if (k->gemm) {
-            cpu_gemm_tile(k->w->type, k->w->data, wrb, r0, r1, k->pack, k->pack_rb, t0, t1, k->K, y, k->M, bias,
-                          k->wscratch + (size_t)ith * k->wstride);
-            /* a token whose sequence alone would have fewer than MM_GEMM_MIN_N tokens took vec_dot
-             * there: the same here (the GEMM sums blocks in another float order) */
-            for (int64_t n = t0; k->solo && n < t1; n++) {
-                if (k->solo[n] >= MM_GEMM_MIN_N) continue;
-                for (int64_t r = r0; r < r1; r++) {
-                    float s;
-                    k->dot(k->K, &s, (const char *)k->w->data + (size_t)r * wrb, k->act + (size_t)n * k->act_rb);
-                    y[(size_t)n * (size_t)k->M + (size_t)r] = bias ? s + bias[r] : s;
-                }
+            /* runs of tokens by path: the GEMM sums blocks in another float order than vec_dot,
+             * so a token takes the path its sequence alone would (one run without src3) */
+            for (int64_t a = t0; a < t1;) {
+                const bool g = mm_token_gemm(k, a);
+                int64_t e = a + 1;
+                while (e < t1 && mm_token_gemm(k, e) == g) e++;
+                if (g)
+                    cpu_gemm_tile(k->w->type, k->w->data, wrb, r0, r1, k->pack, k->pack_rb, a, e, k->K, y, k->M, bias,
+                                  k->wscratch + (size_t)ith * k->wstride);
+                else
+                    mm_rows_vec(k, r0, r1, a, e, wrb, bias, y);
+                a = e;
             }
         } else if (t->op == MI_OP_MATMUL) {
-            for (int64_t r = r0; r < r1; r++) {
-                const char *wr = (const char *)k->w->data + (size_t)r * wrb;
-                for (int64_t n = t0; n < t1; n++) {
-                    float s;
-                    k->dot(k->K, &s, wr, k->act + (size_t)n * k->act_rb);
-                    y[(size_t)n * (size_t)k->M + (size_t)r] = bias ? s + bias[r] : s;
-                }
-            }
+            mm_rows_vec(k, r0, r1, t0, t1, wrb, bias, y);
         } else {
             size_t wrb2 = mi_row_size(k->w2->type, k->K);
             for (int64_t r = r0; r < r1; r++) {

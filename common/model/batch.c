@@ -19,6 +19,7 @@ typedef struct {
     int64_t head, n_queue, cap;
     mi_sampler sampler;
     int32_t next;
+    int row;                     /* its row of the last step's logits */
     mi_status status;            /* what kept it out of the last step */
     char why[256];
 } batch_seq;
@@ -33,7 +34,7 @@ struct mi_batch {
     mi_kv_pool pool;
     int n_seq_max;
     batch_seq *seq;
-    float *logits;               /* [n_seq_max][n_vocab]: each sequence's row of the last step */
+    float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
     int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
@@ -320,33 +321,30 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T};
     mi_graph *g = NULL;
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
-    float *rows = malloc((size_t)S * (size_t)V * sizeof(float));
-    st = rows ? model_build_graph(b->m, &b->pool.kv, &a, &g) : mi_err(MI_ERR_NOMEM, "out of memory for %d logits rows", S);
+    st = model_build_graph(b->m, &b->pool.kv, &a, &g);
     if (st == MI_OK) st = mi_hook_graph_pass(b->hook_state, g);   /* device weights, fusions */
     if (st == MI_OK) st = sched_compute(b->sched, g);
-    if (st == MI_OK) st = sched_read(b->sched, g->output, rows, 0, (size_t)S * (size_t)V * sizeof(float));
+    if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
     graph_free(g);
     if (st != MI_OK) {
-        free(rows);
         unplan(b, S);
         return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
     }
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
-        float *dst = b->logits + (size_t)b->in_step[k] * (size_t)V;
-        memcpy(dst, rows + (size_t)k * (size_t)V, (size_t)V * sizeof(float));
+        const float *dst = b->logits + (size_t)k * (size_t)V;
+        s->row = k;
         s->head += b->take[k];
         s->next = s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
         s->ran = true;
     }
-    free(rows);
     *n_run = S;
     return MI_OK;
 }
 
 const float *mi_batch_seq_logits(const mi_batch *b, int id) {
     const batch_seq *s = seq_of(b, id);
-    return s && s->ran ? b->logits + (size_t)id * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
+    return s && s->ran ? b->logits + (size_t)s->row * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
 }
 
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token) {

@@ -49,7 +49,7 @@ mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token);
 /* The error that kept the sequence out of the last step (MI_OK if it ran or had nothing). */
 mi_status mi_batch_seq_status(const mi_batch *b, int id);
 int64_t mi_batch_seq_n_past(const mi_batch *b, int id);
-/* Tokens queued and not yet run (-1: no such sequence). */
+/* Tokens in the sequence's queue (-1: no such sequence). */
 int64_t mi_batch_seq_queued(const mi_batch *b, int id);
 /* "cuda" when a device runs the batch's work, else "cpu". */
 const char *mi_batch_backend(const mi_batch *b);
