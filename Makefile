@@ -2,19 +2,20 @@
 # (default: the top phase). See README.md and docs/ARCHITECTURE.md.
 #   make PHASE=7b      common + 7a + 7b only        make SAN=1   ASan + UBSan
 #   make CUDA_ARCH=sm_90                              make BUILD=build-x  other output dir
-PHASE     ?= 8a
+PHASE     ?= 8b
 BUILD     ?= build
 SAN       ?= 0
 DEBUG     ?= 0
 CUDA_ARCH ?= sm_90
 
-PHASES_ALL := 7a 7b 7c 7d 7e 8a
+PHASES_ALL := 7a 7b 7c 7d 7e 8a 8b
 PHASE_DIR_7a := phase7a_skeleton
 PHASE_DIR_7b := phase7b_ops
 PHASE_DIR_7c := phase7c_wiring
 PHASE_DIR_7d := phase7d_graphs
 PHASE_DIR_7e := phase7e_perf
 PHASE_DIR_8a := phase8a_decode
+PHASE_DIR_8b := phase8b_batch
 # the top phase: the default PHASE, and the build the device benches use
 PHASE_TOP    := $(lastword $(PHASES_ALL))
 ifeq ($(filter $(PHASE),cpu $(PHASES_ALL)),)

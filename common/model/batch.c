@@ -376,4 +376,16 @@ const char *mi_batch_backend(const mi_batch *b) {
 }
 
 int64_t mi_batch_kv_free_blocks(const mi_batch *b) { return b->pool.n_free; }
+size_t mi_batch_kv_bytes(const mi_batch *b) { return kv_cache_bytes(&b->pool.kv); }
+bool mi_batch_kv_on_device(const mi_batch *b) { return b->pool.kv.be && !b->pool.kv.be->host_memory; }
+
+mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total) {
+    *used = *total = 0;
+    mi_backend *dev = b->backends[0]->host_memory ? NULL : b->backends[0];
+    if (!dev || !dev->iface->memory) return MI_OK;
+    size_t avail = 0;
+    MI_TRY(dev->iface->memory(dev, &avail, total));
+    *used = avail < *total ? *total - avail : 0;
+    return MI_OK;
+}
 int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }

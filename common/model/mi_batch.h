@@ -2,9 +2,11 @@
  * of KV blocks; each step runs the queued tokens of every sequence as one graph (one GEMM over
  * all rows), and each sequence's logits are what it would get alone. Everything returns
  * mi_status; messages via mi_errmsg(). The backends are chosen as a session's are (the device
- * for what it runs, the CPU for the rest: the paged KV ops have CPU kernels only so far). */
+ * for what it runs, the CPU for the rest; the KV pool lives where the paged KV ops run: on CUDA
+ * from phase 8b on). */
 #ifndef MI_BATCH_H
 #define MI_BATCH_H
+#include <stddef.h>
 #include <stdint.h>
 #include "mi.h"
 #include "../sampler/sampler.h"
@@ -56,6 +58,13 @@ const char *mi_batch_backend(const mi_batch *b);
 /* KV blocks free in the pool, and its size. */
 int64_t mi_batch_kv_free_blocks(const mi_batch *b);
 int64_t mi_batch_kv_blocks(const mi_batch *b);
+/* Bytes of the KV pool (K and V of every layer), and whether it lives on the device. */
+size_t mi_batch_kv_bytes(const mi_batch *b);
+bool mi_batch_kv_on_device(const mi_batch *b);
+/* Device memory in use now (*used: the device's total less what a new allocation could take,
+ * so other processes count too; *total: its size) where the batch runs on a device; 0 and 0
+ * on the CPU. */
+mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total);
 
 #ifdef __cplusplus
 }
