@@ -3,7 +3,10 @@
  * run as batched steps of at most --ubatch tokens (T_PP), then TG steps of one token per
  * sequence (T_TG, each token the one the sequence drew). Columns: PP, TG, B, N_KV = B * (PP +
  * TG), T_PP and S_PP = B * PP / T_PP, T_TG and S_TG = B * TG / T_TG, T and S = N_KV / T. Rows are
- * printed as each B ends; one JSON line a row to --json PATH (appended) or stdout. */
+ * printed as each B ends, each followed by a line with the KV pool's size and where it lives and
+ * the device memory in use at its fullest (sampled after every step); one JSON line a row (those
+ * too: kv_mb, kv_tokens, kv_on_device, dev_mem_peak_mb, dev_mem_total_mb) to --json PATH
+ * (appended) or stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
