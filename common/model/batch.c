@@ -13,7 +13,7 @@
 #define BATCH_MAX_SEQS 4096
 
 typedef struct {
-    bool used, ran, greedy;
+    bool used, ran, greedy, has_logits;
     mi_kv_seq kv;
     int32_t *queue;              /* tokens waiting: [head, n_queue) */
     int64_t head, n_queue, cap;
@@ -33,9 +33,11 @@ struct mi_batch {
     mi_sched *sched;
     mi_kv_pool pool;
     int n_seq_max;
+    bool ids_only;               /* greedy steps return ids, not logits (mi_batch_params) */
     batch_seq *seq;
     float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
     int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
+    int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (ids_only) */
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
     int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
@@ -60,6 +62,7 @@ void mi_batch_free(mi_batch *b) {
     free(b->seq);
     free(b->logits);
     free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
+    free(b->next_ids);
     free(b->in_step);
     free(b->take);
     free(b->held);
@@ -134,7 +137,9 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->held = malloc((size_t)p.n_seq_max * sizeof *b->held);
     b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
     b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
-    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones
+    b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
+    b->ids_only = p.ids_only;
+    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones && b->next_ids
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
@@ -318,13 +323,21 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         if (st != MI_OK) unplan(b, S);
         return st;
     }
-    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T};
+    /* every sequence of the step greedy and no logits asked for: the graph ends in the argmax
+     * (on the device where the logits are), and S ids come back instead of S rows of logits */
+    bool ids = b->ids_only;
+    for (int k = 0; ids && k < S; k++) ids = b->seq[b->in_step[k]].greedy;
+    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = ids};
     mi_graph *g = NULL;
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
     st = model_build_graph(b->m, &b->pool.kv, &a, &g);
     if (st == MI_OK) st = mi_hook_graph_pass(b->hook_state, g);   /* device weights, fusions */
     if (st == MI_OK) st = sched_compute(b->sched, g);
-    if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    if (st == MI_OK && ids) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+    else if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    for (int k = 0; st == MI_OK && ids && k < S; k++)
+        if (b->next_ids[k] < 0 || b->next_ids[k] >= V)
+            st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
     graph_free(g);
     if (st != MI_OK) {
         unplan(b, S);
@@ -335,7 +348,8 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         const float *dst = b->logits + (size_t)k * (size_t)V;
         s->row = k;
         s->head += b->take[k];
-        s->next = s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        s->next = ids ? b->next_ids[k] : s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        s->has_logits = !ids;
         s->ran = true;
     }
     *n_run = S;
@@ -344,7 +358,7 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
 
 const float *mi_batch_seq_logits(const mi_batch *b, int id) {
     const batch_seq *s = seq_of(b, id);
-    return s && s->ran ? b->logits + (size_t)s->row * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
+    return s && s->ran && s->has_logits ? b->logits + (size_t)s->row * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
 }
 
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token) {

@@ -24,6 +24,10 @@ typedef struct {
     mi_type kv_type;      /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
     int n_threads;        /* CPU threads; <= 0: all cores */
     const char *backend;  /* "cpu", "cuda" or "auto" (default), as mi_session_params */
+    bool ids_only;        /* a step whose sequences are all greedy returns their next tokens only:
+                             the argmax runs where the logits are (on a device, S ids cross back
+                             instead of S x n_vocab floats); mi_batch_seq_logits is then NULL
+                             (default false) */
 } mi_batch_params;
 void mi_batch_params_default(mi_batch_params *p);
 
@@ -44,8 +48,9 @@ mi_status mi_batch_seq_add(mi_batch *b, int id, const int32_t *tokens, int64_t n
  * (mi_batch_seq_status) and its queue kept; the others run. *n_run: the sequences that ran. */
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run);
 
-/* After a step the sequence ran in: its last token's logits [n_vocab], and the next token
- * drawn by its own sampler (greedy: the argmax). NULL / MI_ERR_INVALID if it did not run. */
+/* After a step the sequence ran in: its last token's logits [n_vocab] (NULL after an ids_only
+ * step), and the next token drawn by its own sampler (greedy: the argmax). NULL /
+ * MI_ERR_INVALID if it did not run. */
 const float *mi_batch_seq_logits(const mi_batch *b, int id);
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token);
 /* The error that kept the sequence out of the last step (MI_OK if it ran or had nothing). */

@@ -12,6 +12,8 @@
  *                   the same sequence in a CUDA session of its own: NMSE <= 1e-5 (the model
  *                   bound of gate 7e) and the same greedy token unless a near-tie (top-1
  *                   margin <= 2 x the largest logit difference: reported, not hidden)
+ *  batch_ids_only   greedy steps that return only ids (the argmax on the device) give the argmax
+ *                   of the logits a plain batch returns
  *  bad_*            a bad table or slot is an error of the step with the CPU op's message;
  *                   the launchers refuse shapes they do not take; the kernels called straight
  *                   with a bad table write NaN rows and never outside the cache; a full pool
@@ -306,7 +308,7 @@ static void test_paged(void) {
     decode_case("decode_b16_gqa2", 16, 300, MI_TYPE_F16, 128, 8, 4);
     decode_case("decode_b16_gqa1", 16, 300, MI_TYPE_F32, 64, 4, 4);
     decode_case("decode_b8_hd256", 8, 300, MI_TYPE_F16, 256, 4, 2);   /* two dims a thread */
-    decode_case("decode_b8_hd80", 8, 300, MI_TYPE_F16, 80, 4, 1);     /* no staged V (hd not 8 | 128) */
+    decode_case("decode_b8_hd36", 8, 300, MI_TYPE_F16, 36, 4, 1);     /* hd not a multiple of 8: V from global memory */
     /* prompt chunks and decode rows in one step */
     const seq_spec mixed[] = {{23, 0}, {1, 40}, {40, 17}, {1, 0}, {16, 16}, {1, 300}, {130, 0}, {5, 250}};
     const int nm = (int)(sizeof mixed / sizeof mixed[0]);
@@ -707,6 +709,65 @@ static void test_full_pool(void) {
     mi_model_free(m);
 }
 
+/* ids_only on the device: greedy steps end in the argmax where the logits are (8a's d3), so
+ * only S ids cross back; each id equals the argmax of the logits a plain batch returns */
+static void test_ids_only(void) {
+    char path[2048];
+    if (!gu_selected("batch_ids_only")) return;
+    if (gu_model_path(g_minfer, "8b", "tiny-qwen2", "q4_0", path, sizeof path)) {
+        gu_skip_named(&R, "batch_ids_only", "model not available");
+        return;
+    }
+    gu_begin(&R, "batch_ids_only");
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load: %s", mi_errmsg()); return; }
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 5;
+    bp.kv_tokens = 512;
+    bp.backend = "cuda";
+    mi_batch *plain = NULL, *ids = NULL;
+    mi_status st = mi_batch_new(m, &bp, &plain);
+    bp.ids_only = true;
+    if (st == MI_OK) st = mi_batch_new(m, &bp, &ids);
+    int a[5], c[5], same = 0, n = 0, with_logits = 0;
+    int32_t toks[32];
+    const uint64_t d3 = mi_cuda_item_runs("d3");
+    for (int i = 0; st == MI_OK && i < 5; i++) {
+        for (int j = 0; j < 4 + 5 * i; j++) toks[j] = (int32_t)((11 + 7 * i + 5 * j) % V);
+        st = mi_batch_seq_new(plain, NULL, &a[i]);
+        if (st == MI_OK) st = mi_batch_seq_new(ids, NULL, &c[i]);
+        if (st == MI_OK) st = mi_batch_seq_add(plain, a[i], toks, 4 + 5 * i);
+        if (st == MI_OK) st = mi_batch_seq_add(ids, c[i], toks, 4 + 5 * i);
+    }
+    for (int step = 0; st == MI_OK && step < 6; step++) {
+        int ran = 0;
+        st = mi_batch_step(plain, 0, &ran);
+        if (st == MI_OK) st = mi_batch_step(ids, 0, &ran);
+        for (int i = 0; st == MI_OK && i < 5; i++) {
+            int32_t tp = -1, ti = -2;
+            st = mi_batch_seq_next(plain, a[i], &tp);
+            if (st == MI_OK) st = mi_batch_seq_next(ids, c[i], &ti);
+            same += ti == tp && tp == mi_sample_greedy(mi_batch_seq_logits(plain, a[i]), V);
+            with_logits += mi_batch_seq_logits(ids, c[i]) != NULL;
+            n++;
+            if (st == MI_OK) st = mi_batch_seq_add(plain, a[i], &tp, 1);
+            if (st == MI_OK) st = mi_batch_seq_add(ids, c[i], &tp, 1);   /* the plain stream drives both */
+        }
+    }
+    const uint64_t d3_runs = mi_cuda_item_runs("d3") - d3;
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (same != n || with_logits || !d3_runs)
+        gu_fail(&R, "%d of %d ids equal the plain batch's argmax; %d logits rows returned by ids_only steps; d3 runs %llu",
+                same, n, with_logits, (unsigned long long)d3_runs);
+    else gu_pass(&R, "5 sequences, 6 steps: every id equals the argmax of the plain batch's logits; no logits crossed; "
+                     "device argmax runs %llu", (unsigned long long)d3_runs);
+    if (plain) mi_batch_free(plain);
+    if (ids) mi_batch_free(ids);
+    mi_model_free(m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b", "8b");
@@ -731,6 +792,7 @@ int main(int argc, char **argv) {
     test_paged();
     test_bad();
     test_full_pool();
+    test_ids_only();
     const plan plans[] = {
         {"tiny-qwen2", "q4_0", 7, 6, 9, false, MI_TYPE_F16},
         {"tiny-llama", "q8_0", 7, 6, 9, false, MI_TYPE_F32},
