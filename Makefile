@@ -2,19 +2,20 @@
 # (default: the top phase). See README.md and docs/ARCHITECTURE.md.
 #   make PHASE=7b      common + 7a + 7b only        make SAN=1   ASan + UBSan
 #   make CUDA_ARCH=sm_90                              make BUILD=build-x  other output dir
-PHASE     ?= 8a
+PHASE     ?= 8b
 BUILD     ?= build
 SAN       ?= 0
 DEBUG     ?= 0
 CUDA_ARCH ?= sm_90
 
-PHASES_ALL := 7a 7b 7c 7d 7e 8a
+PHASES_ALL := 7a 7b 7c 7d 7e 8a 8b
 PHASE_DIR_7a := phase7a_skeleton
 PHASE_DIR_7b := phase7b_ops
 PHASE_DIR_7c := phase7c_wiring
 PHASE_DIR_7d := phase7d_graphs
 PHASE_DIR_7e := phase7e_perf
 PHASE_DIR_8a := phase8a_decode
+PHASE_DIR_8b := phase8b_batch
 # the top phase: the default PHASE, and the build the device benches use
 PHASE_TOP    := $(lastword $(PHASES_ALL))
 ifeq ($(filter $(PHASE),cpu $(PHASES_ALL)),)
@@ -85,7 +86,7 @@ GATE_SUPPORT_OBJ := $(call obj,$(wildcard gates/support/*.c) $(GATE_UNIT_SRC)) $
 GATE_LIB := $(BUILD)/libgatesupport.a
 
 .PHONY: all lib tests gates run test models deps venv clean info $(addprefix gate-,$(PHASES_ALL)) fuzz \
-        bench-era-a bench-phases bench-7e bench-cpu
+        bench-era-a bench-phases bench-7e bench-8b bench-cpu
 all: info $(BIN) gates
 info:
 	@if [ -z "$(NVCC)" ]; then echo "minfer: nvcc not found: CUDA phases compiled out, CPU-only build (PHASE=$(PHASE))"; \
@@ -187,7 +188,7 @@ fuzz:
 	@bash gates/common/fuzz/run_fuzz.sh model $(or $(FUZZ_SECONDS),60)
 
 # device benches (phase 7e on): tools/bench_*.sh; records appended to results/*.jsonl.
-# bench-era-a: the record, at the top phase; bench-7e: 7e's items A/B, at PHASE=7e
+# bench-era-a: the record, at the top phase; bench-7e: 7e's items A/B, at PHASE=7e; bench-8b below
 bench-era-a:
 	@$(MAKE) --no-print-directory PHASE=$(PHASE_TOP) BUILD=$(BUILD)-$(PHASE_TOP) all
 	@bash tools/bench_era_a.sh $(BUILD)-$(PHASE_TOP)
@@ -196,6 +197,10 @@ bench-phases:
 bench-7e:
 	@$(MAKE) --no-print-directory PHASE=7e BUILD=$(BUILD)-7e all
 	@bash tools/bench_7e.sh $(BUILD)-7e
+# bench-8b: many sequences a step (minfer bench --batch 1,4,16,32,64 -p 512 -n 128), at PHASE=8b
+bench-8b:
+	@$(MAKE) --no-print-directory PHASE=8b BUILD=$(BUILD)-8b all
+	@bash tools/bench_8b.sh $(BUILD)-8b
 
 clean:
 	rm -rf $(BUILD) $(addprefix $(BUILD)-,$(PHASES_ALL))

@@ -3,7 +3,7 @@
 #   bash gates/device.sh            (PHASE=<top phase with sources> unless PHASE is set)
 # Builds with -arch=sm_90 (minfer + gate programs only: the GPU host has no Criterion),
 # synthesizes the models the gates need into /tmp, runs every device gate of the built
-# phases (make gate-7a .. gate-<PHASE>, each at its own PHASE; phases 7a .. 7e, 8a),
+# phases (make gate-7a .. gate-<PHASE>, each at its own PHASE; phases 7a .. 7e, 8a, 8b),
 # compute-sanitizer memcheck on gate_7a, then the benches, and writes to $OUT:
 #   gate-<phase>-<YYYYMMDD>.json   one summary per phase at its own build (<= 6 phases)
 #   logs.tgz                       build log, every gate log, regression JSONs, nvidia-smi
@@ -67,12 +67,12 @@ fi
 
 if [ -z "${PHASE:-}" ]; then   # the top phase whose directory has sources
     PHASE=7a
-    for pd in 7b:phase7b_ops 7c:phase7c_wiring 7d:phase7d_graphs 7e:phase7e_perf 8a:phase8a_decode; do
+    for pd in 7b:phase7b_ops 7c:phase7c_wiring 7d:phase7d_graphs 7e:phase7e_perf 8a:phase8a_decode 8b:phase8b_batch; do
         { compgen -G "${pd#*:}/*.c" || compgen -G "${pd#*:}/*.cu"; } >/dev/null && PHASE=${pd%%:*}
     done
 fi
 PHASES=""
-for p in 7a 7b 7c 7d 7e 8a; do PHASES="$PHASES $p"; [ "$p" = "$PHASE" ] && break; done
+for p in 7a 7b 7c 7d 7e 8a 8b; do PHASES="$PHASES $p"; [ "$p" = "$PHASE" ] && break; done
 # FROM_PHASE=7d: build and gate only the phases from 7d on (the rest of a suite split over
 # two calls of one machine: PHASE=7c first, then FROM_PHASE=7d)
 if [ -n "${FROM_PHASE:-}" ]; then
@@ -243,8 +243,8 @@ if [ -z "${NO_BENCH:-}" ] && [ "$PHASE" != 7a ] && [ -x "$MINFER" ]; then
     status_line "bench 7B Q4_K_M (cuda): rc $?, $(grep -c tok_s "$OUT/bench-7b-qwen2.5-7b-q4_k_m.jsonl" 2>/dev/null || echo 0) records"
     grep -E '^\| ' "$LOGS/bench-7b.log" | tail -4
 fi
-# 7e (added by cuda7e; at PHASE=8a too): make bench-era-a, bench-7e, bench-phases on the top
-# build above, $BD-$PHASE ($BD-7e or $BD-8a; bench-phases builds a missing PHASE=7b..7e itself,
+# 7e (added by cuda7e; at PHASE=8a and 8b too): make bench-era-a, bench-7e, bench-phases on the top
+# build above, $BD-$PHASE ($BD-7e, $BD-8a or $BD-8b; bench-phases builds a missing PHASE=7b..7e itself,
 # e.g. under TOP_ONLY=1, with -j$JOBS, and benches every phase from 7b up to PHASE). Their
 # records go to one file, $MINFER_BENCH_DIR/bench-7e-records.jsonl at either phase (each record
 # names its phase; the tool returns at most 8 files); NO_BENCH_7E=1 skips them. Budget ~3 minutes
@@ -252,11 +252,14 @@ fi
 # BENCHES="vs_peer:$BD-<PHASE>:560" (with .carry/peer carried, from `tools/bench_peer.sh fetch`):
 # minfer and llama.cpp's llama-bench on the same files, side by side (DEPTHS=0,4096,... for -d).
 # The per-kernel roofline ladder is a program of the build: $BD-$PHASE/gates/7e/bench_roofline --json F.
-if { [ "$PHASE" = 7e ] || [ "$PHASE" = 8a ]; } && [ -x "$BD-$PHASE/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
+if { [ "$PHASE" = 7e ] || [ "$PHASE" = 8a ] || [ "$PHASE" = 8b ]; } && [ -x "$BD-$PHASE/minfer" ] && [ -z "${NO_BENCH_7E:-}" ] && [ -z "${NO_BENCH:-}" ]; then
     export BENCH_JSON=${MINFER_BENCH_DIR:-$LOGS}/bench-7e-records.jsonl
     bench_phases=""   # bench-phases: every CUDA layer from 7b up to the top one built here
-    for p in 7b 7c 7d 7e 8a; do bench_phases="$bench_phases${bench_phases:+ }$p"; [ "$p" = "$PHASE" ] && break; done
-    for b in ${BENCHES:-era_a:$BD-$PHASE:100 7e:$BD-$PHASE:200 phases:$BD:420}; do
+    for p in 7b 7c 7d 7e 8a 8b; do bench_phases="$bench_phases${bench_phases:+ }$p"; [ "$p" = "$PHASE" ] && break; done
+    # at PHASE=8b its own bench comes first: many sequences a step (tools/bench_8b.sh, ~3 minutes)
+    def_benches="era_a:$BD-$PHASE:100 7e:$BD-$PHASE:200 phases:$BD:420"
+    [ "$PHASE" = 8b ] && def_benches="8b:$BD-$PHASE:300 $def_benches"
+    for b in ${BENCHES:-$def_benches}; do
         IFS=: read -r bn barg bto <<<"$b"
         PHASES=$bench_phases JOBS=$JOBS timeout "$bto" bash "tools/bench_$bn.sh" "$barg" >"$LOGS/bench-$bn.log" 2>&1
         status_line "bench-$bn: rc $?"

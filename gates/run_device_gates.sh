@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the device gate programs of every built phase, in phase order (BUILD/gates/7a/gate_*,
-# then 7b .. 7e, 8a where built), up to PHASE if given. Each gate writes its JSON summary to
+# then 7b .. 7e, 8a, 8b where built), up to PHASE if given. Each gate writes its JSON summary to
 #   $RES/gate-<phase>-<YYYYMMDD>.json            (gate_<phase>: the phase's own gate)
 #   $RES/gate-<phase>-<name>-<YYYYMMDD>.json     (any other gate_<name> of that phase)
 # RES = $MINFER_GATE_RESULTS, else $OUT, else BUILD/gate-results; logs go to
@@ -19,7 +19,7 @@ P=0; F=0; S=0; n_gates=0; failed=()
 
 # MINFER_GATE_PHASES="7c 7d": run only those phases' gates (a device call is limited in time,
 # so one warm machine can run the suite over two calls)
-for ph in 7a 7b 7c 7d 7e 8a; do
+for ph in 7a 7b 7c 7d 7e 8a 8b; do
     dir=$BUILD/gates/$ph
     if [ -n "${MINFER_GATE_PHASES:-}" ] && [[ " $MINFER_GATE_PHASES " != *" $ph "* ]]; then
         [ -n "$PHASE" ] && [ "$ph" = "$PHASE" ] && break

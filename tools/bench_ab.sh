@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Before/after on one GPU, in one call: builds BASE (a source tree, e.g. `git archive REV |
 # tar -x -C .carry/base`) and this tree, each at its own top phase (its Makefile's default
-# PHASE: 7e, or 8a in a tree that has phase 8a; AB_PHASE=7e builds both at that phase), then
+# PHASE: 7e, 8a or 8b, the top its tree has; AB_PHASE=7e builds both at that phase), then
 # on the synthetic 0.5B Q4_0 and 7B Q4_K_M files runs `minfer bench` pp512, pp2048 and tg128 in
 # ROUNDS alternating rounds (base, head, base, head, ...), and compares the decode logits of both
 # builds byte for byte (greedy run, 16 prompt tokens + 32 generated, every row). Prints the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench-phases (device): the same tests at every CUDA layer, so the gain of each layer is one
-# figure (results/plot.py). In one call: builds PHASE=7b, 7c, 7d, 7e (and 8a once phase8a_decode/
-# has sources) side by side ($BD-<phase>), synthesizes the two benchmark models once (qwen2.5-0.5b
+# figure (results/plot.py). In one call: builds PHASE=7b, 7c, 7d, 7e, 8a and 8b (each of the last
+# two once its directory has sources) side by side ($BD-<phase>), synthesizes the two benchmark models once (qwen2.5-0.5b
 # Q4_0 and qwen2.5-7b Q4_K_M, the files gates/device.sh makes), runs `minfer bench` pp512, pp2048
 # and tg128 on both models at each phase, and the CPU backend (the top binary, --backend cpu)
 # within a minute per model.
@@ -18,12 +18,12 @@
 #   copy, the same at any length; the record then says tg16 and the plot labels the bar).
 # - the CPU backend gets CPU_TIMEOUT seconds per model for all its tests; a test that does not fit
 #   is left out (the plot says "not measured" in its place).
-# - order: the top phase (8a or 7e) down to 7c, the CPU, then 7b (over half the time), so a caller's
+# - order: the top phase (8b, 8a or 7e) down to 7c, the CPU, then 7b (over half the time), so a caller's
 #   time cap loses 7b first.
 #
 #   usage: tools/bench_phases.sh [BD]          (default BD /tmp/minfer-phases -> /tmp/minfer-phases-7b ...)
 #   env:   BENCH_JSON   output (default $OUT/bench-phases.jsonl when OUT is set, else results/bench-phases.jsonl)
-#          PHASES       "7b 7c 7d 7e [8a]"     MODELS  colon list (default the two synthetic models)
+#          PHASES       "7b 7c 7d 7e [8a [8b]]"     MODELS  colon list (default the two synthetic models)
 #          TESTS        "pp512 pp2048 tg128"   REPS    3 (7b: 1)      JOBS   16
 #          CPU_MODELS   colon list or "none" (default: MODELS)   CPU_TIMEOUT 60 (per model)
 #          TEST_TIMEOUT 240 (one bench call)   TG_SLOW (unset)         CUDA_ARCH sm_90
@@ -38,10 +38,12 @@ BD=${1:-${BD:-/tmp/minfer-phases}}
 if [ -n "${BENCH_JSON:-}" ]; then JSON=$BENCH_JSON
 elif [ -n "${OUT:-}" ]; then JSON=$OUT/bench-phases.jsonl
 else JSON=results/bench-phases.jsonl; fi
-# default: every CUDA layer whose directory has sources (8a's, phase8a_decode/, once it has them)
+# default: every CUDA layer whose directory has sources (8a's phase8a_decode/, 8b's phase8b_batch/)
 if [ -z "${PHASES:-}" ]; then
     PHASES="7b 7c 7d 7e"
-    { compgen -G "phase8a_decode/*.c" || compgen -G "phase8a_decode/*.cu"; } >/dev/null && PHASES="$PHASES 8a"
+    for pd in 8a:phase8a_decode 8b:phase8b_batch; do
+        { compgen -G "${pd#*:}/*.c" || compgen -G "${pd#*:}/*.cu"; } >/dev/null && PHASES="$PHASES ${pd%%:*}"
+    done
 fi
 TESTS=${TESTS:-pp512 pp2048 tg128}
 REPS=${REPS:-3}

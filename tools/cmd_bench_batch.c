@@ -1,9 +1,12 @@
-/* `minfer bench --batch 1,4,16 -p 512 -n 128`: llama-batched-bench's table for phase 8b's
- * batched steps. For each B: B sequences each get PP prompt tokens (fixed pseudo-random ids),
+/* `minfer bench --batch 1,4,16 -p 512 -n 128 [--backend cpu|cuda|auto]`: llama-batched-bench's
+ * table for phase 8b's batched steps. For each B: B sequences each get PP prompt tokens (fixed pseudo-random ids),
  * run as batched steps of at most --ubatch tokens (T_PP), then TG steps of one token per
  * sequence (T_TG, each token the one the sequence drew). Columns: PP, TG, B, N_KV = B * (PP +
  * TG), T_PP and S_PP = B * PP / T_PP, T_TG and S_TG = B * TG / T_TG, T and S = N_KV / T. Rows are
- * printed as each B ends; one JSON line a row to --json PATH (appended) or stdout. */
+ * printed as each B ends, each followed by a line with the KV pool's size and where it lives and
+ * the device memory in use at its fullest (sampled after every step); one JSON line a row (those
+ * too: kv_mb, kv_tokens, kv_on_device, dev_mem_peak_mb, dev_mem_total_mb) to --json PATH
+ * (appended) or stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +16,12 @@
 #include "common/model/mi_batch.h"
 #include "common/core/mi_settings.h"
 #include "tools/cli.h"
+#include "common/backend/backend.h"
 
 int cmd_bench_batch(int argc, char **argv);
 
 typedef struct {
-    const char *model, *json;
+    const char *model, *json, *backend;
     int64_t pp, tg, ubatch;
     int nb, n_threads;
     int b[16];
@@ -35,7 +39,7 @@ static double now_s(void) {
 }
 
 static int parse(int argc, char **argv, batch_args *a) {
-    *a = (batch_args){.pp = 512, .tg = 128, .ubatch = 2048};
+    *a = (batch_args){.pp = 512, .tg = 128, .ubatch = 2048, .backend = "auto"};
     const char *blist = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -48,14 +52,14 @@ static int parse(int argc, char **argv, batch_args *a) {
         if (!strcmp(o, "-m")) a->model = v;
         else if (!strcmp(o, "--batch")) blist = v;
         else if (!strcmp(o, "--json")) a->json = v;
-        else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "auto"))) {}
+        else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "auto"))) a->backend = v;
         else if (!strcmp(o, "-t")) {
             if (mi_cli_threads(v, &a->n_threads, err, sizeof err)) return fail(err);
         } else if (!strcmp(o, "-p") && (a->pp = strtoll(v, &end, 10), *end == 0 && a->pp >= 1 && a->pp <= (1 << 20))) {}
         else if (!strcmp(o, "-n") && (a->tg = strtoll(v, &end, 10), *end == 0 && a->tg >= 0 && a->tg <= (1 << 20))) {}
         else if (!strcmp(o, "--ubatch") && (a->ubatch = strtoll(v, &end, 10), *end == 0 && a->ubatch >= 1)) {}
         else {
-            fprintf(stderr, "minfer: bad option or value for bench --batch: %s '%s' (the batched bench runs on the CPU)\n", o, v);
+            fprintf(stderr, "minfer: bad option or value for bench --batch: %s '%s'\n", o, v);
             return 1;
         }
     }
@@ -72,17 +76,39 @@ static int parse(int argc, char **argv, batch_args *a) {
     return -1;
 }
 
-typedef struct { double t_pp, t_tg; } batch_times;
+/* a row's times, and what it held: the KV pool's bytes and positions, and the device memory in
+ * use at its fullest (sampled after every step; 0 on the CPU) */
+typedef struct {
+    double t_pp, t_tg;
+    size_t kv_bytes, mem_peak, mem_total;
+    int64_t kv_tokens;
+    bool kv_dev;
+} batch_times;
+
+static mi_status sample_memory(const mi_batch *b, batch_times *t) {
+    size_t used = 0, total = 0;
+    MI_TRY(mi_batch_device_memory(b, &used, &total));
+    if (used > t->mem_peak) t->mem_peak = used;
+    t->mem_total = total;
+    return MI_OK;
+}
 
 /* one row: B sequences, PP prompt tokens each, then TG tokens each */
-static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) {
+static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, char *be, size_t be_cap) {
     mi_batch_params bp;
     mi_batch_params_default(&bp);
     bp.n_seq_max = B;
     bp.kv_tokens = (int64_t)B * (a->pp + a->tg + 16);
     bp.n_threads = a->n_threads;
+    bp.backend = a->backend;
+    bp.ids_only = true;   /* greedy: the next tokens come back, not B rows of logits (as a server would run) */
     mi_batch *b = NULL;
     MI_TRY(mi_batch_new(m, &bp, &b));
+    snprintf(be, be_cap, "%s", mi_batch_backend(b));
+    memset(t, 0, sizeof *t);
+    t->kv_bytes = mi_batch_kv_bytes(b);
+    t->kv_tokens = mi_batch_kv_blocks(b) * bp.block;
+    t->kv_dev = mi_batch_kv_on_device(b);
     const int64_t V = mi_model_hparams(m)->n_vocab;
     int32_t *ids = malloc((size_t)a->pp * sizeof *ids);
     int *id = malloc((size_t)B * sizeof *id);
@@ -98,7 +124,10 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) 
     }
     int ran = 0;
     double t0 = now_s();
-    while (st == MI_OK && mi_batch_seq_queued(b, id[B - 1]) > 0) st = mi_batch_step(b, a->ubatch, &ran);
+    while (st == MI_OK && mi_batch_seq_queued(b, id[B - 1]) > 0) {
+        st = mi_batch_step(b, a->ubatch, &ran);
+        if (st == MI_OK) st = sample_memory(b, t);
+    }
     t->t_pp = now_s() - t0;
     t0 = now_s();
     for (int64_t k = 0; st == MI_OK && k < a->tg; k++) {
@@ -109,6 +138,7 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) 
         }
         if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
         if (st == MI_OK && ran != B) st = mi_err(MI_ERR_INTERNAL, "a generation step ran %d of %d sequences", ran, B);
+        if (st == MI_OK) st = sample_memory(b, t);
     }
     t->t_tg = now_s() - t0;
     free(ids);
@@ -117,12 +147,30 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t) 
     return st;
 }
 
+/* the GPU's name for the record (nvidia-smi, as `minfer bench`), "none" on the CPU; only
+ * letters, digits and a few marks are kept, so the JSON string needs no escapes */
+static void gpu_name(const char *backend, char *buf, size_t n) {
+    snprintf(buf, n, "none");
+    if (!strcmp(backend, "cpu")) return;
+    FILE *p = popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", "r");
+    if (!p) return;
+    char line[128] = "";
+    if (fgets(line, sizeof line, p) && line[0]) {
+        size_t k = 0;
+        for (const char *c = line; *c && k + 1 < n; c++)
+            if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr(" -_.", *c)) buf[k++] = *c;
+        buf[k] = 0;
+        if (!k) snprintf(buf, n, "unknown");
+    }
+    pclose(p);
+}
+
 int cmd_bench_batch(int argc, char **argv) {
     batch_args a;
     const int prc = parse(argc, argv, &a);
     if (prc >= 0) return prc;
     mi_model *m = NULL;
-    mi_model_params mp = {"cpu"};
+    mi_model_params mp = {a.backend};
     if (mi_model_load_params(a.model, &mp, &m) != MI_OK) return fail(mi_errmsg());
     FILE *jf = a.json ? fopen(a.json, "a") : stdout;
     if (!jf) {
@@ -132,6 +180,10 @@ int cmd_bench_batch(int argc, char **argv) {
     const char *slash = strrchr(a.model, '/'), *mname = slash ? slash + 1 : a.model;
     const char *commit = mi_setting("MINFER_COMMIT");
     const int threads = a.n_threads > 0 ? a.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    char gpu[128] = "none", date[32];
+    gpu_name(a.backend, gpu, sizeof gpu);
+    const time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n");
     printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
     fflush(stdout);
@@ -139,7 +191,8 @@ int cmd_bench_batch(int argc, char **argv) {
     for (int i = 0; i < a.nb && !rc; i++) {
         const int B = a.b[i];
         batch_times t;
-        if (run_b(m, &a, B, &t) != MI_OK) {
+        char be[16] = "cpu";
+        if (run_b(m, &a, B, &t, be, sizeof be) != MI_OK) {
             fprintf(stderr, "minfer: B = %d: %s\n", B, mi_errmsg());
             rc = 1;
             break;
@@ -149,12 +202,21 @@ int cmd_bench_batch(int argc, char **argv) {
         printf("| %5lld | %6lld | %4d | %6.0f | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", (long long)a.pp,
                (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T);
         fflush(stdout);
+        const double mib = 1048576.0;
+        printf("  B = %d: KV pool %.1f MiB (%lld positions, %s)", B, (double)t.kv_bytes / mib, (long long)t.kv_tokens,
+               t.kv_dev ? "on the device" : "host memory");
+        if (t.mem_total) printf(", device memory in use at most %.0f of %.0f MiB", (double)t.mem_peak / mib, (double)t.mem_total / mib);
+        printf("\n");
+        fflush(stdout);
         fprintf(jf,
-                "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"cpu\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
+                "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
-                "\"ubatch\":%lld,\"commit\":\"%s\"}\n",
-                mname, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
-                (long long)a.ubatch, commit && *commit ? commit : "unknown");
+                "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
+                "\"dev_mem_total_mb\":%.1f,\"gpu\":\"%s\",\"phase\":\"%s\",\"commit\":\"%s\",\"date\":\"%s\"}\n",
+                mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
+                (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
+                (double)t.mem_peak / mib, (double)t.mem_total / mib, gpu, mi_build_phase,
+                commit && *commit ? commit : "unknown", date);
         fflush(jf);
     }
     if (jf != stdout) fclose(jf);

@@ -5,6 +5,7 @@
 #include "mi_batch.h"
 #include "kv_pool.h"
 #include "../backend/sched.h"
+#include "../backend/hooks.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #define BATCH_MAX_SEQS 4096
 
 typedef struct {
-    bool used, ran, greedy;
+    bool used, ran, greedy, has_logits;
     mi_kv_seq kv;
     int32_t *queue;              /* tokens waiting: [head, n_queue) */
     int64_t head, n_queue, cap;
@@ -25,13 +26,18 @@ typedef struct {
 
 struct mi_batch {
     mi_model *m;
+    mi_backend *backends[2];     /* priority order: the device (if any), then the CPU */
+    int n_backends;
     mi_backend *cpu;
+    void *hook_state;            /* a phase's per-session state (hooks.h) */
     mi_sched *sched;
     mi_kv_pool pool;
     int n_seq_max;
+    bool ids_only;               /* greedy steps return ids, not logits (mi_batch_params) */
     batch_seq *seq;
     float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
     int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
+    int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (ids_only) */
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
     int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
@@ -50,15 +56,61 @@ void mi_batch_free(mi_batch *b) {
     if (!b) return;
     for (int i = 0; b->seq && i < b->n_seq_max; i++) mi_batch_seq_free(b, i);
     kv_pool_free(&b->pool);
+    mi_hook_session_close(b->hook_state);
     if (b->sched) sched_free(b->sched);
-    if (b->cpu) b->cpu->iface->destroy(b->cpu);
+    for (int i = 0; i < b->n_backends; i++) b->backends[i]->iface->destroy(b->backends[i]);   /* devices first */
     free(b->seq);
     free(b->logits);
     free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
+    free(b->next_ids);
     free(b->in_step);
     free(b->take);
     free(b->held);
     free(b);
+}
+
+/* The backend that runs the paged ops (KV_SCATTER, ATTN_PAGED): the pool lives there, so the
+ * attention never reads the cache across backends. Probed with stand-in nodes of the real
+ * shape, as a session probes for its cache; the CPU when no device takes them. */
+static mi_backend *pool_backend(mi_batch *b, mi_type kv_type) {
+    const mi_hparams *hp = mi_model_hparams(b->m);
+    const int64_t row = hp->head_dim * hp->n_head_kv, qd = hp->head_dim * hp->n_head;
+    mi_tensor cache, kn, q, slots, seqs, ks, att;
+    const int64_t ne_c[2] = {row, 16}, ne_k[2] = {row, 1}, ne_q[2] = {qd, 1}, ne_i[2] = {1, 1},
+                  ne_s[2] = {MI_PAGED_FIELDS + 1, 1};
+    tensor_init(&cache, "probe_cache", kv_type, 2, ne_c);
+    cache.flags = MI_T_PERSIST;
+    tensor_init(&kn, "probe_k", MI_TYPE_F32, 2, ne_k);
+    tensor_init(&q, "probe_q", MI_TYPE_F32, 2, ne_q);
+    tensor_init(&slots, "probe_slots", MI_TYPE_I32, 2, ne_i);
+    tensor_init(&seqs, "probe_seqs", MI_TYPE_I32, 2, ne_s);
+    kn.op = q.op = MI_OP_ROPE;
+    slots.op = seqs.op = MI_OP_INPUT;
+    tensor_init(&ks, "probe_ks", kv_type, 2, ne_c);
+    ks.op = MI_OP_KV_SCATTER;
+    ks.flags = MI_T_ALIAS;
+    ks.src[0] = &kn;
+    ks.src[1] = &cache;
+    ks.src[2] = &slots;
+    tensor_init(&att, "probe_attn", MI_TYPE_F32, 2, ne_q);
+    att.op = MI_OP_ATTN_PAGED;
+    att.src[0] = &q;
+    att.src[1] = &ks;
+    att.src[2] = &ks;
+    att.src[3] = &seqs;
+    att.p[0] = 1;
+    att.p[1] = (int32_t)hp->head_dim;
+    att.p[2] = (int32_t)hp->n_head;
+    att.p[3] = (int32_t)hp->n_head_kv;
+    mi_tensor_set_pf(&att, 4, 1.0f);
+    att.p[5] = 16;
+    att.p[6] = 1;
+    att.p[7] = 1;
+    for (int i = 0; i < b->n_backends; i++) {
+        mi_backend *be = b->backends[i];
+        if (be->iface->supports(be, &ks) && be->iface->supports(be, &att)) return be;
+    }
+    return b->cpu;
 }
 
 mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
@@ -67,9 +119,8 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     if (pp) p = *pp;
     else mi_batch_params_default(&p);
     const char *be = p.backend ? p.backend : "auto";
-    if (!strcmp(be, "cuda"))
-        return mi_err(MI_ERR_UNSUPPORTED, "batched steps run on the CPU backend for now (backend 'cuda' asked for)");
-    if (strcmp(be, "cpu") && strcmp(be, "auto")) return mi_err(MI_ERR_INVALID, "unknown backend '%s' (use cpu or auto)", be);
+    if (strcmp(be, "cpu") && strcmp(be, "cuda") && strcmp(be, "auto"))
+        return mi_err(MI_ERR_INVALID, "unknown backend '%s' (use cpu, cuda or auto)", be);
     if (p.n_seq_max < 1 || p.n_seq_max > BATCH_MAX_SEQS)
         return mi_err(MI_ERR_INVALID, "n_seq_max %d outside 1..%d", p.n_seq_max, BATCH_MAX_SEQS);
     if (p.block < 1 || p.block > 4096) return mi_err(MI_ERR_INVALID, "KV block of %lld positions", (long long)p.block);
@@ -86,21 +137,37 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->held = malloc((size_t)p.n_seq_max * sizeof *b->held);
     b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
     b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
-    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones
+    b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
+    b->ids_only = p.ids_only;
+    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones && b->next_ids
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
+    /* the session's backend choice (session.c): a device when asked for and usable, the CPU
+     * always; the phase hooks place the weights; the pool lives where the paged ops run */
+    mi_backend *cuda = NULL;
+    bool guarded = false;
+    if (st == MI_OK && strcmp(be, "cpu")) st = model_open_cuda(be, &cuda);
     if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &b->cpu);
-    if (st == MI_OK) st = sched_new(&b->cpu, 1, &b->sched);
+    if (st == MI_OK) {
+        mi_load_guard_lock();
+        guarded = true;
+        st = mi_hook_session_open(m, be, &cuda, &b->hook_state);   /* may drop cuda */
+    }
+    if (cuda) b->backends[b->n_backends++] = cuda;
+    if (b->cpu) b->backends[b->n_backends++] = b->cpu;
+    if (st == MI_OK) st = sched_new(b->backends, b->n_backends, &b->sched);
+    mi_backend *pool_be = st == MI_OK ? pool_backend(b, p.kv_type) : NULL;
     const int64_t n_blocks = (p.kv_tokens + p.block - 1) / p.block;
     if (st == MI_OK) {   /* refuse a pool that cannot fit before allocating (and zeroing) it */
         char what[160];
         snprintf(what, sizeof what, "the batch's KV pool (%lld blocks of %lld positions)", (long long)n_blocks,
                  (long long)p.block);
-        st = sched_check_fit(b->cpu, kv_cache_size(mi_model_hparams(m), p.kv_type, n_blocks * p.block), what,
+        st = sched_check_fit(pool_be, kv_cache_size(mi_model_hparams(m), p.kv_type, n_blocks * p.block), what,
                              "ask for fewer KV positions (kv_tokens)");
     }
-    if (st == MI_OK) st = kv_pool_init(&b->pool, mi_model_hparams(m), p.kv_type, p.block, n_blocks, b->cpu);
+    if (st == MI_OK) st = kv_pool_init(&b->pool, mi_model_hparams(m), p.kv_type, p.block, n_blocks, pool_be);
+    if (guarded) mi_load_guard_unlock();
     if (st != MI_OK) {
         mi_batch_free(b);
         return st;
@@ -256,12 +323,21 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         if (st != MI_OK) unplan(b, S);
         return st;
     }
-    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T};
+    /* every sequence of the step greedy and no logits asked for: the graph ends in the argmax
+     * (on the device where the logits are), and S ids come back instead of S rows of logits */
+    bool ids = b->ids_only;
+    for (int k = 0; ids && k < S; k++) ids = b->seq[b->in_step[k]].greedy;
+    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = ids};
     mi_graph *g = NULL;
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
     st = model_build_graph(b->m, &b->pool.kv, &a, &g);
+    if (st == MI_OK) st = mi_hook_graph_pass(b->hook_state, g);   /* device weights, fusions */
     if (st == MI_OK) st = sched_compute(b->sched, g);
-    if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    if (st == MI_OK && ids) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+    else if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    for (int k = 0; st == MI_OK && ids && k < S; k++)
+        if (b->next_ids[k] < 0 || b->next_ids[k] >= V)
+            st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
     graph_free(g);
     if (st != MI_OK) {
         unplan(b, S);
@@ -272,7 +348,8 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         const float *dst = b->logits + (size_t)k * (size_t)V;
         s->row = k;
         s->head += b->take[k];
-        s->next = s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        s->next = ids ? b->next_ids[k] : s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        s->has_logits = !ids;
         s->ran = true;
     }
     *n_run = S;
@@ -281,7 +358,7 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
 
 const float *mi_batch_seq_logits(const mi_batch *b, int id) {
     const batch_seq *s = seq_of(b, id);
-    return s && s->ran ? b->logits + (size_t)s->row * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
+    return s && s->ran && s->has_logits ? b->logits + (size_t)s->row * (size_t)mi_model_hparams(b->m)->n_vocab : NULL;
 }
 
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token) {
@@ -308,5 +385,21 @@ int64_t mi_batch_seq_queued(const mi_batch *b, int id) {
     return s ? s->n_queue - s->head : -1;
 }
 
+const char *mi_batch_backend(const mi_batch *b) {
+    return b->backends[0]->host_memory ? "cpu" : b->backends[0]->iface->name(b->backends[0]);
+}
+
 int64_t mi_batch_kv_free_blocks(const mi_batch *b) { return b->pool.n_free; }
+size_t mi_batch_kv_bytes(const mi_batch *b) { return kv_cache_bytes(&b->pool.kv); }
+bool mi_batch_kv_on_device(const mi_batch *b) { return b->pool.kv.be && !b->pool.kv.be->host_memory; }
+
+mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total) {
+    *used = *total = 0;
+    mi_backend *dev = b->backends[0]->host_memory ? NULL : b->backends[0];
+    if (!dev || !dev->iface->memory) return MI_OK;
+    size_t avail = 0;
+    MI_TRY(dev->iface->memory(dev, &avail, total));
+    *used = avail < *total ? *total - avail : 0;
+    return MI_OK;
+}
 int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }

@@ -1,9 +1,12 @@
 /* Many sequences in one step (phase 8b, docs/PHASE8B.md): sequences share a model and a pool
  * of KV blocks; each step runs the queued tokens of every sequence as one graph (one GEMM over
  * all rows), and each sequence's logits are what it would get alone. Everything returns
- * mi_status; messages via mi_errmsg(). This version runs on the CPU backend. */
+ * mi_status; messages via mi_errmsg(). The backends are chosen as a session's are (the device
+ * for what it runs, the CPU for the rest; the KV pool lives where the paged KV ops run: on CUDA
+ * from phase 8b on). */
 #ifndef MI_BATCH_H
 #define MI_BATCH_H
+#include <stddef.h>
 #include <stdint.h>
 #include "mi.h"
 #include "../sampler/sampler.h"
@@ -20,7 +23,11 @@ typedef struct {
     int64_t block;        /* positions a KV block (default 16) */
     mi_type kv_type;      /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
     int n_threads;        /* CPU threads; <= 0: all cores */
-    const char *backend;  /* "cpu" or "auto" (the CPU); "cuda" is refused until phase 8b's kernels */
+    const char *backend;  /* "cpu", "cuda" or "auto" (default), as mi_session_params */
+    bool ids_only;        /* a step whose sequences are all greedy returns their next tokens only:
+                             the argmax runs where the logits are (on a device, S ids cross back
+                             instead of S x n_vocab floats); mi_batch_seq_logits is then NULL
+                             (default false) */
 } mi_batch_params;
 void mi_batch_params_default(mi_batch_params *p);
 
@@ -41,8 +48,9 @@ mi_status mi_batch_seq_add(mi_batch *b, int id, const int32_t *tokens, int64_t n
  * (mi_batch_seq_status) and its queue kept; the others run. *n_run: the sequences that ran. */
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run);
 
-/* After a step the sequence ran in: its last token's logits [n_vocab], and the next token
- * drawn by its own sampler (greedy: the argmax). NULL / MI_ERR_INVALID if it did not run. */
+/* After a step the sequence ran in: its last token's logits [n_vocab] (NULL after an ids_only
+ * step), and the next token drawn by its own sampler (greedy: the argmax). NULL /
+ * MI_ERR_INVALID if it did not run. */
 const float *mi_batch_seq_logits(const mi_batch *b, int id);
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token);
 /* The error that kept the sequence out of the last step (MI_OK if it ran or had nothing). */
@@ -50,9 +58,18 @@ mi_status mi_batch_seq_status(const mi_batch *b, int id);
 int64_t mi_batch_seq_n_past(const mi_batch *b, int id);
 /* Tokens in the sequence's queue (-1: no such sequence). */
 int64_t mi_batch_seq_queued(const mi_batch *b, int id);
+/* "cuda" when a device runs the batch's work, else "cpu". */
+const char *mi_batch_backend(const mi_batch *b);
 /* KV blocks free in the pool, and its size. */
 int64_t mi_batch_kv_free_blocks(const mi_batch *b);
 int64_t mi_batch_kv_blocks(const mi_batch *b);
+/* Bytes of the KV pool (K and V of every layer), and whether it lives on the device. */
+size_t mi_batch_kv_bytes(const mi_batch *b);
+bool mi_batch_kv_on_device(const mi_batch *b);
+/* Device memory in use now (*used: the device's total less what a new allocation could take,
+ * so other processes count too; *total: its size) where the batch runs on a device; 0 and 0
+ * on the CPU. */
+mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total);
 
 #ifdef __cplusplus
 }

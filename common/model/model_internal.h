@@ -87,6 +87,9 @@ typedef struct {
 
 mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_args *a,
                             mi_graph **out);
+/* The CUDA backend for a request "cuda" or "auto" (session.c): on "auto" a failure is one log
+ * line and *out = NULL (the CPU); on "cuda" the error. MINFER_DISABLE_CUDA=1: NULL. */
+mi_status model_open_cuda(const char *want, mi_backend **out);
 int model_graph_max_nodes(const mi_model *m);
 
 #endif

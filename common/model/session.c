@@ -64,7 +64,7 @@ static mi_backend *accel_backend(const mi_session *s) {
 }
 
 /* Pick the CUDA backend per the request; on "auto" a failure is one log line and CPU. */
-static mi_status open_cuda(const char *want, mi_backend **out) {
+mi_status model_open_cuda(const char *want, mi_backend **out) {
     *out = NULL;
     bool is_auto = !strcmp(want, "auto");
     if (mi_setting_on("MINFER_DISABLE_CUDA")) {
@@ -172,7 +172,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     mi_status st = MI_OK;
     bool guarded = false;
     mi_backend *cuda = NULL, *cpu = NULL;
-    if (strcmp(p.backend, "cpu")) st = open_cuda(p.backend, &cuda);
+    if (strcmp(p.backend, "cpu")) st = model_open_cuda(p.backend, &cuda);
     if (st == MI_OK) st = mi_backend_cpu_new(p.n_threads, &cpu);
     if (st == MI_OK) {
         /* backend choice and KV placement are one decision: no load in between (hooks.h) */

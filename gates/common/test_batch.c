@@ -133,6 +133,57 @@ Test(batch, independence_llama_q8_0) { independence("tiny-llama", "q8_0"); }
 Test(batch, independence_qwen3_q4_k_m) { independence("tiny-qwen3", "q4_k_m"); }
 Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen2.5-0.5b", "q4_0"); }
 
+/* ids_only: a greedy step returns each sequence's argmax id, the same as the argmax of the
+ * logits a plain batch returns; no logits then; a sampled sequence in the step brings them back */
+Test(batch, ids_only_equals_logits_argmax) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 4;
+    bp.kv_tokens = 256;
+    bp.n_threads = 2;
+    mi_batch *plain = NULL, *ids = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &plain), MI_OK, "%s", mi_errmsg());
+    bp.ids_only = true;
+    cr_assert_eq(mi_batch_new(m, &bp, &ids), MI_OK, "%s", mi_errmsg());
+    int a[3], c[3];
+    int32_t toks[16];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 5 + 3 * i; j++) toks[j] = (int32_t)((11 + 7 * i + 5 * j) % V);
+        cr_assert_eq(mi_batch_seq_new(plain, NULL, &a[i]), MI_OK);
+        cr_assert_eq(mi_batch_seq_new(ids, NULL, &c[i]), MI_OK);
+        cr_assert_eq(mi_batch_seq_add(plain, a[i], toks, 5 + 3 * i), MI_OK);
+        cr_assert_eq(mi_batch_seq_add(ids, c[i], toks, 5 + 3 * i), MI_OK);
+    }
+    for (int step = 0; step < 4; step++) {
+        int ran = 0;
+        cr_assert_eq(mi_batch_step(plain, 0, &ran), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_batch_step(ids, 0, &ran), MI_OK, "%s", mi_errmsg());
+        for (int i = 0; i < 3; i++) {
+            int32_t tp, ti;
+            cr_assert_eq(mi_batch_seq_next(plain, a[i], &tp), MI_OK);
+            cr_assert_eq(mi_batch_seq_next(ids, c[i], &ti), MI_OK);
+            cr_assert_eq(ti, tp, "step %d sequence %d: id %d, logits' argmax %d", step, i, ti, tp);
+            cr_assert_eq(tp, mi_sample_greedy(mi_batch_seq_logits(plain, a[i]), V));
+            cr_assert_null(mi_batch_seq_logits(ids, c[i]), "no logits in an ids_only step");
+            cr_assert_eq(mi_batch_seq_add(plain, a[i], &tp, 1), MI_OK);
+            cr_assert_eq(mi_batch_seq_add(ids, c[i], &ti, 1), MI_OK);
+        }
+    }
+    /* a sampled sequence joins: the step returns logits for everyone */
+    mi_sampler_params sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 3};
+    int d;
+    cr_assert_eq(mi_batch_seq_new(ids, &sp, &d), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(mi_batch_seq_add(ids, d, toks, 3), MI_OK);
+    int ran = 0;
+    cr_assert_eq(mi_batch_step(ids, 0, &ran), MI_OK, "%s", mi_errmsg());
+    cr_assert_not_null(mi_batch_seq_logits(ids, c[0]));
+    mi_batch_free(plain);
+    mi_batch_free(ids);
+    mi_model_free(m);
+}
+
 Test(batch, full_pool_refuses_one_sequence) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
@@ -190,8 +241,12 @@ Test(batch, bad_calls) {
     bp.n_seq_max = 1;
     bp.kv_tokens = 64;
     mi_batch *b = NULL;
-    bp.backend = "cuda";
-    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_UNSUPPORTED);
+    bp.backend = "cuda";   /* here without a device (or a CUDA build): a clear error */
+    mi_status st = mi_batch_new(m, &bp, &b);
+    if (st == MI_OK) mi_batch_free(b);
+    else cr_assert(strstr(mi_errmsg(), "cuda"), "message: %s", mi_errmsg());
+    bp.backend = "tpu";
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_INVALID);
     bp.backend = "cpu";
     bp.n_seq_max = 0;
     cr_assert_eq(mi_batch_new(m, &bp, &b), MI_ERR_INVALID);

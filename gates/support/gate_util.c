@@ -226,7 +226,7 @@ int gu_model_path(const char *minfer, const char *own, const char *shape, const 
             }
         }
     }
-    static const char *const gates[] = {"7b", "7c", "7e", "8a"};
+    static const char *const gates[] = {"7b", "7c", "7e", "8a", "8b"};
     for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
         snprintf(path, n, "/tmp/minfer-%s-%s-%s.gguf", gates[i], shape, type);
         if (access(path, R_OK) == 0) return 0;

@@ -1,0 +1,343 @@
+/* ATTN_PAGED: attention of a step of many sequences over a paged KV cache (phase 8b).
+ * Row r of sequence s attends over s's positions 0 .. n_past_s + (r - first_s); position p
+ * lives at cache row table_s[p / block] * block + p % block. One kernel takes decode rows
+ * (one a sequence: the hot case of a batch) and prompt chunks alike: block (row r, KV head,
+ * split) takes the G query heads of the KV head's group over one split of r's keys, so each
+ * K and V row is read once for the group:
+ *   lookup   the row's sequence by binary search over the first rows (rows come in sequence
+ *            order), its fields and the block-table entries of the split checked (a bad one:
+ *            NaN out, never a read outside the cache);
+ *   scores   tiles of MI8B_PG_T keys, thread t takes key t: its cache row from the table (kept
+ *            in shared memory for the values), G dots over hd (16-byte loads where the cache
+ *            allows; q of the G heads from shared memory), scale * dot;
+ *   softmax  online per head over the split's tiles (running max and sum, rescaled per tile);
+ *   values   thread t accumulates dims t, t + T of the G heads over the tile's keys in key
+ *            order; F16 caches with hd <= 128: the tile's V rows are copied to shared memory
+ *            with cp.async, issued before the scores (the table's rows are 16-byte aligned);
+ * With S > 1 splits each block writes its unnormalized partial (m, l, acc[hd]) per head and a
+ * second kernel merges each (row, head) in split order. S comes from the step's shape alone
+ * (rows, longest sequence, the device's SM count), so the arithmetic of a row depends only on
+ * the step's shape: repeated runs are bit-identical. */
+#include <cuda_fp16.h>
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/attn_core.cuh"
+#include "phase7e_perf/perf7e.h"
+#include "phase8b_batch/batch8b.h"
+#include "common/graph/graph.h"
+
+#define PG_T MI8B_PG_T
+#define PG_MAX_G MI8B_PG_MAX_G
+#define PG_VS_MAX_HD 128
+#define PG_SMEM_MAX (46u << 10)
+
+__device__ __forceinline__ void pg_cp_async16(void *smem, const void *gmem) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void pg_cp_async_wait_all() {
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+}
+
+/* the sequence that holds row r: the last one whose first row is <= r */
+__device__ __forceinline__ int pg_find_seq(const int32_t *__restrict__ seqs, int n_seqs, int64_t r) {
+    int lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if ((int64_t)seqs[(size_t)mid * MI_PAGED_FIELDS + MI_PAGED_FIRST] <= r) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order */
+template <typename KT, bool VS>
+__device__ __forceinline__ void pg_scores(const KT *__restrict__ kr, const float *qs, int hd, int G,
+                                          float (&dot)[PG_MAX_G]) {
+    if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load */
+        const uint4 *k4 = (const uint4 *)kr;
+#pragma unroll 4
+        for (int c = 0; c < hd / 8; c++) {
+            const uint4 raw = __ldg(k4 + c);
+            const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 kv = __half22float2(*(const __half2 *)&w[e]);
+                const int d = 8 * c + 2 * e;
+#pragma unroll
+                for (int g = 0; g < PG_MAX_G; g++)
+                    if (g < G) {
+                        dot[g] += qs[g * hd + d] * kv.x;
+                        dot[g] += qs[g * hd + d + 1] * kv.y;
+                    }
+            }
+        }
+    } else {
+#pragma unroll 4
+        for (int d = 0; d < hd; d += 2) {
+            const float2 kv = mi7b_ld2(kr + d);
+#pragma unroll
+            for (int g = 0; g < PG_MAX_G; g++)
+                if (g < G) {
+                    dot[g] += qs[g * hd + d] * kv.x;
+                    dot[g] += qs[g * hd + d + 1] * kv.y;
+                }
+        }
+    }
+}
+
+/* NJ: dims a thread accumulates (hd <= NJ * PG_T) */
+template <typename KT, bool VS, int NJ>
+__global__ void __launch_bounds__(PG_T)
+    kernel_attn_paged(const float *__restrict__ Q, const KT *__restrict__ Kc, const KT *__restrict__ Vc,
+                      float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
+                      int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int hd, int Hq, int Hkv, int S,
+                      float scale) {
+    extern __shared__ uint4 pg_smem4[];
+    const int G = Hq / Hkv;
+    const int64_t r = blockIdx.x / Hkv;
+    const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G;
+    const int s = blockIdx.y, tid = threadIdx.x;
+    KT *vs = (KT *)pg_smem4;   /* VS: [PG_T][hd] V tile */
+    float *qs = (float *)(pg_smem4 + (VS ? (size_t)PG_T * hd * sizeof(KT) / 16 : 0));   /* [G][hd] */
+    float *ps = qs + (size_t)G * hd;       /* [G][PG_T] scores, then probabilities */
+    float *mt = ps + (size_t)G * PG_T;     /* [G] tile max */
+    float *lt = mt + PG_MAX_G;             /* [G] tile sum */
+    int *rows_sh = (int *)(lt + PG_MAX_G); /* [PG_T] the tile's cache rows */
+    const size_t qrow = (size_t)hd * Hq, kvrow = (size_t)hd * Hkv, pstride = (size_t)hd + 2;
+
+    /* the row's sequence and key range; every thread computes the same */
+    const int sq = pg_find_seq(seqs, n_seqs, r);
+    const int32_t *f = seqs + (size_t)sq * MI_PAGED_FIELDS;
+    const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST], toff = f[MI_PAGED_TABLE];
+    bool bad = !(rows >= 1 && first <= r && r < first + rows && n_past >= 0 && toff >= (int64_t)n_seqs * MI_PAGED_FIELDS);
+    const int64_t n_kv = bad ? 1 : n_past + (r - first) + 1;
+    if (!bad && (n_kv > max_kv || toff + (n_kv + B - 1) / B > seqs_len)) bad = true;
+    const int32_t *table = seqs + (bad ? 0 : toff);
+    const int64_t chunk0 = (n_kv + S - 1) / S, chunk = chunk0 > PG_T ? chunk0 : PG_T, k0 = (int64_t)s * chunk;
+    const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
+    if (!bad && k0 < k1) {   /* the split's table entries: each block's last key inside the cache */
+        int my_bad = 0;
+        for (int64_t b = k0 / B + tid; b <= (k1 - 1) / B; b += PG_T) {
+            const int64_t e = table[b], last = ((b + 1) * B < k1 ? (b + 1) * B : k1) - 1;
+            if (e < 0 || e * B + last % B >= n_rows) my_bad = 1;
+        }
+        bad = __syncthreads_or(my_bad) != 0;
+    }
+    if (bad || k0 >= k1) {   /* NaN out for a bad row; an empty split's partial gets weight 0 */
+        const float m0 = bad ? NAN : -INFINITY, l0 = bad ? NAN : 0.0f;
+        for (int i = tid; i < G * hd; i += PG_T) {
+            const int g = i / hd, d = i - g * hd;
+            if (S == 1) {
+                O[(size_t)r * qrow + (size_t)(h0 + g) * hd + d] = NAN;
+            } else {
+                float *p = part + (((size_t)r * Hq + h0 + g) * S + s) * pstride;
+                if (d == 0) {
+                    p[0] = m0;
+                    p[1] = l0;
+                }
+                p[2 + d] = bad ? NAN : 0.0f;
+            }
+        }
+        return;
+    }
+
+    for (int i = tid; i < G * hd; i += PG_T) qs[i] = Q[(size_t)r * qrow + (size_t)h0 * hd + i];
+    float m[PG_MAX_G], l[PG_MAX_G], acc[PG_MAX_G][NJ];
+#pragma unroll
+    for (int g = 0; g < PG_MAX_G; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NJ; j++) acc[g][j] = 0.0f;
+    }
+    const int lane = tid & 31, warp = tid >> 5, nw = PG_T / 32;
+    for (int64_t t0 = k0; t0 < k1; t0 += PG_T) {
+        const int64_t t = t0 + tid;
+        const int tn = (int)(k1 - t0 < PG_T ? k1 - t0 : PG_T);
+        if (tid < tn) rows_sh[tid] = (int)(table[t / B] * (int64_t)B + t % B);
+        __syncthreads();   /* rows_sh for the V copy; qs on the first tile */
+        if constexpr (VS) {   /* the tile's V rows -> vs, in flight during the scores */
+            const int cpr = hd / 8;   /* 16-byte chunks a row */
+            for (int i = tid; i < tn * cpr; i += PG_T) {
+                const int k = i / cpr, c = i - k * cpr;
+                pg_cp_async16(vs + (size_t)k * hd + 8 * c, Vc + (size_t)rows_sh[k] * kvrow + (size_t)kvh * hd + 8 * c);
+            }
+        }
+        if (tid < tn) {
+            float dot[PG_MAX_G];
+#pragma unroll
+            for (int g = 0; g < PG_MAX_G; g++) dot[g] = 0.0f;
+            pg_scores<KT, VS>(Kc + (size_t)rows_sh[tid] * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
+#pragma unroll
+            for (int g = 0; g < PG_MAX_G; g++)
+                if (g < G) ps[g * PG_T + tid] = scale * dot[g];
+        }
+        __syncthreads();
+        /* tile max and, after the probabilities, tile sum per head: warp w takes heads w, w + nw, ... */
+        for (int g = warp; g < G; g += nw) {
+            float v = -INFINITY;
+            for (int k = lane; k < tn; k += 32) v = fmaxf(v, ps[g * PG_T + k]);
+            for (int off = 16; off >= 1; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+            if (lane == 0) mt[g] = v;
+        }
+        __syncthreads();
+        if (tid < tn) {
+#pragma unroll
+            for (int g = 0; g < PG_MAX_G; g++) {
+                if (g >= G) break;
+                ps[g * PG_T + tid] = expf(ps[g * PG_T + tid] - fmaxf(m[g], mt[g]));
+            }
+        }
+        __syncthreads();
+        for (int g = warp; g < G; g += nw) {
+            float v = 0.0f;
+            for (int k = lane; k < tn; k += 32) v += ps[g * PG_T + k];
+            for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == 0) lt[g] = v;
+        }
+        if constexpr (VS) pg_cp_async_wait_all();
+        __syncthreads();
+#pragma unroll
+        for (int g = 0; g < PG_MAX_G; g++) {
+            if (g >= G) break;
+            const float m_new = fmaxf(m[g], mt[g]), corr = expf(m[g] - m_new);
+            l[g] = l[g] * corr + lt[g];
+            m[g] = m_new;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) acc[g][j] *= corr;
+        }
+        /* acc[g][j] += p_g[k] * V[k][d] in key order; each V value read once for the G heads */
+#pragma unroll 4
+        for (int k = 0; k < tn; k++) {
+            float v[NJ];
+            const KT *vr = VS ? vs + (size_t)k * hd : Vc + (size_t)rows_sh[k] * kvrow + (size_t)kvh * hd;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int d = tid + j * PG_T;
+                v[j] = d < hd ? mi7b_ld1(vr + d) : 0.0f;
+            }
+#pragma unroll
+            for (int g = 0; g < PG_MAX_G; g++) {
+                if (g >= G) break;
+                const float p = ps[g * PG_T + k];
+#pragma unroll
+                for (int j = 0; j < NJ; j++) acc[g][j] += p * v[j];
+            }
+        }
+        __syncthreads();   /* ps, mt, lt, rows_sh and vs are rewritten by the next tile */
+    }
+#pragma unroll
+    for (int g = 0; g < PG_MAX_G; g++) {   /* unrolled: acc stays in registers */
+        if (g >= G) break;
+        if (S == 1) {
+            float *o = O + (size_t)r * qrow + (size_t)(h0 + g) * hd;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int d = tid + j * PG_T;
+                if (d < hd) o[d] = acc[g][j] / l[g];
+            }
+        } else {
+            float *p = part + (((size_t)r * Hq + h0 + g) * S + s) * pstride;
+            if (tid == 0) {
+                p[0] = m[g];
+                p[1] = l[g];
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int d = tid + j * PG_T;
+                if (d < hd) p[2 + d] = acc[g][j];
+            }
+        }
+    }
+}
+
+/* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
+ * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
+ * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
+__global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
+    __shared__ float wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
+    const size_t rh = blockIdx.x, pstride = (size_t)hd + 2;
+    const float *p = part + rh * (size_t)S * pstride;
+    if (threadIdx.x == 0) {
+        float ms = -INFINITY;   /* the max is exact in any order */
+        for (int s = 0; s < S; s++) ms = fmaxf(ms, p[(size_t)s * pstride]);
+        for (int s = 0; s < S; s++) {
+            lsh[s] = p[(size_t)s * pstride + 1];
+            wsh[s] = lsh[s] == 0.0f ? 0.0f : expf(p[(size_t)s * pstride] - ms);
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float l = 0.0f, o = 0.0f;
+        for (int s = 0; s < S; s++) {
+            if (lsh[s] == 0.0f) continue;
+            const float w = wsh[s];
+            l += lsh[s] * w;
+            o += p[(size_t)s * pstride + 2 + d] * w;
+        }
+        O[rh * (size_t)hd + d] = o / l;
+    }
+}
+
+extern "C" bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype) {
+    return hd > 0 && hd <= MI7B_ATT_MAX_HD && hd % 2 == 0 && Hkv > 0 && Hq > 0 && Hq % Hkv == 0 &&
+           Hq / Hkv <= PG_MAX_G && Hq <= 65535 && (ctype == MI_TYPE_F16 || ctype == MI_TYPE_F32);
+}
+
+extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv) {
+    const int64_t blocks = T * Hkv, want = 4 * (int64_t)mi7e_sm_count();
+    if (blocks <= 0 || blocks >= want) return 1;
+    int64_t s = (want + blocks - 1) / blocks;
+    const int64_t cap = (max_kv + PG_T - 1) / PG_T;   /* no split narrower than a tile when full */
+    if (s > cap) s = cap;
+    if (s > MI8B_PG_MAX_SPLITS) s = MI8B_PG_MAX_SPLITS;
+    return s < 1 ? 1 : (int)s;
+}
+
+extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv) {
+    const int S = mi8b_attn_paged_splits(T, max_kv, Hkv);
+    return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
+}
+
+extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
+                                     int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len,
+                                     int64_t T, int64_t block, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv,
+                                     float scale, void *workspace) {
+    if (!mi8b_attn_paged_supported(hd, Hq, Hkv, ctype) || T < 1 || n_seqs < 1 || n_seqs > INT32_MAX ||
+        seqs_len < n_seqs * MI_PAGED_FIELDS || block < 1 || block > INT32_MAX || max_kv < 1 || n_rows < 1 ||
+        n_rows > INT32_MAX || T * Hq > INT32_MAX)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_attn_paged: hd %lld, Hq %lld, Hkv %lld, %lld rows of %lld sequences, "
+                      "block %lld, cache %s of %lld rows", (long long)hd, (long long)Hq, (long long)Hkv, (long long)T,
+                      (long long)n_seqs, (long long)block, mi_type_name(ctype), (long long)n_rows);
+    if (!q || !k || !v || !o || !seqs) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: null pointer");
+    const int S = mi8b_attn_paged_splits(T, max_kv, Hkv), G = (int)(Hq / Hkv);
+    if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
+    const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
+    const size_t smem_f = ((size_t)G * (size_t)hd + (size_t)G * PG_T + 2 * PG_MAX_G) * sizeof(float) + PG_T * sizeof(int);
+    /* VS: F16, hd a multiple of 8 and at most 128, every row 16-byte aligned (cp.async and the
+     * K loads), and the V tile fits beside the scores */
+    const bool vs = ctype == MI_TYPE_F16 && hd % 8 == 0 && hd <= PG_VS_MAX_HD &&
+                    (((uintptr_t)k | (uintptr_t)v) & 15u) == 0 && ((size_t)hd * Hkv * esz) % 16 == 0 &&
+                    smem_f + (size_t)PG_T * hd * esz <= PG_SMEM_MAX;
+    const size_t smem = (vs ? (size_t)PG_T * hd * esz : 0) + smem_f;
+    if (smem > PG_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_attn_paged: %zu bytes of shared memory", smem);
+    const cudaStream_t st = (cudaStream_t)stream;
+    float *part = (float *)workspace;
+    const dim3 grid((unsigned)(T * Hkv), (unsigned)S);
+#define PG_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)hd, (int)Hq, (int)Hkv, S, scale
+    const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
+    const float *k32 = (const float *)k, *v32 = (const float *)v;
+    const bool wide = hd > PG_T;
+    if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
+    else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
+    else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
+    else if (!wide) kernel_attn_paged<float, false, 1><<<grid, PG_T, smem, st>>>(q, k32, v32, PG_ARGS);
+    else kernel_attn_paged<float, false, 2><<<grid, PG_T, smem, st>>>(q, k32, v32, PG_ARGS);
+#undef PG_ARGS
+    MI_CU_CHECK_LAUNCH("kernel_attn_paged");
+    if (S > 1) {
+        kernel_attn_paged_combine<<<(unsigned)(T * Hq), 128, 0, st>>>(part, o, (int)hd, S);
+        MI_CU_CHECK_LAUNCH("kernel_attn_paged_combine");
+    }
+    return MI_OK;
+}

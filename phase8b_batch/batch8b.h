@@ -1,0 +1,61 @@
+/* Phase 8b: many sequences in one step on the device. The C face of its kernels (extern "C"
+ * launchers) and its install. Two graph ops of common/graph/graph.h get CUDA kernels, so a
+ * batch's KV pool lives on the device and a step of many sequences runs there whole:
+ *   MI_OP_KV_SCATTER  kv_scatter.cu   new K/V rows to their cache rows (7b's KV store conversion)
+ *   MI_OP_ATTN_PAGED  attn_paged.cu   each row over its own sequence's positions, through the
+ *                                     sequence's block table
+ * docs/PHASE8B.md. Plain C. */
+#ifndef MI_BATCH8B_H
+#define MI_BATCH8B_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "common/core/mi_err.h"
+#include "common/quant/mi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- kv_scatter.cu: x F32 [row, N] -> cache rows slots[0 .. N-1] of a cache [row, n_rows]
+ * (F16 by mi_f32_to_f16, the conversion of 7b's KV store, or an F32 copy): a batched cache
+ * holds a session's bits. A slot outside [0, n_rows) writes nothing (the host checks the
+ * slots first where it has them: install8b.c). */
+mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type ctype, int64_t row, int64_t N,
+                          const int32_t *slots, int64_t n_rows);
+
+/* ---- attn_paged.cu: q F32 [hd*Hq, T] -> o F32 [hd*Hq, T]. Row r of sequence s (the table
+ * seqs I32 [seqs_len] of graph.h: per sequence first row, rows, n_past, offset of its block
+ * table) attends over positions 0 .. n_past_s + (r - first_s) of s, position p at cache row
+ * table_s[p / block] * block + p % block of K/V [hd*Hkv, n_rows] (F16 | F32). One block per
+ * (row, KV head, split): the group's G query heads over a split of the row's keys, tiles of
+ * MI8B_PG_T keys, online softmax; split partials merged per (row, head) in split order. Fixed
+ * orders: run to run bit-identical; within the attention bound of docs/NUMERICS.md of the
+ * CPU. A row whose sequence entry or block table is out of range gets NaN (never an
+ * out-of-bounds read). */
+#define MI8B_PG_T 128            /* keys per tile, threads per block */
+#define MI8B_PG_MAX_G 8          /* query heads a KV head (GQA group): Qwen2.5 7, Llama 3 4 */
+#define MI8B_PG_MAX_SPLITS 32
+bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
+/* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than a
+ * tile when the longest sequence is full; 1 for steps with rows enough. */
+int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv);
+size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv);
+mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
+                          float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
+                          int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace);
+
+/* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
+ * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside
+ * [0, T), n_past >= 0, n_kv <= max_kv, its table inside seqs and every block it uses inside
+ * the cache. */
+mi_status mi8b_check_slots(const char *name, const int32_t *slots, int64_t N, int64_t n_rows);
+mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
+                          int64_t block, int64_t max_kv, int64_t n_rows);
+
+void mi_phase8b_install(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* Phase 8b's kernels as the CUDA candidates of the two ops of a step of many sequences
+ * (KV_SCATTER, ATTN_PAGED). They are the ops' only CUDA kernels (no item switches them: with
+ * none, a batch's pool and its paged ops stay on the CPU, as below 8b). Each run() first
+ * checks the step's tables on the host where the graph's Input still points at them (the CPU
+ * ops' rules, so a bad table is an error of the step, as on the CPU); the kernels themselves
+ * never read or write outside the cache whatever the tables say. */
+#include "phase8b_batch/batch8b.h"
+#include "phase7a_skeleton/cuda_backend.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
+#include "common/graph/graph.h"
+#include <stdint.h>
+
+static bool is_kv(const mi_tensor *t) { return t && (t->type == MI_TYPE_F16 || t->type == MI_TYPE_F32); }
+static bool i32_row(const mi_tensor *t) { return t && t->type == MI_TYPE_I32 && mi_nrows(t) == 1; }
+/* the host copy of an Input's bytes (NULL for anything else: no check, the kernels' guards stay) */
+static const int32_t *host_ints(const mi_tensor *t) {
+    return t->op == MI_OP_INPUT && t->host_src ? (const int32_t *)t->host_src : NULL;
+}
+
+mi_status mi8b_check_slots(const char *name, const int32_t *slots, int64_t N, int64_t n_rows) {
+    for (int64_t r = 0; r < N; r++)
+        if (slots[r] < 0 || slots[r] >= n_rows)
+            return mi_err(MI_ERR_INVALID, "kv_scatter %s: row %lld goes to cache row %d of %lld", name, (long long)r,
+                          slots[r], (long long)n_rows);
+    return MI_OK;
+}
+
+mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
+                          int64_t block, int64_t max_kv, int64_t n_rows) {
+    for (int64_t s = 0; s < n_seqs; s++) {
+        const int32_t *f = seqs + s * MI_PAGED_FIELDS;
+        const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
+        const int64_t n_kv = n_past + rows, nblk = (n_kv + block - 1) / block;
+        if (first < 0 || rows < 1 || n_past < 0 || first + rows > T || n_kv > max_kv ||
+            f[MI_PAGED_TABLE] < n_seqs * MI_PAGED_FIELDS || f[MI_PAGED_TABLE] + nblk > seqs_len)
+            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld (rows %lld+%lld, n_past %lld) outside the step",
+                          name, (long long)s, (long long)first, (long long)rows, (long long)n_past);
+        const int32_t *prev = f - MI_PAGED_FIELDS;   /* rows come in sequence order (the kernel's lookup) */
+        if (s > 0 && first < (int64_t)prev[MI_PAGED_FIRST] + prev[MI_PAGED_ROWS])
+            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld starts at row %lld, inside the one before", name,
+                          (long long)s, (long long)first);
+        const int32_t *table = seqs + f[MI_PAGED_TABLE];
+        for (int64_t b = 0; b < nblk; b++) {
+            const int64_t last = ((b + 1) * block < n_kv ? (b + 1) * block : n_kv) - 1;
+            if (table[b] < 0 || table[b] * block + last % block >= n_rows)
+                return mi_err(MI_ERR_INVALID, "attn_paged %s: block %d of sequence %lld outside the pool", name,
+                              table[b], (long long)s);
+        }
+    }
+    return MI_OK;
+}
+
+/* ---------------- KV_SCATTER: x F32 [row, N], cache [row, n_rows], slots I32 [N] ---------------- */
+static bool sup_kv_scatter(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *cache = n->src[1], *slots = n->src[2];
+    return x && x->type == MI_TYPE_F32 && is_kv(cache) && n->type == cache->type && x->ne[0] == cache->ne[0] &&
+           cache->ne[1] >= 1 && cache->ne[1] <= INT32_MAX && i32_row(slots) && slots->ne[0] == mi_nrows(x);
+}
+static mi_status run_kv_scatter(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const mi_tensor *x = n->src[0], *cache = n->src[1], *slots = n->src[2];
+    const int32_t *hs = host_ints(slots);
+    if (hs) MI_TRY(mi8b_check_slots(n->name, hs, mi_nrows(x), cache->ne[1]));
+    return mi8b_kv_scatter(mi_cuda_stream(c), x->data, cache->data, cache->type, x->ne[0], mi_nrows(x), slots->data,
+                           cache->ne[1]);
+}
+
+/* ---------------- ATTN_PAGED: q [hd*Hq, T], K/V (KV_SCATTER nodes), seqs I32 ---------------- */
+static bool sup_attn_paged(const mi_tensor *n) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
+    const int64_t hd = mi_attn_head_dim(n), Hq = mi_attn_n_head(n), Hkv = mi_attn_n_head_kv(n), S = n->p[0];
+    if (!q || q->type != MI_TYPE_F32 || n->type != MI_TYPE_F32 || !is_kv(k) || !is_kv(v) || k->type != v->type)
+        return false;
+    if (q->ne[0] != hd * Hq || k->ne[0] != hd * Hkv || v->ne[0] != hd * Hkv || k->ne[1] != v->ne[1] ||
+        k->ne[1] > INT32_MAX || n->ne[1] != q->ne[1] || mi_nrows(q) != q->ne[1])
+        return false;
+    if (S < 1 || !i32_row(seqs) || seqs->ne[0] < S * MI_PAGED_FIELDS || n->p[5] < 1 || n->p[6] < 1) return false;
+    return mi8b_attn_paged_supported(hd, Hq, Hkv, k->type) && q->ne[1] * Hq <= INT32_MAX;
+}
+static size_t ws_attn_paged(const mi_tensor *n) {
+    return mi8b_attn_paged_workspace(n->src[0]->ne[1], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
+                                     mi_attn_n_head_kv(n));
+}
+static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
+    const int32_t *hs = host_ints(seqs);
+    if (hs) MI_TRY(mi8b_check_seqs(n->name, hs, n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], k->ne[1]));
+    return mi8b_attn_paged(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
+                           n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
+                           mi_attn_n_head_kv(n), mi_attn_scale(n), ws);
+}
+
+static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache rows (7b's conversion)", NULL,
+                                            sup_kv_scatter, run_kv_scatter, NULL, 0};
+static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV head, split) over its sequence", NULL,
+                                            sup_attn_paged, run_attn_paged, ws_attn_paged, 0};
+
+void mi_phase8b_install(void) {
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged);
+}
