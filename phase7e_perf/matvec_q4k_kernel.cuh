@@ -153,11 +153,11 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
  * bsums are those bytes bit for bit. Lane l's 8 level bytes are half (l & 1) of uint4 l >> 1 of
  * the super-block (act_perm: each half-warp stores 128 contiguous bytes, conflict-free); even
  * lanes store bsums[l >> 1] (16-bit halves of the sbs words); lane 0 stores d. Warp-uniform
- * loop: every lane reaches the shuffles. NORM: X is the shared copy of x that
- * norm_scale_block made (no second trip to L2); nw is read from global memory. */
+ * loop: every lane reaches the shuffles. NORM: x is read from sx, the shared copy that
+ * norm_scale_block made (no second trip to L2); nw from global memory. */
 template <int NB, bool NORM>
-__device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, int nsb, uint4 *sq, float *sd,
-                                                 uint32_t *sbs, const float *__restrict__ nw, float scale) {
+__device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, const float *sx, int nsb, uint4 *sq,
+                                                 float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int s0 = w; s0 < nsb; s0 += NB * Q4K_WARPS) {
         float v[NB][8];
@@ -166,9 +166,15 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, in
             const int s = s0 + b * Q4K_WARPS;
             float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
             if (s < nsb) {
-                const float4 *p = (const float4 *)(X + (size_t)s * 256 + 8 * lane);
-                lo = __ldg(p);
-                hi = __ldg(p + 1);
+                if constexpr (NORM) {   /* the block's shared copy (norm_scale_block): generic loads */
+                    const float4 *p = (const float4 *)(sx + (size_t)s * 256 + 8 * lane);
+                    lo = p[0];
+                    hi = p[1];
+                } else {
+                    const float4 *p = (const float4 *)(X + (size_t)s * 256 + 8 * lane);
+                    lo = __ldg(p);
+                    hi = __ldg(p + 1);
+                }
             }
             v[b][0] = lo.x; v[b][1] = lo.y; v[b][2] = lo.z; v[b][3] = lo.w;
             v[b][4] = hi.x; v[b][5] = hi.y; v[b][6] = hi.z; v[b][7] = hi.w;
@@ -272,7 +278,7 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
     float scale = 1.0f;
     float *sx = NORM ? q4k_norm_row(sbs, nsb) : NULL;
     if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
-    if constexpr (QX) quant_act_shared<2, NORM>(NORM ? sx : X, nsb, sq, sd, sbs, nw, scale);
+    if constexpr (QX) quant_act_shared<2, NORM>(X, sx, nsb, sq, sd, sbs, nw, scale);
     else stage_act<4>(A, nsb, sq, sd, sbs);
     __syncthreads();
     float acc[NS];
