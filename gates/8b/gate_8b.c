@@ -9,8 +9,8 @@
  *                   double-precision reference; a second run of the device graph bit for bit
  *  batch_<model>    model level: sequences joining and ending at different steps in a CUDA
  *                   batch (pool on the device), every sequence's logits at every step against
- *                   the same sequence in a CUDA session of its own: NMSE <= 1e-5 (the model
- *                   bound of gate 7e) and the same greedy token unless a near-tie (top-1
+ *                   the same sequence in a CUDA session of its own: NMSE <= 1e-5 on the 0.5B
+ *                   (gate 7e's bound), 1e-4 on the tiny shapes, and the same greedy token unless a near-tie (top-1
  *                   margin <= 2 x the largest logit difference: reported, not hidden)
  *  batch_ids_only   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
@@ -642,7 +642,9 @@ static void test_batch_model(const plan *p) {
         blocks_back = mi_batch_kv_free_blocks(b) == mi_batch_kv_blocks(b);
     }
     if (b) mi_batch_free(b);
-    const double bound = 1e-5;
+    /* the model bound of gate 7e on the 0.5B; the tiny shapes' random weights magnify the other
+     * summation order of a kernel picked for more rows (docs/NUMERICS.md) */
+    const double bound = strncmp(p->shape, "tiny", 4) ? 1e-5 : 1e-4;
     if (st != MI_OK)
         gu_fail(&R, "%s", mi_errmsg());
     else if (!on_dev || !runs || !blocks_back || !(worst <= bound) || unexplained)
