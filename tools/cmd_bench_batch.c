@@ -122,25 +122,33 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
         st = mi_batch_seq_new(b, NULL, &id[s]);
         if (st == MI_OK) st = mi_batch_seq_add(b, id[s], ids, a->pp);
     }
-    int ran = 0;
+    /* a sequence's first generated token comes from the prompt step that ended its prompt: with
+     * B * PP over --ubatch the prompts take several steps, and only the last step's sequences
+     * have a next token after it */
+    int32_t *next = calloc((size_t)B, sizeof *next);
+    if (st == MI_OK && !next) st = mi_err(MI_ERR_NOMEM, "out of memory");
+    int ran = 0, done = 0;
     double t0 = now_s();
-    while (st == MI_OK && mi_batch_seq_queued(b, id[B - 1]) > 0) {
+    while (st == MI_OK && done < B) {
         st = mi_batch_step(b, a->ubatch, &ran);
         if (st == MI_OK) st = sample_memory(b, t);
+        for (int s = done; st == MI_OK && s < B && mi_batch_seq_queued(b, id[s]) == 0; s++, done++)
+            st = mi_batch_seq_next(b, id[s], &next[s]);   /* sequences run in id order */
+        if (st == MI_OK && ran == 0) st = mi_err(MI_ERR_INTERNAL, "a prompt step ran no sequence");
     }
     t->t_pp = now_s() - t0;
     t0 = now_s();
     for (int64_t k = 0; st == MI_OK && k < a->tg; k++) {
         for (int s = 0; st == MI_OK && s < B; s++) {
-            int32_t next = 0;
-            st = mi_batch_seq_next(b, id[s], &next);
-            if (st == MI_OK) st = mi_batch_seq_add(b, id[s], &next, 1);
+            if (k > 0) st = mi_batch_seq_next(b, id[s], &next[s]);
+            if (st == MI_OK) st = mi_batch_seq_add(b, id[s], &next[s], 1);
         }
         if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
         if (st == MI_OK && ran != B) st = mi_err(MI_ERR_INTERNAL, "a generation step ran %d of %d sequences", ran, B);
         if (st == MI_OK) st = sample_memory(b, t);
     }
     t->t_tg = now_s() - t0;
+    free(next);
     free(ids);
     free(id);
     mi_batch_free(b);

@@ -307,6 +307,19 @@ def check_bench_depth():
     check("bench -d with a bad list is refused with a message naming -d", not bad, "; ".join(bad))
 
 
+def check_bench_batch_ubatch():
+    """bench --batch with prompts over several steps (B * PP > --ubatch): every sequence takes its
+    first generated token from the step that ended its prompt, and every row of the table is there."""
+    with tempfile.TemporaryDirectory() as td:
+        js = os.path.join(td, "b.jsonl")
+        r = run(["bench", "--batch", "1,3", "-m", MODEL, "-p", "8", "-n", "2", "--ubatch", "8", "-t", "2",
+                 "--backend", "cpu", "--json", js], timeout=300)
+        recs = [json.loads(l) for l in open(js)] if os.path.exists(js) else []
+        ok = r.returncode == 0 and [x.get("B") for x in recs] == [1, 3] and all(x.get("s_tg", 0) > 0 for x in recs)
+        check("bench --batch 1,3 -p 8 --ubatch 8: prompts over three steps, both rows recorded", ok,
+              "rc %d, records %s, %s" % (r.returncode, [(x.get("B"), x.get("s_tg")) for x in recs], short(r.stderr, 300)))
+
+
 def check_bench_streaming():
     """The header and the first row must arrive while the second test is still running: with
     rows printed at the end, both rows come in one write."""
@@ -412,6 +425,7 @@ def main():
         check_option_names()
         check_one_thread()
         check_bench_depth()
+        check_bench_batch_ubatch()
         check_bench_streaming()
         check_prefill_progress()
         check_no_gpu_message()
