@@ -45,6 +45,19 @@ mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const voi
                           float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
                           int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace);
 
+/* ---- gemm_int8_split.cu: y [M, N] = W [K, M] @ x [K, N] (+ bias) for 9 <= N <= 64 (a batch's
+ * decode rows), 7e's int8 tensor-core tile with K split over MI8B_SPLIT_MAX blocks at most so
+ * the grid fills the GPU, the parts summed in order by a second kernel (item b1). Supported
+ * only where a split is needed (mi8b_gemm_split_count > 1). workspace: x quantized, then the
+ * parts. Within 7b's matmul bound; bit-identical run to run. */
+#define MI8B_SPLIT_MAX 32
+#define MI8B_SPLIT_MAX_N 64
+int mi8b_gemm_split_count(mi_type wt, int64_t K, int64_t M, int64_t N);
+bool mi8b_gemm_split_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
+size_t mi8b_gemm_split_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+mi_status mi8b_gemm_split(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                          int64_t K, int64_t M, int64_t N, void *workspace);
+
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside
  * [0, T), n_past >= 0, n_kv <= max_kv, its table inside seqs and every block it uses inside

@@ -7,6 +7,7 @@
 #include "phase8b_batch/batch8b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
+#include "phase7b_ops/ops7b.h"
 #include "common/graph/graph.h"
 #include <stdint.h>
 
@@ -95,7 +96,27 @@ static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache row
 static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV head, split) over its sequence", NULL,
                                             sup_attn_paged, run_attn_paged, ws_attn_paged, 0};
 
+/* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
+static bool sup_mm_split(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && n->src[1] && mi8b_gemm_split_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+           mi7b_matmul_node_supported(n);
+}
+static size_t ws_mm_split(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_split_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+}
+static mi_status run_mm_split(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_split(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
+                           n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores, K split over blocks", "e7,b1",
+                                          sup_mm_split, run_mm_split, ws_mm_split, 0};
+
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged);
+    mi_cuda_item_declare("b1", "a batch's matmuls of 9..64 rows split over K, so the int8 tensor-core tiles fill the GPU");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
 }
