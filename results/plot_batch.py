@@ -1,6 +1,7 @@
 """Aggregate decode speed against the number of sequences a step runs: S_TG (and S_PP) of
 `minfer bench --batch` records ("bench": "batched"), one line per model and backend, with the
-B = 1 speed times B as the line a step would follow if B sequences cost what one does.
+B = 1 decode speed times B as the line a step would follow if B sequences cost what one does. Records
+of another engine ("engine": "llama.cpp", S_TG only) are drawn dashed, without the B x line.
     .venv/bin/python results/plot_batch.py OUT.png FILE.jsonl [FILE.jsonl ...]"""
 import os
 import sys
@@ -20,21 +21,26 @@ def main():
         sys.exit(2)
     out, files = sys.argv[1], sys.argv[2:]
     recs = records.load(files, lambda r: r.get("bench") == "batched")
-    by = defaultdict(dict)   # (model, backend, threads, pp, tg) -> B -> record (the last one)
+    by = defaultdict(dict)   # (engine, model, backend, pp, tg, commit, switches) -> B -> record (the last)
     for r in recs:
-        by[(r["model"], r["backend"], r.get("threads"), r["pp"], r["tg"])][r["B"]] = r
+        by[(r.get("engine", "minfer"), r["model"], r["backend"], r["pp"], r["tg"], r.get("commit", "?"),
+            r.get("switches", ""))][r["B"]] = r
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for key, rows in sorted(by.items()):
         bs = sorted(rows)
-        label = f"{key[0]} ({key[1]}, {key[2]} threads, PP {key[3]}, TG {key[4]})"
+        engine, model, backend, pp, tg, commit, sw = key
+        label = f"{engine} {model.replace('minfer-7e-', '')} ({backend}, PP {pp}, TG {tg}, {commit}{' ' + sw if sw else ''})"
+        other = engine != "minfer"
         for ax, col in zip(axes, ("s_tg", "s_pp")):
-            line, = ax.plot(bs, [rows[b][col] for b in bs], marker="o", label=label)
-            if 1 in rows:
+            if col not in rows[bs[0]]:
+                continue
+            line, = ax.plot(bs, [rows[b][col] for b in bs], marker="o", label=label, linestyle="--" if other else "-")
+            if 1 in rows and not other and col == "s_tg":  # a prompt step is batched at B = 1 already
                 ax.plot(bs, [rows[1][col] * b for b in bs], linestyle=":", color=line.get_color(), alpha=0.6)
-    for ax, title in zip(axes, ("decode: S_TG", "prompt: S_PP")):
+    for ax, title in zip(axes, ("decode: S_TG (dotted: B x the B = 1 speed)", "prompt: S_PP")):
         ax.set_xlabel("sequences a step (B)")
         ax.set_ylabel("tokens/s, all sequences")
-        ax.set_title(f"{title} (dotted: B x the B = 1 speed)")
+        ax.set_title(title)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

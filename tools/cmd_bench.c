@@ -23,6 +23,7 @@
 #include "common/gguf/gguf.h"
 #include "common/backend/backend.h"
 #include "tools/cli.h"
+#include "tools/bench_facts.h"
 
 extern char **environ;
 
@@ -115,56 +116,6 @@ static double measure_bw_child(int n_threads) {
 }
 
 /* ---- run description ---- */
-
-static void copy_str(char *out, size_t cap, const char *s) {
-    size_t l = strlen(s);
-    if (l >= cap) l = cap - 1;
-    memcpy(out, s, l);
-    out[l] = 0;
-}
-
-static void read_cmd(const char *cmd, char *out, size_t cap, const char *def) {
-    copy_str(out, cap, def);
-    FILE *p = popen(cmd, "r");
-    if (!p) return;
-    char buf[256];
-    if (fgets(buf, sizeof buf, p)) {
-        buf[strcspn(buf, "\r\n")] = 0;
-        if (buf[0]) copy_str(out, cap, buf);
-    }
-    pclose(p);
-}
-
-static void cpu_name(char *out, size_t cap) {
-    snprintf(out, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ') c++;
-                c[strcspn(c, "\r\n")] = 0;
-                copy_str(out, cap, c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 32) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 /* general.file_type (llama_ftype numbering) for the common mixes */
 static const char *ftype_name(uint32_t ft) {
@@ -363,42 +314,6 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
     return 0;
 }
 
-/* What a record says about where it ran: the model's name, the machine, the commit, the
- * MINFER_* switches in force. */
-typedef struct {
-    char shape[128], cpu[128], gpu[128], driver[64], commit[64], date[32], switches[1024];
-} run_facts;
-
-static void gather_facts(gguf_file *gf, const char *arch, const char *be, run_facts *f) {
-    memset(f, 0, sizeof *f);
-    const char *gn;
-    size_t gl;
-    if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
-        snprintf(f->shape, sizeof f->shape, "%.*s", (int)(gl < 100 ? gl : 100), gn);
-    else
-        snprintf(f->shape, sizeof f->shape, "%s", arch);
-    cpu_name(f->cpu, sizeof f->cpu);
-    snprintf(f->gpu, sizeof f->gpu, "none");
-    snprintf(f->driver, sizeof f->driver, "none");
-    if (!strcmp(be, "cuda")) {
-        read_cmd("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", f->gpu, sizeof f->gpu, "unknown");
-        read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", f->driver, sizeof f->driver,
-                 "unknown");
-    }
-    /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
-     * commit in MINFER_COMMIT */
-    const char *env_commit = mi_setting("MINFER_COMMIT");
-    if (env_commit && *env_commit) snprintf(f->commit, sizeof f->commit, "%s", env_commit);
-    else read_cmd("git rev-parse --short HEAD 2>/dev/null", f->commit, sizeof f->commit, "unknown");
-    time_t now = time(NULL);
-    strftime(f->date, sizeof f->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    for (char **e = environ; *e; e++) {
-        if (strncmp(*e, "MINFER_", 7)) continue;
-        size_t l = strlen(f->switches);
-        snprintf(f->switches + l, sizeof f->switches - l, "%s%s", l ? "," : "", *e);
-    }
-}
-
 int cmd_bench_batch(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv) {
@@ -494,8 +409,15 @@ int cmd_bench(int argc, char **argv) {
     double file_mb = gguf_file_size(gf) / 1048576.0, kv_mb = mi_session_kv_bytes(s) / 1048576.0;
     double mem_bw = (bw_before > 0 && bw_after > 0) ? 0.5 * (bw_before + bw_after) : (bw_before > 0 ? bw_before : bw_after);
 
-    run_facts rf;
-    gather_facts(gf, hp->arch_name, be, &rf);
+    bench_facts rf;
+    bench_facts_gather(be, &rf);
+    char shape[128];   /* the model's name, else its architecture */
+    const char *gn;
+    size_t gl;
+    if (gguf_find_key(gf, "general.name") >= 0 && gguf_get_str(gf, "general.name", &gn, &gl) == MI_OK)
+        snprintf(shape, sizeof shape, "%.*s", (int)(gl < 100 ? gl : 100), gn);
+    else
+        snprintf(shape, sizeof shape, "%s", hp->arch_name);
 
     if (!rc) {
         char nth[32];
@@ -524,22 +446,22 @@ int cmd_bench(int argc, char **argv) {
     }
     for (int i = 0; i < n_rows && !rc; i++) {
         fprintf(jf, "{\"model\":");
-        json_str(jf, mname);
+        bench_json_str(jf, mname);
         fprintf(jf, ",\"shape\":");
-        json_str(jf, rf.shape);
+        bench_json_str(jf, shape);
         fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
                     "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
                     "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"n_ctx\":%lld,\"gpu\":",
                 hp->arch_name, type, be, threads, rows[i].test, (long long)rows[i].depth, rows[i].mean, rows[i].sd, rows[i].reps,
                 rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16", (long long)mi_session_n_ctx(s));
-        json_str(jf, rf.gpu);
+        bench_json_str(jf, rf.gpu);
         fprintf(jf, ",\"driver\":");
-        json_str(jf, rf.driver);
+        bench_json_str(jf, rf.driver);
         fprintf(jf, ",\"cpu\":");
-        json_str(jf, rf.cpu);
+        bench_json_str(jf, rf.cpu);
         if (rows[i].step_kernels >= 0) fprintf(jf, ",\"kernels_per_step\":%lld", (long long)rows[i].step_kernels);
         fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf.commit, mi_build_phase);
-        json_str(jf, rf.switches);
+        bench_json_str(jf, rf.switches);
         fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);
     }
     if (jf && jf != stdout) fclose(jf);

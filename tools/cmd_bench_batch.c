@@ -16,6 +16,7 @@
 #include "common/model/mi_batch.h"
 #include "common/core/mi_settings.h"
 #include "tools/cli.h"
+#include "tools/bench_facts.h"
 #include "common/backend/backend.h"
 
 int cmd_bench_batch(int argc, char **argv);
@@ -155,24 +156,6 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     return st;
 }
 
-/* the GPU's name for the record (nvidia-smi, as `minfer bench`), "none" on the CPU; only
- * letters, digits and a few marks are kept, so the JSON string needs no escapes */
-static void gpu_name(const char *backend, char *buf, size_t n) {
-    snprintf(buf, n, "none");
-    if (!strcmp(backend, "cpu")) return;
-    FILE *p = popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", "r");
-    if (!p) return;
-    char line[128] = "";
-    if (fgets(line, sizeof line, p) && line[0]) {
-        size_t k = 0;
-        for (const char *c = line; *c && k + 1 < n; c++)
-            if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr(" -_.", *c)) buf[k++] = *c;
-        buf[k] = 0;
-        if (!k) snprintf(buf, n, "unknown");
-    }
-    pclose(p);
-}
-
 int cmd_bench_batch(int argc, char **argv) {
     batch_args a;
     const int prc = parse(argc, argv, &a);
@@ -186,12 +169,9 @@ int cmd_bench_batch(int argc, char **argv) {
         return fail("cannot append to the --json file");
     }
     const char *slash = strrchr(a.model, '/'), *mname = slash ? slash + 1 : a.model;
-    const char *commit = mi_setting("MINFER_COMMIT");
     const int threads = a.n_threads > 0 ? a.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    char gpu[128] = "none", date[32];
-    gpu_name(a.backend, gpu, sizeof gpu);
-    const time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    bench_facts rf;
+    bench_facts_gather("cuda", &rf);   /* the GPU is named only on rows that ran on it */
     printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n");
     printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
     fflush(stdout);
@@ -220,11 +200,16 @@ int cmd_bench_batch(int argc, char **argv) {
                 "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
-                "\"dev_mem_total_mb\":%.1f,\"gpu\":\"%s\",\"phase\":\"%s\",\"commit\":\"%s\",\"date\":\"%s\"}\n",
+                "\"dev_mem_total_mb\":%.1f,\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
-                (double)t.mem_peak / mib, (double)t.mem_total / mib, gpu, mi_build_phase,
-                commit && *commit ? commit : "unknown", date);
+                (double)t.mem_peak / mib, (double)t.mem_total / mib);
+        bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
+        fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
+        bench_json_str(jf, rf.commit);
+        fprintf(jf, ",\"switches\":");
+        bench_json_str(jf, rf.switches);
+        fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);
         fflush(jf);
     }
     if (jf != stdout) fclose(jf);
