@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     warp_run(0, [&] { kernel_quant_q8_k(x, blocks.data(), K, nsb); });
     /* QX: the 8 warps of a block (independent until the kernel's barrier) */
     blockDim.x = 256;
-    for (int w = 0; w < 8; w++) warp_run(w, [&] { quant_act_shared<2, false>(x, nsb, sq, sd, sbs, nullptr, 1.0f); });
+    for (int w = 0; w < 8; w++) warp_run(w, [&] { quant_act_shared<2, false>(x, nullptr, nsb, sq, sd, sbs, nullptr, 1.0f); });
     f = fopen(argv[3], "wb");
     fwrite(blocks.data(), 1, blocks.size(), f);
     fwrite(smem.data(), 1, (size_t)nsb * 292, f);
