@@ -80,11 +80,14 @@ mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const voi
 /* ---- fusion8a.c: the graph pass (registered with 7c's fusion list). Returns the number of
  * fusions made. Rewrites, for one-token graphs (N == 1) only:
  *   add(r, matmul(W, x))                 -> matmul_add(W, x, r)
- *   rms_norm(x, w) whose every reader is a matmul or FFN_SWIGLU
- *                                        -> each reader as norm_matmul / norm_ffn_swiglu of x */
+ *   rms_norm(x, w) whose every reader is a matmul or FFN_SWIGLU, at most
+ *   MINFER_NORM_FOLD_READERS of them (1)  -> each reader as norm_matmul / norm_ffn_swiglu of x */
 struct mi_graph;
 struct mi_backend;
 int mi8a_fuse_decode(struct mi_graph *g, struct mi_backend *cuda);
+/* the same with the most readers a norm is folded into given (the pass reads it from
+ * MINFER_NORM_FOLD_READERS, default 1; the gate checks both rules) */
+int mi8a_fuse_decode_with(struct mi_graph *g, struct mi_backend *cuda, int max_norm_readers);
 
 void mi_phase8a_install(void);
 

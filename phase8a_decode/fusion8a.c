@@ -1,9 +1,9 @@
 /* Phase 8a's fusion pass: fewer kernels per decode step. For one-token graphs it folds
  *   the residual add into the matmul before it:  add(r, matmul(W, x))  ->  matmul_add(W, x, r)
- *   the RMS norm into every matmul it feeds:     matmul(W, rms_norm(x, w))  ->  norm_matmul(W, x, w)
+ *   the RMS norm into the matmul it feeds:       matmul(W, rms_norm(x, w))  ->  norm_matmul(W, x, w)
  *                                                ffn_swiglu(Wg, Wu, rms_norm(x, w)) -> norm_ffn_swiglu
  * A norm is folded only when every reader of it can take it (else the norm must run anyway and
- * folding it gains nothing); nothing is folded across a debug tap or an output. A node is
+ * folding it gains nothing) and it has at most MINFER_NORM_FOLD_READERS readers (default 1); nothing is folded across a debug tap or an output. A node is
  * rewritten only when the CUDA backend accepts its fused form (its supports(), which asks the
  * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
@@ -80,22 +80,23 @@ static bool fused_reader(const mi_tensor *rd, const mi_tensor *nn, mi_tensor *ou
     return true;
 }
 
-/* MINFER_NORM_FOLD_READERS=N: fold a norm into at most N readers. Each reader of a folded norm
- * computes it again in every block before its matmul, so folding into q, k and v trades one
- * norm kernel for three longer prologues; measurements decide the default. */
+/* MINFER_NORM_FOLD_READERS=N: fold a norm into at most N readers (default 1). Each reader of a
+ * folded norm computes it again in every block before its matmul, so folding one norm into q, k
+ * and v trades one norm kernel for three longer prologues: on the 7B that made decode 3% slower
+ * (results/notes/PHASE8A.md), while folding into the FFN's one fused reader pays. */
 static int fold_readers_max(void) {
     static long v = -1;
-    return (int)mi_setting_int_once("MINFER_NORM_FOLD_READERS", 1, MAX_READERS, MAX_READERS, &v);
+    return (int)mi_setting_int_once("MINFER_NORM_FOLD_READERS", 1, MAX_READERS, 1, &v);
 }
 
-static int fuse_norms(pass *p) {
+static int fuse_norms(pass *p, int max_readers) {
     int fused = 0;
     for (int i = 0; i < p->g->n_nodes; i++) {
         mi_tensor *nn = p->g->nodes[i];
         if (nn->op != MI_OP_RMS_NORM || p->dead[i] || (nn->flags & MI_T_OUTPUT)) continue;
         if (!one_token(nn->src[0]) || mi_norm_group(nn) != nn->ne[0] || !nn->src[1]) continue;
         const int nr = p->uses[i];
-        if (nr < 1 || nr > fold_readers_max()) continue;
+        if (nr < 1 || nr > max_readers) continue;
         mi_tensor probes[MAX_READERS];
         bool ok = true;
         for (int k = 0; k < nr && ok; k++) {
@@ -110,7 +111,9 @@ static int fuse_norms(pass *p) {
     return fused;
 }
 
-int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) {
+int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) { return mi8a_fuse_decode_with(g, cuda, fold_readers_max()); }
+
+int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     const int n = g->n_nodes;
     pass p = {g, cuda, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof *p.readers),
               calloc((size_t)n + 1, sizeof(bool))};
@@ -127,7 +130,7 @@ int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) {
                 if (p.uses[sr->id] < MAX_READERS) p.readers[sr->id][p.uses[sr->id]] = i;
                 p.uses[sr->id]++;
             }
-        fused = fuse_residuals(&p) + fuse_norms(&p);
+        fused = fuse_residuals(&p) + fuse_norms(&p, max_norm_readers);
     }
     if (fused) {
         int w = 0;

@@ -61,7 +61,7 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_SKV_GB", MI_SETTING_INT,
      "query heads a block of the split attention takes of its GQA group (d4), 1..64; default 2 under 16384 positions, the whole group from there (read once per process; for measurements)"},
     {"MINFER_NORM_FOLD_READERS", MI_SETTING_INT,
-     "largest number of one-token matmuls an RMS norm is folded into (8a's d1), 1..8; default 8 (read once per process; for measurements)"},
+     "largest number of one-token matmuls an RMS norm is folded into (8a's d1), 1..8; default 1 (read once per process; for measurements)"},
 };
 
 enum { N_SETTINGS = (int)(sizeof g_settings / sizeof g_settings[0]) };

@@ -190,7 +190,8 @@ static mi_tensor *leaf_w(const char *name, mi_type t, int64_t K, int64_t M, void
     return l;
 }
 
-static int fuse_layer(int64_t N, bool extra_reader, bool fuse, float *out, int *n_fused) {
+/* fuse: 0 no pass, else the pass folding a norm into at most `fuse` readers */
+static int fuse_layer(int64_t N, bool extra_reader, int fuse, float *out, int *n_fused) {
     enum { K = 256, M = 256 };
     void *mq, *mk, *mo, *mn, *mb;
     mi_tensor *wq = leaf_w("wq", MI_TYPE_Q4_0, K, M, &mq), *wk = leaf_w("wk", MI_TYPE_Q4_K, K, M, &mk);
@@ -210,7 +211,7 @@ static int fuse_layer(int64_t N, bool extra_reader, bool fuse, float *out, int *
         if (extra_reader) y = graph_add(g, y, h);
         y->flags |= MI_T_OUTPUT;
         g->output = y;
-        *n_fused = fuse ? mi8a_fuse_decode(g, cpu) : 0;
+        *n_fused = fuse ? mi8a_fuse_decode_with(g, cpu, fuse) : 0;
         if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
     }
     graph_free(g);
@@ -224,21 +225,25 @@ static int fuse_layer(int64_t N, bool extra_reader, bool fuse, float *out, int *
 static void test_fusion_pass_cpu(void) {
     gu_begin(&R, "fusion_pass_cpu");
     static float a[256 * 3], b[256 * 3];
-    int nf = 0, nf2 = 0, nf3 = 0;
+    int nf = 0, nf1 = 0, nf2 = 0, nf3 = 0;
     const unsigned long long seed = g_seed;
     const char *err = NULL;
-    if (fuse_layer(1, false, false, a, &nf) || (g_seed = seed, fuse_layer(1, false, true, b, &nf))) err = "run failed";
-    else if (nf != 3) err = "want 3 fusions (norm into q and k, add into o)";
+    if (fuse_layer(1, false, 0, a, &nf) || (g_seed = seed, fuse_layer(1, false, 8, b, &nf))) err = "run failed";
+    else if (nf != 3) err = "want 3 fusions with up to 8 readers (norm into q and k, add into o)";
     else if (memcmp(a, b, sizeof(float) * 256)) err = "fused output differs from unfused";
-    else if ((g_seed = seed, fuse_layer(1, true, false, a, &nf2)) || (g_seed = seed, fuse_layer(1, true, true, b, &nf2)))
+    else if ((g_seed = seed, fuse_layer(1, false, 1, b, &nf1))) err = "run failed (one reader)";
+    else if (nf1 != 1) err = "want only the add fused when a norm of two readers may go into one";
+    else if (memcmp(a, b, sizeof(float) * 256)) err = "fused output differs from unfused (one reader)";
+    else if ((g_seed = seed, fuse_layer(1, true, 0, a, &nf2)) || (g_seed = seed, fuse_layer(1, true, 8, b, &nf2)))
         err = "run failed (extra reader)";
     else if (nf2 != 1) err = "want only the add fused when the norm has a reader no fused form takes";
     else if (memcmp(a, b, sizeof(float) * 256)) err = "fused output differs from unfused (extra reader)";
-    else if (fuse_layer(3, false, true, b, &nf3)) err = "run failed (N = 3)";
+    else if (fuse_layer(3, false, 8, b, &nf3)) err = "run failed (N = 3)";
     else if (nf3 != 0) err = "fused a 3-token graph";
-    if (err) gu_fail(&R, "%s (%s; fusions %d / %d / %d)", err, mi_errmsg(), nf, nf2, nf3);
-    else gu_pass(&R, "norm into 2 matmuls and 1 residual add fused at N = 1, output bit-identical on the CPU "
-                     "backend; the norm kept when another reader needs it; nothing fused at N = 3");
+    if (err) gu_fail(&R, "%s (%s; fusions %d / %d / %d / %d)", err, mi_errmsg(), nf, nf1, nf2, nf3);
+    else gu_pass(&R, "norm into 2 matmuls and 1 residual add fused at N = 1 (up to 8 readers), only the add with "
+                     "one, output bit-identical on the CPU backend; the norm kept when another reader needs it; "
+                     "nothing fused at N = 3");
 }
 
 /* ---------------- whole models ---------------- */
