@@ -125,6 +125,7 @@ static bool chan_append(srv_req *r, const char *p, size_t n) {
 /* Earliest offset >= from where a stop string starts in gen, or SIZE_MAX. */
 static size_t stop_find(const srv_req *r, size_t from) {
     size_t best = SIZE_MAX;
+    if (from >= r->gen_len) return best;   /* gen may still be NULL: memmem wants a buffer */
     for (int i = 0; i < r->n_stop; i++) {
         const char *hit = memmem(r->gen + from, r->gen_len - from, r->stop[i], strlen(r->stop[i]));
         if (hit && (size_t)(hit - r->gen) < best) best = (size_t)(hit - r->gen);
@@ -167,6 +168,7 @@ static bool publish(srv_req *r, bool final, bool *oom) {
 }
 
 static bool gen_append(srv_req *r, const char *p, size_t n) {
+    if (!n) return true;   /* a token may print nothing yet (half a character) */
     if (r->gen_len + n > r->gen_cap) {
         size_t cap = r->gen_cap ? r->gen_cap : 256;
         while (cap < r->gen_len + n) cap *= 2;

@@ -20,7 +20,7 @@
 
 typedef struct {
     const char *model, *host, *backend, *api_key, *alias;
-    int port, parallel, queue, n_threads;
+    int port, parallel, queue, n_threads, idle_timeout;
     int64_t n_ctx, step_tokens;
     size_t max_body;
     bool metrics, kv_f32;
@@ -30,7 +30,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: minfer serve -m FILE [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--queue N]\n"
             "                    [--backend cpu|cuda|auto] [-t THREADS] [--api-key KEY] [--metrics] [--alias NAME]\n"
-            "                    [--max-body BYTES] [--step-tokens N] [--kv f16|f32]\n"
+            "                    [--max-body BYTES] [--step-tokens N] [--kv f16|f32] [--idle-timeout S]\n"
             "  POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health (and GET /metrics\n"
             "  with --metrics); OpenAI's request and answer shapes, stream: true as server-sent events.\n"
             "  --parallel N: sequences generated at once (default 4); -c CTX: positions each may hold, prompt and\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "  --alias NAME: the model id clients name (default: the file name without .gguf).\n"
             "  --max-body BYTES: largest request body (default 1048576; more: 413). Headers: at most %u bytes.\n"
             "  --step-tokens N: prompt tokens one step takes over all new requests (default 512).\n"
+            "  --idle-timeout S: seconds a connection may stay silent, 0: no limit (default 600).\n"
             "  Sampling defaults are `minfer run`'s: greedy unless temperature > 0, then top_k 40, top_p 0.95,\n"
             "  min_p 0.05, seed 1234; the same prompt and settings give `minfer run`'s text.\n",
             SERVE_MAX_HEADER);
@@ -62,12 +63,14 @@ static int parse_args(int argc, char **argv, serve_args *a, char *err, size_t er
     a->backend = "auto";
     a->max_body = 1 << 20;
     a->step_tokens = 512;
+    a->idle_timeout = 600;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(stdout); exit(0); }
         if (!strcmp(o, "--metrics")) { a->metrics = true; continue; }
         static const char *const valued[] = {"-m", "--host", "--port", "--parallel", "-c", "--queue", "--backend", "-t",
-                                             "--api-key", "--alias", "--max-body", "--step-tokens", "--kv"};
+                                             "--api-key", "--alias", "--max-body", "--step-tokens", "--kv",
+                                             "--idle-timeout"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(o, valued[k]);
         if (!known) {
@@ -90,6 +93,7 @@ static int parse_args(int argc, char **argv, serve_args *a, char *err, size_t er
         else if (!strcmp(o, "-c") && parse_ll(v, 1, 1LL << 31, &x)) a->n_ctx = x;
         else if (!strcmp(o, "--max-body") && parse_ll(v, 1, 1LL << 30, &x)) a->max_body = (size_t)x;
         else if (!strcmp(o, "--step-tokens") && parse_ll(v, 1, 1 << 20, &x)) a->step_tokens = x;
+        else if (!strcmp(o, "--idle-timeout") && parse_ll(v, 0, 1 << 20, &x)) a->idle_timeout = (int)x;
         else { snprintf(err, errsz, "bad value for %s: '%s'", o, v); return -1; }
     }
     if (!a->model) { snprintf(err, errsz, "no model given (-m FILE)"); return -1; }
@@ -169,7 +173,7 @@ int cmd_serve(int argc, char **argv) {
     }
     srv_http_params hpp = {.host = a.host, .port = a.port, .api_key = a.api_key, .metrics = a.metrics,
                            .max_body = a.max_body, .max_header = SERVE_MAX_HEADER,
-                           .max_conn = (unsigned)(a.parallel + a.queue + 64), .idle_timeout = 60};
+                           .max_conn = (unsigned)(a.parallel + a.queue + 64), .idle_timeout = (unsigned)a.idle_timeout};
     if (srv_http_start(&hpp, e, &api, &h) != MI_OK) {
         fprintf(stderr, "minfer: %s\n", mi_errmsg());
         goto out;
