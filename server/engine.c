@@ -221,7 +221,9 @@ static srv_finish on_token(srv_engine *e, srv_req *r, int32_t t) {
         publish(r, true, &oom);
         return oom ? SRV_FAILED : SRV_STOP;
     }
+    pthread_mutex_lock(&r->mu);   /* n_gen is part of the channel: the HTTP side reads it under mu */
     r->n_gen++;
+    pthread_mutex_unlock(&r->mu);
     size_t w = tok_detok_push(e->tk, &r->dt, t, e->piece, e->piece_cap);
     if (!gen_append(r, e->piece, w)) return SRV_FAILED;
     const bool last = r->n_gen >= r->max_tokens;

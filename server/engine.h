@@ -36,7 +36,7 @@ struct srv_req {
     char *text;                  /* visible text so far [len]: stop strings cut, held-back tails not yet in */
     size_t len, cap;
     srv_finish finish;           /* SRV_RUNNING until the last text is in */
-    int64_t n_gen;               /* completion tokens (the end-of-generation token not counted) */
+    int64_t n_gen;               /* completion tokens (the end-of-generation token not counted); the engine, its one writer, reads it without mu */
     int error_status;            /* SRV_FAILED: the HTTP status (500, 503) */
     char error[256];             /* SRV_FAILED: why */
 
