@@ -51,12 +51,39 @@ NVFLAGS := -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall,-Wno-unused-pa
 
 COMMON_SRC := $(shell find common -name '*.c' | sort)
 TOOLS_SRC  := $(wildcard tools/*.c)
+
+# `minfer serve` (server/, tools/cmd_serve.c) needs libmicrohttpd and jansson (Debian/Ubuntu:
+# libmicrohttpd-dev, libjansson-dev; `make deps` installs them) and links them into build/minfer
+# only: libminfer.a stays free of HTTP. Where the system lacks the headers (the GPU host, which
+# has no network), the .deb files that tools/fetch_serve_deps.sh puts in .carry/serve-debs are
+# unpacked into $(BUILD)/serve-deps and used from there (headers, and the libraries through an
+# rpath). With neither, serve is left out of the binary and the build says so.
+SERVE_DEBS   := .carry/serve-debs
+SERVE_PREFIX := $(abspath $(BUILD))/serve-deps
+SERVE_HAS_HEADERS := $(shell printf '\043include <microhttpd.h>\n\043include <jansson.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+ifeq ($(SERVE_HAS_HEADERS),yes)
+SERVE_FROM   := system
+SERVE_LIBS   := -lmicrohttpd -ljansson
+else ifneq ($(wildcard $(SERVE_DEBS)/*.deb),)
+SERVE_FROM   := $(SERVE_DEBS)
+SERVE_ARCH   := $(shell $(CC) -print-multiarch)
+SERVE_CFLAGS := -I$(SERVE_PREFIX)/usr/include -I$(SERVE_PREFIX)/usr/include/$(SERVE_ARCH)
+SERVE_LIBS   := -L$(SERVE_PREFIX)/usr/lib/$(SERVE_ARCH) -Wl,-rpath,$(SERVE_PREFIX)/usr/lib/$(SERVE_ARCH) -lmicrohttpd -ljansson
+SERVE_UNPACK := $(SERVE_PREFIX)/.unpacked
+endif
+ifeq ($(SERVE_FROM),)
+TOOLS_SRC  := $(filter-out tools/cmd_serve.c,$(TOOLS_SRC))
+SERVE_SRC  :=
+else
+SERVE_SRC  := $(wildcard server/*.c)
+endif
 PHASE_C    := $(foreach p,$(PHASES),$(wildcard $(PHASE_DIR_$(p))/*.c))
 PHASE_CU   := $(foreach p,$(PHASES),$(wildcard $(PHASE_DIR_$(p))/*.cu))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
 TOOLS_OBJ  := $(call obj,$(TOOLS_SRC))
+SERVE_OBJ  := $(call obj,$(SERVE_SRC) $(filter tools/cmd_serve.c,$(TOOLS_SRC)))
 PHASE_OBJ  := $(call obj,$(PHASE_C)) $(patsubst %.cu,$(BUILD)/%.cu.o,$(PHASE_CU))
 GEN_OBJ    := $(BUILD)/gen/phases.o
 
@@ -91,6 +118,7 @@ all: info $(BIN) gates
 info:
 	@if [ -z "$(NVCC)" ]; then echo "minfer: nvcc not found: CUDA phases compiled out, CPU-only build (PHASE=$(PHASE))"; \
 	 else echo "minfer: nvcc $(NVCC), CUDA_ARCH=$(CUDA_ARCH), phases: $(or $(PHASES),none) (PHASE=$(PHASE))$(if $(PHASES_MISSING), not yet implemented: $(PHASES_MISSING))"; fi
+	@$(if $(SERVE_FROM),true,echo "minfer: libmicrohttpd/jansson headers not found: \`minfer serve\` left out (make deps; on a host without network: tools/fetch_serve_deps.sh, carry .carry/serve-debs)")
 
 lib: $(LIB)
 $(LIB): $(COMMON_OBJ) $(PHASE_OBJ) $(GEN_OBJ)
@@ -98,8 +126,17 @@ $(LIB): $(COMMON_OBJ) $(PHASE_OBJ) $(GEN_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(TOOLS_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TOOLS_OBJ) $(LIB) $(LDLIBS)
+$(BIN): $(TOOLS_OBJ) $(SERVE_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(sort $(TOOLS_OBJ) $(SERVE_OBJ)) $(LIB) $(LDLIBS) $(SERVE_LIBS)
+
+$(SERVE_OBJ): CFLAGS += $(SERVE_CFLAGS)
+$(SERVE_OBJ): | $(SERVE_UNPACK)
+# the carried .deb files, unpacked (no root, no dpkg database): dpkg-deb -x
+$(SERVE_PREFIX)/.unpacked: $(wildcard $(SERVE_DEBS)/*.deb)
+	@mkdir -p $(@D)
+	@for d in $^; do dpkg-deb -x "$$d" $(@D) || exit 1; done
+	@echo "minfer: serve libraries unpacked from $(SERVE_DEBS) into $(@D)"
+	@touch $@
 
 # generated: calls each built phase's install in phase order
 $(BUILD)/gen/phases.c: FORCE

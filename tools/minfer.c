@@ -14,6 +14,7 @@ int cmd_synth(int argc, char **argv) __attribute__((weak));
 int cmd_run(int argc, char **argv) __attribute__((weak));
 int cmd_bench(int argc, char **argv) __attribute__((weak));
 int cmd_tokenize(int argc, char **argv) __attribute__((weak));
+int cmd_serve(int argc, char **argv) __attribute__((weak));
 
 static const struct { const char *name; cmd_fn *fn; const char *help; } cmds[] = {
     {"run", NULL, "run -m FILE -p TEXT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed N] [-t THREADS] [--backend cpu|cuda|auto] [--tokens ID,..] [--dump-logits FILE]"},
@@ -22,6 +23,7 @@ static const struct { const char *name; cmd_fn *fn; const char *help; } cmds[] =
     {"quantize", NULL, "quantize IN OUT TYPE   (q4_k_m, q4_0, q8_0, ...)"},
     {"synth", NULL, "synth --shape NAME --type MIX -o FILE [--seed N]"},
     {"tokenize", NULL, "tokenize -m FILE [-p TEXT | --stdin] [--special]   print token ids"},
+    {"serve", NULL, "serve -m FILE [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--queue N] [--api-key KEY] [--metrics] [--backend ...]"},
 };
 
 int mi_cli_max_threads(void) {
@@ -55,6 +57,7 @@ static cmd_fn lookup(const char *name) {
     if (!strcmp(name, "quantize")) return cmd_quantize;
     if (!strcmp(name, "synth")) return cmd_synth;
     if (!strcmp(name, "tokenize")) return cmd_tokenize;
+    if (!strcmp(name, "serve")) return cmd_serve;
     return NULL;
 }
 

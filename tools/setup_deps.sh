@@ -3,6 +3,7 @@
 # is present. Any failure stops here with the tool's own error shown (exit 1).
 #   bash tools/setup_deps.sh          everything `make test` needs:
 #                                      apt: libcriterion-dev, clang + its libFuzzer runtime,
+#                                           libmicrohttpd-dev + libjansson-dev (minfer serve),
 #                                           python3 and python3-venv (when missing)
 #                                      .venv: the packages of tools/requirements.txt
 #   bash tools/setup_deps.sh python   only the Python side (`make run`, `make models`)
@@ -67,6 +68,9 @@ fuzzer_links() { # clang links a libFuzzer target (the fuzz gate needs exactly t
 need=()
 if [ "$MODE" = all ]; then
     [ -f /usr/include/criterion/criterion.h ] || need+=(libcriterion-dev)
+    # `minfer serve`: HTTP and JSON (the Makefile links them into build/minfer only)
+    [ -f /usr/include/microhttpd.h ] || need+=(libmicrohttpd-dev)
+    [ -f /usr/include/jansson.h ] || need+=(libjansson-dev)
 fi
 command -v python3 >/dev/null || need+=(python3)
 # Debian splits ensurepip (needed by `python3 -m venv`) into python3-venv

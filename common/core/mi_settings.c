@@ -41,6 +41,8 @@ static const mi_setting_info g_settings[] = {
     /* ---- the minfer tool ---- */
     {"MINFER_COMMIT", MI_SETTING_STRING,
      "the commit minfer bench records (default: git rev-parse --short HEAD); gates/device.sh sets it where the tree has no .git"},
+    {"MINFER_API_KEY", MI_SETTING_STRING,
+     "the key `minfer serve` wants in 'Authorization: Bearer KEY' on every route but /health when --api-key is not given (read at start; empty: no key); compared in constant time"},
     /* ---- CUDA layers (phase 7a and up) ---- */
     {"MINFER_CUDA_DEVICE", MI_SETTING_INT,
      "the CUDA device to open and to hold the weights, 0..1024; default 0"},

@@ -14,6 +14,7 @@
 
 typedef struct {
     bool used, ran, greedy, has_logits;
+    bool drawn;                  /* the last step drew its next token (its queue ran empty) */
     mi_kv_seq kv;
     int32_t *queue;              /* tokens waiting: [head, n_queue) */
     int64_t head, n_queue, cap;
@@ -348,8 +349,12 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         const float *dst = b->logits + (size_t)k * (size_t)V;
         s->row = k;
         s->head += b->take[k];
-        s->next = ids ? b->next_ids[k] : s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
         s->has_logits = !ids;
+        /* Draw only once the queue is empty: a prompt fed over several steps (a token budget)
+         * must advance the sampler's RNG once, after its last token, as a session's caller
+         * samples once after the whole prompt; else a seeded answer depends on the budget. */
+        s->drawn = s->head == s->n_queue;
+        if (s->drawn) s->next = ids ? b->next_ids[k] : s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
         s->ran = true;
     }
     *n_run = S;
@@ -364,6 +369,9 @@ const float *mi_batch_seq_logits(const mi_batch *b, int id) {
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token) {
     const batch_seq *s = seq_of(b, id);
     if (!s || !s->ran) return mi_err(MI_ERR_INVALID, "sequence %d did not run in the last step", id);
+    if (!s->drawn)
+        return mi_err(MI_ERR_INVALID, "sequence %d still has %lld queued tokens: no next token drawn", id,
+                      (long long)(s->n_queue - s->head));
     *token = s->next;
     return MI_OK;
 }

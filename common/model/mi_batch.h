@@ -50,7 +50,10 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run);
 
 /* After a step the sequence ran in: its last token's logits [n_vocab] (NULL after an ids_only
  * step), and the next token drawn by its own sampler (greedy: the argmax). NULL /
- * MI_ERR_INVALID if it did not run. */
+ * MI_ERR_INVALID if it did not run. The next token is drawn only when the step took the
+ * sequence's last queued token (a prompt split over steps by the budget draws once, at its end,
+ * so a seeded sampler's tokens do not depend on the budget); before that _next is
+ * MI_ERR_INVALID. */
 const float *mi_batch_seq_logits(const mi_batch *b, int id);
 mi_status mi_batch_seq_next(const mi_batch *b, int id, int32_t *token);
 /* The error that kept the sequence out of the last step (MI_OK if it ran or had nothing). */

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Gate: the settings table (common/core/mi_settings.c) stays the one list of MINFER_*
 variables. Fails when
-  1. a MINFER_* name read in library or tool source (common/, tools/, phase*/: getenv(),
+  1. a MINFER_* name read in library, tool or server source (common/, tools/, server/, phase*/: getenv(),
      mi_setting*() or a private env_*() helper called with the literal name) is not in the
      table;
   2. a table entry has no row in docs/SETTINGS.md with the same kind and meaning (or the
      page lists a library variable the table does not hold);
   3. a table entry is read nowhere;
-  4. common/, tools/ or phase*/ call getenv() anywhere but in mi_settings.c (reads go through the
+  4. common/, tools/, server/ or phase*/ call getenv() anywhere but in mi_settings.c (reads go through the
      table);
 and checks that `minfer info --settings --json` lists the table as built, with the values
 of its environment. Usage: py_settings.py BUILD   (last line "N passed, N failed")"""
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 MINFER = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "minfer")
 TABLE_SRC = os.path.join("common", "core", "mi_settings.c")
-SRC_DIRS = ["common", "tools"] + sorted(d for d in os.listdir(ROOT) if d.startswith("phase"))
+SRC_DIRS = ["common", "tools", "server"] + sorted(d for d in os.listdir(ROOT) if d.startswith("phase"))
 SRC_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")
 
 READ_RE = re.compile(r'\b(?:secure_getenv|getenv|mi_setting\w*|env_\w+)\s*\(\s*"(MINFER_[A-Z0-9_]+)"')

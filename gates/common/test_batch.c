@@ -270,3 +270,50 @@ Test(batch, bad_calls) {
     mi_batch_free(b);
     mi_model_free(m);
 }
+
+/* A seeded sampled sequence draws the same tokens whether its prompt goes in one step or is
+ * split over steps by the token budget: the sampler draws once, after the prompt's last token
+ * (a server feeds long prompts in pieces and must still equal `minfer run`). */
+static void sampled_tokens(mi_model *m, int64_t budget, int32_t *out, int n) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 2;
+    bp.kv_tokens = 256;
+    bp.n_threads = 2;
+    mi_batch *b = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    mi_sampler_params sp;
+    mi_sampler_params_default(&sp);
+    sp.temp = 1.0f;
+    sp.seed = 42;
+    int id;
+    cr_assert_eq(mi_batch_seq_new(b, &sp, &id), MI_OK, "%s", mi_errmsg());
+    int32_t toks[40];
+    for (int j = 0; j < 40; j++) toks[j] = (int32_t)((11 + 7 * j) % V);
+    cr_assert_eq(mi_batch_seq_add(b, id, toks, 40), MI_OK);
+    int ran, steps = 0;
+    while (mi_batch_seq_queued(b, id) > 0) {
+        cr_assert_eq(mi_batch_step(b, budget, &ran), MI_OK, "%s", mi_errmsg());
+        int32_t t;
+        mi_status want = mi_batch_seq_queued(b, id) > 0 ? MI_ERR_INVALID : MI_OK;
+        cr_assert_eq(mi_batch_seq_next(b, id, &t), want, "next only after the prompt's last token");
+        steps++;
+    }
+    cr_assert_eq(steps, budget > 0 ? (int)((40 + budget - 1) / budget) : 1);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(mi_batch_seq_next(b, id, &out[i]), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_batch_seq_add(b, id, &out[i], 1), MI_OK);
+        cr_assert_eq(mi_batch_step(b, budget, &ran), MI_OK, "%s", mi_errmsg());
+    }
+    mi_batch_free(b);
+}
+
+Test(batch, sampled_draw_ignores_the_budget) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    int32_t whole[8], split[8];
+    sampled_tokens(m, 0, whole, 8);
+    sampled_tokens(m, 16, split, 8);
+    for (int i = 0; i < 8; i++) cr_assert_eq(split[i], whole[i], "token %d: budget 16 %d, whole prompt %d", i, split[i], whole[i]);
+    mi_model_free(m);
+}
