@@ -340,7 +340,7 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     else SKV_LAUNCH_GM(float, false)
 #undef SKV_LAUNCH_GM
 #undef SKV_LAUNCH
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, (const float *)part, o,
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, (const float *)part, o,
                            (int)hd, S, n_past_dev, n_past, n_ctx));
     return MI_OK;
 }

@@ -19,13 +19,10 @@
 #include <immintrin.h>
 #include "common/model/mi.h"
 #include "common/core/mi_progress.h"
-#include "common/core/mi_settings.h"
 #include "common/gguf/gguf.h"
 #include "common/backend/backend.h"
 #include "tools/cli.h"
 #include "tools/bench_facts.h"
-
-extern char **environ;
 
 /* ---- DRAM read bandwidth: threads sum disjoint slices of a buffer much larger than L3 ---- */
 

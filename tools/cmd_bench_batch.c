@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/model/mi_batch.h"
-#include "common/core/mi_settings.h"
 #include "tools/cli.h"
 #include "tools/bench_facts.h"
 #include "common/backend/backend.h"
