@@ -33,7 +33,7 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_UBATCH", MI_SETTING_INT,
      "tokens per graph for a prompt (0: never split); default: a CPU session keeps a graph's activations near 3% of weights + KV cache, a device session runs the whole prompt"},
     {"MINFER_NO_GRAPH_REUSE", MI_SETTING_FLAG,
-     "1: every one-token decode step builds its graph anew (read at session open); default: a session runs its last one-token graph again at the new position (A/B, debugging; MINFER_DUMP_GRAPH implies it)"},
+     "1: every one-token decode step builds its graph anew (read at session open), and every step of a batch (read at batch creation); default: a session runs its last one-token graph again at the new position, a batch its last step's graph when the step's bucket matches (A/B, debugging; MINFER_DUMP_GRAPH implies it for sessions)"},
     {"MINFER_DEBUG_LAYERS", MI_SETTING_STRING,
      "FILE (1: minfer-layers.bin): every forward appends per-op tap records there (read by gates/common/model_ref.py)"},
     {"MINFER_DISABLE_CUDA", MI_SETTING_FLAG,
