@@ -20,6 +20,7 @@ typedef struct {
 
 static slot g_ops[MI_OP_COUNT][MAX_KERNELS];
 static int g_n[MI_OP_COUNT];
+static mi_cuda_check_fn g_check[MI_OP_COUNT];
 static struct {
     const char *name, *what;
 } g_items[MAX_ITEMS];
@@ -95,6 +96,16 @@ void mi_cuda_remove_kernel(mi_op op, const mi_cuda_kernel *k) {
         bump();
         return;
     }
+}
+
+void mi_cuda_set_op_check(mi_op op, mi_cuda_check_fn f) {
+    if (!op_ok(op)) abort();
+    g_check[op] = f;
+}
+
+mi_status mi_cuda_op_check(const mi_tensor *node) {
+    const mi_cuda_check_fn f = op_ok(node->op) ? g_check[node->op] : NULL;
+    return f ? f(node) : MI_OK;
 }
 
 int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max) {

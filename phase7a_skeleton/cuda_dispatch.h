@@ -28,11 +28,17 @@ typedef mi_status (*mi_cuda_run_fn)(mi_cuda_ctx *c, const mi_tensor *node, void 
 typedef bool (*mi_cuda_supports_fn)(const mi_tensor *node);
 /* Device scratch bytes the kernel needs for node (e.g. its activations quantized). */
 typedef size_t (*mi_cuda_workspace_fn)(const mi_tensor *node);
+/* Host-side checks of the step's data a node reads (its Inputs' host bytes). */
+typedef mi_status (*mi_cuda_check_fn)(const mi_tensor *node);
 
 enum {
     /* reads n_past from the step params (mi_cuda_step_param) when the split has a slot for
      * the node, so a captured decode graph stays valid as the KV cache grows */
     MI_CUDA_K_STEP_PARAMS = 1u << 0,
+    /* its launch (grid, arguments) depends only on the node's shapes, params and data
+     * pointers, and whatever a step changes it reads from the device (Inputs): a split of a
+     * step of many sequences whose ATTN_PAGED kernel carries it may be captured and replayed */
+    MI_CUDA_K_REPLAYABLE = 1u << 1,
 };
 
 typedef struct mi_cuda_kernel {
@@ -61,6 +67,12 @@ mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace)
 const mi_cuda_kernel *mi_cuda_choice(const mi_tensor *node);
 /* Changes whenever any choice may change; a captured graph keys on it. */
 uint64_t mi_cuda_dispatch_epoch(void);
+/* An op's host checks of its step data (the CPU op's rules), which its kernels' run() make
+ * before they launch. A launch replayed from a captured graph calls no run(): the replay
+ * calls mi_cuda_op_check in its place, so a bad table stays an error of the step. One check
+ * an op (set again: replaced; NULL: none); mi_cuda_op_check is MI_OK for an op without. */
+void mi_cuda_set_op_check(mi_op op, mi_cuda_check_fn f);
+mi_status mi_cuda_op_check(const mi_tensor *node);
 /* Runs of each kernel since start (launch count, not replays of a captured graph). */
 uint64_t mi_cuda_kernel_runs(const mi_cuda_kernel *k);
 /* Runs summed over every kernel carrying item (NULL: the kernels with no item). */

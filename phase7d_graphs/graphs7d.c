@@ -378,8 +378,9 @@ static void hash_tensor_ref(g7_hash *h, const mi_tensor *t) {
 }
 
 /* Decide the split's slots, key and eligibility. A decode split (every ATTN / KV_STORE
- * of it on one token) gets step-param slots; it is eligible for capture when its head
- * is the only place with Inputs and boundary copies. */
+ * of it on one token) gets step-param slots; a split of a step of many sequences (ATTN_PAGED
+ * with a replayable kernel) needs none; either is eligible for capture when its head is the
+ * only place with Inputs and boundary copies. */
 static bool split_scan(g7_state *s) {
     const mi_graph *g = s->g;
     const int first = s->sp.first, end = s->sp.first + s->sp.n;
@@ -387,9 +388,9 @@ static bool split_scan(g7_state *s) {
     while (k < end && is_head_node(g->nodes[k])) k++;
     s->first_compute = k;
     s->n_compute = 0;
-    bool hoistable = true, has_attn = false, one_token = true;
+    bool hoistable = true, has_attn = false, one_token = true, has_paged = false, paged_replayable = true;
     for (int i = k; i < end; i++) {
-        const mi_tensor *t = g->nodes[i];
+        mi_tensor *t = g->nodes[i];
         if (t->op == MI_OP_NONE) continue;
         s->n_compute++;
         if (is_head_node(t)) hoistable = false;   /* an Input after compute: its bytes may reuse freed memory */
@@ -397,9 +398,20 @@ static bool split_scan(g7_state *s) {
             if (!t->src[0] || nrows(t->src[0]) != 1) one_token = false;
             if (t->op == MI_OP_ATTN) has_attn = true;
         }
+        if (t->op == MI_OP_ATTN_PAGED) {   /* a step of many sequences: its tables are Inputs */
+            const mi_cuda_kernel *kn = mi_cuda_choose(t);
+            has_paged = true;
+            /* decode steps only (one row a sequence, p[7]): their shape repeats step after step,
+             * where a step with prompt chunks rarely comes again and would cost a capture */
+            if (!kn || !(kn->flags & MI_CUDA_K_REPLAYABLE) || t->p[7] != 1) paged_replayable = false;
+        }
     }
-    /* graphs off: no slots and no staging, so a direct run is exactly the 7c engine */
-    const bool eligible = has_attn && one_token && hoistable && s->n_compute > 0 && mi_cuda_graph_enabled();
+    /* A one-token decode split (ATTN reads n_past from the step params), or a step of many
+     * sequences whose paged attention launches from its shape and params alone (every value a
+     * step changes is Input data, copied in the head). Graphs off: no slots and no staging, so
+     * a direct run is exactly the 7c engine. */
+    const bool decode = (has_attn && one_token && !has_paged) || (has_paged && paged_replayable && !has_attn);
+    const bool eligible = decode && hoistable && s->n_compute > 0 && mi_cuda_graph_enabled();
     s->n_slots = 0;
     s->slot_cursor = 0;
     s->npast_in_key = false;
@@ -520,8 +532,8 @@ static mi_status w_execute_node(mi_backend *be, mi_tensor *node) {
     if (id < s->first_compute || (node->op == MI_OP_INPUT && s->mode != M_CAPTURING))
         return node->op == MI_OP_INPUT ? run_input(s, node) : run_direct(s, node);
     switch (s->mode) {
-    case M_REPLAY:
-        return MI_OK;   /* the graph runs it at split_end */
+    case M_REPLAY:   /* the graph runs it at split_end; the host checks its kernel's run() would make */
+        return mi_cuda_op_check(node);
     case M_PENDING:
         if (window_begin(s) != MI_OK) {
             s->mode = M_DIRECT;

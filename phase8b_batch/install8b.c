@@ -1,6 +1,7 @@
 /* Phase 8b's kernels as the CUDA candidates of the two ops of a step of many sequences
- * (KV_SCATTER, ATTN_PAGED). They are the ops' only CUDA kernels (no item switches them: with
- * none, a batch's pool and its paged ops stay on the CPU, as below 8b). Each run() first
+ * (KV_SCATTER, ATTN_PAGED). They are the ops' only CUDA kernels (b2 only adds a replayable
+ * twin of the attention; with none, a batch's pool and its paged ops stay on the CPU, as
+ * below 8b). Each run() first
  * checks the step's tables on the host where the graph's Input still points at them (the CPU
  * ops' rules, so a bad table is an error of the step, as on the CPU); the kernels themselves
  * never read or write outside the cache whatever the tables say. */
@@ -57,11 +58,14 @@ static bool sup_kv_scatter(const mi_tensor *n) {
     return x && x->type == MI_TYPE_F32 && is_kv(cache) && n->type == cache->type && x->ne[0] == cache->ne[0] &&
            cache->ne[1] >= 1 && cache->ne[1] <= INT32_MAX && i32_row(slots) && slots->ne[0] == mi_nrows(x);
 }
+static mi_status chk_kv_scatter(const mi_tensor *n) {
+    const int32_t *hs = host_ints(n->src[2]);
+    return hs ? mi8b_check_slots(n->name, hs, mi_nrows(n->src[0]), n->src[1]->ne[1]) : MI_OK;
+}
 static mi_status run_kv_scatter(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     (void)ws;
     const mi_tensor *x = n->src[0], *cache = n->src[1], *slots = n->src[2];
-    const int32_t *hs = host_ints(slots);
-    if (hs) MI_TRY(mi8b_check_slots(n->name, hs, mi_nrows(x), cache->ne[1]));
+    MI_TRY(chk_kv_scatter(n));
     return mi8b_kv_scatter(mi_cuda_stream(c), x->data, cache->data, cache->type, x->ne[0], mi_nrows(x), slots->data,
                            cache->ne[1]);
 }
@@ -82,10 +86,15 @@ static size_t ws_attn_paged(const mi_tensor *n) {
     return mi8b_attn_paged_workspace(n->src[0]->ne[1], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
                                      mi_attn_n_head_kv(n));
 }
+static mi_status chk_attn_paged(const mi_tensor *n) {
+    const int32_t *hs = host_ints(n->src[3]);
+    return hs ? mi8b_check_seqs(n->name, hs, n->p[0], n->src[3]->ne[0], n->src[0]->ne[1], n->p[5], n->p[6],
+                                n->src[1]->ne[1])
+              : MI_OK;
+}
 static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
-    const int32_t *hs = host_ints(seqs);
-    if (hs) MI_TRY(mi8b_check_seqs(n->name, hs, n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], k->ne[1]));
+    MI_TRY(chk_attn_paged(n));
     return mi8b_attn_paged(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
                            n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
                            mi_attn_n_head_kv(n), mi_attn_scale(n), ws);
@@ -95,6 +104,12 @@ static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache row
                                             sup_kv_scatter, run_kv_scatter, NULL, 0};
 static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV head, split) over its sequence", NULL,
                                             sup_attn_paged, run_attn_paged, ws_attn_paged, 0};
+/* The same kernel, marked replayable (item b2): its grid comes from the step's rows and its
+ * splits from p[6], the bucket of the longest sequence (batch.c), never from the tables, which
+ * it reads on the device; so 7d captures a batched step's split once a bucket and replays it. */
+static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable in a captured step of many sequences",
+                                                   "b2", sup_attn_paged, run_attn_paged, ws_attn_paged,
+                                                   MI_CUDA_K_REPLAYABLE};
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -116,7 +131,11 @@ static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores
 
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
+    mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
+    mi_cuda_set_op_check(MI_OP_ATTN_PAGED, chk_attn_paged);
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged);
     mi_cuda_item_declare("b1", "a batch's matmuls of 9..64 rows split over K, so the int8 tensor-core tiles fill the GPU");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
+    mi_cuda_item_declare("b2", "a step of many sequences captured into a CUDA graph once a shape and bucket, then replayed");
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_replay);
 }

@@ -1,16 +1,29 @@
 /* Many sequences in one step (mi_batch.h): the sequences' queues, the KV pool, and one graph a
  * step built by model_build_graph with a batch layout (build.c): tokens ordered by sequence,
  * each with its position and cache row, ATTN_PAGED's table of the sequences and their block
- * tables, and each sequence's last row for its logits. */
+ * tables, and each sequence's last row for its logits. A step of the same shape as the last
+ * (its bucket: sequences, rows, output, hook epoch, longest sequence rounded up) runs the
+ * last step's graph again: everything else a step changes is Input data. */
 #include "mi_batch.h"
 #include "kv_pool.h"
 #include "../backend/sched.h"
 #include "../backend/hooks.h"
+#include "../core/mi_settings.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BATCH_MAX_SEQS 4096
+
+/* What a step's graph is built from besides Input data: two steps with equal keys have the
+ * same nodes, shapes and params (kv: the longest sequence's positions rounded up to its
+ * bucket, ATTN_PAGED's p[6]; the sequences table is sized from it). */
+typedef struct {
+    int n_seqs;
+    int64_t n_tok, kv, seqs_len, max_rows;
+    bool ids;
+    uint64_t epoch;
+} step_key;
 
 typedef struct {
     bool used, ran, greedy, has_logits;
@@ -42,6 +55,13 @@ struct mi_batch {
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
     int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
+    /* The last step's graph, built, passed, assigned and allocated, run again by a step of the
+     * same key (its Inputs read the arrays above, which do not move while it is kept). NULL:
+     * none yet, or MINFER_NO_GRAPH_REUSE. */
+    mi_graph *step_graph;
+    step_key key;
+    bool no_graph_reuse;
+    mi_batch_stats stats;
 };
 
 void mi_batch_params_default(mi_batch_params *p) {
@@ -55,6 +75,7 @@ void mi_batch_params_default(mi_batch_params *p) {
 
 void mi_batch_free(mi_batch *b) {
     if (!b) return;
+    graph_free(b->step_graph);
     for (int i = 0; b->seq && i < b->n_seq_max; i++) mi_batch_seq_free(b, i);
     kv_pool_free(&b->pool);
     mi_hook_session_close(b->hook_state);
@@ -140,6 +161,7 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
     b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
     b->ids_only = p.ids_only;
+    b->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE");
     mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones && b->next_ids
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
@@ -238,11 +260,26 @@ static mi_status grow(int32_t **p, int64_t n) {
     return MI_OK;
 }
 
-/* Pick the step's sequences and token counts (reserving their KV) and fill the inputs. */
+/* The bucket of a step's longest sequence (n_kv positions): a power of two up to 256, then a
+ * multiple of 256, at most the pool. A decode step keeps its graph (and on a device its
+ * captured launches: the paged attention's splits come from this bound) until its longest
+ * sequence crosses a bucket, every 256 positions at most; the sequences table is padded to
+ * it, so its size does not move as a sequence takes a block. */
+static int64_t kv_bucket(int64_t n_kv, int64_t pool) {
+    int64_t k = 16;
+    while (k < n_kv && k < 256) k *= 2;
+    if (k < n_kv) k = (n_kv + 255) / 256 * 256;
+    return k < pool ? k : pool > n_kv ? pool : n_kv;
+}
+
+/* Pick the step's sequences and token counts (reserving their KV) and fill the inputs. The
+ * sequences table: S entries of MI_PAGED_FIELDS, then S block tables of ceil(kv / block)
+ * entries each (the bucket's), sequence k's at a fixed offset; entries past a sequence's
+ * blocks hold -1 and are never read (each reader takes ceil(n_kv / block) of them). */
 static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t *n_tok, mi_batch_layout *L) {
     const int64_t n_ctx_train = mi_model_hparams(b->m)->n_ctx_train, B = b->pool.block;
     int S = 0;
-    int64_t T = 0, tab = 0, max_kv = 0, max_rows = 0;
+    int64_t T = 0, max_kv = 0, max_rows = 0;
     int64_t *take = b->take;
     for (int i = 0; i < b->n_seq_max; i++) {
         batch_seq *s = &b->seq[i];
@@ -266,13 +303,18 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         b->held[S] = n_kv - t;
         b->in_step[S++] = i;
         T += t;
-        tab += (n_kv + B - 1) / B;
         if (n_kv > max_kv) max_kv = n_kv;
         if (t > max_rows) max_rows = t;
     }
     *n_seqs = S;
     *n_tok = T;
     if (!S) return MI_OK;
+    const int64_t kv = kv_bucket(max_kv, b->pool.n_blocks * B), per_seq = (kv + B - 1) / B;
+    const int64_t len = (int64_t)S * (MI_PAGED_FIELDS + per_seq);
+    if (T > b->cap_tok || len > b->cap_tab) {   /* the kept graph's Inputs point at the arrays about to move */
+        graph_free(b->step_graph);
+        b->step_graph = NULL;
+    }
     if (T > b->cap_tok) {
         MI_TRY(grow(&b->ids, T));
         MI_TRY(grow(&b->pos, T));
@@ -280,22 +322,22 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         MI_TRY(grow(&b->solo, T));
         b->cap_tok = T;
     }
-    const int64_t len = (int64_t)S * MI_PAGED_FIELDS + tab;
     if (len > b->cap_tab) {
         MI_TRY(grow(&b->tab, len));
         b->cap_tab = len;
     }
-    int64_t r = 0, off = (int64_t)S * MI_PAGED_FIELDS;
+    int64_t r = 0;
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
         const int64_t t = take[k], n_past = s->kv.n_pos - t, nblk = (s->kv.n_pos + B - 1) / B;
+        const int64_t off = (int64_t)S * MI_PAGED_FIELDS + k * per_seq;
         int32_t *f = b->tab + (size_t)k * MI_PAGED_FIELDS;
         f[MI_PAGED_FIRST] = (int32_t)r;
         f[MI_PAGED_ROWS] = (int32_t)t;
         f[MI_PAGED_NPAST] = (int32_t)n_past;
         f[MI_PAGED_TABLE] = (int32_t)off;
         memcpy(b->tab + off, s->kv.blocks, (size_t)nblk * sizeof(int32_t));
-        off += nblk;
+        for (int64_t j = nblk; j < per_seq; j++) b->tab[off + j] = -1;
         for (int64_t j = 0; j < t; j++, r++) {
             b->ids[r] = s->queue[s->head + j];
             b->pos[r] = (int32_t)(n_past + j);
@@ -305,8 +347,13 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         b->last[k] = (int32_t)(r - 1);
     }
     *L = (mi_batch_layout){.rows = b->rows, .seqs = b->tab, .solo = b->solo, .last = b->last, .ones = b->ones,
-                           .n_seqs = S, .seqs_len = len, .block = B, .max_kv = max_kv, .max_rows = max_rows};
+                           .n_seqs = S, .seqs_len = len, .block = B, .max_kv = kv, .max_rows = max_rows};
     return MI_OK;
+}
+
+static bool key_eq(const step_key *x, const step_key *y) {
+    return x->n_seqs == y->n_seqs && x->n_tok == y->n_tok && x->kv == y->kv && x->seqs_len == y->seqs_len &&
+           x->max_rows == y->max_rows && x->ids == y->ids && x->epoch == y->epoch;
 }
 
 /* the step failed: the sequences' reservations go back to what their caches hold */
@@ -331,19 +378,35 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = ids};
     mi_graph *g = NULL;
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
-    st = model_build_graph(b->m, &b->pool.kv, &a, &g);
-    if (st == MI_OK) st = mi_hook_graph_pass(b->hook_state, g);   /* device weights, fusions */
+    const step_key key = {.n_seqs = S, .n_tok = T, .kv = L.max_kv, .seqs_len = L.seqs_len, .max_rows = L.max_rows,
+                          .ids = ids, .epoch = b->no_graph_reuse ? 0 : mi_hook_graph_epoch(b->hook_state)};
+    if (b->step_graph && key_eq(&key, &b->key)) {
+        g = b->step_graph;   /* passed, assigned and allocated already: only the Inputs' data moved */
+        b->stats.graph_reuses++;
+    } else {
+        graph_free(b->step_graph);
+        b->step_graph = NULL;
+        st = model_build_graph(b->m, &b->pool.kv, &a, &g);
+        if (st == MI_OK) st = mi_hook_graph_pass(b->hook_state, g);   /* device weights, fusions */
+        if (st == MI_OK) b->stats.graph_builds++;
+        if (st == MI_OK && !b->no_graph_reuse) {
+            b->step_graph = g;
+            b->key = key;
+        }
+    }
     if (st == MI_OK) st = sched_compute(b->sched, g);
     if (st == MI_OK && ids) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
     else if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
     for (int k = 0; st == MI_OK && ids && k < S; k++)
         if (b->next_ids[k] < 0 || b->next_ids[k] >= V)
             st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
-    graph_free(g);
+    if (g == b->step_graph && st != MI_OK) b->step_graph = NULL;   /* a failed step's graph is not run again */
+    if (g != b->step_graph) graph_free(g);
     if (st != MI_OK) {
         unplan(b, S);
         return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
     }
+    b->stats.steps++;
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
         const float *dst = b->logits + (size_t)k * (size_t)V;
@@ -411,3 +474,4 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
     return MI_OK;
 }
 int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }
+void mi_batch_get_stats(const mi_batch *b, mi_batch_stats *out) { *out = b->stats; }

@@ -74,6 +74,14 @@ bool mi_batch_kv_on_device(const mi_batch *b);
  * on the CPU. */
 mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total);
 
+/* Steps that ran, and how their graphs came: built (model build and the hooks' pass), or the
+ * last step's graph run again (same sequences, rows, output, hook epoch and bucket of the
+ * longest sequence; docs/PHASE8B.md). MINFER_NO_GRAPH_REUSE=1: every step builds. */
+typedef struct {
+    int64_t steps, graph_builds, graph_reuses;
+} mi_batch_stats;
+void mi_batch_get_stats(const mi_batch *b, mi_batch_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,11 @@
  *                   margin <= 2 x the largest logit difference: reported, not hidden)
  *  batch_ids_only   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
+ *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
+ *                   (one sequence ending mid-way): its graph reused and its decode splits
+ *                   replayed (b2) against the same batch building every step with b2 off and
+ *                   against reuse without b2: every logit bit for bit (the same kernels in the
+ *                   same order), most steps replayed, none without b2
  *  bad_*            a bad table or slot is an error of the step with the CPU op's message;
  *                   the launchers refuse shapes they do not take; the kernels called straight
  *                   with a bad table write NaN rows and never outside the cache; a full pool
@@ -24,6 +29,7 @@
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
+#include "phase7d_graphs/graphs7d.h"
 #include "common/model/mi.h"
 #include "common/model/mi_batch.h"
 #include "common/backend/backend.h"
@@ -771,6 +777,125 @@ static void test_ids_only(void) {
     mi_model_free(m);
 }
 
+/* ---------------- b2: a batch's decode steps reused on the host and replayed on the device ---------------- */
+#define RP_STEPS 300
+static int rp_prompt(int i) { return 1 + (i * 5) % 19; }
+static int rp_end(int i, int nseq) { return i == nseq / 2 ? RP_STEPS / 2 : RP_STEPS - 1; }
+
+/* a row of logits, bit for bit: a 64-bit hash of its bytes (the 0.5B's rows of a whole run
+ * would take gigabytes) */
+static uint64_t rp_hash(const float *x, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        h = (h ^ u) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* a hash of each row of logits [nseq][RP_STEPS] (0: did not run): prompts at step 0, then one
+ * token a step; *replays: the graph replays of the run, *bs: the batch's builds and reuses */
+static mi_status rp_run(mi_model *m, int nseq, const char *off, bool reuse, uint64_t *out, uint64_t *replays,
+                        mi_batch_stats *bs) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = nseq;
+    bp.kv_tokens = (int64_t)nseq * (RP_STEPS + 32);
+    bp.backend = "cuda";
+    mi_status st = mi_cuda_items_set_off(off);
+    mi_batch *b = NULL;
+    if (!reuse) setenv("MINFER_NO_GRAPH_REUSE", "1", 1);
+    if (st == MI_OK) st = mi_batch_new(m, &bp, &b);
+    unsetenv("MINFER_NO_GRAPH_REUSE");
+    mi_cuda_graph_counters c0, c1;
+    mi_cuda_graph_stats(&c0);
+    int id[64];
+    int32_t toks[32];
+    for (int step = 0; st == MI_OK && step < RP_STEPS; step++) {
+        for (int i = 0; st == MI_OK && i < nseq; i++) {
+            if (step > rp_end(i, nseq)) continue;
+            const int64_t n = step == 0 ? rp_prompt(i) : 1;
+            for (int64_t j = 0; j < n; j++) toks[j] = plan_tok(i, step == 0 ? j : rp_prompt(i) + step - 1, V);
+            if (step == 0) st = mi_batch_seq_new(b, NULL, &id[i]);
+            if (st == MI_OK) st = mi_batch_seq_add(b, id[i], toks, n);
+        }
+        int ran = 0;
+        if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
+        for (int i = 0; st == MI_OK && i < nseq; i++) {
+            if (step > rp_end(i, nseq)) continue;
+            const float *got = mi_batch_seq_logits(b, id[i]);
+            if (!got) st = mi_err(MI_ERR_INTERNAL, "sequence %d has no logits at step %d", i, step);
+            else out[(size_t)i * RP_STEPS + (size_t)step] = rp_hash(got, V);
+            if (step == rp_end(i, nseq) && step < RP_STEPS - 1) mi_batch_seq_free(b, id[i]);
+        }
+    }
+    mi_cuda_graph_stats(&c1);
+    *replays = c1.replays - c0.replays;
+    if (b) {
+        mi_batch_get_stats(b, bs);
+        if (st == MI_OK && (!mi_batch_kv_on_device(b) || strcmp(mi_batch_backend(b), "cuda")))
+            st = mi_err(MI_ERR_INTERNAL, "the batch does not run on the device");
+        mi_batch_free(b);
+    }
+    mi_cuda_items_set_off("");
+    return st;
+}
+
+static void test_batch_replay(const char *shape, const char *type, int nseq) {
+    char path[2048], label[128];
+    snprintf(label, sizeof label, "batch_replay_%.30s_%.20s_%dseq", shape, type, nseq);
+    if (!gu_selected(label)) return;
+    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    if (!mi_cuda_item_on("b2") || !mi_cuda_graph_enabled()) {
+        gu_skip_named(&R, label, "b2 or CUDA graphs switched off (MINFER_PERF_OFF, MINFER_NO_CUDA_GRAPH)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const size_t n = (size_t)nseq * RP_STEPS;
+    uint64_t *on = calloc(n, 8), *off = calloc(n, 8), *host = calloc(n, 8);
+    uint64_t r_on = 0, r_off = 0, r_host = 0;
+    mi_batch_stats s_on = {0}, s_off = {0}, s_host = {0};
+    mi_status st = rp_run(m, nseq, "", true, on, &r_on, &s_on);            /* reused and replayed */
+    if (st == MI_OK) st = rp_run(m, nseq, "b2", false, off, &r_off, &s_off);   /* built every step, direct */
+    if (st == MI_OK) st = rp_run(m, nseq, "b2", true, host, &r_host, &s_host); /* reused, direct */
+    size_t bad_off = 0, bad_host = 0, first = n;
+    for (size_t j = 0; st == MI_OK && j < n; j++) {
+        const bool d1 = on[j] != off[j], d2 = on[j] != host[j];
+        bad_off += d1;
+        bad_host += d2;
+        if ((d1 || d2) && first == n) first = j;
+    }
+    /* decode steps: all but the first (prompts); a capture each (sequences, bucket) met */
+    const int64_t decode_steps = RP_STEPS - 1;
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (bad_off || bad_host)
+        gu_fail(&R, "logits rows differ from the direct run built every step: %zu, from reuse without b2: %zu; first: "
+                    "sequence %zu step %zu", bad_off, bad_host, first / RP_STEPS, first % RP_STEPS);
+    else if ((int64_t)r_on < decode_steps - 16 || r_off || r_host || s_on.graph_builds > 16 ||
+             s_off.graph_builds != RP_STEPS || s_host.graph_builds != s_on.graph_builds)
+        gu_fail(&R, "replays %llu (want >= %lld), without b2 %llu and %llu (want 0); graphs built %lld, %lld (want %d), "
+                    "%lld", (unsigned long long)r_on, (long long)(decode_steps - 16), (unsigned long long)r_off,
+                (unsigned long long)r_host, (long long)s_on.graph_builds, (long long)s_off.graph_builds, RP_STEPS,
+                (long long)s_host.graph_builds);
+    else
+        gu_pass(&R, "%d sequences (one ends at step %d), %d steps: %llu splits replayed, %lld graphs built (reused "
+                    "%lld); every logits row bit-identical to the batch built every step without b2 and to reuse "
+                    "without b2", nseq, RP_STEPS / 2, RP_STEPS, (unsigned long long)r_on, (long long)s_on.graph_builds,
+                (long long)s_on.graph_reuses);
+    free(on);
+    free(off);
+    free(host);
+    mi_model_free(m);
+}
+
 /* b1: the split int8 matmul vs the CPU (7b's bound), vs 7e's unsplit kernel (the same unit
  * dots, another float sum over units), and against itself on a second run (bitwise) */
 static void split_case(mi_type t, int64_t K, int64_t M, int64_t N) {
@@ -867,6 +992,8 @@ int main(int argc, char **argv) {
         {"qwen2.5-0.5b", "q4_0", 64, 64, 5, true, MI_TYPE_F16},
     };
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
+    test_batch_replay("tiny-qwen2", "q4_0", 5);
+    test_batch_replay("qwen2.5-0.5b", "q4_0", 16);
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);

@@ -317,3 +317,103 @@ Test(batch, sampled_draw_ignores_the_budget) {
     for (int i = 0; i < 8; i++) cr_assert_eq(split[i], whole[i], "token %d: budget 16 %d, whole prompt %d", i, split[i], whole[i]);
     mi_model_free(m);
 }
+
+/* Graph reuse (a step of the same bucket runs the last step's graph again): four sequences over
+ * 140 steps, decoding across many block (16) and bucket (16, 32, 64, 128, 256) boundaries of
+ * the longest sequence, one joining at step 40 and one ending after step 70. Every logit at
+ * every step equals, byte for byte, that of the same batch building every step
+ * (MINFER_NO_GRAPH_REUSE=1) and that of each sequence alone; most steps reuse. */
+#define LONG_SEQS 4
+#define LONG_STEPS 140
+static int long_join(int i) { return i == 3 ? 40 : 0; }
+static int long_end(int i) { return i == 1 ? 70 : LONG_STEPS - 1; }
+static int64_t long_prompt(int i) { return 5 + 4 * i - (i == 3 ? 6 : 0); }   /* 5, 9, 13, 11 */
+static int64_t long_chunk(int i, int step, int32_t *out, int64_t V) {
+    const int k = step - long_join(i);
+    if (k < 0 || step > long_end(i)) return 0;
+    const int64_t off = k == 0 ? 0 : long_prompt(i) + k - 1, n = k == 0 ? long_prompt(i) : 1;
+    for (int64_t j = 0; j < n; j++) out[j] = tok(i, off + j, V);
+    return n;
+}
+
+/* logits [LONG_SEQS][LONG_STEPS][V] of the schedule run as one batch */
+static void long_batch(mi_model *m, bool reuse, float *out, mi_batch_stats *stats) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = LONG_SEQS;
+    bp.kv_tokens = 1024;
+    bp.n_threads = 2;
+    mi_batch *b = NULL;
+    if (!reuse) setenv("MINFER_NO_GRAPH_REUSE", "1", 1);
+    mi_status st = mi_batch_new(m, &bp, &b);
+    unsetenv("MINFER_NO_GRAPH_REUSE");
+    cr_assert_eq(st, MI_OK, "%s", mi_errmsg());
+    int id[LONG_SEQS];
+    int32_t toks[64];
+    for (int step = 0; step < LONG_STEPS; step++) {
+        for (int i = 0; i < LONG_SEQS; i++) {
+            const int64_t n = long_chunk(i, step, toks, V);
+            if (!n) continue;
+            if (step == long_join(i)) cr_assert_eq(mi_batch_seq_new(b, NULL, &id[i]), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(mi_batch_seq_add(b, id[i], toks, n), MI_OK, "%s", mi_errmsg());
+        }
+        int ran = 0;
+        cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "step %d: %s", step, mi_errmsg());
+        for (int i = 0; i < LONG_SEQS; i++) {
+            if (step < long_join(i) || step > long_end(i)) continue;
+            const float *got = mi_batch_seq_logits(b, id[i]);
+            cr_assert(got, "sequence %d has no logits at step %d", i, step);
+            memcpy(out + ((size_t)i * LONG_STEPS + (size_t)step) * (size_t)V, got, (size_t)V * sizeof(float));
+            if (step == long_end(i) && step < LONG_STEPS - 1) mi_batch_seq_free(b, id[i]);
+        }
+    }
+    mi_batch_get_stats(b, stats);
+    mi_batch_free(b);
+}
+
+Test(batch, graph_reuse_across_buckets, .timeout = 600) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t n = (size_t)LONG_SEQS * LONG_STEPS * (size_t)V;
+    float *on = calloc(n, sizeof(float)), *off = calloc(n, sizeof(float)), *alone = calloc(n, sizeof(float));
+    mi_batch_stats s_on, s_off;
+    long_batch(m, true, on, &s_on);
+    long_batch(m, false, off, &s_off);
+    cr_assert_eq(s_on.steps, LONG_STEPS);
+    cr_assert_eq(s_on.graph_builds + s_on.graph_reuses, LONG_STEPS);
+    /* builds: the first prompt step, each bucket the longest sequence enters (32 .. 256), the
+     * join (a mixed step, then a new sequence count), the end: 10 */
+    cr_assert_leq(s_on.graph_builds, 12, "%lld graphs built in %d steps", (long long)s_on.graph_builds, LONG_STEPS);
+    cr_assert_eq(s_off.graph_builds, LONG_STEPS, "MINFER_NO_GRAPH_REUSE=1 builds every step");
+    cr_assert_eq(s_off.graph_reuses, 0);
+    for (int i = 0; i < LONG_SEQS; i++) {   /* each alone, in a session fed the same chunks */
+        mi_session_params p;
+        mi_session_params_default(&p);
+        p.backend = "cpu";
+        p.n_threads = 2;
+        mi_session *s = NULL;
+        cr_assert_eq(mi_session_new(m, &p, &s), MI_OK, "%s", mi_errmsg());
+        int32_t toks[64];
+        for (int step = 0; step < LONG_STEPS; step++) {
+            const int64_t k = long_chunk(i, step, toks, V);
+            if (!k) continue;
+            cr_assert_eq(mi_session_decode(s, toks, k, false), MI_OK, "%s", mi_errmsg());
+            int64_t rows;
+            memcpy(alone + ((size_t)i * LONG_STEPS + (size_t)step) * (size_t)V, mi_logits(s, &rows),
+                   (size_t)V * sizeof(float));
+        }
+        mi_session_free(s);
+    }
+    for (size_t j = 0; j < n; j++) {
+        const size_t row = j / (size_t)V;
+        cr_assert(!memcmp(&on[j], &off[j], sizeof(float)), "sequence %zu, step %zu, logit %zu: reused %.9g, built %.9g",
+                  row / LONG_STEPS, row % LONG_STEPS, j % (size_t)V, on[j], off[j]);
+        cr_assert(!memcmp(&on[j], &alone[j], sizeof(float)), "sequence %zu, step %zu, logit %zu: batch %.9g, alone %.9g",
+                  row / LONG_STEPS, row % LONG_STEPS, j % (size_t)V, on[j], alone[j]);
+    }
+    free(on);
+    free(off);
+    free(alone);
+    mi_model_free(m);
+}
