@@ -286,7 +286,8 @@ static bool stream_type(mi_type wt) {
 }
 static int stream_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
 
-/* blocks of kernel_gemm_stream<WT, NT> a multiprocessor holds (its shared memory sets it) */
+/* blocks of kernel_gemm_stream<WT, NT> a multiprocessor holds (its shared memory sets it); the
+ * first call also raises the kernel's dynamic shared memory limit, once, before any launch */
 template <int WT, int NT> static int stream_occupancy(void) {
     static int bps = 0;
     if (bps == 0) {
@@ -375,8 +376,6 @@ static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t 
     int S = 1;
     const int64_t chunk = stream_chunk(M, N, nst, (int64_t)mi7e_sm_count() * stream_occupancy<WT, NT>(),
                                        stream_wbytes((mi_type)WT), &S);
-    MI_CU_CHECK(cudaFuncSetAttribute(kernel_gemm_stream<WT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)gs_smem<WT, NT>::bytes));
     kernel_gemm_stream<WT, NT><<<dim3((unsigned)bands, (unsigned)S), GS_THREADS, gs_smem<WT, NT>::bytes, st>>>(
         w, wrow, M, a, arow, N, nunits, chunk, bias, y, S > 1 ? part : NULL);
     MI_CU_CHECK_LAUNCH("kernel_gemm_stream");

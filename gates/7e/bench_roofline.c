@@ -10,9 +10,8 @@
  * --json PATH. Not a gate (run_device_gates.sh runs gate_* only).
  * With --n N (2..64) every node has N rows instead of one (a batch's decode step: 8b's b3 and b1
  * against 7e's int8 and f16 kernels); the fused FFN shapes are left out there, and the CPU
- * reference runs a thread a row.
+ * reference runs its rows on threads.
  *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] [--n N] */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,28 +76,10 @@ static mi_status call_kernel(cudaStream_t S, const void *p) {
     return st;
 }
 
-typedef struct {
-    const shape *sh;
-    const uint8_t *w;
-    const float *x;
-    float *y;
-} ref_row;
-static void *ref_row_run(void *p) {
-    const ref_row *r = p;
-    cpu_matmul(r->sh->type, r->w, r->x, NULL, r->y, r->sh->K, r->sh->M, 1);
-    return NULL;
-}
-/* CPU reference of the node: the matmul (N rows, a thread each), or silu(gate) * up for the fused FFN */
+/* CPU reference of the node: the matmul (N rows over threads), or silu(gate) * up for the fused FFN */
 static void reference(const shape *sh, const uint8_t *w, const uint8_t *w2, const float *x, float *y, int N) {
     if (N > 1) {
-        pthread_t th[64];
-        ref_row rr[64];
-        for (int n = 0; n < N; n++) {
-            rr[n] = (ref_row){sh, w, x + (size_t)n * sh->K, y + (size_t)n * sh->M};
-            if (pthread_create(&th[n], NULL, ref_row_run, &rr[n]) != 0) ref_row_run(&rr[n]), th[n] = 0;
-        }
-        for (int n = 0; n < N; n++)
-            if (th[n]) pthread_join(th[n], NULL);
+        cpu_matmul_par(sh->type, w, x, NULL, y, sh->K, sh->M, N);
         return;
     }
     cpu_matmul(sh->type, w, x, NULL, y, sh->K, sh->M, 1);

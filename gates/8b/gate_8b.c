@@ -853,7 +853,7 @@ static void stream_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff)
     float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
     const size_t ny = (size_t)(M * N);
     float *ref = malloc(ny * 4), *got = malloc(ny * 4), *got2 = malloc(ny * 4), *old = malloc(ny * 4);
-    cpu_matmul(t, w, x, bias, ref, K, M, N);
+    cpu_matmul_par(t, w, x, bias, ref, K, M, N);
     void *wbase, *xbase, *bbase;
     void *dw = dev_up_at(w, wb, woff, &wbase);
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
