@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <time.h>
 #include <unistd.h>
 
 struct srv_http {
@@ -22,6 +23,7 @@ struct srv_http {
     struct MHD_Daemon *d;
     atomic_ullong next_id;
     unsigned long long id_salt;
+    atomic_int in_flight;        /* requests begun and not completed (their last bytes not yet sent) */
 };
 
 typedef enum { R_HEALTH, R_MODELS, R_COMPLETIONS, R_CHAT, R_METRICS } route;
@@ -312,6 +314,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cr = calloc(1, sizeof *cr);
         if (!cr) return MHD_NO;
         *con_cls = cr;
+        atomic_fetch_add(&h->in_flight, 1);
         enum MHD_Result ret;
         if (check_head(h, c, url, method, cr, &ret)) return ret;
         if (cr->rt == R_COMPLETIONS || cr->rt == R_CHAT) return MHD_YES;   /* the body comes next */
@@ -358,8 +361,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    srv_http *h = cls;
     conn_req *cr = *con_cls;
     if (!cr) return;
+    atomic_fetch_sub(&h->in_flight, 1);
     free(cr->body);
     free(cr);
     *con_cls = NULL;
@@ -415,6 +420,15 @@ int srv_http_port(const srv_http *h) {
 void srv_http_quiesce(srv_http *h) {
     MHD_socket s = MHD_quiesce_daemon(h->d);
     if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+bool srv_http_drain(srv_http *h, int ms) {
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int waited = 0; h && atomic_load(&h->in_flight) > 0; waited += 10) {
+        if (waited >= ms) return false;
+        nanosleep(&tick, NULL);
+    }
+    return true;
 }
 
 void srv_http_stop(srv_http *h) {

@@ -27,6 +27,9 @@ mi_status srv_http_start(const srv_http_params *p, srv_engine *e, const api_ctx 
 int srv_http_port(const srv_http *h);
 /* Stop taking connections (the listening socket closes); open ones go on. */
 void srv_http_quiesce(srv_http *h);
+/* Wait until every request begun has completed (its last bytes sent: after engine_stop, the
+ * 503 or the stream's error event and [DONE]), at most ms; false if some had not. */
+bool srv_http_drain(srv_http *h, int ms);
 /* Close every connection and join their threads. */
 void srv_http_stop(srv_http *h);
 

@@ -17,10 +17,12 @@ MINFER=$BUILD/minfer
 mkdir -p "$OUT"
 "$MINFER" serve --help >/dev/null 2>&1 || { say "$MINFER has no serve (libmicrohttpd/jansson missing at build)"; exit 1; }
 M=${MODEL:-$(bench_model "$MINFER" qwen2.5-7b q4_k_m)} || exit 1
+# the client's venv, made by the interpreter the device scripts use (MINFER_PYTHON, as gates/device.sh)
+PY=${MINFER_PYTHON:-.venv/bin/python}
 VENV=${SERVE_VENV:-/tmp/serve-venv}
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import openai" 2>/dev/null; then
-    python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --no-index --find-links .carry/serve-wheels openai \
-        || { say "openai client: install from .carry/serve-wheels failed (python $(python3 -V 2>&1))"; exit 1; }
+    "$PY" -m venv "$VENV" && "$VENV/bin/pip" install -q --no-index --find-links .carry/serve-wheels openai \
+        || { say "openai client: install from .carry/serve-wheels failed (python $("$PY" -V 2>&1))"; exit 1; }
 fi
 PORT=${PORT:-8090}
 LOG=$OUT/serve-server.log

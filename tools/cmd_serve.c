@@ -191,6 +191,7 @@ int cmd_serve(int argc, char **argv) {
 out:
     if (h) srv_http_quiesce(h);
     if (e) engine_stop(e);    /* every open request ends (503): their threads send the last word and return */
+    if (h && !srv_http_drain(h, 5000)) fprintf(stderr, "minfer serve: some requests had not ended after 5 s: closing them\n");
     srv_http_stop(h);         /* then the connections close and their threads are joined */
     engine_free(e);
     tok_free(tk);
