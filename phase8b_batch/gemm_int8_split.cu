@@ -8,17 +8,7 @@
 #include "phase7e_perf/gemm_int8_kernel.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
-
-/* y [n][m] = sum over z of part [z][n][m], z ascending, then + bias [m] */
-__global__ void kernel_split_sum(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
-                                 int64_t M, int64_t N, int S) {
-    const int64_t MN = M * N;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < MN; i += (int64_t)gridDim.x * blockDim.x) {
-        float s = part[i];
-        for (int z = 1; z < S; z++) s += part[(size_t)z * MN + i];
-        Y[i] = bias ? s + bias[i % M] : s;
-    }
-}
+#include "phase8b_batch/split_sum.cuh"
 
 /* units a split: S splits of whole stages, at least two stages each, enough blocks for about
  * four a multiprocessor; S = 1 when the tiles fill the GPU already */
@@ -63,9 +53,7 @@ static mi_status launch_split(cudaStream_t st, const uint8_t *w, const uint8_t *
     kernel_gemm_int8<WT, true><<<dim3((unsigned)gx, (unsigned)gy, (unsigned)S), 128, 0, st>>>(w, wrow, a, arow, NULL, y,
                                                                                              M, N, nunits, chunk, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_int8<split>");
-    int64_t nb = (M * N + 255) / 256;
-    if (nb > 4096) nb = 4096;
-    kernel_split_sum<<<(unsigned)nb, 256, 0, st>>>(part, bias, y, M, N, S);
+    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
     MI_CU_CHECK_LAUNCH("kernel_split_sum");
     return MI_OK;
 }

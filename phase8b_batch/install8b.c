@@ -129,6 +129,25 @@ static mi_status run_mm_split(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores, K split over blocks", "e7,b1",
                                           sup_mm_split, run_mm_split, ws_mm_split, 0};
 
+/* ---------------- MATMUL at 9..64 rows: the weights streamed through shared memory ---------------- */
+static bool sup_mm_stream(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && n->src[1] && mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+           mi7b_matmul_node_supported(n);
+}
+static size_t ws_mm_stream(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_stream_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+}
+static mi_status run_mm_stream(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_stream(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
+                            n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_mm_stream = {
+    "matmul, 9..64 rows, Q4_K/Q6_K/Q4_0/Q8_0 weights streamed by cp.async, int8 tensor cores", "b3", sup_mm_stream,
+    run_mm_stream, ws_mm_stream, 0};
+
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
     mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
@@ -138,4 +157,7 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
     mi_cuda_item_declare("b2", "a step of many sequences captured into a CUDA graph once a shape and bucket, then replayed");
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_replay);
+    mi_cuda_item_declare("b3", "a batch's matmuls of 9..64 rows stream the weights' raw bytes through a cp.async ring "
+                               "into int8 tensor cores (Q4_K, Q6_K, Q4_0, Q8_0)");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
 }

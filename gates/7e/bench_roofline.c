@@ -8,7 +8,10 @@
  * runs after 3 warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
  * (--peak-gbs, default 4600: TARGETS.md's measured H200 read); one JSON line each to
  * --json PATH. Not a gate (run_device_gates.sh runs gate_* only).
- *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] */
+ * With --n N (2..64) every node has N rows instead of one (a batch's decode step: 8b's b3 and b1
+ * against 7e's int8 and f16 kernels); the fused FFN shapes are left out there, and the CPU
+ * reference runs its rows on threads.
+ *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] [--n N] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +76,12 @@ static mi_status call_kernel(cudaStream_t S, const void *p) {
     return st;
 }
 
-/* CPU reference of the node: the matmul, or silu(gate) * up for the fused FFN */
-static void reference(const shape *sh, const uint8_t *w, const uint8_t *w2, const float *x, float *y) {
+/* CPU reference of the node: the matmul (N rows over threads), or silu(gate) * up for the fused FFN */
+static void reference(const shape *sh, const uint8_t *w, const uint8_t *w2, const float *x, float *y, int N) {
+    if (N > 1) {
+        cpu_matmul_par(sh->type, w, x, NULL, y, sh->K, sh->M, N);
+        return;
+    }
     cpu_matmul(sh->type, w, x, NULL, y, sh->K, sh->M, 1);
     if (!sh->ffn) return;
     float *up = malloc((size_t)sh->M * 4);
@@ -86,7 +93,7 @@ static void reference(const shape *sh, const uint8_t *w, const uint8_t *w2, cons
 typedef struct {
     const char *json;
     double peak_gbs;
-    int reps;
+    int reps, n;
     char gpu[256], commit[64], date[32];
 } bench_opts;
 
@@ -95,7 +102,7 @@ static void ladder_row(call_ctx *a, const shape *sh, const float *ref, size_t wb
     mi_cuda_ctx *c = a->c;
     const mi_cuda_kernel *k = a->k;
     const mi_tensor *node = a->node;
-    const size_t ny = (size_t)sh->M;
+    const size_t ny = (size_t)sh->M * (size_t)o->n;
     const size_t wsb = k->workspace ? k->workspace(node) : 0;
     void *ws = dev_poison(wsb ? wsb : 256);
     float *got = malloc(ny * 4), *got2 = malloc(ny * 4);
@@ -119,19 +126,21 @@ static void ladder_row(call_ctx *a, const shape *sh, const float *ref, size_t wb
     }
     const double us = ms * 1e3, gbs = ms > 0 ? (double)wbytes / (ms * 1e-3) / 1e9 : 0;
     if (!valid)
-        printf("| %s | %s | %s | %s | INVALID: %s | | |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
+        printf("| %s | %s | %s | %s [%s] | INVALID: %s | | |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
+               k->items ? k->items : "-",
                st != MI_OK ? mi_errmsg() : !rep ? "repeat differs" : "nmse over 1e-6");
     else
-        printf("| %s | %s | %s | %s | %.1f | %.0f | %.0f%% |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
+        printf("| %s | %s | %s | %s [%s] | %.1f | %.0f | %.0f%% |\n", sh->model, sh->tensor, mi_type_name(sh->type),
+               k->name, k->items ? k->items : "-",
                us, gbs, 100.0 * gbs / o->peak_gbs);
     fflush(stdout);
     if (jf)
         fprintf(jf,
                 "{\"bench\":\"roofline\",\"model\":\"%s\",\"tensor\":\"%s\",\"type\":\"%s\",\"K\":%lld,\"M\":%lld,"
-                "\"N\":1,\"copies\":%d,\"fused_ffn\":%s,\"kernel\":\"%s\",\"items\":\"%s\",\"valid\":%s,\"nmse\":%.3g,\"us\":%.3f,"
+                "\"N\":%d,\"copies\":%d,\"fused_ffn\":%s,\"kernel\":\"%s\",\"items\":\"%s\",\"valid\":%s,\"nmse\":%.3g,\"us\":%.3f,"
                 "\"weight_bytes\":%zu,\"gb_s\":%.1f,\"peak_gb_s\":%.0f,\"roofline_frac\":%.4f,\"gpu\":\"%s\","
                 "\"commit\":\"%s\",\"date\":\"%s\"}\n",
-                sh->model, sh->tensor, mi_type_name(sh->type), (long long)sh->K, (long long)sh->M, a->ncopy,
+                sh->model, sh->tensor, mi_type_name(sh->type), (long long)sh->K, (long long)sh->M, o->n, a->ncopy,
                 sh->ffn ? "true" : "false", k->name, k->items ? k->items : "", valid ? "true" : "false", nmse,
                 valid ? us : 0.0, wbytes, gbs, o->peak_gbs, gbs / o->peak_gbs, o->gpu, o->commit, o->date);
     free(got);
@@ -144,11 +153,12 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     size_t wb = 0, wb2 = 0;
     uint8_t *w = gu_make_weights(seed, sh->type, sh->K, sh->M, 1.0f, &wb);
     uint8_t *w2 = sh->ffn ? gu_make_weights(seed, sh->type, sh->K, sh->M, 1.0f, &wb2) : NULL;
-    float *x = gu_rand_f32(seed, (size_t)sh->K, -1.f, 1.f), *ref = malloc((size_t)sh->M * 4);
-    reference(sh, w, w2, x, ref);
+    const int N = o->n;
+    float *x = gu_rand_f32(seed, (size_t)sh->K * N, -1.f, 1.f), *ref = malloc((size_t)sh->M * N * 4);
+    reference(sh, w, w2, x, ref, N);
     void *wbase, *w2base, *xbase;   /* dev_up_at's bases: offset 0, so the data pointers */
     mi_tensor tw, tw2, tx, node;
-    const int64_t wne[2] = {sh->K, sh->M}, xne[2] = {sh->K, 1}, yne[2] = {sh->M, 1};
+    const int64_t wne[2] = {sh->K, sh->M}, xne[2] = {sh->K, N}, yne[2] = {sh->M, N};
     tensor_init(&tw, "w", sh->type, 2, wne);
     tensor_init(&tw2, "w2", sh->type, 2, wne);
     tensor_init(&tx, "x", MI_TYPE_F32, 2, xne);
@@ -162,8 +172,8 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     }
     tw.data = a.wcopy[0];
     if (w2) tw2.data = a.w2copy[0];
-    tx.data = dev_up_at(x, (size_t)sh->K * 4, 0, &xbase);
-    node.data = dev_poison((size_t)sh->M * 4);
+    tx.data = dev_up_at(x, (size_t)sh->K * N * 4, 0, &xbase);
+    node.data = dev_poison((size_t)sh->M * N * 4);
     node.op = sh->ffn ? MI_OP_FFN_SWIGLU : MI_OP_MATMUL;
     node.src[0] = &tw;
     node.src[1] = sh->ffn ? &tw2 : &tx;
@@ -193,18 +203,19 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
 }
 
 int main(int argc, char **argv) {
-    bench_opts o = {NULL, 4600.0, 20, "", "", ""};
+    bench_opts o = {NULL, 4600.0, 20, 1, "", "", ""};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) o.json = argv[++i];
         else if (!strcmp(argv[i], "--peak-gbs") && i + 1 < argc) o.peak_gbs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc) o.n = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R (1..32)]\n");
+            fprintf(stderr, "usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R (1..32)] [--n N (1..64)]\n");
             return 2;
         }
     }
-    if (o.peak_gbs <= 0 || o.reps < 1 || o.reps > 32) {
-        fprintf(stderr, "bench_roofline: --peak-gbs must be > 0 and --reps 1..32\n");
+    if (o.peak_gbs <= 0 || o.reps < 1 || o.reps > 32 || o.n < 1 || o.n > 64) {
+        fprintf(stderr, "bench_roofline: --peak-gbs must be > 0, --reps 1..32 and --n 1..64\n");
         return 2;
     }
     mi_phases_install();
@@ -225,10 +236,12 @@ int main(int argc, char **argv) {
         be->iface->destroy(be);
         return 1;
     }
-    printf("one-token matmul, each kernel alone, against %.0f GB/s (%s)\n", o.peak_gbs, o.gpu);
+    printf("matmul of %d row%s, each kernel alone, against %.0f GB/s of weights (%s)\n", o.n, o.n > 1 ? "s" : "",
+           o.peak_gbs, o.gpu);
     printf("| model | tensor | type | kernel | us | GB/s | of roofline |\n| --- | --- | --- | --- | ---: | ---: | ---: |\n");
     unsigned long long seed = 0x8a;
-    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) ladder_shape(c, &k_shapes[i], &seed, &o, jf);
+    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+        if (o.n == 1 || !k_shapes[i].ffn) ladder_shape(c, &k_shapes[i], &seed, &o, jf);
     if (jf) fclose(jf);
     be->iface->destroy(be);
     return 0;

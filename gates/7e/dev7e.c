@@ -1,5 +1,7 @@
 /* gates/7e/dev7e.h: device buffers and copies for the 7e gate's checks, the CPU scalar matmul
  * reference, tolerance and median helpers, and a per-call kernel timing. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <math.h>
 #include "gates/7e/dev7e.h"
 
@@ -46,6 +48,35 @@ void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, 
             y[n * M + m] = bias ? s + bias[m] : s;
         }
     free(aq);
+}
+
+typedef struct {
+    mi_type t;
+    const uint8_t *w;
+    const float *x, *bias;
+    float *y;
+    int64_t K, M, n0, n1;
+} mm_part;
+static void *mm_part_run(void *p) {
+    const mm_part *a = p;
+    for (int64_t n = a->n0; n < a->n1; n++) cpu_matmul(a->t, a->w, a->x + n * a->K, a->bias, a->y + n * a->M, a->K, a->M, 1);
+    return NULL;
+}
+
+void cpu_matmul_par(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K, int64_t M,
+                    int64_t N) {
+    enum { MAXT = 64 };
+    pthread_t th[MAXT];
+    mm_part parts[MAXT];
+    bool started[MAXT];
+    const int64_t nt = N < MAXT ? N : MAXT;
+    for (int64_t i = 0; i < nt; i++) {
+        parts[i] = (mm_part){t, w, x, bias, y, K, M, N * i / nt, N * (i + 1) / nt};
+        started[i] = pthread_create(&th[i], NULL, mm_part_run, &parts[i]) == 0;
+        if (!started[i]) mm_part_run(&parts[i]);
+    }
+    for (int64_t i = 0; i < nt; i++)
+        if (started[i]) pthread_join(th[i], NULL);
 }
 
 static int cmp_float(const void *a, const void *b) {

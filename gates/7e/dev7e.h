@@ -27,6 +27,9 @@ size_t first_bad(const float *got, const float *want, size_t n, double tol_rel, 
 /* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias); W (M rows, K), x (N, K) */
 void cpu_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K, int64_t M,
                 int64_t N);
+/* cpu_matmul with its N rows spread over up to 64 threads (the same values: each row alone) */
+void cpu_matmul_par(mi_type t, const uint8_t *w, const float *x, const float *bias, float *y, int64_t K, int64_t M,
+                    int64_t N);
 /* median of n timings (sorts v in place) */
 float median_f(float *v, int n);
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Host emulations of the CUDA kernels' index math (gates/7e/emu_*.py, gates/8a/emu_*.py): which
+"""Host emulations of the CUDA kernels' index math (gates/7e/emu_*.py, gates/8a/emu_*.py, gates/8b/emu_*.py): which
 lane stages, loads and writes which element, checked against plain Python / NumPy on random
 data. They need no GPU, so CI runs them: a change to a kernel's tiling that its emulation no
 longer matches fails here before a device run. Usage: py_emu_kernels.py BUILD (not used)."""
 import os, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-emus = [(d, name) for d in ("7e", "8a") for name in sorted(os.listdir(os.path.join(here, "..", d)))
+emus = [(d, name) for d in ("7e", "8a", "8b") for name in sorted(os.listdir(os.path.join(here, "..", d)))
         if name.startswith("emu_") and name.endswith(".py")]
 passed = failed = 0
 for d, name in emus:
