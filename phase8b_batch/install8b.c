@@ -130,10 +130,15 @@ static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores
                                           sup_mm_split, run_mm_split, ws_mm_split, 0};
 
 /* ---------------- MATMUL at 9..64 rows: the weights streamed through shared memory ---------------- */
+/* The ring pays off once a band streams enough super-blocks to hide its fill: at K = 896 (the
+ * 0.5B's q/k/v/o and gate/up, under 4 stages a band) b1 is faster on every shape measured at 16
+ * and 64 rows, from K = 3584 on the stream kernel wins (results/notes/PHASE8B.md, b3's table).
+ * The kernel itself is correct at any K (gate stream_mm_*); this is the choice between the two. */
+#define STREAM_MIN_K 2048
 static bool sup_mm_stream(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
-           mi7b_matmul_node_supported(n);
+    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K &&
+           mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) && mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_stream(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
