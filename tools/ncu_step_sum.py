@@ -9,7 +9,9 @@ import re
 import sys
 from collections import defaultdict
 
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+rows = list(csv.reader(open(sys.argv[1])))
+start = next(i for i, r in enumerate(rows) if r and r[0] == "ID")   # the program's own output comes first
+rows = [r for r in rows[start:] if len(r) == len(rows[start])]
 head = rows[0]
 ki, mi, vi = head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
 tot, cnt = defaultdict(float), defaultdict(int)
