@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include "../core/mi_err.h"
 #include "../graph/graph.h"
+#include "threadpool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,6 +73,8 @@ struct mi_backend {
 
 /* The CPU backend (common/backend/cpu_backend.c). n_threads <= 0: all cores. */
 mi_status mi_backend_cpu_new(int n_threads, mi_backend **out);
+/* Its worker pool, for host work between graph runs (a batch's per-sequence draws). */
+mi_threadpool *mi_backend_cpu_pool(mi_backend *cpu);
 
 /* Backend registry. Phases register their backends in their install function
  * (e.g. phase 7a registers "cuda"); common code creates them by name. */

@@ -269,6 +269,8 @@ static const mi_backend_iface g_cpu_iface = {
     .memory = cpu_memory,
 };
 
+mi_threadpool *mi_backend_cpu_pool(mi_backend *cpu) { return ((mi_cpu_ctx *)cpu->ctx)->tp; }
+
 mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {
     *out = NULL;
     if (n_threads <= 0) {

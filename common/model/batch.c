@@ -54,6 +54,7 @@ struct mi_batch {
     int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (ids_only) */
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
+    int *draw;                   /* the step's rows whose sequence draws from its logits */
     int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
     /* The last step's graph, built, passed, assigned and allocated, run again by a step of the
      * same key (its Inputs read the arrays above, which do not move while it is kept). NULL:
@@ -86,6 +87,7 @@ void mi_batch_free(mi_batch *b) {
     free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
     free(b->next_ids);
     free(b->in_step);
+    free(b->draw);
     free(b->take);
     free(b->held);
     free(b);
@@ -155,6 +157,7 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->seq = calloc((size_t)p.n_seq_max, sizeof *b->seq);
     b->logits = malloc((size_t)p.n_seq_max * (size_t)V * sizeof(float));
     b->in_step = malloc((size_t)p.n_seq_max * sizeof *b->in_step);
+    b->draw = malloc((size_t)p.n_seq_max * sizeof *b->draw);
     b->take = malloc((size_t)p.n_seq_max * sizeof *b->take);
     b->held = malloc((size_t)p.n_seq_max * sizeof *b->held);
     b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
@@ -162,7 +165,7 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
     b->ids_only = p.ids_only;
     b->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE");
-    mi_status st = b->seq && b->logits && b->in_step && b->take && b->held && b->last && b->ones && b->next_ids
+    mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones && b->next_ids
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
@@ -361,6 +364,26 @@ static void unplan(mi_batch *b, int S) {
     for (int k = 0; k < S; k++) kv_pool_truncate(&b->pool, &b->seq[b->in_step[k]].kv, b->held[k]);
 }
 
+/* A sequence's next token from its row of logits. Each sequence draws with its own sampler (its
+ * RNG and scratch), so rows draw on any thread in any order and the tokens stay the same. */
+static void draw_one(void *arg, int64_t i, int ith) {
+    (void)ith;
+    mi_batch *b = arg;
+    const int k = b->draw[i];
+    batch_seq *s = &b->seq[b->in_step[k]];
+    const int64_t V = mi_model_hparams(b->m)->n_vocab;
+    const float *row = b->logits + (size_t)k * (size_t)V;
+    s->next = s->greedy ? mi_sample_greedy(row, V) : mi_sampler_sample(&s->sampler, row);
+}
+
+/* The step's draws over the CPU backend's workers (idle between graph runs): a top-k draw
+ * scans the whole vocabulary, ~0.4 ms a row at 152k, which 64 rows a step would spend on one
+ * thread. */
+static void draw_rows(mi_batch *b, int n) {
+    if (n > 1) threadpool_chunks(mi_backend_cpu_pool(b->cpu), draw_one, b, n);
+    else if (n == 1) draw_one(b, 0, 0);
+}
+
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     *n_run = 0;
     int S = 0;
@@ -407,9 +430,9 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
     }
     b->stats.steps++;
+    int n_draw = 0;
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
-        const float *dst = b->logits + (size_t)k * (size_t)V;
         s->row = k;
         s->head += b->take[k];
         s->has_logits = !ids;
@@ -417,9 +440,11 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
          * must advance the sampler's RNG once, after its last token, as a session's caller
          * samples once after the whole prompt; else a seeded answer depends on the budget. */
         s->drawn = s->head == s->n_queue;
-        if (s->drawn) s->next = ids ? b->next_ids[k] : s->greedy ? mi_sample_greedy(dst, V) : mi_sampler_sample(&s->sampler, dst);
+        if (s->drawn && ids) s->next = b->next_ids[k];
+        else if (s->drawn) b->draw[n_draw++] = k;
         s->ran = true;
     }
+    draw_rows(b, n_draw);
     *n_run = S;
     return MI_OK;
 }

@@ -133,6 +133,52 @@ Test(batch, independence_llama_q8_0) { independence("tiny-llama", "q8_0"); }
 Test(batch, independence_qwen3_q4_k_m) { independence("tiny-qwen3", "q4_k_m"); }
 Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen2.5-0.5b", "q4_0"); }
 
+/* A step's draws run on the CPU backend's workers: every sequence's token is the one its own
+ * sampler (same parameters and seed, drawing in order) takes from its own row of logits, for 6
+ * sampled sequences of different seeds and a greedy one, 4 threads, 10 steps. */
+Test(batch, parallel_draws_match_each_sequences_sampler) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 8;
+    bp.kv_tokens = 512;
+    bp.n_threads = 4;
+    mi_batch *b = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    enum { NS = 7 };
+    int id[NS];
+    mi_sampler ref[NS];
+    int32_t toks[16];
+    for (int i = 0; i < NS; i++) {
+        mi_sampler_params sp;
+        mi_sampler_params_default(&sp);
+        sp.temp = i == NS - 1 ? 0.0f : 0.7f + 0.1f * (float)i;   /* the last one greedy */
+        sp.seed = 100 + (uint64_t)i;
+        cr_assert_eq(mi_sampler_init(&ref[i], &sp, V), MI_OK);
+        cr_assert_eq(mi_batch_seq_new(b, &sp, &id[i]), MI_OK, "%s", mi_errmsg());
+        for (int j = 0; j < 4 + i; j++) toks[j] = (int32_t)((5 + 3 * i + 7 * j) % V);
+        cr_assert_eq(mi_batch_seq_add(b, id[i], toks, 4 + i), MI_OK);
+    }
+    for (int step = 0; step < 10; step++) {
+        int ran = 0;
+        cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(ran, NS);
+        for (int i = 0; i < NS; i++) {
+            const float *row = mi_batch_seq_logits(b, id[i]);
+            cr_assert_not_null(row);
+            const int32_t want = mi_sampler_sample(&ref[i], row);
+            int32_t got;
+            cr_assert_eq(mi_batch_seq_next(b, id[i], &got), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(got, want, "step %d sequence %d: drew %d, its own sampler %d", step, i, got, want);
+            cr_assert_eq(mi_batch_seq_add(b, id[i], &got, 1), MI_OK);
+        }
+    }
+    for (int i = 0; i < NS; i++) mi_sampler_free(&ref[i]);
+    mi_batch_free(b);
+    mi_model_free(m);
+}
+
 /* ids_only: a greedy step returns each sequence's argmax id, the same as the argmax of the
  * logits a plain batch returns; no logits then; a sampled sequence in the step brings them back */
 Test(batch, ids_only_equals_logits_argmax) {
