@@ -430,7 +430,7 @@ mi_status engine_new(mi_model *m, const mi_tokenizer *tk, const srv_engine_param
     bp.kv_type = p->kv_type;
     bp.n_threads = p->n_threads;
     bp.backend = p->backend;
-    bp.ids_only = true;   /* the server reads tokens, never logits: an all-greedy step's argmax runs on the device */
+    bp.no_logits = true;   /* the server reads tokens, never logits: greedy and top-k steps end where the logits are */
     mi_status st = mi_batch_new(m, &bp, &e->b);
     if (st != MI_OK) {
         engine_free(e);

@@ -101,7 +101,7 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     bp.kv_tokens = (int64_t)B * (a->pp + a->tg + 16);
     bp.n_threads = a->n_threads;
     bp.backend = a->backend;
-    bp.ids_only = true;   /* greedy: the next tokens come back, not B rows of logits (as a server would run) */
+    bp.no_logits = true;   /* greedy: the next tokens come back, not B rows of logits (as a server would run) */
     mi_batch *b = NULL;
     MI_TRY(mi_batch_new(m, &bp, &b));
     snprintf(be, be_cap, "%s", mi_batch_backend(b));

@@ -35,6 +35,7 @@ static bool cpu_supports(mi_backend *be, mi_tensor *n) {
     case MI_OP_SLICE_ROWS:
     case MI_OP_COPY:
     case MI_OP_ARGMAX:
+    case MI_OP_TOPK:
         return true;
     case MI_OP_ROPE:
         return mi_rope_n_rot(n) <= 1024;
@@ -166,6 +167,7 @@ static mi_status cpu_execute(mi_backend *be, mi_tensor *t) {
     case MI_OP_SLICE_ROWS: return cpu_op_slice_rows(c, t);
     case MI_OP_COPY: return cpu_op_copy(c, t);
     case MI_OP_ARGMAX: return cpu_op_argmax(c, t);
+    case MI_OP_TOPK: return cpu_op_topk(c, t);
     default: return mi_err(MI_ERR_UNSUPPORTED, "cpu: op %s not supported", mi_op_name(t->op));
     }
 }

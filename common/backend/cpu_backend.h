@@ -41,6 +41,7 @@ mi_status cpu_op_kv_scatter(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_slice_rows(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_copy(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_argmax(mi_cpu_ctx *c, mi_tensor *t);
+mi_status cpu_op_topk(mi_cpu_ctx *c, mi_tensor *t);
 mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t);       /* MATMUL, FFN_SWIGLU */
 mi_status cpu_op_matmul_fused(mi_cpu_ctx *c, mi_tensor *t); /* NORM_MATMUL, NORM_FFN_SWIGLU, MATMUL_ADD */
 mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t);

@@ -3,6 +3,7 @@
  * arithmetic goes through mi_canon.h in the documented order. */
 #include "cpu_backend.h"
 #include "../core/mi_canon.h"
+#include "../sampler/sampler.h"
 #include <string.h>
 
 typedef void (*rows_fn)(mi_tensor *t, int64_t r0, int64_t r1);
@@ -268,5 +269,27 @@ static void argmax_rows(mi_tensor *t, int64_t r0, int64_t r1) {
 
 mi_status cpu_op_argmax(mi_cpu_ctx *c, mi_tensor *t) {
     par_rows(c, t, t->ne[1], mi_nelements(t->src[0]), argmax_rows);
+    return MI_OK;
+}
+
+/* x [V, N], scale [1, N] -> [2K, N]: MI_OP_TOPK (graph.h), the sampler's own selection
+ * (mi_sample_top_k), so a draw from these candidates is the draw from the whole row */
+static void topk_rows(mi_tensor *t, int64_t r0, int64_t r1) {
+    const int64_t V = t->src[0]->ne[0], K = t->p[0];
+    mi_cand cand[MI_TOPK_MAX];
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = (const float *)t->src[0]->data + (size_t)r * (size_t)V;
+        const float scale = ((const float *)t->src[1]->data)[r];
+        float *y = (float *)t->data + (size_t)r * (size_t)(2 * K);
+        const int64_t m = mi_sample_top_k(x, V, scale, K, cand);   /* K < V: the heap, m == K */
+        for (int64_t i = 0; i < m; i++) {
+            y[i] = cand[i].v;
+            y[K + i] = (float)cand[i].id;
+        }
+    }
+}
+
+mi_status cpu_op_topk(mi_cpu_ctx *c, mi_tensor *t) {
+    par_rows(c, t, t->ne[1], mi_nelements(t->src[0]), topk_rows);
     return MI_OK;
 }

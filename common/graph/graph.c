@@ -26,7 +26,7 @@ static const char *const g_op_names[MI_OP_COUNT] = {
     [MI_OP_SWIGLU] = "swiglu",     [MI_OP_KV_STORE] = "kv_store", [MI_OP_ATTN] = "attn",
     [MI_OP_SLICE_ROWS] = "slice_rows", [MI_OP_COPY] = "copy",    [MI_OP_FFN_SWIGLU] = "ffn_swiglu",
     [MI_OP_NORM_MATMUL] = "norm_matmul", [MI_OP_NORM_FFN_SWIGLU] = "norm_ffn_swiglu", [MI_OP_MATMUL_ADD] = "matmul_add",
-    [MI_OP_ARGMAX] = "argmax",     [MI_OP_KV_SCATTER] = "kv_scatter", [MI_OP_ATTN_PAGED] = "attn_paged",
+    [MI_OP_ARGMAX] = "argmax", [MI_OP_TOPK] = "topk",     [MI_OP_KV_SCATTER] = "kv_scatter", [MI_OP_ATTN_PAGED] = "attn_paged",
 };
 
 const char *mi_op_name(mi_op op) {
@@ -450,6 +450,22 @@ mi_tensor *graph_argmax(mi_graph *g, mi_tensor *x) {
     mi_tensor *t = node2(g, MI_OP_ARGMAX, MI_TYPE_I32, 1, x->ne[1]);
     if (!t) return NULL;
     t->src[0] = x;
+    return t;
+}
+
+mi_tensor *graph_topk(mi_graph *g, mi_tensor *x, mi_tensor *scale, int64_t k) {
+    if (!check_f32_2d("topk", "x", x) || !check_f32_2d("topk", "scale", scale)) return NULL;
+    if (scale->ne[0] != 1 || scale->ne[1] != x->ne[1])
+        BAD("topk: scale %s is [%lld, %lld], want [1, %lld]", scale->name, (long long)scale->ne[0],
+            (long long)scale->ne[1], (long long)x->ne[1]);
+    if (k < 1 || k > MI_TOPK_MAX || k >= x->ne[0] || x->ne[0] > (1 << 24))
+        BAD("topk: K = %lld over rows of %lld (want 1 <= K <= %d, K < rows <= 2^24)", (long long)k,
+            (long long)x->ne[0], MI_TOPK_MAX);
+    mi_tensor *t = node2(g, MI_OP_TOPK, MI_TYPE_F32, 2 * k, x->ne[1]);
+    if (!t) return NULL;
+    t->src[0] = x;
+    t->src[1] = scale;
+    t->p[0] = (int32_t)k;
     return t;
 }
 

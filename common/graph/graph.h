@@ -18,6 +18,7 @@ extern "C" {
 #define MI_MAX_SRC 4
 #define MI_MAX_PARAMS 8
 #define MI_NAME_MAX 64
+#define MI_TOPK_MAX 256   /* the most candidates MI_OP_TOPK keeps a row */
 
 /* Shapes below: ne[0] is the innermost (row) length, [a, b] means ne0=a, ne1=b. */
 typedef enum {
@@ -66,6 +67,10 @@ typedef enum {
     MI_OP_ARGMAX,     /* src0 F32 [V, N] -> I32 [1, N]: per row the index of the largest value, the
                          first on ties, NaN never wins (mi_sample_greedy's rule); -1 when the row
                          has no finite maximum (all NaN, or an infinite largest value) */
+    MI_OP_TOPK,       /* src0 F32 [V, N], src1 F32 [1, N] (each row's scale: 1 / temperature) -> F32
+                         [2K, N]: per row the K best of x * scale (NaN as -inf), larger first, then
+                         lower index (mi_sample_top_k's order): their K values, then their K indices
+                         (exact as floats: V <= 2^24); p[0] = K, 1 <= K <= 256, K < V */
     MI_OP_COUNT
 } mi_op;
 
@@ -175,6 +180,7 @@ mi_tensor *graph_attn_paged(mi_graph *g, mi_tensor *q, mi_tensor *k, mi_tensor *
                             int64_t block, int64_t max_kv, int64_t max_rows, int head_dim, int n_head, int n_head_kv,
                             float scale);
 mi_tensor *graph_argmax(mi_graph *g, mi_tensor *x);
+mi_tensor *graph_topk(mi_graph *g, mi_tensor *x, mi_tensor *scale, int64_t k);
 /* Generic append (used by the scheduler and the fusion pass). */
 mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const int64_t *ne, const char *name);
 

@@ -9,11 +9,18 @@
 #include "../backend/sched.h"
 #include "../backend/hooks.h"
 #include "../core/mi_settings.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define BATCH_MAX_SEQS 4096
+#define BATCH_TOP_K 64   /* candidates a row in a top-k step: the largest top_k such a step serves */
+
+/* What a step's graph ends in: each row's argmax (every sequence greedy), each row's
+ * BATCH_TOP_K best candidates (every sequence greedy or sampling with a top_k up to it), or the
+ * logits. The first two leave the logits where they were computed (no_logits). */
+typedef enum { OUT_LOGITS, OUT_IDS, OUT_TOP } step_out;
 
 /* What a step's graph is built from besides Input data: two steps with equal keys have the
  * same nodes, shapes and params (kv: the longest sequence's positions rounded up to its
@@ -21,7 +28,7 @@
 typedef struct {
     int n_seqs;
     int64_t n_tok, kv, seqs_len, max_rows;
-    bool ids;
+    step_out out;
     uint64_t epoch;
 } step_key;
 
@@ -47,11 +54,14 @@ struct mi_batch {
     mi_sched *sched;
     mi_kv_pool pool;
     int n_seq_max;
-    bool ids_only;               /* greedy steps return ids, not logits (mi_batch_params) */
+    bool no_logits;              /* steps return ids or top candidates where they can (mi_batch_params) */
+    step_out out;                /* what the last step's graph ended in */
     batch_seq *seq;
     float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
     int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
-    int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (ids_only) */
+    int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (OUT_IDS) */
+    float *top;                  /* [n_seq_max][2 BATCH_TOP_K]: a step's candidates (OUT_TOP) */
+    float *top_scale;            /* [n_seq_max]: each row's 1 / temperature for them (1: greedy) */
     int64_t cap_tok, cap_tab;
     int *in_step;                /* the sequences of the step, in row order */
     int *draw;                   /* the step's rows whose sequence draws from its logits */
@@ -86,6 +96,8 @@ void mi_batch_free(mi_batch *b) {
     free(b->logits);
     free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
     free(b->next_ids);
+    free(b->top);
+    free(b->top_scale);
     free(b->in_step);
     free(b->draw);
     free(b->take);
@@ -163,9 +175,11 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
     b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
     b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
-    b->ids_only = p.ids_only;
+    b->top = malloc((size_t)p.n_seq_max * 2 * BATCH_TOP_K * sizeof *b->top);
+    b->top_scale = malloc((size_t)p.n_seq_max * sizeof *b->top_scale);
+    b->no_logits = p.no_logits;
     b->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE");
-    mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones && b->next_ids
+    mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones && b->next_ids && b->top && b->top_scale
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
@@ -356,7 +370,7 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
 
 static bool key_eq(const step_key *x, const step_key *y) {
     return x->n_seqs == y->n_seqs && x->n_tok == y->n_tok && x->kv == y->kv && x->seqs_len == y->seqs_len &&
-           x->max_rows == y->max_rows && x->ids == y->ids && x->epoch == y->epoch;
+           x->max_rows == y->max_rows && x->out == y->out && x->epoch == y->epoch;
 }
 
 /* the step failed: the sequences' reservations go back to what their caches hold */
@@ -364,24 +378,54 @@ static void unplan(mi_batch *b, int S) {
     for (int k = 0; k < S; k++) kv_pool_truncate(&b->pool, &b->seq[b->in_step[k]].kv, b->held[k]);
 }
 
-/* A sequence's next token from its row of logits. Each sequence draws with its own sampler (its
- * RNG and scratch), so rows draw on any thread in any order and the tokens stay the same. */
+/* A sequence's next token from its row of logits or of top candidates. Each sequence draws
+ * with its own sampler (its RNG and scratch), so rows draw on any thread in any order and the
+ * tokens stay the same. */
 static void draw_one(void *arg, int64_t i, int ith) {
     (void)ith;
     mi_batch *b = arg;
     const int k = b->draw[i];
     batch_seq *s = &b->seq[b->in_step[k]];
+    if (b->out == OUT_TOP) {   /* values [K], then indices [K] (MI_OP_TOPK) */
+        const float *y = b->top + (size_t)k * 2 * BATCH_TOP_K;
+        if (s->greedy) {   /* the argmax: checked finite before the draws */
+            s->next = (int32_t)y[BATCH_TOP_K];
+            return;
+        }
+        mi_cand cand[BATCH_TOP_K];
+        const int64_t n = s->sampler.p.top_k;
+        for (int64_t j = 0; j < n; j++) cand[j] = (mi_cand){(int32_t)y[BATCH_TOP_K + j], y[j]};
+        s->next = mi_sampler_sample_top(&s->sampler, cand, n);
+        return;
+    }
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
     const float *row = b->logits + (size_t)k * (size_t)V;
     s->next = s->greedy ? mi_sample_greedy(row, V) : mi_sampler_sample(&s->sampler, row);
 }
 
 /* The step's draws over the CPU backend's workers (idle between graph runs): a top-k draw
- * scans the whole vocabulary, ~0.4 ms a row at 152k, which 64 rows a step would spend on one
- * thread. */
+ * from logits scans the whole vocabulary, ~0.4 ms a row at 152k, which 64 rows a step would
+ * spend on one thread. */
 static void draw_rows(mi_batch *b, int n) {
     if (n > 1) threadpool_chunks(mi_backend_cpu_pool(b->cpu), draw_one, b, n);
     else if (n == 1) draw_one(b, 0, 0);
+}
+
+/* What the step's graph ends in (step_out), and for OUT_TOP each row's scale. A top-k step
+ * serves sequences whose top_k fits BATCH_TOP_K: their candidates are the first top_k of the
+ * row's BATCH_TOP_K (the same order), from which the sampler finishes the draw. */
+static step_out step_output(mi_batch *b, int S, int64_t V) {
+    if (!b->no_logits) return OUT_LOGITS;
+    step_out out = OUT_IDS;
+    for (int k = 0; k < S; k++) {
+        const batch_seq *s = &b->seq[b->in_step[k]];
+        const int top_k = s->sampler.p.top_k;
+        b->top_scale[k] = s->greedy ? 1.0f : 1.0f / s->sampler.p.temp;   /* mi_sample_dist's 1 / temp */
+        if (s->greedy) continue;
+        if (top_k < 1 || top_k > BATCH_TOP_K || top_k >= V || V > (1 << 24)) return OUT_LOGITS;
+        out = OUT_TOP;
+    }
+    return out;
 }
 
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
@@ -394,15 +438,14 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         if (st != MI_OK) unplan(b, S);
         return st;
     }
-    /* every sequence of the step greedy and no logits asked for: the graph ends in the argmax
-     * (on the device where the logits are), and S ids come back instead of S rows of logits */
-    bool ids = b->ids_only;
-    for (int k = 0; ids && k < S; k++) ids = b->seq[b->in_step[k]].greedy;
-    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = ids};
-    mi_graph *g = NULL;
     const int64_t V = mi_model_hparams(b->m)->n_vocab;
+    const step_out out = step_output(b, S, V);
+    b->out = out;
+    mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = out == OUT_IDS,
+                       .top_k = out == OUT_TOP ? BATCH_TOP_K : 0, .top_scale = b->top_scale};
+    mi_graph *g = NULL;
     const step_key key = {.n_seqs = S, .n_tok = T, .kv = L.max_kv, .seqs_len = L.seqs_len, .max_rows = L.max_rows,
-                          .ids = ids, .epoch = b->no_graph_reuse ? 0 : mi_hook_graph_epoch(b->hook_state)};
+                          .out = out, .epoch = b->no_graph_reuse ? 0 : mi_hook_graph_epoch(b->hook_state)};
     if (b->step_graph && key_eq(&key, &b->key)) {
         g = b->step_graph;   /* passed, assigned and allocated already: only the Inputs' data moved */
         b->stats.graph_reuses++;
@@ -418,11 +461,15 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         }
     }
     if (st == MI_OK) st = sched_compute(b->sched, g);
-    if (st == MI_OK && ids) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+    if (st == MI_OK && out == OUT_IDS) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+    else if (st == MI_OK && out == OUT_TOP)
+        st = sched_read(b->sched, g->output, b->top, 0, (size_t)S * 2 * BATCH_TOP_K * sizeof(float));
     else if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
-    for (int k = 0; st == MI_OK && ids && k < S; k++)
-        if (b->next_ids[k] < 0 || b->next_ids[k] >= V)
-            st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
+    for (int k = 0; st == MI_OK && out != OUT_LOGITS && k < S; k++) {   /* a greedy row's argmax, as ARGMAX's rule */
+        const bool bad = out == OUT_IDS ? b->next_ids[k] < 0 || b->next_ids[k] >= V
+                                        : b->seq[b->in_step[k]].greedy && !isfinite(b->top[(size_t)k * 2 * BATCH_TOP_K]);
+        if (bad) st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
+    }
     if (g == b->step_graph && st != MI_OK) b->step_graph = NULL;   /* a failed step's graph is not run again */
     if (g != b->step_graph) graph_free(g);
     if (st != MI_OK) {
@@ -435,12 +482,12 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         batch_seq *s = &b->seq[b->in_step[k]];
         s->row = k;
         s->head += b->take[k];
-        s->has_logits = !ids;
+        s->has_logits = out == OUT_LOGITS;
         /* Draw only once the queue is empty: a prompt fed over several steps (a token budget)
          * must advance the sampler's RNG once, after its last token, as a session's caller
          * samples once after the whole prompt; else a seeded answer depends on the budget. */
         s->drawn = s->head == s->n_queue;
-        if (s->drawn && ids) s->next = b->next_ids[k];
+        if (s->drawn && out == OUT_IDS) s->next = b->next_ids[k];
         else if (s->drawn) b->draw[n_draw++] = k;
         s->ran = true;
     }

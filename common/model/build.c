@@ -150,6 +150,11 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
     CK(logits);
     mi_tensor *result = logits;
     if (a->greedy) CK(result = named(graph_argmax(g, logits), "result_argmax"));   /* only ids leave the logits' backend */
+    else if (a->top_k > 0) {   /* only each row's best candidates leave it */
+        mi_tensor *scale = graph_input(g, "inp_top_scale", MI_TYPE_F32, 1, logits->ne[1], a->top_scale);
+        CK(scale);
+        CK(result = named(graph_topk(g, logits, scale, a->top_k), "result_topk"));
+    }
     result->flags |= MI_T_OUTPUT;
     g->output = result;
     *out = g;

@@ -24,10 +24,14 @@ typedef struct {
     mi_type kv_type;      /* MI_TYPE_F16 (default) or MI_TYPE_F32 */
     int n_threads;        /* CPU threads; <= 0: all cores */
     const char *backend;  /* "cpu", "cuda" or "auto" (default), as mi_session_params */
-    bool ids_only;        /* a step whose sequences are all greedy returns their next tokens only:
-                             the argmax runs where the logits are (on a device, S ids cross back
-                             instead of S x n_vocab floats); mi_batch_seq_logits is then NULL
-                             (default false) */
+    bool no_logits;       /* the caller reads tokens only, never logits: a step whose sequences
+                             are all greedy ends in the argmax, one whose sequences are greedy or
+                             sample with a top_k of 1..64 ends in each row's 64 best candidates,
+                             from which each sampler finishes its draw (the token it draws from
+                             the whole row); both run where the logits are (on a device, S ids or
+                             S x 128 floats cross back instead of S x n_vocab floats). Other
+                             steps, and every step when false (the default), return logits.
+                             mi_batch_seq_logits is NULL after a step without them. */
 } mi_batch_params;
 void mi_batch_params_default(mi_batch_params *p);
 
@@ -48,8 +52,8 @@ mi_status mi_batch_seq_add(mi_batch *b, int id, const int32_t *tokens, int64_t n
  * (mi_batch_seq_status) and its queue kept; the others run. *n_run: the sequences that ran. */
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run);
 
-/* After a step the sequence ran in: its last token's logits [n_vocab] (NULL after an ids_only
- * step), and the next token drawn by its own sampler (greedy: the argmax). NULL /
+/* After a step the sequence ran in: its last token's logits [n_vocab] (NULL after a step
+ * without logits: no_logits), and the next token drawn by its own sampler (greedy: the argmax). NULL /
  * MI_ERR_INVALID if it did not run. The next token is drawn only when the step took the
  * sequence's last queued token (a prompt split over steps by the budget draws once, at its end,
  * so a seeded sampler's tokens do not depend on the budget); before that _next is

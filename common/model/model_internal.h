@@ -80,6 +80,8 @@ typedef struct {
     int64_t n, n_past;
     bool all_logits;
     bool greedy;                  /* output: each logits row's argmax (I32), not the logits */
+    int64_t top_k;                /* > 0: output each logits row's top_k candidates (MI_OP_TOPK) */
+    const float *top_scale;       /* for them: each row's scale, one a logits row */
     bool debug_taps;              /* mark per-op outputs (debug) */
     mi_tensor **taps;             /* out: tapped nodes (cap MI_DEBUG_TAPS_MAX) */
     int n_taps;

@@ -84,9 +84,8 @@ static void heap_down(mi_cand *h, int64_t k, int64_t i) {
     }
 }
 
-int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t n, mi_cand *cand) {
-    const float inv_t = 1.0f / p->temp;
-    int64_t k = (p->top_k > 0 && p->top_k < n) ? p->top_k : n;
+int64_t mi_sample_top_k(const float *logits, int64_t n, float inv_t, int64_t top_k, mi_cand *cand) {
+    int64_t k = (top_k > 0 && top_k < n) ? top_k : n;
     int64_t m = 0;
     if (k < n) {
         for (int64_t i = 0; i < n; i++) {
@@ -111,6 +110,10 @@ int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t 
         }
     }
     qsort(cand, (size_t)m, sizeof *cand, cmp_cand);
+    return m;
+}
+
+int64_t mi_sample_filter(const mi_sampler_params *p, mi_cand *cand, int64_t m) {
     /* softmax over the kept set, max-subtracted; double sums for 150k-entry vocabularies */
     float mx = cand[0].v;
     if (mx == -INFINITY) {   /* every logit -inf/NaN: the first id is all we can say */
@@ -148,6 +151,10 @@ int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t 
     return m;
 }
 
+int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t n, mi_cand *cand) {
+    return mi_sample_filter(p, cand, mi_sample_top_k(logits, n, 1.0f / p->temp, p->top_k, cand));
+}
+
 int32_t mi_sample_pick(const mi_cand *cand, int64_t n, float u) {
     double cum = 0.0, target = (double)u;
     for (int64_t i = 0; i < n; i++) {
@@ -160,5 +167,11 @@ int32_t mi_sample_pick(const mi_cand *cand, int64_t n, float u) {
 int32_t mi_sampler_sample(mi_sampler *s, const float *logits) {
     if (!(s->p.temp > 0.0f)) return mi_sample_greedy(logits, s->n_vocab);
     int64_t m = mi_sample_dist(&s->p, logits, s->n_vocab, s->cand);
+    return mi_sample_pick(s->cand, m, mi_rng_uniform(&s->rng));
+}
+
+int32_t mi_sampler_sample_top(mi_sampler *s, const mi_cand *top, int64_t k) {
+    memcpy(s->cand, top, (size_t)k * sizeof *top);
+    int64_t m = mi_sample_filter(&s->p, s->cand, k);
     return mi_sample_pick(s->cand, m, mi_rng_uniform(&s->rng));
 }

@@ -35,6 +35,10 @@ mi_status mi_sampler_init(mi_sampler *s, const mi_sampler_params *p, int64_t n_v
 void mi_sampler_free(mi_sampler *s);
 /* Draw the next token from logits [n_vocab]. */
 int32_t mi_sampler_sample(mi_sampler *s, const float *logits);
+/* The same draw from the row's top candidates computed elsewhere: top [k], k = its top_k,
+ * as mi_sample_top_k leaves them for 1 / temp (temp > 0); the same token and RNG step as
+ * mi_sampler_sample on the whole row. */
+int32_t mi_sampler_sample_top(mi_sampler *s, const mi_cand *top, int64_t k);
 
 /* ---- pure pieces ---- */
 /* Index of the largest logit (first one on ties; NaN never wins). */
@@ -43,6 +47,12 @@ int32_t mi_sample_greedy(const float *logits, int64_t n);
  * probability descending (ties: lower id first), probabilities summing to 1; returns
  * how many were kept (>= 1). p->temp must be > 0. */
 int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t n, mi_cand *cand);
+/* mi_sample_dist's two halves. mi_sample_top_k: the candidates logits[i] * inv_t (NaN as -inf),
+ * the top_k best (all n when top_k <= 0 or >= n), sorted larger first, then lower id; returns
+ * how many. mi_sample_filter: softmax, top-p, min-p and renormalise over them; returns how many
+ * were kept. A device can run the first half where the logits are (MI_OP_TOPK). */
+int64_t mi_sample_top_k(const float *logits, int64_t n, float inv_t, int64_t top_k, mi_cand *cand);
+int64_t mi_sample_filter(const mi_sampler_params *p, mi_cand *cand, int64_t m);
 /* Inverse-CDF pick from a distribution (cand[0..n-1] probabilities), u in [0, 1). */
 int32_t mi_sample_pick(const mi_cand *cand, int64_t n, float u);
 /* splitmix64 step and a uniform float in [0, 1) with 24 random bits. */

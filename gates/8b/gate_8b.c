@@ -14,7 +14,7 @@
  *                   margin <= 2 x the largest logit difference: reported, not hidden)
  *  stream_mm_*      b3's weight-streaming matmul on the 7B's and the 0.5B's shapes at 9..64 rows
  *                   against the CPU, 7e's int8 kernel and itself (bitwise)
- *  batch_ids_only   greedy steps that return only ids (the argmax on the device) give the argmax
+ *  batch_no_logits   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
  *                   (one sequence ending mid-way): its graph reused and its decode splits
@@ -720,16 +720,16 @@ static void test_full_pool(void) {
     mi_model_free(m);
 }
 
-/* ids_only on the device: greedy steps end in the argmax where the logits are (8a's d3), so
+/* no_logits on the device: greedy steps end in the argmax where the logits are (8a's d3), so
  * only S ids cross back; each id equals the argmax of the logits a plain batch returns */
-static void test_ids_only(void) {
+static void test_no_logits(void) {
     char path[2048];
-    if (!gu_selected("batch_ids_only")) return;
+    if (!gu_selected("batch_no_logits")) return;
     if (gu_model_path(g_minfer, "8b", "tiny-qwen2", "q4_0", path, sizeof path)) {
-        gu_skip_named(&R, "batch_ids_only", "model not available");
+        gu_skip_named(&R, "batch_no_logits", "model not available");
         return;
     }
-    gu_begin(&R, "batch_ids_only");
+    gu_begin(&R, "batch_no_logits");
     mi_model *m = NULL;
     if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load: %s", mi_errmsg()); return; }
     const int64_t V = mi_model_hparams(m)->n_vocab;
@@ -740,7 +740,7 @@ static void test_ids_only(void) {
     bp.backend = "cuda";
     mi_batch *plain = NULL, *ids = NULL;
     mi_status st = mi_batch_new(m, &bp, &plain);
-    bp.ids_only = true;
+    bp.no_logits = true;
     if (st == MI_OK) st = mi_batch_new(m, &bp, &ids);
     int a[5], c[5], same = 0, n = 0, with_logits = 0;
     int32_t toks[32];
@@ -770,7 +770,7 @@ static void test_ids_only(void) {
     const uint64_t d3_runs = mi_cuda_item_runs("d3") - d3;
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
     else if (same != n || with_logits || !d3_runs)
-        gu_fail(&R, "%d of %d ids equal the plain batch's argmax; %d logits rows returned by ids_only steps; d3 runs %llu",
+        gu_fail(&R, "%d of %d ids equal the plain batch's argmax; %d logits rows returned by no_logits steps; d3 runs %llu",
                 same, n, with_logits, (unsigned long long)d3_runs);
     else gu_pass(&R, "5 sequences, 6 steps: every id equals the argmax of the plain batch's logits; no logits crossed; "
                      "device argmax runs %llu", (unsigned long long)d3_runs);
@@ -1072,7 +1072,7 @@ int main(int argc, char **argv) {
     test_stream_matmul();
     test_bad();
     test_full_pool();
-    test_ids_only();
+    test_no_logits();
     const plan plans[] = {
         {"tiny-qwen2", "q4_0", 7, 6, 9, false, MI_TYPE_F16},
         {"tiny-llama", "q8_0", 7, 6, 9, false, MI_TYPE_F32},

@@ -133,6 +133,62 @@ Test(batch, independence_llama_q8_0) { independence("tiny-llama", "q8_0"); }
 Test(batch, independence_qwen3_q4_k_m) { independence("tiny-qwen3", "q4_k_m"); }
 Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen2.5-0.5b", "q4_0"); }
 
+/* no_logits with sampled sequences: a step of greedy and top-k sequences ends in TOPK, and each
+ * sampler's draw from its row's candidates is the draw it makes from the whole row. Two batches
+ * fed the same: one returning logits, one no_logits; 6 samplers (top_k 1, 5, 40 and 64, top-p and
+ * min-p on and off, temperatures 0.3 .. 1.5, their own seeds) and a greedy sequence, 12 steps:
+ * every token equal, and the no_logits batch never returns logits. */
+Test(batch, top_k_steps_draw_as_from_logits) {
+    mi_model *m = synth("tiny-qwen2", "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = 8;
+    bp.kv_tokens = 512;
+    bp.n_threads = 2;
+    mi_batch *plain = NULL, *top = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &plain), MI_OK, "%s", mi_errmsg());
+    bp.no_logits = true;
+    cr_assert_eq(mi_batch_new(m, &bp, &top), MI_OK, "%s", mi_errmsg());
+    enum { NS = 7 };
+    const mi_sampler_params sps[NS] = {
+        {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1},
+        {.temp = 1.5f, .top_k = 64, .top_p = 1.0f, .min_p = 0.0f, .seed = 2},
+        {.temp = 0.3f, .top_k = 5, .top_p = 0.9f, .min_p = 0.0f, .seed = 3},
+        {.temp = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0.0f, .seed = 4},
+        {.temp = 1.2f, .top_k = 64, .top_p = 0.5f, .min_p = 0.1f, .seed = 5},
+        {.temp = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 6},   /* greedy */
+        {.temp = 0.9f, .top_k = 17, .top_p = 1.0f, .min_p = 0.2f, .seed = 7},
+    };
+    int a[NS], c[NS];
+    int32_t toks[16];
+    for (int i = 0; i < NS; i++) {
+        for (int j = 0; j < 3 + i; j++) toks[j] = (int32_t)((9 + 5 * i + 11 * j) % V);
+        cr_assert_eq(mi_batch_seq_new(plain, &sps[i], &a[i]), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_batch_seq_new(top, &sps[i], &c[i]), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_batch_seq_add(plain, a[i], toks, 3 + i), MI_OK);
+        cr_assert_eq(mi_batch_seq_add(top, c[i], toks, 3 + i), MI_OK);
+    }
+    for (int step = 0; step < 12; step++) {
+        int ran = 0;
+        cr_assert_eq(mi_batch_step(plain, 0, &ran), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_batch_step(top, 0, &ran), MI_OK, "%s", mi_errmsg());
+        for (int i = 0; i < NS; i++) {
+            int32_t tp, tt;
+            cr_assert_eq(mi_batch_seq_next(plain, a[i], &tp), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(mi_batch_seq_next(top, c[i], &tt), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(tt, tp, "step %d sequence %d (top_k %d): %d from the candidates, %d from the logits", step,
+                         i, sps[i].top_k, tt, tp);
+            cr_assert_null(mi_batch_seq_logits(top, c[i]), "a top-k step returns no logits");
+            cr_assert_eq(mi_batch_seq_add(plain, a[i], &tp, 1), MI_OK);
+            cr_assert_eq(mi_batch_seq_add(top, c[i], &tt, 1), MI_OK);
+        }
+    }
+    mi_batch_free(plain);
+    mi_batch_free(top);
+    mi_model_free(m);
+}
+
 /* A step's draws run on the CPU backend's workers: every sequence's token is the one its own
  * sampler (same parameters and seed, drawing in order) takes from its own row of logits, for 6
  * sampled sequences of different seeds and a greedy one, 4 threads, 10 steps. */
@@ -179,19 +235,19 @@ Test(batch, parallel_draws_match_each_sequences_sampler) {
     mi_model_free(m);
 }
 
-/* ids_only: a greedy step returns each sequence's argmax id, the same as the argmax of the
+/* no_logits: a greedy step returns each sequence's argmax id, the same as the argmax of the
  * logits a plain batch returns; no logits then; a sampled sequence in the step brings them back */
-Test(batch, ids_only_equals_logits_argmax) {
+Test(batch, no_logits_equals_logits_argmax) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch_params bp;
     mi_batch_params_default(&bp);
-    bp.n_seq_max = 4;
+    bp.n_seq_max = 5;
     bp.kv_tokens = 256;
     bp.n_threads = 2;
     mi_batch *plain = NULL, *ids = NULL;
     cr_assert_eq(mi_batch_new(m, &bp, &plain), MI_OK, "%s", mi_errmsg());
-    bp.ids_only = true;
+    bp.no_logits = true;
     cr_assert_eq(mi_batch_new(m, &bp, &ids), MI_OK, "%s", mi_errmsg());
     int a[3], c[3];
     int32_t toks[16];
@@ -212,19 +268,26 @@ Test(batch, ids_only_equals_logits_argmax) {
             cr_assert_eq(mi_batch_seq_next(ids, c[i], &ti), MI_OK);
             cr_assert_eq(ti, tp, "step %d sequence %d: id %d, logits' argmax %d", step, i, ti, tp);
             cr_assert_eq(tp, mi_sample_greedy(mi_batch_seq_logits(plain, a[i]), V));
-            cr_assert_null(mi_batch_seq_logits(ids, c[i]), "no logits in an ids_only step");
+            cr_assert_null(mi_batch_seq_logits(ids, c[i]), "no logits in an no_logits step");
             cr_assert_eq(mi_batch_seq_add(plain, a[i], &tp, 1), MI_OK);
             cr_assert_eq(mi_batch_seq_add(ids, c[i], &ti, 1), MI_OK);
         }
     }
-    /* a sampled sequence joins: the step returns logits for everyone */
+    /* a sampled sequence with top_k 40 joins: still no logits (a top-k step); one without a
+     * top_k joins: the step returns logits for everyone */
     mi_sampler_params sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 3};
-    int d;
+    int d, e;
     cr_assert_eq(mi_batch_seq_new(ids, &sp, &d), MI_OK, "%s", mi_errmsg());
     cr_assert_eq(mi_batch_seq_add(ids, d, toks, 3), MI_OK);
     int ran = 0;
     cr_assert_eq(mi_batch_step(ids, 0, &ran), MI_OK, "%s", mi_errmsg());
-    cr_assert_not_null(mi_batch_seq_logits(ids, c[0]));
+    cr_assert_null(mi_batch_seq_logits(ids, c[0]));
+    cr_assert_null(mi_batch_seq_logits(ids, d));
+    sp.top_k = 0;
+    cr_assert_eq(mi_batch_seq_new(ids, &sp, &e), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(mi_batch_seq_add(ids, e, toks, 3), MI_OK);
+    cr_assert_eq(mi_batch_step(ids, 0, &ran), MI_OK, "%s", mi_errmsg());
+    cr_assert_not_null(mi_batch_seq_logits(ids, e));
     mi_batch_free(plain);
     mi_batch_free(ids);
     mi_model_free(m);
