@@ -422,7 +422,9 @@ static step_out step_output(mi_batch *b, int S, int64_t V) {
         const int top_k = s->sampler.p.top_k;
         b->top_scale[k] = s->greedy ? 1.0f : 1.0f / s->sampler.p.temp;   /* mi_sample_dist's 1 / temp */
         if (s->greedy) continue;
-        if (top_k < 1 || top_k > BATCH_TOP_K || top_k >= V || V > (1 << 24)) return OUT_LOGITS;
+        /* (a temperature so small that 1 / temp is infinite makes 0 x inf: the whole row decides) */
+        if (top_k < 1 || top_k > BATCH_TOP_K || top_k >= V || V > (1 << 24) || !isfinite(b->top_scale[k]))
+            return OUT_LOGITS;
         out = OUT_TOP;
     }
     return out;
