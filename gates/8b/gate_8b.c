@@ -960,19 +960,20 @@ static void test_split_matmul(void) {
     split_case(MI_TYPE_Q5_K, 2560, 333, 17);
 }
 
-/* b3's weight-streaming matmul (gemm_int8_stream.cu) on the weight at byte woff of its allocation
- * (rows of Q6_K, Q4_0 and Q8_0 are 2-byte aligned only): against the CPU (NMSE <= 1e-6), against
- * 7e's unsplit int8 kernel, and against itself on a second run (bitwise) */
-static void stream_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
+/* b3's weight-streaming matmul (gemm_int8_stream.cu) through a ring of `stages` (3; 2 is b5) on
+ * the weight at byte woff of its allocation (rows of Q6_K, Q4_0 and Q8_0 are 2-byte aligned
+ * only): against the CPU (NMSE <= 1e-6), against 7e's unsplit int8 kernel, and against itself on
+ * a second run (bitwise) */
+static void stream_case_ring(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff, int stages) {
     char name[112];
-    snprintf(name, sizeof name, "stream_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
-             (long long)N, woff ? "_unaligned" : "");
+    snprintf(name, sizeof name, "stream_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, woff ? "_unaligned" : "", stages == 2 ? "_ring2" : "");
     gu_begin(&R, name);
-    if (!mi8b_gemm_stream_supported(t, K, M, N)) {
+    if (!mi8b_gemm_stream_supported(t, K, M, N, stages)) {
         gu_fail(&R, "refused");
         return;
     }
-    const int splits = mi8b_gemm_stream_splits(t, K, M, N);
+    const int splits = mi8b_gemm_stream_splits(t, K, M, N, stages);
     size_t wb;
     uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
     float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
@@ -982,14 +983,14 @@ static void stream_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff)
     void *wbase, *xbase, *bbase;
     void *dw = dev_up_at(w, wb, woff, &wbase);
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
-    const size_t wsa = mi8b_gemm_stream_workspace(t, K, M, N), ws7 = mi7e_gemm_int8_workspace(t, K, N);
+    const size_t wsa = mi8b_gemm_stream_workspace(t, K, M, N, stages), ws7 = mi7e_gemm_int8_workspace(t, K, N);
     void *ws = dev_poison(wsa > ws7 ? wsa : ws7);
     float *dy = dev_poison(ny * 4);
-    mi_status st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, ws);
+    mi_status st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
     if (st == MI_OK) st = cudaMemcpyAsync(got, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
                               cudaStreamSynchronize(S) == cudaSuccess && cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess
                               ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
-    if (st == MI_OK) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
     if (st == MI_OK) st = cudaMemcpyAsync(got2, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
                               cudaStreamSynchronize(S) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
     if (st == MI_OK) st = mi7e_gemm_int8(S, t, dw, dx, db, dy, K, M, N, ws);
@@ -1012,6 +1013,10 @@ static void stream_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff)
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(old);
     cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
+}
+
+static void stream_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
+    stream_case_ring(t, K, M, N, woff, 3);
 }
 
 static void test_stream_matmul(void) {
@@ -1037,13 +1042,25 @@ static void test_stream_matmul(void) {
     stream_case(MI_TYPE_Q4_0, 4864, 896, 40, 0);       /* 0.5B down: 152 units */
     stream_case(MI_TYPE_Q8_0, 4864, 200, 40, 10);
     stream_case(MI_TYPE_Q8_0, 896, 129, 12, 0);
+    /* b5: the 2-stage ring at 33..64 rows, every format, a tensor past alignment, a partial stage */
+    stream_case_ring(MI_TYPE_Q4_K, 3584, 18944, 64, 0, 2);   /* gate / up */
+    stream_case_ring(MI_TYPE_Q4_K, 3584, 3584, 33, 0, 2);    /* q / o, split over K */
+    stream_case_ring(MI_TYPE_Q4_K, 18944, 3584, 64, 0, 2);   /* down */
+    stream_case_ring(MI_TYPE_Q6_K, 18944, 3584, 48, 0, 2);
+    stream_case_ring(MI_TYPE_Q6_K, 3328, 200, 63, 6, 2);
+    stream_case_ring(MI_TYPE_Q4_0, 4864, 896, 40, 2, 2);
+    stream_case_ring(MI_TYPE_Q8_0, 2336, 129, 64, 10, 2);   /* 73 units: a partial last stage */
     /* what b3 leaves to the others */
     gu_begin(&R, "stream_mm_refused");
-    if (mi8b_gemm_stream_supported(MI_TYPE_Q5_K, 2560, 333, 17) || mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 8) ||
-        mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 65) || mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3000, 512, 16))
-        gu_fail(&R, "took Q5_K, N = 8, N = 65 or K = 3000");
+    if (mi8b_gemm_stream_supported(MI_TYPE_Q5_K, 2560, 333, 17, 3) ||
+        mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 8, 3) ||
+        mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 65, 3) ||
+        mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3000, 512, 16, 3) ||
+        mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 32, 2) || mi8b_gemm_stream_supported(MI_TYPE_Q4_K, 3584, 512, 16, 4))
+        gu_fail(&R, "took Q5_K, N = 8, N = 65, K = 3000, a 2-stage ring at 32 rows or a 4-stage ring");
     else
-        gu_pass(&R, "Q5_K, N = 8, N = 65 and K = 3000 (not whole super-blocks) refused");
+        gu_pass(&R, "Q5_K, N = 8, N = 65, K = 3000 (not whole super-blocks), a 2-stage ring at 32 rows and a 4-stage "
+                    "ring refused");
 }
 
 int main(int argc, char **argv) {
