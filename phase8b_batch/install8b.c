@@ -153,6 +153,21 @@ static const mi_cuda_kernel k_mm_stream = {
     "matmul, 9..64 rows, Q4_K/Q6_K/Q4_0/Q8_0 weights streamed by cp.async, int8 tensor cores", "b3", sup_mm_stream,
     run_mm_stream, ws_mm_stream, 0};
 
+/* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
+static bool sup_topk(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *sc = n->src[1];
+    return x && sc && x->type == MI_TYPE_F32 && sc->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && x->ne[2] == 1 &&
+           x->ne[3] == 1 && sc->ne[0] == 1 && sc->ne[1] == x->ne[1] && n->ne[0] == 2 * (int64_t)n->p[0] &&
+           n->ne[1] == x->ne[1] && mi8b_topk_supported(x->ne[0], n->p[0]);
+}
+static mi_status run_topk(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8b_topk(mi_cuda_stream(c), n->src[0]->data, n->src[1]->data, n->data, n->src[0]->ne[0], n->p[0],
+                     n->src[0]->ne[1]);
+}
+static const mi_cuda_kernel k_topk = {"top-k candidates per row, radix select, one block a row", "b4", sup_topk,
+                                      run_topk, NULL, 0};
+
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
     mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
@@ -165,4 +180,7 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b3", "a batch's matmuls of 9..64 rows stream the weights' raw bytes through a cp.async ring "
                                "into int8 tensor cores (Q4_K, Q6_K, Q4_0, Q8_0)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
+    mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
+                               "cross back (topk)");
+    mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);
 }
