@@ -4,7 +4,8 @@
  * sequence (T_TG, each token the one the sequence drew). Columns: PP, TG, B, N_KV = B * (PP +
  * TG), T_PP and S_PP = B * PP / T_PP, T_TG and S_TG = B * TG / T_TG, T and S = N_KV / T. Rows are
  * printed as each B ends, each followed by a line with the KV pool's size and where it lives and
- * the device memory in use at its fullest (sampled after every step); one JSON line a row (those
+ * the device memory in use at its fullest (sampled after every step, outside the timed time: a
+ * device's memory query costs more than a small model's step); one JSON line a row (those
  * too: kv_mb, kv_tokens, kv_on_device, dev_mem_peak_mb, dev_mem_total_mb) to --json PATH
  * (appended) or stdout. */
 #include <stdio.h>
@@ -77,19 +78,24 @@ static int parse(int argc, char **argv, batch_args *a) {
 }
 
 /* a row's times, and what it held: the KV pool's bytes and positions, and the device memory in
- * use at its fullest (sampled after every step; 0 on the CPU) */
+ * use at its fullest (sampled after every step; 0 on the CPU); tg_us: a TG step's microseconds
+ * in mi_batch_step's phases (prepare, compute, read, draw: mi_batch_stats) */
 typedef struct {
-    double t_pp, t_tg;
+    double t_pp, t_tg, tg_us[4];
     size_t kv_bytes, mem_peak, mem_total;
     int64_t kv_tokens;
     bool kv_dev;
 } batch_times;
 
-static mi_status sample_memory(const mi_batch *b, batch_times *t) {
+/* the device memory in use now into the row's peak; *spent += the seconds it took (taken out
+ * of the timed phases: the step is over, the device idle, when it runs) */
+static mi_status sample_memory(const mi_batch *b, batch_times *t, double *spent) {
+    const double t0 = now_s();
     size_t used = 0, total = 0;
     MI_TRY(mi_batch_device_memory(b, &used, &total));
     if (used > t->mem_peak) t->mem_peak = used;
     t->mem_total = total;
+    *spent += now_s() - t0;
     return MI_OK;
 }
 
@@ -128,16 +134,19 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     int32_t *next = calloc((size_t)B, sizeof *next);
     if (st == MI_OK && !next) st = mi_err(MI_ERR_NOMEM, "out of memory");
     int ran = 0, done = 0;
-    double t0 = now_s();
+    double t0 = now_s(), untimed = 0;
     while (st == MI_OK && done < B) {
         st = mi_batch_step(b, a->ubatch, &ran);
-        if (st == MI_OK) st = sample_memory(b, t);
+        if (st == MI_OK) st = sample_memory(b, t, &untimed);
         for (int s = done; st == MI_OK && s < B && mi_batch_seq_queued(b, id[s]) == 0; s++, done++)
             st = mi_batch_seq_next(b, id[s], &next[s]);   /* sequences run in id order */
         if (st == MI_OK && ran == 0) st = mi_err(MI_ERR_INTERNAL, "a prompt step ran no sequence");
     }
-    t->t_pp = now_s() - t0;
+    t->t_pp = now_s() - t0 - untimed;
+    mi_batch_stats s0, s1;
+    mi_batch_get_stats(b, &s0);
     t0 = now_s();
+    untimed = 0;
     for (int64_t k = 0; st == MI_OK && k < a->tg; k++) {
         for (int s = 0; st == MI_OK && s < B; s++) {
             if (k > 0) st = mi_batch_seq_next(b, id[s], &next[s]);
@@ -145,9 +154,15 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
         }
         if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
         if (st == MI_OK && ran != B) st = mi_err(MI_ERR_INTERNAL, "a generation step ran %d of %d sequences", ran, B);
-        if (st == MI_OK) st = sample_memory(b, t);
+        if (st == MI_OK) st = sample_memory(b, t, &untimed);
     }
-    t->t_tg = now_s() - t0;
+    t->t_tg = now_s() - t0 - untimed;
+    mi_batch_get_stats(b, &s1);
+    const double n_steps = s1.steps > s0.steps ? (double)(s1.steps - s0.steps) : 1.0;
+    t->tg_us[0] = 1e6 * (s1.s_prepare - s0.s_prepare) / n_steps;
+    t->tg_us[1] = 1e6 * (s1.s_compute - s0.s_compute) / n_steps;
+    t->tg_us[2] = 1e6 * (s1.s_read - s0.s_read) / n_steps;
+    t->tg_us[3] = 1e6 * (s1.s_draw - s0.s_draw) / n_steps;
     free(next);
     free(ids);
     free(id);
@@ -194,15 +209,19 @@ int cmd_bench_batch(int argc, char **argv) {
                t.kv_dev ? "on the device" : "host memory");
         if (t.mem_total) printf(", device memory in use at most %.0f of %.0f MiB", (double)t.mem_peak / mib, (double)t.mem_total / mib);
         printf("\n");
+        if (a.tg)
+            printf("  B = %d: a TG step %.0f us: prepare %.0f, compute %.0f, read %.0f, draw %.0f\n", B,
+                   1e6 * t.t_tg / (double)a.tg, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3]);
         fflush(stdout);
         fprintf(jf,
                 "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
-                "\"dev_mem_total_mb\":%.1f,\"gpu\":",
+                "\"dev_mem_total_mb\":%.1f,\"tg_step_us\":{\"prepare\":%.1f,\"compute\":%.1f,\"read\":%.1f,"
+                "\"draw\":%.1f},\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
-                (double)t.mem_peak / mib, (double)t.mem_total / mib);
+                (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3]);
         bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
         fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
         bench_json_str(jf, rf.commit);

@@ -9,6 +9,7 @@
 #include "../backend/sched.h"
 #include "../backend/hooks.h"
 #include "../core/mi_settings.h"
+#include "../core/mi_progress.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,6 +433,7 @@ static step_out step_output(mi_batch *b, int S, int64_t V) {
 
 mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     *n_run = 0;
+    const double t0 = mi_now_s();
     int S = 0;
     int64_t T = 0;
     mi_batch_layout L;
@@ -462,7 +464,9 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
             b->key = key;
         }
     }
+    const double t1 = mi_now_s();
     if (st == MI_OK) st = sched_compute(b->sched, g);
+    const double t2 = mi_now_s();
     if (st == MI_OK && out == OUT_IDS) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
     else if (st == MI_OK && out == OUT_TOP)
         st = sched_read(b->sched, g->output, b->top, 0, (size_t)S * 2 * BATCH_TOP_K * sizeof(float));
@@ -478,7 +482,7 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         unplan(b, S);
         return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
     }
-    b->stats.steps++;
+    const double t3 = mi_now_s();
     int n_draw = 0;
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
@@ -494,6 +498,11 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
         s->ran = true;
     }
     draw_rows(b, n_draw);
+    b->stats.steps++;
+    b->stats.s_prepare += t1 - t0;
+    b->stats.s_compute += t2 - t1;
+    b->stats.s_read += t3 - t2;
+    b->stats.s_draw += mi_now_s() - t3;
     *n_run = S;
     return MI_OK;
 }

@@ -80,9 +80,13 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
 
 /* Steps that ran, and how their graphs came: built (model build and the hooks' pass), or the
  * last step's graph run again (same sequences, rows, output, hook epoch and bucket of the
- * longest sequence; docs/PHASE8B.md). MINFER_NO_GRAPH_REUSE=1: every step builds. */
+ * longest sequence; docs/PHASE8B.md). MINFER_NO_GRAPH_REUSE=1: every step builds. Where the
+ * steps' time went, in seconds over them all: prepare (the plan, the graph built or reused),
+ * compute (the scheduler's run: on a device the launches or the graph's replay, on the CPU the
+ * whole computation), read (the output read back: on a device, the wait for the step), draw. */
 typedef struct {
     int64_t steps, graph_builds, graph_reuses;
+    double s_prepare, s_compute, s_read, s_draw;
 } mi_batch_stats;
 void mi_batch_get_stats(const mi_batch *b, mi_batch_stats *out);
 

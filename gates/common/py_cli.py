@@ -318,6 +318,12 @@ def check_bench_batch_ubatch():
         ok = r.returncode == 0 and [x.get("B") for x in recs] == [1, 3] and all(x.get("s_tg", 0) > 0 for x in recs)
         check("bench --batch 1,3 -p 8 --ubatch 8: prompts over three steps, both rows recorded", ok,
               "rc %d, records %s, %s" % (r.returncode, [(x.get("B"), x.get("s_tg")) for x in recs], short(r.stderr, 300)))
+        # a TG step's phases (mi_batch_stats): each >= 0, together within the step the table timed
+        phases = [x.get("tg_step_us", {}) for x in recs]
+        ok = len(recs) == 2 and all(set(p) == {"prepare", "compute", "read", "draw"} and min(p.values()) >= 0 and
+                                    sum(p.values()) <= 1e6 * x["t_tg"] / 2 * 1.02 + 50 for p, x in zip(phases, recs))
+        check("bench --batch: a TG step's prepare / compute / read / draw, within the timed step", ok,
+              "phases %s, t_tg %s" % (phases, [x.get("t_tg") for x in recs]))
 
 
 def check_bench_streaming():
