@@ -83,6 +83,12 @@ mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs,
 
 void mi_phase8b_install(void);
 
+/* ---- topk.cu: MI_OP_TOPK, x F32 [V, N], scale F32 [N] -> y F32 [2K, N] (graph.h's rule, bit
+ * for bit the CPU's), item b4 ---- */
+#define MI8B_TOPK_MAX 64
+bool mi8b_topk_supported(int64_t V, int64_t K);
+mi_status mi8b_topk(void *stream, const float *x, const float *scale, float *y, int64_t V, int64_t K, int64_t N);
+
 #ifdef __cplusplus
 }
 #endif

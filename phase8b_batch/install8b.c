@@ -164,6 +164,21 @@ static const mi_cuda_kernel k_mm_stream2 = {
     "matmul, 33..64 rows, weights streamed by cp.async through a 2-stage ring, int8 tensor cores", "b3,b5",
     sup_mm_stream2, run_mm_stream2, ws_mm_stream2, 0};
 
+/* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
+static bool sup_topk(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *sc = n->src[1];
+    return x && sc && x->type == MI_TYPE_F32 && sc->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && x->ne[2] == 1 &&
+           x->ne[3] == 1 && sc->ne[0] == 1 && sc->ne[1] == x->ne[1] && n->ne[0] == 2 * (int64_t)n->p[0] &&
+           n->ne[1] == x->ne[1] && mi8b_topk_supported(x->ne[0], n->p[0]);
+}
+static mi_status run_topk(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8b_topk(mi_cuda_stream(c), n->src[0]->data, n->src[1]->data, n->data, n->src[0]->ne[0], n->p[0],
+                     n->src[0]->ne[1]);
+}
+static const mi_cuda_kernel k_topk = {"top-k candidates per row, radix select, one block a row", "b4", sup_topk,
+                                      run_topk, NULL, 0};
+
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
     mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
@@ -178,4 +193,7 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
     mi_cuda_item_declare("b5", "b3's matmul at 33..64 rows through a 2-stage ring: two blocks a multiprocessor");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream2);   /* in front of b3 */
+    mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
+                               "cross back (topk)");
+    mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);
 }
