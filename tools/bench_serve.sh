@@ -6,7 +6,9 @@
 # carry .carry/serve-wheels (tools/fetch_serve_deps.sh) and, where the image lacks the headers,
 # .carry/serve-debs for the build.
 #   usage: tools/bench_serve.sh BUILD [OUT]   env: CLIENTS (64), REQUESTS (512), MAX_TOKENS (128),
-#          PARALLEL (64), CTX (1024), PORT (8090), MODEL (default: the synthetic 7B), BACKEND (cuda)
+#          PARALLEL (64), CTX (1024), PORT (8090), MODEL (default: the synthetic 7B), BACKEND (cuda),
+#          TEMPERATURE (0: greedy; above 0 the requests sample with the server's top-k 40, top-p
+#          0.95, min-p 0.05), SUMMARY (serve-load.json)
 set -u
 cd "$(dirname "$0")/.."
 say() { echo "[bench-serve $(date -u +%H:%M:%S)] $*"; }
@@ -35,9 +37,9 @@ for i in $(seq 1 120); do
     kill -0 $SRV 2>/dev/null || { say "server exited:"; tail -5 "$LOG"; exit 1; }
     sleep 0.5
 done
-say "serving $(basename "$M"); ${CLIENTS:-64} clients, ${REQUESTS:-512} requests, max_tokens ${MAX_TOKENS:-128}"
+say "serving $(basename "$M"); ${CLIENTS:-64} clients, ${REQUESTS:-512} requests, max_tokens ${MAX_TOKENS:-128}, temperature ${TEMPERATURE:-0}"
 "$VENV/bin/python" tools/load_serve.py --url "http://127.0.0.1:$PORT/v1" -c "${CLIENTS:-64}" -n "${REQUESTS:-512}" \
-    --max-tokens "${MAX_TOKENS:-128}" --json "$OUT/serve-load.json"
+    --max-tokens "${MAX_TOKENS:-128}" --temperature "${TEMPERATURE:-0}" --json "$OUT/${SUMMARY:-serve-load.json}"
 rc=$?
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -v '^#' | head -20
 exit $rc
