@@ -180,7 +180,8 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->top_scale = malloc((size_t)p.n_seq_max * sizeof *b->top_scale);
     b->no_logits = p.no_logits;
     b->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE");
-    mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones && b->next_ids && b->top && b->top_scale
+    mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones &&
+                           b->next_ids && b->top && b->top_scale
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
