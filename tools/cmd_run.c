@@ -1,7 +1,9 @@
 /* `minfer run`: load a model, feed a prompt (text, chat-rendered, or raw token ids),
  * stream the generated text, then print one stats line (prompt and generation tok/s,
- * achieved GB/s, a hash of the last logits). Several -p with --chat make a multi-turn
+ * achieved GB/s, a hash of the last logits, or of the chosen tokens when the session kept no logits:
+ * greedy runs and top-k sampled ones). Several -p with --chat make a multi-turn
  * conversation that appends to the KV cache instead of recomputing it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,8 @@
 #include "tools/cli.h"
 
 #define MAX_TURNS 16
+
+#define MI_RUN_TOP_K 64   /* the largest --top-k whose candidates the session computes */
 
 typedef struct {
     const char *model, *prompts[MAX_TURNS], *tokens, *dump, *backend, *chunks;
@@ -36,6 +40,9 @@ typedef struct {
     bool progress;       /* stderr is a terminal and the session runs on the CPU */
     bool greedy;         /* temperature 0 and no dump: the session returns the argmax, not the logits */
     int32_t next;        /* greedy: the token the last feed chose */
+    int top_k;           /* > 0: sampling with this top-k and no dump: the session returns the
+                            candidates, not the logits (mi_session_decode_top) */
+    float top_scale;     /* for them: the sampler's 1 / temperature */
     uint32_t tok_hash;   /* FNV-1a of every chosen token id (the stats line's hash when greedy) */
     double t_prompt, t_gen, gen_bytes;
     int64_t n_prompt_tok, n_gen_tok, n_gen_steps;
@@ -190,8 +197,9 @@ static mi_status feed(run_state *r, const int32_t *tok, int64_t n, bool is_promp
         ci++;
         int64_t n_past = mi_session_n_past(r->s);
         double t0 = mi_now_s();
-        mi_status st = r->greedy ? mi_session_decode_greedy(r->s, tok + done, piece, &r->next)
-                                 : mi_session_decode(r->s, tok + done, piece, r->dump != NULL);
+        mi_status st = r->greedy    ? mi_session_decode_greedy(r->s, tok + done, piece, &r->next)
+                       : r->top_k ? mi_session_decode_top(r->s, tok + done, piece, r->top_scale, r->top_k)
+                                  : mi_session_decode(r->s, tok + done, piece, r->dump != NULL);
         if (st != MI_OK) {
             if (show) mi_progress_clear(&pg);
             return st;
@@ -236,7 +244,12 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
     char buf[256];
     for (int i = 0; i < n; i++) {
         int32_t t = r->next;   /* greedy: the argmax the session computed where the logits are */
-        if (!r->greedy) {
+        if (r->top_k) {        /* the draw from the candidates the session computed there */
+            mi_cand cand[MI_RUN_TOP_K];
+            const float *top = mi_session_top(r->s, NULL);
+            for (int j = 0; j < r->top_k; j++) cand[j] = (mi_cand){(int32_t)top[r->top_k + j], top[j]};
+            t = mi_sampler_sample_top(smp, cand, r->top_k);
+        } else if (!r->greedy) {
             int64_t rows;
             const float *l = mi_logits(r->s, &rows);
             l += (size_t)(rows - 1) * (size_t)mi_model_hparams(r->m)->n_vocab;   /* the last row */
@@ -345,6 +358,11 @@ int cmd_run(int argc, char **argv) {
     r.s = s;
     r.progress = isatty(2) && !strcmp(mi_session_backend(s), "cpu");
     r.greedy = a.sp.temp <= 0 && !a.dump;   /* the sampler's greedy rule is the session's argmax */
+    /* a top-k sampler's first half where the logits are: the same token as from the whole row */
+    r.top_scale = a.sp.temp > 0 ? 1.0f / a.sp.temp : 0.0f;
+    if (!r.greedy && !a.dump && a.sp.top_k > 0 && a.sp.top_k <= MI_RUN_TOP_K && a.sp.top_k < hp->n_vocab &&
+        isfinite(r.top_scale))
+        r.top_k = a.sp.top_k;
     r.tok_hash = FNV1A_START;
     mi_log("%s: %s, %lld layers, %lld embd, %s, %.1f MiB | backend %s | ctx %lld, kv %s",
            a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
@@ -453,7 +471,8 @@ int cmd_run(int argc, char **argv) {
     int64_t last_rows;
     const float *last = mi_logits(s, &last_rows);
     if (last) last += (size_t)(last_rows - 1) * (size_t)hp->n_vocab;
-    /* greedy runs keep no logits (the session returns the argmax): their hash is of the tokens */
+    /* greedy and top-k runs keep no logits (the session returns the argmax or the candidates):
+     * their hash is of the tokens */
     uint32_t h = last ? fnv1a(FNV1A_START, last, (size_t)hp->n_vocab * sizeof(float)) : r.tok_hash;
     printf("prompt: %lld tok, %.1f tok/s | gen: %lld tok, %.1f tok/s, %.1f GB/s | %s hash %08x\n",
            (long long)r.n_prompt_tok, r.t_prompt > 0 ? r.n_prompt_tok / r.t_prompt : 0.0,

@@ -56,6 +56,7 @@ struct mi_batch {
     mi_kv_pool pool;
     int n_seq_max;
     bool no_logits;              /* steps return ids or top candidates where they can (mi_batch_params) */
+    bool top_here;               /* TOPK runs where the logits are (model_topk_where_logits) */
     step_out out;                /* what the last step's graph ended in */
     batch_seq *seq;
     float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
@@ -199,6 +200,7 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     if (cuda) b->backends[b->n_backends++] = cuda;
     if (b->cpu) b->backends[b->n_backends++] = b->cpu;
     if (st == MI_OK) st = sched_new(b->backends, b->n_backends, &b->sched);
+    if (st == MI_OK) b->top_here = model_topk_where_logits(m, b->backends[0], BATCH_TOP_K);
     mi_backend *pool_be = st == MI_OK ? pool_backend(b, p.kv_type) : NULL;
     const int64_t n_blocks = (p.kv_tokens + p.block - 1) / p.block;
     if (st == MI_OK) {   /* refuse a pool that cannot fit before allocating (and zeroing) it */
@@ -418,6 +420,7 @@ static void draw_rows(mi_batch *b, int n) {
  * row's BATCH_TOP_K (the same order), from which the sampler finishes the draw. */
 static step_out step_output(mi_batch *b, int S, int64_t V) {
     if (!b->no_logits) return OUT_LOGITS;
+    /* (where TOPK would run on the host, the logits cross anyway: the draws take them whole) */
     step_out out = OUT_IDS;
     for (int k = 0; k < S; k++) {
         const batch_seq *s = &b->seq[b->in_step[k]];
@@ -425,7 +428,7 @@ static step_out step_output(mi_batch *b, int S, int64_t V) {
         b->top_scale[k] = s->greedy ? 1.0f : 1.0f / s->sampler.p.temp;   /* mi_sample_dist's 1 / temp */
         if (s->greedy) continue;
         /* (a temperature so small that 1 / temp is infinite makes 0 x inf: the whole row decides) */
-        if (top_k < 1 || top_k > BATCH_TOP_K || top_k >= V || V > (1 << 24) || !isfinite(b->top_scale[k]))
+        if (!b->top_here || top_k < 1 || top_k > BATCH_TOP_K || top_k >= V || !isfinite(b->top_scale[k]))
             return OUT_LOGITS;
         out = OUT_TOP;
     }

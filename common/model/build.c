@@ -5,6 +5,24 @@
 #include <math.h>
 #include <stdio.h>
 
+bool model_topk_where_logits(const mi_model *m, mi_backend *be, int64_t k) {
+    const int64_t V = m->hp.n_vocab;
+    if (k < 1 || k > MI_TOPK_MAX || k >= V || V > (1 << 24)) return false;
+    if (be->host_memory) return true;   /* the CPU backend runs every TOPK */
+    mi_tensor x, scale, top;   /* stand-ins of the real shape: one row */
+    const int64_t ne_x[2] = {V, 1}, ne_s[2] = {1, 1}, ne_t[2] = {2 * k, 1};
+    tensor_init(&x, "probe_logits", MI_TYPE_F32, 2, ne_x);
+    tensor_init(&scale, "probe_scale", MI_TYPE_F32, 2, ne_s);
+    tensor_init(&top, "probe_topk", MI_TYPE_F32, 2, ne_t);
+    x.op = MI_OP_MATMUL;
+    scale.op = MI_OP_INPUT;
+    top.op = MI_OP_TOPK;
+    top.src[0] = &x;
+    top.src[1] = &scale;
+    top.p[0] = (int32_t)k;
+    return be->iface->supports(be, &top);
+}
+
 int model_graph_max_nodes(const mi_model *m) {
     /* ~22 nodes per layer + a few; doubled for copies/fusions the scheduler may add */
     return (int)(m->hp.n_layer * 48 + 64);

@@ -70,6 +70,15 @@ mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, boo
  * computed on the backend that holds the logits, so only the id crosses back from a device.
  * No logits are kept (mi_logits has no rows). No finite largest logit: MI_ERR_FORMAT. */
 mi_status mi_session_decode_greedy(mi_session *s, const int32_t *tokens, int64_t n, int32_t *next);
+/* Feed n tokens as mi_session_decode does and keep, instead of the logits, the last token's k
+ * best candidates of logits * scale (NaN as -inf; larger first, then lower id: the sampler's
+ * mi_sample_top_k with scale = 1 / temperature), computed on the backend that holds the logits,
+ * so only 2k floats cross back from a device. 1 <= k <= 256, k < n_vocab, scale finite and > 0.
+ * A best candidate that is not finite: MI_ERR_FORMAT. */
+mi_status mi_session_decode_top(mi_session *s, const int32_t *tokens, int64_t n, float scale, int64_t k);
+/* The last mi_session_decode_top's candidates: [2k] floats, their k values, then their k ids
+ * (exact as floats); *k = 0 and NULL after any other decode. Valid until the next decode. */
+const float *mi_session_top(const mi_session *s, int64_t *k);
 /* [n_vocab * rows] floats, valid until the next decode; rows = n if all_logits else 1. */
 const float *mi_logits(const mi_session *s, int64_t *rows);
 int64_t mi_session_n_past(const mi_session *s);

@@ -93,5 +93,8 @@ mi_status model_build_graph(const mi_model *m, const mi_kv_cache *kv, mi_build_a
  * line and *out = NULL (the CPU); on "cuda" the error. MINFER_DISABLE_CUDA=1: NULL. */
 mi_status model_open_cuda(const char *want, mi_backend **out);
 int model_graph_max_nodes(const mi_model *m);
+/* Whether a TOPK of k candidates a row runs on be, where the logits are (the CPU backend, or a
+ * device whose kernels take it): only then does a top-k output save the logits' trip to the host. */
+bool model_topk_where_logits(const mi_model *m, mi_backend *be, int64_t k);
 
 #endif

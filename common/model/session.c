@@ -4,7 +4,9 @@
 #include "model_internal.h"
 #include "../backend/hooks.h"
 #include "../core/mi_settings.h"
+#include "../sampler/sampler.h"
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -36,10 +38,18 @@ struct mi_session {
      * kernels); rebuilt when the hook epoch moves. NULL: none yet, or MINFER_NO_GRAPH_REUSE. */
     mi_graph *step_graph;
     uint64_t step_epoch;
-    bool step_greedy;            /* the step graph's output: the argmax (true) or the logits */
+    int64_t step_out;            /* the step graph's output: OUT_LOGITS, OUT_ARGMAX, or K (> 0: TOPK) */
     bool no_graph_reuse;
     int32_t next_token;          /* the last greedy decode's argmax */
+    float top[2 * MI_TOPK_MAX];  /* the last top-k decode's candidates: K values, then K ids */
+    int64_t top_k;               /* how many (0: the last decode kept none) */
+    float top_scale;             /* its scale (TOPK's Input) */
 };
+
+/* What a decode's graph ends in: the logits, their argmax, or (any value > 0) that many
+ * candidates (TOPK) */
+#define OUT_LOGITS 0
+#define OUT_ARGMAX (-1)
 
 void mi_session_params_default(mi_session_params *p) {
     memset(p, 0, sizeof *p);
@@ -313,9 +323,9 @@ static bool logits_not_finite(const float *x, int64_t rows, int64_t n_vocab) {
     return bad != 0;
 }
 
-/* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows, or (greedy) the
- * last row's argmax to s->next_token. */
-static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, bool greedy,
+/* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows, or (OUT_ARGMAX) the
+ * last row's argmax to s->next_token, or (out = K > 0) its K best candidates to s->top. */
+static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t out,
                               int64_t row_off) {
     const mi_hparams *hp = &s->m->hp;
     for (int64_t i = 0; i < n; i++) {
@@ -323,13 +333,15 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
         s->pos[i] = (int32_t)(s->n_past + i);
     }
     int64_t rows = all_logits ? n : 1;
+    const bool greedy = out == OUT_ARGMAX;
     mi_build_args a = {.ids = s->ids, .pos = s->pos, .n = n, .n_past = s->n_past, .all_logits = all_logits,
-                       .greedy = greedy, .debug_taps = s->debug != NULL, .taps = s->taps};
+                       .greedy = greedy, .top_k = out > 0 ? out : 0, .top_scale = &s->top_scale,
+                       .debug_taps = s->debug != NULL, .taps = s->taps};
     mi_graph *g = NULL;
     mi_status st = MI_OK;
     const bool reusable = n == 1 && !s->debug && !s->no_graph_reuse;
     const uint64_t epoch = reusable ? mi_hook_graph_epoch(s->hook_state) : 0;
-    if (reusable && s->step_graph && s->step_epoch == epoch && s->step_greedy == greedy &&
+    if (reusable && s->step_graph && s->step_epoch == epoch && s->step_out == out &&
         graph_set_n_past(s->step_graph, s->n_past) == MI_OK) {
         g = s->step_graph;   /* passed, assigned and allocated already: only n_past moves */
     } else {
@@ -342,7 +354,7 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
         if (reusable && st == MI_OK) {
             s->step_graph = g;
             s->step_epoch = epoch;
-            s->step_greedy = greedy;
+            s->step_out = out;
         }
     }
     if (st == MI_OK) st = sched_compute(s->sched, g);
@@ -350,6 +362,9 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
         if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
         if (greedy)
             st = sched_read(s->sched, g->output, &s->next_token, (size_t)(rows - 1) * sizeof(int32_t), sizeof(int32_t));
+        else if (out > 0)
+            st = sched_read(s->sched, g->output, s->top, (size_t)(rows - 1) * 2 * (size_t)out * sizeof(float),
+                            2 * (size_t)out * sizeof(float));
         else
             st = sched_read(s->sched, g->output, s->logits + (size_t)row_off * (size_t)hp->n_vocab, 0,
                             (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
@@ -358,8 +373,10 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     if (g == s->step_graph && st != MI_OK) s->step_graph = NULL;   /* a failed step is not run again */
     if (g != s->step_graph) graph_free(g);
     /* a sampler would silently pick token 0 from NaN logits: say what went wrong instead */
-    if (st == MI_OK && (greedy ? s->next_token < 0
-                               : logits_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, rows, hp->n_vocab)))
+    /* (top-k: a forward gone NaN ranks every candidate -inf, one gone infinite puts inf first) */
+    if (st == MI_OK && (greedy    ? s->next_token < 0
+                        : out > 0 ? !isfinite(s->top[0])
+                                  : logits_not_finite(s->logits + (size_t)row_off * (size_t)hp->n_vocab, rows, hp->n_vocab)))
         st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
     if (st != MI_OK) return mi_err_ctx(st, "decoding %lld tokens at position %lld", (long long)n, (long long)s->n_past);
     if (n >= 16) {   /* learn the activation bytes per token of this model on this backend */
@@ -371,7 +388,7 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     return MI_OK;
 }
 
-static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, bool greedy) {
+static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t out) {
     const mi_hparams *hp = &s->m->hp;
     if (n <= 0) return mi_err(MI_ERR_INVALID, "nothing to decode (0 tokens)");
     if (s->n_past + n > s->n_ctx) {
@@ -398,36 +415,62 @@ static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, boo
         s->cap = per_graph;
     }
     int64_t rows = all_logits ? n : 1;
-    if (!greedy && rows > s->logits_cap_rows) {
+    if (out == OUT_LOGITS && rows > s->logits_cap_rows) {
         float *l = realloc(s->logits, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
         if (!l) return mi_err(MI_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
         s->logits = l;
         s->logits_cap_rows = rows;
     }
     s->logits_rows = 0;
+    s->top_k = 0;
     const int64_t n_past0 = s->n_past;
     for (int64_t off = 0; off < n;) {
         int64_t len = n - off < ub ? n - off : ub;
         /* without all_logits every chunk overwrites row 0: the last one stays */
-        mi_status st = decode_chunk(s, tokens + off, len, all_logits, greedy, all_logits ? off : 0);
+        mi_status st = decode_chunk(s, tokens + off, len, all_logits, out, all_logits ? off : 0);
         if (st != MI_OK) {
             s->n_past = n_past0;   /* all or nothing: the cache rows past n_past0 are dead */
             return st;
         }
         off += len;
     }
-    s->logits_rows = greedy ? 0 : rows;
+    s->logits_rows = out == OUT_LOGITS ? rows : 0;
+    s->top_k = out > 0 ? out : 0;
     return MI_OK;
 }
 
 mi_status mi_session_decode(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
-    return decode_all(s, tokens, n, all_logits, false);
+    return decode_all(s, tokens, n, all_logits, OUT_LOGITS);
 }
 
 mi_status mi_session_decode_greedy(mi_session *s, const int32_t *tokens, int64_t n, int32_t *next) {
-    MI_TRY(decode_all(s, tokens, n, false, true));
+    MI_TRY(decode_all(s, tokens, n, false, OUT_ARGMAX));
     *next = s->next_token;
     return MI_OK;
+}
+
+mi_status mi_session_decode_top(mi_session *s, const int32_t *tokens, int64_t n, float scale, int64_t k) {
+    if (k < 1 || k > MI_TOPK_MAX || k >= s->m->hp.n_vocab || !(scale > 0.0f) || !isfinite(scale))
+        return mi_err(MI_ERR_INVALID, "top-k decode: k = %lld (1 .. %d, under the vocabulary), scale %g (finite, > 0)",
+                      (long long)k, MI_TOPK_MAX, (double)scale);
+    s->top_scale = scale;
+    if (model_topk_where_logits(s->m, s->backends[0], k)) return decode_all(s, tokens, n, false, k);
+    /* TOPK would run on the host: the logits cross anyway, so the same selection runs here */
+    MI_TRY(decode_all(s, tokens, n, false, OUT_LOGITS));
+    mi_cand cand[MI_TOPK_MAX];
+    const int64_t m = mi_sample_top_k(s->logits, s->m->hp.n_vocab, scale, k, cand);
+    for (int64_t i = 0; i < m; i++) {
+        s->top[i] = cand[i].v;
+        s->top[k + i] = (float)cand[i].id;
+    }
+    s->logits_rows = 0;   /* as from a top-k graph: candidates only */
+    s->top_k = k;
+    return MI_OK;
+}
+
+const float *mi_session_top(const mi_session *s, int64_t *k) {
+    if (k) *k = s->top_k;
+    return s->top_k ? s->top : NULL;
 }
 
 const float *mi_logits(const mi_session *s, int64_t *rows) {
@@ -440,6 +483,7 @@ int64_t mi_session_n_ctx(const mi_session *s) { return s->n_ctx; }
 void mi_session_reset(mi_session *s) {
     s->n_past = 0;   /* attention reads rows < n_past only: old contents need no clearing */
     s->logits_rows = 0;
+    s->top_k = 0;
 }
 mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
     if (n_past < 0 || n_past > s->n_past)
@@ -447,6 +491,7 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
                       (long long)n_past, (long long)s->n_past);
     s->n_past = n_past;
     s->logits_rows = 0;
+    s->top_k = 0;
     return MI_OK;
 }
 /* The first backend in priority order: the device's name ("cuda") or "cpu". */

@@ -271,3 +271,65 @@ Test(session, greedy_decode_equals_sampler_argmax) {
     mi_session_free(a);
     mi_session_free(b);
 }
+
+/* mi_session_decode_top: the last token's k best candidates where the logits are; a sampler's draw
+ * from them equals its draw from the whole row (two samplers of one seed, 12 steps, top_k 7 and
+ * 40, greedy steps and logits steps mixed in); the candidates are mi_sample_top_k's; bad k and
+ * scales refused. */
+Test(session, top_k_decode_equals_sampler_draw) {
+    mi_session *a = open_session(1000), *b = open_session(1000);
+    const int ks[2] = {7, 40};
+    for (int c = 0; c < 2; c++) {
+        mi_session_reset(a);
+        mi_session_reset(b);
+        mi_sampler_params sp;
+        mi_sampler_params_default(&sp);
+        sp.temp = 0.9f;
+        sp.top_k = ks[c];
+        sp.seed = 77 + (uint64_t)c;
+        mi_sampler sa, sb;
+        cr_assert_eq(mi_sampler_init(&sa, &sp, V), MI_OK);
+        cr_assert_eq(mi_sampler_init(&sb, &sp, V), MI_OK);
+        const float scale = 1.0f / sp.temp;
+        mi_cand *want = malloc((size_t)V * sizeof *want), cand[64];
+        int32_t ta = toks[0], tb = toks[0];
+        cr_assert_eq(mi_session_decode(a, toks, 5, false), MI_OK, "%s", mi_errmsg());
+        cr_assert_eq(mi_session_decode_top(b, toks, 5, scale, sp.top_k), MI_OK, "%s", mi_errmsg());
+        for (int i = 0; i < 12; i++) {
+            int64_t k = 0;
+            const float *top = mi_session_top(b, &k);
+            cr_assert(top && k == sp.top_k, "step %d: %lld candidates", i, (long long)k);
+            cr_assert_null(mi_logits(b, NULL), "a top-k decode keeps no logits");
+            const int64_t m = mi_sample_top_k(mi_logits(a, NULL), V, scale, sp.top_k, want);
+            cr_assert_eq(m, k);
+            for (int64_t j = 0; j < k; j++) {
+                cr_assert(top[j] == want[j].v && (int32_t)top[k + j] == want[j].id,
+                          "step %d candidate %lld: %g / %d, want %g / %d", i, (long long)j, (double)top[j],
+                          (int)top[k + j], (double)want[j].v, want[j].id);
+                cand[j] = (mi_cand){(int32_t)top[k + j], top[j]};
+            }
+            ta = mi_sampler_sample(&sa, mi_logits(a, NULL));
+            tb = mi_sampler_sample_top(&sb, cand, k);
+            cr_assert_eq(tb, ta, "step %d: %d from the candidates, %d from the logits", i, tb, ta);
+            cr_assert_eq(mi_session_decode(a, &ta, 1, false), MI_OK, "%s", mi_errmsg());
+            if (i == 4) {   /* other outputs between top-k steps: the step graph changes and comes back */
+                int32_t g;
+                cr_assert_eq(mi_session_decode_greedy(b, &tb, 1, &g), MI_OK, "%s", mi_errmsg());
+                cr_assert_null(mi_session_top(b, NULL), "a greedy decode keeps no candidates");
+                cr_assert_eq(mi_session_truncate(b, mi_session_n_past(b) - 1), MI_OK, "%s", mi_errmsg());
+            }
+            cr_assert_eq(mi_session_decode_top(b, &tb, 1, scale, sp.top_k), MI_OK, "%s", mi_errmsg());
+        }
+        free(want);
+        mi_sampler_free(&sa);
+        mi_sampler_free(&sb);
+    }
+    const float bad_scale[3] = {0.0f, -1.0f, INFINITY};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(mi_session_decode_top(b, toks, 1, bad_scale[i], 5), MI_ERR_INVALID, "scale %g", (double)bad_scale[i]);
+    const int64_t bad_k[3] = {0, 257, V};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(mi_session_decode_top(b, toks, 1, 1.0f, bad_k[i]), MI_ERR_INVALID, "k %lld", (long long)bad_k[i]);
+    mi_session_free(a);
+    mi_session_free(b);
+}
