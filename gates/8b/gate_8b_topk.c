@@ -7,6 +7,8 @@
  *                   one with no_logits, 6 samplers (top_k 1 .. 64, top-p and min-p on and off,
  *                   their own seeds) and a greedy sequence: every token equal, no logits crossed
  *                   from the no_logits batch, b4's kernel ran
+ *  session_top_k_<model>  a CUDA session's top-k decode against its logits: every candidate the
+ *                   sampler's selection, bit for bit; b4 ran
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
@@ -186,6 +188,61 @@ static void test_batch_top_k(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
+/* a CUDA session's top-k decode (b4 where the logits are) against the same session's logits
+ * and the sampler's selection: every candidate bit for bit, 12 steps */
+static void test_session_top_k(const char *shape, const char *type) {
+    char name[96], path[2048];
+    snprintf(name, sizeof name, "session_top_k_%s_%s", shape, type);
+    if (!gu_selected(name)) return;
+    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
+        gu_skip_named(&R, name, "model not available");
+        return;
+    }
+    gu_begin(&R, name);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) {
+        gu_fail(&R, "load: %s", mi_errmsg());
+        return;
+    }
+    const int64_t V = mi_model_hparams(m)->n_vocab, K = 40;
+    const float scale = 1.0f / 0.8f;
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 256;
+    mi_session *a = NULL, *b = NULL;
+    mi_status st = mi_session_new(m, &p, &a);
+    if (st == MI_OK) st = mi_session_new(m, &p, &b);
+    mi_cand *want = malloc((size_t)K * sizeof *want);
+    int32_t prompt[8], t = 0;
+    for (int i = 0; i < 8; i++) prompt[i] = (int32_t)((19 + 23 * i) % V);
+    const uint64_t b4 = mi_cuda_item_runs("b4");
+    int bad_step = -1, steps = 12;
+    if (st == MI_OK) st = mi_session_decode(a, prompt, 8, false);
+    if (st == MI_OK) st = mi_session_decode_top(b, prompt, 8, scale, K);
+    for (int i = 0; st == MI_OK && i < steps && bad_step < 0; i++) {
+        int64_t k = 0;
+        const float *top = mi_session_top(b, &k);
+        mi_sample_top_k(mi_logits(a, NULL), V, scale, K, want);
+        for (int64_t j = 0; top && k == K && j < K && bad_step < 0; j++)
+            if (memcmp(&top[j], &want[j].v, 4) || (int32_t)top[K + j] != want[j].id) bad_step = i;
+        if (!top || k != K) bad_step = i;
+        t = want[i % 3].id;   /* a token among the candidates drives both */
+        st = mi_session_decode(a, &t, 1, false);
+        if (st == MI_OK) st = mi_session_decode_top(b, &t, 1, scale, K);
+    }
+    const uint64_t b4_runs = mi_cuda_item_runs("b4") - b4;
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (bad_step >= 0) gu_fail(&R, "step %d: the candidates differ from the sampler's selection of the logits", bad_step);
+    else if (!b4_runs) gu_fail(&R, "b4 never ran: the selection ran on the host");
+    else gu_pass(&R, "prompt + %d steps, K = %lld: every candidate bit for bit the sampler's selection of the "
+                     "logits; b4 runs %llu", steps, (long long)K, (unsigned long long)b4_runs);
+    free(want);
+    if (a) mi_session_free(a);
+    if (b) mi_session_free(b);
+    mi_model_free(m);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b-topk", "8b");
@@ -197,6 +254,7 @@ int main(int argc, char **argv) {
     test_topk_rows(1);
     test_batch_top_k("tiny-qwen2", "q4_0");
     test_batch_top_k("qwen2.5-0.5b", "q4_0");
+    test_session_top_k("qwen2.5-0.5b", "q4_0");
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
