@@ -20,7 +20,8 @@
 #define GS_THREADS 256
 /* Ring stages NS: 3 (two in flight while one is computed), or 2 at 33..64 tokens (item b5: one in
  * flight, but the smaller ring lets two blocks share a multiprocessor: at 64 tokens a Q4_K block of
- * 3 stages holds 152 KB and runs alone, 8 warps to hide every latency) */
+ * 3 stages holds 152 KB and runs alone, 8 warps to hide every latency). Only where two blocks then
+ * fit (Q4_K, Q4_0: 106 KB; Q6_K's and Q8_0's wider rows stay one a multiprocessor). */
 #define GS_U 8           /* units (32 elements) a stage: one K-quant super-block */
 #define GS_NMAX 64       /* tokens a block at most (8 mma n-tiles) */
 
@@ -355,7 +356,7 @@ static int64_t stream_wbytes(mi_type wt) {
 extern "C" bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N, int stages) {
     return stream_type(wt) && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N && M >= 1 &&
            mi7b_act_row_bytes(wt, K) > 0 && (M + GS_BM - 1) / GS_BM <= 0x7fffffff &&
-           (stages == 3 || (stages == 2 && stream_nt(N) == 8));
+           (stages == 3 || (stages == 2 && stream_nt(N) == 8 && occupancy(wt, N, 2) >= 2));
 }
 
 extern "C" int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N, int stages) {

@@ -49,9 +49,17 @@ __global__ void __launch_bounds__(TK_THREADS) kernel_topk(const float *__restric
         for (int b = tid; b < 256; b += TK_THREADS) hist[b] = 0;
         __syncthreads();
         const uint32_t prefix = s_prefix, mask = s_mask;
-        for (int64_t i = tid; i < V; i += TK_THREADS) {
-            const uint32_t k = tk_key(tk_value(__ldg(row + i), sc));
-            if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255], 1);
+        /* logits crowd a few bins of the top byte: lanes of a warp that share a bin add once
+         * (__match_any_sync), so the shared atomics do not serialize 32 deep */
+        for (int64_t base = 0; base < V; base += TK_THREADS) {
+            const int64_t i = base + tid;
+            int bin = -1 - lane;   /* no bin: matches no other lane */
+            if (i < V) {
+                const uint32_t k = tk_key(tk_value(__ldg(row + i), sc));
+                if ((k & mask) == prefix) bin = (int)((k >> shift) & 255);
+            }
+            const unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (bin >= 0 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
         }
         __syncthreads();
         if (tid == 0) {

@@ -163,14 +163,14 @@ static void test_stream_matmul(void) {
     stream_case(MI_TYPE_Q4_0, 4864, 896, 40, 0);       /* 0.5B down: 152 units */
     stream_case(MI_TYPE_Q8_0, 4864, 200, 40, 10);
     stream_case(MI_TYPE_Q8_0, 896, 129, 12, 0);
-    /* b5: the 2-stage ring at 33..64 rows, every format, a tensor past alignment, a partial stage */
+    /* b5: the 2-stage ring at 33..64 rows where two blocks fit a multiprocessor (Q4_K, Q4_0), a
+     * tensor past alignment, a partial stage */
     stream_case_ring(MI_TYPE_Q4_K, 3584, 18944, 64, 0, 2);   /* gate / up */
     stream_case_ring(MI_TYPE_Q4_K, 3584, 3584, 33, 0, 2);    /* q / o, split over K */
     stream_case_ring(MI_TYPE_Q4_K, 18944, 3584, 64, 0, 2);   /* down */
-    stream_case_ring(MI_TYPE_Q6_K, 18944, 3584, 48, 0, 2);
-    stream_case_ring(MI_TYPE_Q6_K, 3328, 200, 63, 6, 2);
+    stream_case_ring(MI_TYPE_Q4_K, 2560, 333, 63, 4, 2);    /* 10 super-blocks, rows past the band */
     stream_case_ring(MI_TYPE_Q4_0, 4864, 896, 40, 2, 2);
-    stream_case_ring(MI_TYPE_Q8_0, 2336, 129, 64, 10, 2);   /* 73 units: a partial last stage */
+    stream_case_ring(MI_TYPE_Q4_0, 2336, 129, 64, 10, 2);   /* 73 units: a partial last stage */
     /* what b3 leaves to the others */
     gu_begin(&R, "stream_mm_refused");
     if (mi8b_gemm_stream_supported(MI_TYPE_Q5_K, 2560, 333, 17, 3) ||
