@@ -245,10 +245,7 @@ static mi_status generate(run_state *r, mi_tokenizer *tk, mi_sampler *smp, int n
     for (int i = 0; i < n; i++) {
         int32_t t = r->next;   /* greedy: the argmax the session computed where the logits are */
         if (r->top_k) {        /* the draw from the candidates the session computed there */
-            mi_cand cand[MI_RUN_TOP_K];
-            const float *top = mi_session_top(r->s, NULL);
-            for (int j = 0; j < r->top_k; j++) cand[j] = (mi_cand){(int32_t)top[r->top_k + j], top[j]};
-            t = mi_sampler_sample_top(smp, cand, r->top_k);
+            t = mi_sampler_sample_top(smp, mi_session_top(r->s, NULL), r->top_k);
         } else if (!r->greedy) {
             int64_t rows;
             const float *l = mi_logits(r->s, &rows);

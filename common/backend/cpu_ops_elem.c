@@ -280,12 +280,7 @@ static void topk_rows(mi_tensor *t, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *x = (const float *)t->src[0]->data + (size_t)r * (size_t)V;
         const float scale = ((const float *)t->src[1]->data)[r];
-        float *y = (float *)t->data + (size_t)r * (size_t)(2 * K);
-        const int64_t m = mi_sample_top_k(x, V, scale, K, cand);   /* K < V: the heap, m == K */
-        for (int64_t i = 0; i < m; i++) {
-            y[i] = cand[i].v;
-            y[K + i] = (float)cand[i].id;
-        }
+        mi_sample_top_k_pack(x, V, scale, K, cand, (float *)t->data + (size_t)r * (size_t)(2 * K));
     }
 }
 

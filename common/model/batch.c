@@ -396,10 +396,7 @@ static void draw_one(void *arg, int64_t i, int ith) {
             s->next = (int32_t)y[BATCH_TOP_K];
             return;
         }
-        mi_cand cand[BATCH_TOP_K];
-        const int64_t n = s->sampler.p.top_k;
-        for (int64_t j = 0; j < n; j++) cand[j] = (mi_cand){(int32_t)y[BATCH_TOP_K + j], y[j]};
-        s->next = mi_sampler_sample_top(&s->sampler, cand, n);
+        s->next = mi_sampler_sample_top(&s->sampler, y, BATCH_TOP_K);
         return;
     }
     const int64_t V = mi_model_hparams(b->m)->n_vocab;

@@ -44,6 +44,11 @@ struct mi_session {
     float top[2 * MI_TOPK_MAX];  /* the last top-k decode's candidates: K values, then K ids */
     int64_t top_k;               /* how many (0: the last decode kept none) */
     float top_scale;             /* its scale (TOPK's Input) */
+    /* whether TOPK of top_probe_k candidates runs beside the logits, probed at the hook epoch
+     * top_probe_epoch (a stand-in node through the device's supports(): not every token) */
+    int64_t top_probe_k;
+    uint64_t top_probe_epoch;
+    bool top_probe_here;
 };
 
 /* What a decode's graph ends in: the logits, their argmax, or (any value > 0) that many
@@ -454,15 +459,17 @@ mi_status mi_session_decode_top(mi_session *s, const int32_t *tokens, int64_t n,
         return mi_err(MI_ERR_INVALID, "top-k decode: k = %lld (1 .. %d, under the vocabulary), scale %g (finite, > 0)",
                       (long long)k, MI_TOPK_MAX, (double)scale);
     s->top_scale = scale;
-    if (model_topk_where_logits(s->m, s->backends[0], k)) return decode_all(s, tokens, n, false, k);
+    const uint64_t epoch = mi_hook_graph_epoch(s->hook_state);
+    if (s->top_probe_k != k || s->top_probe_epoch != epoch) {
+        s->top_probe_here = model_topk_where_logits(s->m, s->backends[0], k);
+        s->top_probe_k = k;
+        s->top_probe_epoch = epoch;
+    }
+    if (s->top_probe_here) return decode_all(s, tokens, n, false, k);
     /* TOPK would run on the host: the logits cross anyway, so the same selection runs here */
     MI_TRY(decode_all(s, tokens, n, false, OUT_LOGITS));
     mi_cand cand[MI_TOPK_MAX];
-    const int64_t m = mi_sample_top_k(s->logits, s->m->hp.n_vocab, scale, k, cand);
-    for (int64_t i = 0; i < m; i++) {
-        s->top[i] = cand[i].v;
-        s->top[k + i] = (float)cand[i].id;
-    }
+    mi_sample_top_k_pack(s->logits, s->m->hp.n_vocab, scale, k, cand, s->top);
     s->logits_rows = 0;   /* as from a top-k graph: candidates only */
     s->top_k = k;
     return MI_OK;

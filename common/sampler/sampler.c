@@ -170,8 +170,17 @@ int32_t mi_sampler_sample(mi_sampler *s, const float *logits) {
     return mi_sample_pick(s->cand, m, mi_rng_uniform(&s->rng));
 }
 
-int32_t mi_sampler_sample_top(mi_sampler *s, const mi_cand *top, int64_t k) {
-    memcpy(s->cand, top, (size_t)k * sizeof *top);
+void mi_sample_top_k_pack(const float *logits, int64_t n, float inv_t, int64_t k, mi_cand *cand, float *out) {
+    const int64_t m = mi_sample_top_k(logits, n, inv_t, k, cand);
+    for (int64_t i = 0; i < m; i++) {
+        out[i] = cand[i].v;
+        out[k + i] = (float)cand[i].id;
+    }
+}
+
+int32_t mi_sampler_sample_top(mi_sampler *s, const float *top, int64_t K) {
+    const int64_t k = s->p.top_k;
+    for (int64_t i = 0; i < k; i++) s->cand[i] = (mi_cand){(int32_t)top[K + i], top[i]};
     int64_t m = mi_sample_filter(&s->p, s->cand, k);
     return mi_sample_pick(s->cand, m, mi_rng_uniform(&s->rng));
 }

@@ -35,10 +35,11 @@ mi_status mi_sampler_init(mi_sampler *s, const mi_sampler_params *p, int64_t n_v
 void mi_sampler_free(mi_sampler *s);
 /* Draw the next token from logits [n_vocab]. */
 int32_t mi_sampler_sample(mi_sampler *s, const float *logits);
-/* The same draw from the row's top candidates computed elsewhere: top [k], k = its top_k,
- * as mi_sample_top_k leaves them for 1 / temp (temp > 0); the same token and RNG step as
- * mi_sampler_sample on the whole row. */
-int32_t mi_sampler_sample_top(mi_sampler *s, const mi_cand *top, int64_t k);
+/* The same draw from the row's top candidates computed elsewhere (MI_OP_TOPK, mi_session_top),
+ * in their packed layout: values at top[0 .. K), ids (exact as floats) at top[K .. 2K), as
+ * mi_sample_top_k_pack leaves them for 1 / temp (temp > 0); the first k = its top_k <= K are
+ * used. The same token and RNG step as mi_sampler_sample on the whole row. */
+int32_t mi_sampler_sample_top(mi_sampler *s, const float *top, int64_t K);
 
 /* ---- pure pieces ---- */
 /* Index of the largest logit (first one on ties; NaN never wins). */
@@ -52,6 +53,9 @@ int64_t mi_sample_dist(const mi_sampler_params *p, const float *logits, int64_t 
  * how many. mi_sample_filter: softmax, top-p, min-p and renormalise over them; returns how many
  * were kept. A device can run the first half where the logits are (MI_OP_TOPK). */
 int64_t mi_sample_top_k(const float *logits, int64_t n, float inv_t, int64_t top_k, mi_cand *cand);
+/* mi_sample_top_k's k < n candidates in the packed layout: out[0 .. k) their values, out[k .. 2k)
+ * their ids as floats (exact: n <= 2^24); cand: scratch of k. What MI_OP_TOPK computes. */
+void mi_sample_top_k_pack(const float *logits, int64_t n, float inv_t, int64_t k, mi_cand *cand, float *out);
 int64_t mi_sample_filter(const mi_sampler_params *p, mi_cand *cand, int64_t m);
 /* Inverse-CDF pick from a distribution (cand[0..n-1] probabilities), u in [0, 1). */
 int32_t mi_sample_pick(const mi_cand *cand, int64_t n, float u);

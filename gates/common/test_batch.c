@@ -37,6 +37,19 @@ static mi_model *synth(const char *shape, const char *type) {
     return m;
 }
 
+/* A CPU batch of n_seq sequences over kv positions on `threads` threads (no_logits as asked) */
+static mi_batch *cpu_batch(mi_model *m, int n_seq, int64_t kv, int threads, bool no_logits) {
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = n_seq;
+    bp.kv_tokens = kv;
+    bp.n_threads = threads;
+    bp.no_logits = no_logits;
+    mi_batch *b = NULL;
+    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    return b;
+}
+
 /* sequence i: a prompt of 3 + 4i tokens, joining at step i / 2, then one token a step;
  * sequence 1 ends after step 4 and sequence 6 joins at step 6 in its place (ids are reused) */
 static int64_t prompt_len(int i) { return 3 + 4 * (i % 6); }
@@ -80,13 +93,7 @@ static void independence(const char *shape, const char *type) {
     const int64_t V = mi_model_hparams(m)->n_vocab;
     float *want = malloc((size_t)NSEQ * STEPS * (size_t)V * sizeof(float));
     for (int i = 0; i < NSEQ; i++) solo(m, i, want + (size_t)i * STEPS * (size_t)V, V);
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = NSEQ_OPEN;
-    bp.kv_tokens = 512;
-    bp.n_threads = 2;
-    mi_batch *b = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    mi_batch *b = cpu_batch(m, NSEQ_OPEN, 512, 2, false);
     int id[NSEQ];
     int32_t toks[64];
     int compared = 0;
@@ -141,15 +148,8 @@ Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen
 Test(batch, top_k_steps_draw_as_from_logits) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = 8;
-    bp.kv_tokens = 512;
-    bp.n_threads = 2;
-    mi_batch *plain = NULL, *top = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &plain), MI_OK, "%s", mi_errmsg());
-    bp.no_logits = true;
-    cr_assert_eq(mi_batch_new(m, &bp, &top), MI_OK, "%s", mi_errmsg());
+    mi_batch *plain = cpu_batch(m, 8, 512, 2, false);
+    mi_batch *top = cpu_batch(m, 8, 512, 2, true);
     enum { NS = 7 };
     const mi_sampler_params sps[NS] = {
         {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1},
@@ -195,13 +195,7 @@ Test(batch, top_k_steps_draw_as_from_logits) {
 Test(batch, parallel_draws_match_each_sequences_sampler) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = 8;
-    bp.kv_tokens = 512;
-    bp.n_threads = 4;
-    mi_batch *b = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    mi_batch *b = cpu_batch(m, 8, 512, 4, false);
     enum { NS = 7 };
     int id[NS];
     mi_sampler ref[NS];
@@ -240,15 +234,8 @@ Test(batch, parallel_draws_match_each_sequences_sampler) {
 Test(batch, no_logits_equals_logits_argmax) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = 5;
-    bp.kv_tokens = 256;
-    bp.n_threads = 2;
-    mi_batch *plain = NULL, *ids = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &plain), MI_OK, "%s", mi_errmsg());
-    bp.no_logits = true;
-    cr_assert_eq(mi_batch_new(m, &bp, &ids), MI_OK, "%s", mi_errmsg());
+    mi_batch *plain = cpu_batch(m, 5, 256, 2, false);
+    mi_batch *ids = cpu_batch(m, 5, 256, 2, true);
     int a[3], c[3];
     int32_t toks[16];
     for (int i = 0; i < 3; i++) {
@@ -268,7 +255,7 @@ Test(batch, no_logits_equals_logits_argmax) {
             cr_assert_eq(mi_batch_seq_next(ids, c[i], &ti), MI_OK);
             cr_assert_eq(ti, tp, "step %d sequence %d: id %d, logits' argmax %d", step, i, ti, tp);
             cr_assert_eq(tp, mi_sample_greedy(mi_batch_seq_logits(plain, a[i]), V));
-            cr_assert_null(mi_batch_seq_logits(ids, c[i]), "no logits in an no_logits step");
+            cr_assert_null(mi_batch_seq_logits(ids, c[i]), "no logits in a no_logits step");
             cr_assert_eq(mi_batch_seq_add(plain, a[i], &tp, 1), MI_OK);
             cr_assert_eq(mi_batch_seq_add(ids, c[i], &ti, 1), MI_OK);
         }
@@ -296,13 +283,7 @@ Test(batch, no_logits_equals_logits_argmax) {
 Test(batch, full_pool_refuses_one_sequence) {
     mi_model *m = synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = 3;
-    bp.kv_tokens = 64;   /* 4 blocks of 16 */
-    bp.n_threads = 2;
-    mi_batch *b = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    mi_batch *b = cpu_batch(m, 3, 64, 2, false);   /* 4 blocks of 16 */
     int a, c, big;
     int32_t toks[80];
     for (int j = 0; j < 80; j++) toks[j] = (int32_t)((5 + 3 * j) % V);
@@ -385,13 +366,7 @@ Test(batch, bad_calls) {
  * (a server feeds long prompts in pieces and must still equal `minfer run`). */
 static void sampled_tokens(mi_model *m, int64_t budget, int32_t *out, int n) {
     const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = 2;
-    bp.kv_tokens = 256;
-    bp.n_threads = 2;
-    mi_batch *b = NULL;
-    cr_assert_eq(mi_batch_new(m, &bp, &b), MI_OK, "%s", mi_errmsg());
+    mi_batch *b = cpu_batch(m, 2, 256, 2, false);
     mi_sampler_params sp;
     mi_sampler_params_default(&sp);
     sp.temp = 1.0f;
