@@ -63,14 +63,15 @@ mi_status mi8b_gemm_split(void *stream, mi_type wt, const void *w, const float *
  * weight rows x every token, the band's raw weight bytes streamed through a cp.async ring in
  * shared memory and unpacked per warp into int8 mma fragments (item b3); K split over blocks
  * (at most MI8B_SPLIT_MAX, parts summed in order) when the bands are too few for the GPU.
+ * stages: the ring's, 3, or 2 at 33..64 tokens (item b5: two blocks a multiprocessor).
  * workspace: x quantized, then the parts. Within 7b's matmul bound; bit-identical run to run. */
 #define MI8B_STREAM_MIN_N 9
 #define MI8B_STREAM_MAX_N 64
-bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
-int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N);
-size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
+int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
+size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
 mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                           int64_t K, int64_t M, int64_t N, void *workspace);
+                           int64_t K, int64_t M, int64_t N, int stages, void *workspace);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside
@@ -81,6 +82,12 @@ mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs,
                           int64_t block, int64_t max_kv, int64_t n_rows);
 
 void mi_phase8b_install(void);
+
+/* ---- topk.cu: MI_OP_TOPK, x F32 [V, N], scale F32 [N] -> y F32 [2K, N] (graph.h's rule, bit
+ * for bit the CPU's), item b4 ---- */
+#define MI8B_TOPK_MAX 64
+bool mi8b_topk_supported(int64_t V, int64_t K);
+mi_status mi8b_topk(void *stream, const float *x, const float *scale, float *y, int64_t V, int64_t K, int64_t N);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* A batch's matmul at 9..64 rows that streams the weights: y [N, M] = W [K, M] (quantized) @ x
  * [K, N] (+ bias) for Q4_K, Q6_K, Q4_0 and Q8_0 weights. A block owns a band of GS_BM weight rows
- * and every token; the raw bytes of the band go through a GS_NS-stage cp.async ring in shared
+ * and every token; the raw bytes of the band go through an NS-stage cp.async ring in shared
  * memory, one stage a super-block (8 units, 256 elements) of every row, alongside the same K
  * range of the N quantized activation rows (7b's Q8_K / Q8_0 layouts, mi7b_quantize_act). Each
  * of the 8 warps unpacks its 16 rows from shared memory straight into int8 mma fragments
@@ -18,7 +18,10 @@
 
 #define GS_BM 128        /* weight rows a block: 8 warps of 16 */
 #define GS_THREADS 256
-#define GS_NS 3          /* ring stages: two in flight while one is computed */
+/* Ring stages NS: 3 (two in flight while one is computed), or 2 at 33..64 tokens (item b5: one in
+ * flight, but the smaller ring lets two blocks share a multiprocessor: at 64 tokens a Q4_K block of
+ * 3 stages holds 152 KB and runs alone, 8 warps to hide every latency). Only where two blocks then
+ * fit (Q4_K, Q4_0: 106 KB; Q6_K's and Q8_0's wider rows stay one a multiprocessor). */
 #define GS_U 8           /* units (32 elements) a stage: one K-quant super-block */
 #define GS_NMAX 64       /* tokens a block at most (8 mma n-tiles) */
 
@@ -35,10 +38,10 @@ template <int WT> struct gs_fmt {
     static constexpr int wslot = 16 * wch, aslot = 16 * ach;
 };
 
-/* shared memory of kernel_gemm_stream<WT, NT>: the ring, then the stage's scales */
-template <int WT, int NT> struct gs_smem {
-    static constexpr size_t ring_w = (size_t)GS_NS * GS_BM * gs_fmt<WT>::wslot;
-    static constexpr size_t ring_a = (size_t)GS_NS * NT * 8 * gs_fmt<WT>::aslot;
+/* shared memory of kernel_gemm_stream<WT, NT, NS>: the ring, then the stage's scales */
+template <int WT, int NT, int NS> struct gs_smem {
+    static constexpr size_t ring_w = (size_t)NS * GS_BM * gs_fmt<WT>::wslot;
+    static constexpr size_t ring_a = (size_t)NS * NT * 8 * gs_fmt<WT>::aslot;
     static constexpr size_t wsc = (size_t)GS_U * GS_BM * 4, asc = (size_t)GS_U * GS_NMAX * 4;
     static constexpr size_t bytes = ring_w + ring_a + 4 * wsc + 2 * asc;
 };
@@ -76,13 +79,13 @@ __device__ __forceinline__ void gs_window(uint8_t *slot, const uint8_t *src, int
 /* Y [N, M] (or part [z][N][M] when part != NULL): block (bx, z) takes weight rows GS_BM bx ..
  * and stages [z chunk, (z + 1) chunk) of the nst = ceil(nunits / 8) stages. Warp w computes
  * rows 16 w .. 16 w + 15 of the band for tokens 0 .. 8 NT - 1; each output is written once. */
-template <int WT, int NT>
+template <int WT, int NT, int NS>
 __global__ void __launch_bounds__(GS_THREADS, 2)
 kernel_gemm_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ A, size_t arow,
                    int64_t N, int64_t nunits, int64_t chunk, const float *__restrict__ bias, float *__restrict__ Y,
                    float *__restrict__ part) {
     using F = gs_fmt<WT>;
-    using SM = gs_smem<WT, NT>;
+    using SM = gs_smem<WT, NT, NS>;
     constexpr int AT = F::act, NTOK = NT * 8;
     extern __shared__ __align__(16) uint8_t smem[];
     uint8_t *ring_w = smem, *ring_a = smem + SM::ring_w;
@@ -122,16 +125,16 @@ kernel_gemm_stream(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const 
         for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
 
 #pragma unroll
-    for (int p = 0; p < GS_NS - 1; p++) {
+    for (int p = 0; p < NS - 1; p++) {
         if (p < nsb) issue(sb + p, p);
         async_commit();
     }
     for (int s = 0; s < nsb; s++) {
         const int64_t st = sb + s;
-        const int p = s % GS_NS;
-        async_wait<GS_NS - 2>();   /* this thread's copies of stage s have landed */
+        const int p = s % NS;
+        async_wait<NS - 2>();   /* this thread's copies of stage s have landed */
         __syncthreads();           /* everyone's have; everyone is done with stage s - 1's slot */
-        if (s + GS_NS - 1 < nsb) issue(st + GS_NS - 1, (s + GS_NS - 1) % GS_NS);
+        if (s + NS - 1 < nsb) issue(st + NS - 1, (s + NS - 1) % NS);
         async_commit();
 
         const int64_t u0 = st * GS_U;
@@ -286,16 +289,16 @@ static bool stream_type(mi_type wt) {
 }
 static int stream_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
 
-/* blocks of kernel_gemm_stream<WT, NT> a multiprocessor holds (its shared memory sets it); the
- * first call also raises the kernel's dynamic shared memory limit, once, before any launch */
-template <int WT, int NT> static int stream_occupancy(void) {
+/* blocks of kernel_gemm_stream<WT, NT, NS> a multiprocessor holds (its shared memory sets it);
+ * the first call also raises the kernel's dynamic shared memory limit, once, before any launch */
+template <int WT, int NT, int NS> static int stream_occupancy(void) {
     static int bps = 0;
     if (bps == 0) {
         int n = 1;
-        if (cudaFuncSetAttribute(kernel_gemm_stream<WT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)gs_smem<WT, NT>::bytes) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_stream<WT, NT>, GS_THREADS,
-                                                          gs_smem<WT, NT>::bytes) != cudaSuccess || n < 1) {
+        if (cudaFuncSetAttribute(kernel_gemm_stream<WT, NT, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)gs_smem<WT, NT, NS>::bytes) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_stream<WT, NT, NS>, GS_THREADS,
+                                                          gs_smem<WT, NT, NS>::bytes) != cudaSuccess || n < 1) {
             (void)cudaGetLastError();
             n = 1;
         }
@@ -303,10 +306,14 @@ template <int WT, int NT> static int stream_occupancy(void) {
     }
     return bps;
 }
-static int occupancy(mi_type wt, int64_t N) {
+static int occupancy(mi_type wt, int64_t N, int stages) {
     const int nt = stream_nt(N);
-#define OCC_(T) \
-    case T: return nt == 2 ? stream_occupancy<T, 2>() : nt == 4 ? stream_occupancy<T, 4>() : stream_occupancy<T, 8>();
+#define OCC_(T)                                                                                                  \
+    case T:                                                                                                      \
+        return stages == 2 ? stream_occupancy<T, 8, 2>()                                                         \
+               : nt == 2   ? stream_occupancy<T, 2, 3>()                                                         \
+               : nt == 4   ? stream_occupancy<T, 4, 3>()                                                         \
+                           : stream_occupancy<T, 8, 3>();
     switch (wt) {
         OCC_(MI_TYPE_Q4_K)
         OCC_(MI_TYPE_Q6_K)
@@ -346,15 +353,17 @@ static int64_t stream_wbytes(mi_type wt) {
     return wt == MI_TYPE_Q4_K ? 144 : wt == MI_TYPE_Q6_K ? 210 : wt == MI_TYPE_Q4_0 ? 8 * 18 : 8 * 34;
 }
 
-extern "C" bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
+extern "C" bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N, int stages) {
     return stream_type(wt) && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N && M >= 1 &&
-           mi7b_act_row_bytes(wt, K) > 0 && (M + GS_BM - 1) / GS_BM <= 0x7fffffff;
+           mi7b_act_row_bytes(wt, K) > 0 && (M + GS_BM - 1) / GS_BM <= 0x7fffffff &&
+           (stages == 3 || (stages == 2 && stream_nt(N) == 8 && occupancy(wt, N, 2) >= 2));
 }
 
-extern "C" int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    if (!mi8b_gemm_stream_supported(wt, K, M, N)) return 1;
+extern "C" int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N, int stages) {
+    if (!mi8b_gemm_stream_supported(wt, K, M, N, stages)) return 1;
     int S = 1;
-    stream_chunk(M, N, (K / 32 + GS_U - 1) / GS_U, (int64_t)mi7e_sm_count() * occupancy(wt, N), stream_wbytes(wt), &S);
+    stream_chunk(M, N, (K / 32 + GS_U - 1) / GS_U, (int64_t)mi7e_sm_count() * occupancy(wt, N, stages),
+                 stream_wbytes(wt), &S);
     return S;
 }
 
@@ -362,21 +371,21 @@ static size_t stream_act_bytes(mi_type wt, int64_t K, int64_t N) {
     return (mi7b_act_row_bytes(wt, K) * (size_t)N + 255) & ~(size_t)255;
 }
 
-extern "C" size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    if (!mi8b_gemm_stream_supported(wt, K, M, N)) return 0;
-    const int S = mi8b_gemm_stream_splits(wt, K, M, N);
+extern "C" size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N, int stages) {
+    if (!mi8b_gemm_stream_supported(wt, K, M, N, stages)) return 0;
+    const int S = mi8b_gemm_stream_splits(wt, K, M, N, stages);
     return stream_act_bytes(wt, K, N) + (S > 1 ? (size_t)S * (size_t)M * (size_t)N * sizeof(float) : 0);
 }
 
-template <int WT, int NT>
+template <int WT, int NT, int NS>
 static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t *a, size_t arow, const float *bias,
                                float *y, int64_t K, int64_t M, int64_t N, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
     const int64_t nunits = K / 32, nst = (nunits + GS_U - 1) / GS_U, bands = (M + GS_BM - 1) / GS_BM;
     int S = 1;
-    const int64_t chunk = stream_chunk(M, N, nst, (int64_t)mi7e_sm_count() * stream_occupancy<WT, NT>(),
+    const int64_t chunk = stream_chunk(M, N, nst, (int64_t)mi7e_sm_count() * stream_occupancy<WT, NT, NS>(),
                                        stream_wbytes((mi_type)WT), &S);
-    kernel_gemm_stream<WT, NT><<<dim3((unsigned)bands, (unsigned)S), GS_THREADS, gs_smem<WT, NT>::bytes, st>>>(
+    kernel_gemm_stream<WT, NT, NS><<<dim3((unsigned)bands, (unsigned)S), GS_THREADS, gs_smem<WT, NT, NS>::bytes, st>>>(
         w, wrow, M, a, arow, N, nunits, chunk, bias, y, S > 1 ? part : NULL);
     MI_CU_CHECK_LAUNCH("kernel_gemm_stream");
     if (S > 1) {
@@ -388,19 +397,20 @@ static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t 
 
 template <int WT>
 static mi_status launch_stream_n(cudaStream_t st, const uint8_t *w, const uint8_t *a, size_t arow, const float *bias,
-                                 float *y, int64_t K, int64_t M, int64_t N, float *part) {
+                                 float *y, int64_t K, int64_t M, int64_t N, float *part, int stages) {
+    if (stages == 2) return launch_stream<WT, 8, 2>(st, w, a, arow, bias, y, K, M, N, part);
     switch (stream_nt(N)) {
-    case 2: return launch_stream<WT, 2>(st, w, a, arow, bias, y, K, M, N, part);
-    case 4: return launch_stream<WT, 4>(st, w, a, arow, bias, y, K, M, N, part);
-    default: return launch_stream<WT, 8>(st, w, a, arow, bias, y, K, M, N, part);
+    case 2: return launch_stream<WT, 2, 3>(st, w, a, arow, bias, y, K, M, N, part);
+    case 4: return launch_stream<WT, 4, 3>(st, w, a, arow, bias, y, K, M, N, part);
+    default: return launch_stream<WT, 8, 3>(st, w, a, arow, bias, y, K, M, N, part);
     }
 }
 
 extern "C" mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                                      float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
-    if (!mi8b_gemm_stream_supported(wt, K, M, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_stream: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
-                      (long long)K, (long long)M, (long long)N);
+                                      float *y, int64_t K, int64_t M, int64_t N, int stages, void *workspace) {
+    if (!mi8b_gemm_stream_supported(wt, K, M, N, stages))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_stream: type %s, K = %lld, M = %lld, N = %lld, %d stages",
+                      mi_type_name(wt), (long long)K, (long long)M, (long long)N, stages);
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_stream: null pointer");
     MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
     const cudaStream_t st = (cudaStream_t)stream;
@@ -408,10 +418,10 @@ extern "C" mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, c
     float *part = (float *)((uint8_t *)workspace + stream_act_bytes(wt, K, N));
     const size_t arow = mi7b_act_row_bytes(wt, K);
     switch (wt) {
-    case MI_TYPE_Q4_K: return launch_stream_n<MI_TYPE_Q4_K>(st, wb, a, arow, bias, y, K, M, N, part);
-    case MI_TYPE_Q6_K: return launch_stream_n<MI_TYPE_Q6_K>(st, wb, a, arow, bias, y, K, M, N, part);
-    case MI_TYPE_Q4_0: return launch_stream_n<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N, part);
-    case MI_TYPE_Q8_0: return launch_stream_n<MI_TYPE_Q8_0>(st, wb, a, arow, bias, y, K, M, N, part);
+    case MI_TYPE_Q4_K: return launch_stream_n<MI_TYPE_Q4_K>(st, wb, a, arow, bias, y, K, M, N, part, stages);
+    case MI_TYPE_Q6_K: return launch_stream_n<MI_TYPE_Q6_K>(st, wb, a, arow, bias, y, K, M, N, part, stages);
+    case MI_TYPE_Q4_0: return launch_stream_n<MI_TYPE_Q4_0>(st, wb, a, arow, bias, y, K, M, N, part, stages);
+    case MI_TYPE_Q8_0: return launch_stream_n<MI_TYPE_Q8_0>(st, wb, a, arow, bias, y, K, M, N, part, stages);
     default: return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_stream: weight type %s", mi_type_name(wt));
     }
 }

@@ -135,23 +135,49 @@ static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores
  * and 64 rows, from K = 3584 on the stream kernel wins (results/notes/PHASE8B.md, b3's table).
  * The kernel itself is correct at any K (gate stream_mm_*); this is the choice between the two. */
 #define STREAM_MIN_K 2048
-static bool sup_mm_stream(const mi_tensor *n) {
+static bool sup_mm_stream_n(const mi_tensor *n, int stages) {
     const mi_tensor *w = n->src[0];
     return w && n->src[1] && w->ne[0] >= STREAM_MIN_K &&
-           mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) && mi7b_matmul_node_supported(n);
+           mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]), stages) &&
+           mi7b_matmul_node_supported(n);
 }
-static size_t ws_mm_stream(const mi_tensor *n) {
+static size_t ws_mm_stream_n(const mi_tensor *n, int stages) {
     const mi_tensor *w = n->src[0];
-    return mi8b_gemm_stream_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+    return mi8b_gemm_stream_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]), stages);
 }
-static mi_status run_mm_stream(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+static mi_status run_mm_stream_n(mi_cuda_ctx *c, const mi_tensor *n, void *ws, int stages) {
     const mi_tensor *w = n->src[0];
     return mi8b_gemm_stream(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
-                            n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
+                            n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), stages, ws);
 }
+static bool sup_mm_stream(const mi_tensor *n) { return sup_mm_stream_n(n, 3); }
+static size_t ws_mm_stream(const mi_tensor *n) { return ws_mm_stream_n(n, 3); }
+static mi_status run_mm_stream(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return run_mm_stream_n(c, n, ws, 3); }
 static const mi_cuda_kernel k_mm_stream = {
     "matmul, 9..64 rows, Q4_K/Q6_K/Q4_0/Q8_0 weights streamed by cp.async, int8 tensor cores", "b3", sup_mm_stream,
     run_mm_stream, ws_mm_stream, 0};
+/* b5: the same at 33..64 rows through a 2-stage ring, two blocks a multiprocessor */
+static bool sup_mm_stream2(const mi_tensor *n) { return sup_mm_stream_n(n, 2); }
+static size_t ws_mm_stream2(const mi_tensor *n) { return ws_mm_stream_n(n, 2); }
+static mi_status run_mm_stream2(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return run_mm_stream_n(c, n, ws, 2); }
+static const mi_cuda_kernel k_mm_stream2 = {
+    "matmul, 33..64 rows, weights streamed by cp.async through a 2-stage ring, int8 tensor cores", "b3,b5",
+    sup_mm_stream2, run_mm_stream2, ws_mm_stream2, 0};
+
+/* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
+static bool sup_topk(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *sc = n->src[1];
+    return x && sc && x->type == MI_TYPE_F32 && sc->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && x->ne[2] == 1 &&
+           x->ne[3] == 1 && sc->ne[0] == 1 && sc->ne[1] == x->ne[1] && n->ne[0] == 2 * (int64_t)n->p[0] &&
+           n->ne[1] == x->ne[1] && mi8b_topk_supported(x->ne[0], n->p[0]);
+}
+static mi_status run_topk(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8b_topk(mi_cuda_stream(c), n->src[0]->data, n->src[1]->data, n->data, n->src[0]->ne[0], n->p[0],
+                     n->src[0]->ne[1]);
+}
+static const mi_cuda_kernel k_topk = {"top-k candidates per row, radix select, one block a row", "b4", sup_topk,
+                                      run_topk, NULL, 0};
 
 void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
@@ -165,4 +191,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b3", "a batch's matmuls of 9..64 rows stream the weights' raw bytes through a cp.async ring "
                                "into int8 tensor cores (Q4_K, Q6_K, Q4_0, Q8_0)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
+    mi_cuda_item_declare("b5", "b3's matmul at 33..64 rows through a 2-stage ring: two blocks a multiprocessor");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream2);   /* in front of b3 */
+    mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
+                               "cross back (topk)");
+    mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);
 }

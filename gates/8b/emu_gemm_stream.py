@@ -9,7 +9,7 @@
 import numpy as np
 
 rng = np.random.default_rng(8)
-BM, THREADS, NS, U, NMAX = 128, 256, 3, 8, 64
+BM, THREADS, U, NMAX = 128, 256, 8, 64
 Q4_0, Q8_0, Q4_K, Q6_K = 'q4_0', 'q8_0', 'q4_k', 'q6_k'
 BYTES = {Q4_0: 18, Q8_0: 34, Q4_K: 144, Q6_K: 210}
 UNITS = {Q4_0: 1, Q8_0: 1, Q4_K: 8, Q6_K: 8}
@@ -172,7 +172,7 @@ def mma(A_regs, B_regs, kdim):
     return np.stack([D[gid, 2 * tig], D[gid, 2 * tig + 1], D[gid + 8, 2 * tig], D[gid + 8, 2 * tig + 1]], axis=1)
 
 
-def run(wt, K, M, N, woff, chunk=None, slots=132, early=False):
+def run(wt, K, M, N, woff, chunk=None, slots=132, early=False, NS=3):   # NS: the ring's stages (2: item b5)
     wbytes, abytes, wch, ach = fmt(wt)
     W, wrow = make_weights(wt, K, M)
     Ar, arow = make_act(wt, K, N)
@@ -323,7 +323,7 @@ def run(wt, K, M, N, woff, chunk=None, slots=132, early=False):
     all_w = touched[wbase:wend].all() and touched[abase:aend].all()
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3)) if not np.isnan(Y).any() else float('nan')
     ok = bool(err <= 1e-9) and all_w
-    print(f'{wt} K={K} M={M} N={N} tensor at +{woff} splits {S} (chunk {chunk} of {nst} stages) copies land '
+    print(f'{wt} K={K} M={M} N={N} ring {NS} tensor at +{woff} splits {S} (chunk {chunk} of {nst} stages) copies land '
           f'{"at issue" if early else "at the wait"}: max rel err {err:.3g}{"" if all_w else ", NOT every byte copied"}')
     return ok
 
@@ -343,6 +343,9 @@ ok = [
     run(Q4_K, 1536, 20, 9, 0, chunk=6, early=True),   # the ring wraps: six stages through three slots
     run(Q6_K, 1280, 12, 10, 2, chunk=4),             # 4 + 1 stages
     run(Q8_0, 800, 7, 9, 6, chunk=4, early=True),    # 25 units: the fourth stage has one
+    run(Q4_K, 1536, 20, 40, 0, chunk=6, early=True, NS=2),   # b5's 2-stage ring: six stages through two slots
+    run(Q6_K, 1280, 12, 64, 2, chunk=5, NS=2),
+    run(Q8_0, 800, 7, 33, 6, chunk=4, NS=2),         # a partial last stage
 ]
 if not all(ok):
     print('emulation does not match the reference'); raise SystemExit(1)
