@@ -5,7 +5,7 @@
  * accumulators run over the whole K: no int32 dot to scale per 32-element unit, which is what
  * holds the int8 kernel at 64 tokens (results/notes/PHASE8B.md).
  *
- * Fragments (mma.m16n8k16, f32 accumulators): a lane (gid, tig) holds, for its rows r0 = 16 warp +
+ * Fragments (mma.m16n8k16, f32 accumulators): a lane (gid, tig) holds, for its rows r0 = 16 (warp & 7) +
  * gid and r0 + 8, the elements 4 tig .. 4 tig + 3 of a unit for the first mma and 16 + 4 tig .. for
  * the second (one 32-bit load of the packed levels each). The k order inside an mma is free as long
  * as the weights and the activations agree: register a0 carries elements (4 tig, 4 tig + 2) and a2
@@ -25,8 +25,11 @@
 #include "phase8b_batch/split_sum.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
-#define FS_BM 128        /* weight rows a block: 8 warps of 16 */
-#define FS_THREADS 256
+#define FS_BM 128        /* weight rows a block: 8 row groups of 16 */
+/* 16 warps: warp w takes row group w & 7 for half the tokens (w >> 3). Each row group's weights
+ * are dequantized by two warps, but a multiprocessor (one 176 KB block) gets 4 warps a scheduler
+ * to hide the shared load -> dequantize -> mma chain instead of 2. */
+#define FS_THREADS 512
 #define FS_NS 3          /* ring stages: two in flight while one is computed */
 #define FS_SB 256        /* elements a stage: one super-block */
 /* bytes of a token's stage in the ring: 256 halves and 32 bytes more, so the 64-bit fragment
@@ -73,15 +76,16 @@ __global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__res
 }
 
 /* Y [N, M] (or part [z][N][M] when part != NULL): block (bx, z) takes weight rows FS_BM bx .. and
- * the super-blocks [z chunk, (z + 1) chunk); warp w computes rows 16 w .. 16 w + 15 of the band for
- * tokens 0 .. 8 NT - 1; each output is written once. X: the activations of kernel_act_f16_pairs. */
+ * the super-blocks [z chunk, (z + 1) chunk); warp w computes rows 16 (w & 7) .. + 15 of the band for
+ * tokens 4 NT (w >> 3) .. + 4 NT - 1; each output is written once. X: the activations of
+ * kernel_act_f16_pairs. */
 template <int WT, int NT>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, int64_t chunk, const float *__restrict__ bias, float *__restrict__ Y, float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
-    constexpr int NTOK = NT * 8;
+    constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
     extern __shared__ __align__(16) uint8_t smem[];
     uint8_t *ring_w = smem, *ring_a = smem + SM::ring_w;
     /* per [unit][row]: Q4_K the scale d sc and -dmin m; Q6_K d sc of the unit's two halves */
@@ -108,9 +112,9 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         }
     };
 
-    float acc[NT][4];
+    float acc[NTW][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
 
@@ -119,7 +123,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         if (p < nsb) issue(sb + p, p);
         async_commit();
     }
-    const int r0 = warp * 16 + gid;
+    const int r0 = (warp & 7) * 16 + gid, n0 = (warp >> 3) * NTW * 8;   /* the warp's first row and token */
     for (int s = 0; s < nsb; s++) {
         const int64_t st = sb + s;
         const int p = s % FS_NS;
@@ -149,8 +153,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
         const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
         const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
-        const uint8_t *xa = ra + gid * FS_ASLOT + 8 * tig;   /* token gid of n-tile 0, group tig */
-#pragma unroll 2
+        const uint8_t *xa = ra + (n0 + gid) * FS_ASLOT + 8 * tig;   /* token gid of the warp's n-tile 0, group tig */
+#pragma unroll
         for (int k = 0; k < 8; k++) {
             const __half2 s0 = sS[k * FS_BM + r0], s1 = sS[k * FS_BM + r0 + 8];
             const __half2 t0 = sM[k * FS_BM + r0], t1 = sM[k * FS_BM + r0 + 8];
@@ -174,7 +178,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                 A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
             }
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
+            for (int nt = 0; nt < NTW; nt++) {
                 const uint8_t *bp = xa + nt * 8 * FS_ASLOT + 64 * k;
                 const uint2 b = *(const uint2 *)bp, c = *(const uint2 *)(bp + 32);
                 mma_f16_16816(acc[nt], A1, b.x, b.y);
@@ -185,11 +189,11 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int64_t m = m0 + r0 + (i >> 1) * 8;
-            const int64_t n = nt * 8 + 2 * tig + (i & 1);
+            const int64_t n = n0 + nt * 8 + 2 * tig + (i & 1);
             if (m >= M || n >= N) continue;
             if (part) part[((size_t)blockIdx.y * N + n) * M + m] = acc[nt][i];
             else Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];

@@ -108,7 +108,7 @@ def mma(D, A8, B4):   # D [lane, 4] += A [16, 16] @ B [16, 8] from the lanes' el
 
 def run(wt, K, M, N, woff, chunk=None):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
-    NTOK = 8 * NT
+    NTOK, NTW = 8 * NT, NT // 2   # n-tiles a warp: 16 warps, row group w & 7, token half w >> 3
     W = make_weights(wt, K, M)
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
     # kernel_act_f16_pairs: every group of four as (e0, e2, e1, e3)
@@ -125,7 +125,7 @@ def run(wt, K, M, N, woff, chunk=None):
     for bx in range((M + BM - 1) // BM):
         m0 = bx * BM
         for z in range(S):
-            acc = np.zeros((8, NT, 32, 4))
+            acc = np.zeros((16, NTW, 32, 4))
             for st in range(z * chunk, min((z + 1) * chunk, nst)):
                 wo = st * WB[wt]
                 # the ring slot: each row's stage at offset (src & 15) of a 16-byte window; tokens at 544 bytes
@@ -157,8 +157,8 @@ def run(wt, K, M, N, woff, chunk=None):
                             sS[k, r] = h(np.float32(d) * np.float32(scl[2 * k])); sM[k, r] = h(np.float32(d) * np.float32(scl[2 * k + 1]))
                 def ld32(base):   # little-endian words of rw at byte addresses base [lane]
                     return sum(rw[base + i].astype(np.uint32) << (8 * i) for i in range(4)).astype(np.uint32)
-                for warp in range(8):
-                    r0 = warp * 16 + gid
+                for warp in range(16):
+                    r0, n0 = (warp & 7) * 16 + gid, (warp >> 3) * NTW * 8
                     w0, w1 = r0 * wslot + offs[r0], (r0 + 8) * wslot + offs[r0 + 8]
                     for k in range(8):
                         s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
@@ -176,17 +176,17 @@ def run(wt, K, M, N, woff, chunk=None):
                             A1 = [deq(v0, s0, 0, wt), deq(v1, s1, 0, wt), deq(v0 >> 8, s0, 0, wt), deq(v1 >> 8, s1, 0, wt)]
                             A2 = [deq(v2, t0, 0, wt), deq(v3, t1, 0, wt), deq(v2 >> 8, t0, 0, wt), deq(v3 >> 8, t1, 0, wt)]
                         A1 = np.concatenate(A1, axis=1); A2 = np.concatenate(A2, axis=1)   # [lane, 8]: regs a0..a3, two halves each
-                        for nt in range(NT):
-                            bp = gid * ASLOT + 8 * tig + nt * 8 * ASLOT + 64 * k
+                        for nt in range(NTW):
+                            bp = (n0 + gid) * ASLOT + 8 * tig + nt * 8 * ASLOT + 64 * k
                             def ld64(p):   # uint2 at byte addresses p -> 4 halves [lane, 4] (b0 low, b0 high, b1 low, b1 high)
                                 return np.stack([ra[p[i]:p[i] + 8].view(np.float16).astype(np.float64) for i in range(32)])
                             acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
                             acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
-            for warp in range(8):
-                for nt in range(NT):
+            for warp in range(16):
+                for nt in range(NTW):
                     for i in range(4):
-                        m = m0 + warp * 16 + gid + (i >> 1) * 8
-                        n = nt * 8 + 2 * tig + (i & 1)
+                        m = m0 + (warp & 7) * 16 + gid + (i >> 1) * 8
+                        n = (warp >> 3) * NTW * 8 + nt * 8 + 2 * tig + (i & 1)
                         ok = (m < M) & (n < N)
                         assert np.isnan(Y[z, n[ok], m[ok]]).all(), "output written twice"
                         Y[z, n[ok], m[ok]] = acc[warp, nt, ok, i]

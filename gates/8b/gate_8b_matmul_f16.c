@@ -14,6 +14,7 @@
 #include "common/backend/backend.h"
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,26 +22,50 @@ static gu_run R;
 static cudaStream_t S;
 static unsigned long long g_seed = 0x8b16f16bULL;
 
-/* y [N][M] = dequantized W rows . x rows in double, + bias */
-static void exact_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, double *y, int64_t K,
-                         int64_t M, int64_t N) {
-    const size_t rb = mi_row_size(t, K);
-    float *row = malloc((size_t)K * sizeof(float));
-    for (int64_t m = 0; m < M; m++) {
-        mi_dequantize_row(t, w + (size_t)m * rb, row, K);
-        for (int64_t n = 0; n < N; n++) {
-            const float *xn = x + (size_t)n * K;
+/* y [N][M] = dequantized W rows . x rows in double, + bias; rows [m0, m1) */
+typedef struct {
+    mi_type t;
+    const uint8_t *w;
+    const float *x, *bias;
+    double *y;
+    int64_t K, M, N, m0, m1;
+} exact_job;
+
+static void *exact_rows(void *arg) {
+    const exact_job *j = arg;
+    const size_t rb = mi_row_size(j->t, j->K);
+    float *row = malloc((size_t)j->K * sizeof(float));
+    for (int64_t m = j->m0; m < j->m1; m++) {
+        mi_dequantize_row(j->t, j->w + (size_t)m * rb, row, j->K);
+        for (int64_t n = 0; n < j->N; n++) {
+            const float *xn = j->x + (size_t)n * j->K;
             double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int64_t k = 0; k < K; k += 4) {
+            for (int64_t k = 0; k < j->K; k += 4) {
                 s0 += (double)row[k] * xn[k];
                 s1 += (double)row[k + 1] * xn[k + 1];
                 s2 += (double)row[k + 2] * xn[k + 2];
                 s3 += (double)row[k + 3] * xn[k + 3];
             }
-            y[(size_t)n * M + m] = (s0 + s1) + (s2 + s3) + bias[m];
+            j->y[(size_t)n * j->M + m] = (s0 + s1) + (s2 + s3) + j->bias[m];
         }
     }
     free(row);
+    return NULL;
+}
+
+/* exact_rows over up to 32 threads (each output computed by one, in one order) */
+static void exact_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, double *y, int64_t K,
+                         int64_t M, int64_t N) {
+    enum { NT = 32 };
+    pthread_t th[NT];
+    exact_job jobs[NT];
+    int started = 0;
+    for (int i = 0; i < NT; i++) {
+        jobs[i] = (exact_job){t, w, x, bias, y, K, M, N, M * i / NT, M * (i + 1) / NT};
+        if (pthread_create(&th[i], NULL, exact_rows, &jobs[i]) == 0) th[started++] = th[i];
+        else exact_rows(&jobs[i]);
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 static double nmse_d(const float *got, const double *want, size_t n) {
