@@ -73,6 +73,18 @@ size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N, i
 mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                            int64_t K, int64_t M, int64_t N, int stages, void *workspace);
 
+/* ---- gemm_f16_stream.cu: the same product for Q4_K / Q6_K weights with f16 tensor cores (item
+ * b6): b3's bands and ring, each warp dequantizing its rows into f16 mma fragments, f16
+ * activations, float accumulators over the whole K (no per-unit scaling). K a multiple of 256.
+ * Not in 7b's int8 tier: the activations are rounded to f16 instead of 8-bit codes, so it is
+ * compared with the exact product (docs/NUMERICS.md). workspace: x in f16, then the parts.
+ * Bit-identical run to run. */
+bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
+int mi8b_gemm_f16s_splits(mi_type wt, int64_t K, int64_t M, int64_t N);
+size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                         int64_t K, int64_t M, int64_t N, void *workspace);
+
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside
  * [0, T), n_past >= 0, n_kv <= max_kv, its table inside seqs and every block it uses inside

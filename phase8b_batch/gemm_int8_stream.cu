@@ -9,12 +9,12 @@
  * within 7b's matmul bound. When the bands are too few for the GPU, K is split over blocks
  * (partials summed in split order by split_sum.cuh): a fixed split for a shape, bitwise run to
  * run. The index math is emulated on the host by gates/8b/emu_gemm_stream.py. */
-#include "phase8a_decode/async_copy.cuh"
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/split_sum.cuh"
+#include "phase8b_batch/stream_ring.cuh"
 
 #define GS_BM 128        /* weight rows a block: 8 warps of 16 */
 #define GS_THREADS 256
@@ -60,21 +60,6 @@ __device__ __forceinline__ void mma_s8_16816s(int (&d)[4], int a0, int a1, int b
 
 /* (float)x, exact for |x| < 2^22 (the unit dots of Q4_K, Q4_0, Q8_0), at full rate */
 __device__ __forceinline__ float i2f_small(int x) { return __int_as_float(x + 0x4B400000) - 12582912.0f; }
-
-/* Chunk c of the 16-byte windows covering [src, src + n): to slot + 16 c by cp.async, so byte b
- * of the data lands at slot + (src & 15) + b. A window reaching outside [lo, hi) (the first or
- * last bytes of the tensor) is copied byte by byte, its outside bytes left as they were. */
-__device__ __forceinline__ void gs_window(uint8_t *slot, const uint8_t *src, int n, int c, const uint8_t *lo,
-                                          const uint8_t *hi) {
-    const uint8_t *a = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * c;
-    if (a >= src + n) return;
-    if (a >= lo && a + 16 <= hi) {
-        async_copy16(slot + 16 * c, a);
-    } else {
-        for (int b = 0; b < 16; b++)
-            if (a + b >= lo && a + b < hi) slot[16 * c + b] = a[b];
-    }
-}
 
 /* Y [N, M] (or part [z][N][M] when part != NULL): block (bx, z) takes weight rows GS_BM bx ..
  * and stages [z chunk, (z + 1) chunk) of the nst = ceil(nunits / 8) stages. Warp w computes
@@ -324,31 +309,6 @@ static int occupancy(mi_type wt, int64_t N, int stages) {
 #undef OCC_
 }
 
-/* Stages a split (chunk) and the split count S for a shape: the S (<= MI8B_SPLIT_MAX, chunks of
- * two stages at least) that minimizes an estimate of the time in stage-times of a full GPU:
- * waves of blocks x stages a block, plus writing and reading the partials and the second launch. */
-static int64_t stream_chunk(int64_t M, int64_t N, int64_t nst, int64_t slots, int64_t wbytes, int *S_out) {
-    const int64_t bands = (M + GS_BM - 1) / GS_BM;
-    const double wave_bytes = (double)slots * GS_BM * (double)wbytes;   /* one stage of every block resident */
-    int64_t best_chunk = nst;
-    double best = 1e300;
-    for (int64_t s = 1; s <= MI8B_SPLIT_MAX && s <= nst; s++) {
-        const int64_t chunk = (nst + s - 1) / s;
-        if (s > 1 && chunk < 2) break;
-        const int64_t se = (nst + chunk - 1) / chunk;
-        if (se != s) continue;
-        const int64_t blocks = bands * se;
-        double t = (double)((blocks + slots - 1) / slots) * (double)chunk;
-        if (se > 1) t += 2.0 + (double)se * (double)N * (double)M * 8.0 / wave_bytes;
-        if (t < best - 1e-9) {
-            best = t;
-            best_chunk = chunk;
-        }
-    }
-    *S_out = (int)((nst + best_chunk - 1) / best_chunk);
-    return best_chunk;
-}
-
 static int64_t stream_wbytes(mi_type wt) {
     return wt == MI_TYPE_Q4_K ? 144 : wt == MI_TYPE_Q6_K ? 210 : wt == MI_TYPE_Q4_0 ? 8 * 18 : 8 * 34;
 }
@@ -363,7 +323,7 @@ extern "C" int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t
     if (!mi8b_gemm_stream_supported(wt, K, M, N, stages)) return 1;
     int S = 1;
     stream_chunk(M, N, (K / 32 + GS_U - 1) / GS_U, (int64_t)mi7e_sm_count() * occupancy(wt, N, stages),
-                 stream_wbytes(wt), &S);
+                 stream_wbytes(wt), GS_BM, &S);
     return S;
 }
 
@@ -384,7 +344,7 @@ static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t 
     const int64_t nunits = K / 32, nst = (nunits + GS_U - 1) / GS_U, bands = (M + GS_BM - 1) / GS_BM;
     int S = 1;
     const int64_t chunk = stream_chunk(M, N, nst, (int64_t)mi7e_sm_count() * stream_occupancy<WT, NT, NS>(),
-                                       stream_wbytes((mi_type)WT), &S);
+                                       stream_wbytes((mi_type)WT), GS_BM, &S);
     kernel_gemm_stream<WT, NT, NS><<<dim3((unsigned)bands, (unsigned)S), GS_THREADS, gs_smem<WT, NT, NS>::bytes, st>>>(
         w, wrow, M, a, arow, N, nunits, chunk, bias, y, S > 1 ? part : NULL);
     MI_CU_CHECK_LAUNCH("kernel_gemm_stream");

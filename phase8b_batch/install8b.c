@@ -164,6 +164,27 @@ static const mi_cuda_kernel k_mm_stream2 = {
     "matmul, 33..64 rows, weights streamed by cp.async through a 2-stage ring, int8 tensor cores", "b3,b5",
     sup_mm_stream2, run_mm_stream2, ws_mm_stream2, 0};
 
+/* b6: Q4_K / Q6_K at 17..64 rows with f16 tensor cores (the weights dequantized in registers).
+ * From 17 rows: at 9..16 b3's int8 kernel already streams at the bandwidth its grid allows. */
+#define F16S_MIN_N 17
+static bool sup_mm_f16s(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K && mi_nrows(n->src[1]) >= F16S_MIN_N &&
+           mi8b_gemm_f16s_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) && mi7b_matmul_node_supported(n);
+}
+static size_t ws_mm_f16s(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16s_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+}
+static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16s(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
+                          n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_mm_f16s = {
+    "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
+    run_mm_f16s, ws_mm_f16s, 0};
+
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
     const mi_tensor *x = n->src[0], *sc = n->src[1];
@@ -193,6 +214,9 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
     mi_cuda_item_declare("b5", "b3's matmul at 33..64 rows through a 2-stage ring: two blocks a multiprocessor");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream2);   /* in front of b3 */
+    mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
+                               "tensor cores: float sums over all of K, no per-unit scaling");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

@@ -15,6 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+BOOKKEEPING = ("MINFER_COMMIT=", "MINFER_PYTHON=", "MINFER_BENCH_DIR=", "MINFER_GATE_")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -25,11 +28,16 @@ def main():
     for r in recs:
         by[(r.get("engine", "minfer"), r["model"], r["backend"], r["pp"], r["tg"], r.get("commit", "?"),
             r.get("switches", ""))][r["B"]] = r
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 7))
     for key, rows in sorted(by.items()):
         bs = sorted(rows)
         engine, model, backend, pp, tg, commit, sw = key
-        label = f"{engine} {model.replace('minfer-7e-', '')} ({backend}, PP {pp}, TG {tg}, {commit}{' ' + sw if sw else ''})"
+        name = model.replace(".gguf", "")
+        for pre in ("minfer-7e-", "minfer-7b-"):
+            name = name.replace(pre, "")
+        # the engine's switches only (older records also list the run's bookkeeping variables)
+        sw = ",".join(v for v in sw.split(",") if v and not v.startswith(BOOKKEEPING))
+        label = f"{engine} {name} ({backend}, PP {pp}, TG {tg}, {commit}{' ' + sw if sw else ''})"
         other = engine != "minfer"
         for ax, col in zip(axes, ("s_tg", "s_pp")):
             if col not in rows[bs[0]]:
@@ -43,7 +51,7 @@ def main():
         ax.set_title(title)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2, frameon=False)
     records.save(fig, out)
 
 

@@ -2,6 +2,7 @@
 #include "tools/bench_facts.h"
 #include "common/core/mi_settings.h"
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -74,8 +75,15 @@ void bench_facts_gather(const char *be, bench_facts *f) {
     else read_cmd("git rev-parse --short HEAD 2>/dev/null", f->commit, sizeof f->commit, "unknown");
     time_t now = time(NULL);
     strftime(f->date, sizeof f->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    /* the engine's switches; not the run's bookkeeping (its commit, the scripts' Python, where
+     * records and gate results go) */
+    static const char *const not_switches[] = {"MINFER_COMMIT=", "MINFER_PYTHON=", "MINFER_BENCH_DIR=", "MINFER_GATE_"};
     for (char **e = environ; *e; e++) {
         if (strncmp(*e, "MINFER_", 7)) continue;
+        bool skip = false;
+        for (size_t i = 0; i < sizeof not_switches / sizeof *not_switches; i++)
+            if (!strncmp(*e, not_switches[i], strlen(not_switches[i]))) skip = true;
+        if (skip) continue;
         size_t l = strlen(f->switches);
         snprintf(f->switches + l, sizeof f->switches - l, "%s%s", l ? "," : "", *e);
     }

@@ -2,7 +2,9 @@
  * of a decode step of the 7B (Q4_K_M) and the 0.5B (Q4_0), every candidate of the CUDA
  * dispatch that takes the node (MATMUL, and FFN_SWIGLU for the fused gate/up) is first
  * checked against the CPU reference (NMSE <= 1e-6, every output written, a repeat bitwise
- * equal) and only then timed alone: CUDA events around a run of back-to-back calls, each on
+ * equal; a kernel on f16 tensor cores, whose activations are rounded to f16 instead of the
+ * CPU's 8-bit codes, within the quantized matmul tier's 1e-4 of docs/NUMERICS.md) and only
+ * then timed alone: CUDA events around a run of back-to-back calls, each on
  * its own copy of the weights (copies enough for 256 MB, so no call finds its weights in the
  * 60 MB L2, as in a decode step, where every weight is read once), per call the median of 20
  * runs after 3 warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
@@ -117,7 +119,8 @@ static void ladder_row(call_ctx *a, const shape *sh, const float *ref, size_t wb
     if (st == MI_OK) dev_down_on(S, got2, node->data, ny * 4);
     double nmse = st == MI_OK ? gu_nmse(got, ref, ny) : -1;
     const bool rep = st == MI_OK && memcmp(got, got2, ny * 4) == 0;
-    const bool valid = st == MI_OK && nmse <= 1e-6 && rep;
+    const double bound = strstr(k->name, "f16 tensor cores") ? 1e-4 : 1e-6;
+    const bool valid = st == MI_OK && nmse <= bound && rep;
     float ms = -1;
     if (valid) {
         a->ws = ws;
@@ -128,7 +131,7 @@ static void ladder_row(call_ctx *a, const shape *sh, const float *ref, size_t wb
     if (!valid)
         printf("| %s | %s | %s | %s [%s] | INVALID: %s | | |\n", sh->model, sh->tensor, mi_type_name(sh->type), k->name,
                k->items ? k->items : "-",
-               st != MI_OK ? mi_errmsg() : !rep ? "repeat differs" : "nmse over 1e-6");
+               st != MI_OK ? mi_errmsg() : !rep ? "repeat differs" : bound > 1e-6 ? "nmse over 1e-4" : "nmse over 1e-6");
     else
         printf("| %s | %s | %s | %s [%s] | %.1f | %.0f | %.0f%% |\n", sh->model, sh->tensor, mi_type_name(sh->type),
                k->name, k->items ? k->items : "-",

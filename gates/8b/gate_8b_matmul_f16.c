@@ -1,0 +1,167 @@
+/* gate_8b_matmul_f16: item b6, a batch's Q4_K / Q6_K matmuls of 9..64 rows through f16 tensor
+ * cores (phase8b_batch/gemm_f16_stream.cu, docs/PHASE8B.md).
+ *  f16s_mm_*        against the exact product (each weight row dequantized by the CPU's
+ *                   mi_dequantize_row, the float activations, double sums): NMSE <= 1e-5 (the f16
+ *                   roundings of weights and activations; the host emulation measures ~1e-7);
+ *                   against b3's int8 kernel (8-bit activation codes): NMSE <= 1e-4, the quantized
+ *                   matmul tier of docs/NUMERICS.md; against itself on a second run (bitwise)
+ *  f16s_mm_refused  what it leaves to the others
+ * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
+#include "gates/gate_util.h"
+#include "gates/7e/dev7e.h"
+#include "phase8b_batch/batch8b.h"
+#include "common/quant/mi_types.h"
+#include "common/backend/backend.h"
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gu_run R;
+static cudaStream_t S;
+static unsigned long long g_seed = 0x8b16f16bULL;
+
+/* y [N][M] = dequantized W rows . x rows in double, + bias; rows [m0, m1) */
+typedef struct {
+    mi_type t;
+    const uint8_t *w;
+    const float *x, *bias;
+    double *y;
+    int64_t K, M, N, m0, m1;
+} exact_job;
+
+static void *exact_rows(void *arg) {
+    const exact_job *j = arg;
+    const size_t rb = mi_row_size(j->t, j->K);
+    float *row = malloc((size_t)j->K * sizeof(float));
+    for (int64_t m = j->m0; m < j->m1; m++) {
+        mi_dequantize_row(j->t, j->w + (size_t)m * rb, row, j->K);
+        for (int64_t n = 0; n < j->N; n++) {
+            const float *xn = j->x + (size_t)n * j->K;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int64_t k = 0; k < j->K; k += 4) {
+                s0 += (double)row[k] * xn[k];
+                s1 += (double)row[k + 1] * xn[k + 1];
+                s2 += (double)row[k + 2] * xn[k + 2];
+                s3 += (double)row[k + 3] * xn[k + 3];
+            }
+            j->y[(size_t)n * j->M + m] = (s0 + s1) + (s2 + s3) + j->bias[m];
+        }
+    }
+    free(row);
+    return NULL;
+}
+
+/* exact_rows over up to 32 threads (each output computed by one, in one order) */
+static void exact_matmul(mi_type t, const uint8_t *w, const float *x, const float *bias, double *y, int64_t K,
+                         int64_t M, int64_t N) {
+    enum { NT = 32 };
+    pthread_t th[NT];
+    exact_job jobs[NT];
+    int started = 0;
+    for (int i = 0; i < NT; i++) {
+        jobs[i] = (exact_job){t, w, x, bias, y, K, M, N, M * i / NT, M * (i + 1) / NT};
+        if (pthread_create(&th[i], NULL, exact_rows, &jobs[i]) == 0) th[started++] = th[i];
+        else exact_rows(&jobs[i]);
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+}
+
+static double nmse_d(const float *got, const double *want, size_t n) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - want[i];
+        e += d * d;
+        s += want[i] * want[i];
+    }
+    return s > 0 ? e / s : e;
+}
+
+static mi_status copy_back(float *h, const float *d, size_t n) {
+    return cudaMemcpyAsync(h, d, n * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess && cudaStreamSynchronize(S) == cudaSuccess
+               ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+}
+
+/* the weight at byte woff of its allocation (Q6_K rows are 2-byte aligned only) */
+static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
+    char name[112];
+    snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, woff ? "_unaligned" : "");
+    gu_begin(&R, name);
+    if (!mi8b_gemm_f16s_supported(t, K, M, N)) {
+        gu_fail(&R, "refused");
+        return;
+    }
+    const int splits = mi8b_gemm_f16s_splits(t, K, M, N);
+    size_t wb;
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)(M * N);
+    double *ref = malloc(ny * sizeof(double));
+    float *got = malloc(ny * 4), *got2 = malloc(ny * 4), *i8 = malloc(ny * 4);
+    exact_matmul(t, w, x, bias, ref, K, M, N);
+    void *wbase, *xbase, *bbase;
+    void *dw = dev_up_at(w, wb, woff, &wbase);
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
+    const size_t wsa = mi8b_gemm_f16s_workspace(t, K, M, N), ws8 = mi8b_gemm_stream_workspace(t, K, M, N, 3);
+    void *ws = dev_poison(wsa > ws8 ? wsa : ws8);
+    float *dy = dev_poison(ny * 4);
+    mi_status st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK) st = copy_back(got, dy, ny);
+    if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+    if (st == MI_OK) st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK) st = copy_back(got2, dy, ny);
+    const bool have8 = mi8b_gemm_stream_supported(t, K, M, N, 3);
+    if (st == MI_OK && have8) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, 3, ws);
+    if (st == MI_OK && have8) st = copy_back(i8, dy, ny);
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        const double e_ex = nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
+        const bool rep = memcmp(got, got2, ny * 4) == 0;
+        if (!(e_ex <= 1e-5) || !(e_i8 <= 1e-4) || !rep) {
+            for (size_t i = 0; i < ny; i++)
+                if (!(fabs((double)got[i] - ref[i]) <= 1e-2 * (fabs(ref[i]) + 1.0))) {
+                    printf("    %s: first mismatch index %zu (token %zu, row %zu) got %.9g want %.9g (int8 %.9g)\n", name,
+                           i, i / (size_t)M, i % (size_t)M, got[i], ref[i], have8 ? i8[i] : NAN);
+                    break;
+                }
+            gu_fail(&R, "%d splits: nmse vs exact %.3g (bound 1e-5), vs b3's int8 kernel %.3g (bound 1e-4), repeat %s",
+                    splits, e_ex, e_i8, rep ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "%d splits: nmse vs exact %.3g, vs b3's int8 kernel %.3g, repeat bitwise", splits, e_ex, e_i8);
+        }
+    }
+    free(w); free(x); free(bias); free(ref); free(got); free(got2); free(i8);
+    cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    gu_init(&R, "gate-8b-matmul-f16", "8b");
+    mi_phases_install();
+    if (!dev_gate_start(&R, "gate_8b_matmul_f16", &S)) return gu_finish(&R);
+    static const int64_t ns[] = {17, 33, 64};
+    for (int i = 0; i < 3; i++) f16s_case(MI_TYPE_Q4_K, 3584, 3584, ns[i], 0);   /* the 7B's q / o */
+    f16s_case(MI_TYPE_Q4_K, 3584, 512, 64, 0);      /* k */
+    f16s_case(MI_TYPE_Q6_K, 3584, 512, 33, 0);      /* v of the Q6_K layers */
+    f16s_case(MI_TYPE_Q4_K, 3584, 18944, 64, 0);    /* gate / up */
+    f16s_case(MI_TYPE_Q4_K, 3584, 18944, 24, 0);
+    f16s_case(MI_TYPE_Q4_K, 18944, 3584, 64, 0);    /* down, split over K */
+    f16s_case(MI_TYPE_Q6_K, 18944, 3584, 64, 0);    /* down of the Q6_K layers */
+    f16s_case(MI_TYPE_Q6_K, 18944, 3584, 17, 0);
+    /* edges: rows not a band multiple, odd N, tensors past alignment, N at 9 */
+    f16s_case(MI_TYPE_Q4_K, 2560, 333, 40, 4);
+    f16s_case(MI_TYPE_Q6_K, 3328, 200, 63, 6);
+    f16s_case(MI_TYPE_Q6_K, 1280, 130, 9, 2);
+    gu_begin(&R, "f16s_mm_refused");
+    if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
+        mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 8) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
+        gu_fail(&R, "took Q4_0, Q8_0, N = 8 or N = 65");
+    else
+        gu_pass(&R, "Q4_0, Q8_0, N = 8 and N = 65 refused");
+    cudaStreamDestroy(S);
+    return gu_finish(&R);
+}

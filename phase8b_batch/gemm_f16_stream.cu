@@ -1,0 +1,293 @@
+/* A batch's matmul at 9..64 rows with f16 tensor cores: y [N, M] = W [K, M] (Q4_K or Q6_K) @
+ * x [K, N] (+ bias). The bands and the cp.async ring of gemm_int8_stream.cu (128 weight rows x
+ * every token a block, one super-block of every row a stage), but each warp dequantizes its rows
+ * in registers straight into f16 mma fragments and the activations are f16, so the float
+ * accumulators run over the whole K: no int32 dot to scale per 32-element unit, which is what
+ * holds the int8 kernel at 64 tokens (results/notes/PHASE8B.md).
+ *
+ * Fragments (mma.m16n8k16, f32 accumulators): a lane (gid, tig) holds, for its rows r0 = 16 (warp & 7) +
+ * gid and r0 + 8, the elements 4 tig .. 4 tig + 3 of a unit for the first mma and 16 + 4 tig .. for
+ * the second (one 32-bit load of the packed levels each). The k order inside an mma is free as long
+ * as the weights and the activations agree: register a0 carries elements (4 tig, 4 tig + 2) and a2
+ * (4 tig + 1, 4 tig + 3), which is how a level word splits into two f16 pairs with one mask, so
+ * the activations are stored with every group of four elements as (e0, e2, e1, e3) and one 64-bit
+ * shared load gives b0 and b1. A level L becomes the f16 1024 + L by OR-ing 0x6400 into its half
+ * (exact for L < 1024); subtracting 1024 (Q6_K: 1056, its offset 32) is exact, then one f16
+ * multiply-add applies the unit's scale and min, rounded once.
+ *
+ * Error: the weights rounded to f16 (scale, min and product) and the activations rounded to f16,
+ * no 8-bit activation codes; gate_8b_matmul compares it with a double product of the exactly
+ * dequantized weights and the float activations. Fixed orders: bit-identical run to run. */
+#include <cuda_fp16.h>
+#include "phase7b_ops/dev7b.cuh"
+#include "phase7e_perf/perf7e.h"
+#include "phase8b_batch/batch8b.h"
+#include "phase8b_batch/split_sum.cuh"
+#include "phase8b_batch/stream_ring.cuh"
+
+#define FS_BM 128        /* weight rows a block: 8 row groups of 16 */
+/* 16 warps: warp w takes row group w & 7 for half the tokens (w >> 3). Each row group's weights
+ * are dequantized by two warps, but a multiprocessor (one 176 KB block) gets 4 warps a scheduler
+ * to hide the shared load -> dequantize -> mma chain instead of 2. */
+#define FS_THREADS 512
+#define FS_NS 3          /* ring stages: two in flight while one is computed */
+#define FS_SB 256        /* elements a stage: one super-block */
+/* bytes of a token's stage in the ring: 256 halves and 32 bytes more, so the 64-bit fragment
+ * loads of tokens gid 0..3 (one half-warp) fall on 32 distinct banks */
+#define FS_ASLOT 544
+
+template <int WT> struct fs_fmt {
+    static constexpr int wbytes = WT == MI_TYPE_Q4_K ? 144 : 210;   /* a super-block */
+    static constexpr int wch = ((wbytes + 30) / 16) | 1;            /* 16-byte windows a slot; odd: rows on distinct banks */
+    static constexpr int wslot = 16 * wch;
+};
+template <int WT, int NT> struct fs_smem {
+    static constexpr size_t ring_w = (size_t)FS_NS * FS_BM * fs_fmt<WT>::wslot;
+    static constexpr size_t ring_a = (size_t)FS_NS * NT * 8 * FS_ASLOT;
+    static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);   /* two per unit and row */
+    static constexpr size_t bytes = ring_w + ring_a + scales;
+};
+
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
+/* the levels in bits [0, 4) and [16, 20) of v (Q4_K) as f16 weights: L s + m, m = -dmin min */
+__device__ __forceinline__ uint32_t deq_q4(uint32_t v, __half2 s, __half2 m) {
+    uint32_t h = (v & 0x000F000Fu) | 0x64006400u;
+    return h2_bits(__hfma2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6400))), s, m));
+}
+/* the levels in bits [0, 6) and [16, 22) of v (Q6_K) as f16 weights: (L - 32) s */
+__device__ __forceinline__ uint32_t deq_q6(uint32_t v, __half2 s) {
+    uint32_t h = (v & 0x00FF00FFu) | 0x64006400u;
+    return h2_bits(__hmul2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6420))), s));
+}
+
+/* x F32 [N][K] -> F16 [N][K], each group of four elements stored as (e0, e2, e1, e3) */
+__global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__restrict__ xh, int64_t groups) {
+    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
+        const float *p = x + 4 * g;
+        xh[2 * g] = __floats2half2_rn(p[0], p[2]);
+        xh[2 * g + 1] = __floats2half2_rn(p[1], p[3]);
+    }
+}
+
+/* Y [N, M] (or part [z][N][M] when part != NULL): block (bx, z) takes weight rows FS_BM bx .. and
+ * the super-blocks [z chunk, (z + 1) chunk); warp w computes rows 16 (w & 7) .. + 15 of the band for
+ * tokens 4 NT (w >> 3) .. + 4 NT - 1; each output is written once. X: the activations of
+ * kernel_act_f16_pairs. */
+template <int WT, int NT>
+__global__ void __launch_bounds__(FS_THREADS, 1)
+kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
+                 int64_t N, int64_t chunk, const float *__restrict__ bias, float *__restrict__ Y, float *__restrict__ part) {
+    using F = fs_fmt<WT>;
+    using SM = fs_smem<WT, NT>;
+    constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
+    extern __shared__ __align__(16) uint8_t smem[];
+    uint8_t *ring_w = smem, *ring_a = smem + SM::ring_w;
+    /* per [unit][row]: Q4_K the scale d sc and -dmin m; Q6_K d sc of the unit's two halves */
+    __half2 *sS = (__half2 *)(ring_a + SM::ring_a), *sM = sS + 8 * FS_BM;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gid = lane >> 2, tig = lane & 3;
+    const int64_t m0 = (int64_t)blockIdx.x * FS_BM;
+    const int64_t nst = K / FS_SB;
+    const int64_t sb = (int64_t)blockIdx.y * chunk;
+    const int nsb = (int)((sb + chunk < nst ? sb + chunk : nst) - sb);
+    const uint8_t *wend = W + (size_t)M * wrow;
+
+    auto issue = [&](int64_t st, int p) {   /* stage st (absolute) into ring slot p */
+        const size_t wo = (size_t)st * F::wbytes;
+        uint8_t *rw = ring_w + (size_t)p * FS_BM * F::wslot, *ra = ring_a + (size_t)p * NTOK * FS_ASLOT;
+        for (int i = tid; i < FS_BM * F::wch; i += FS_THREADS) {
+            const int r = i / F::wch, c = i - r * F::wch;
+            if (m0 + r < M) gs_window(rw + r * F::wslot, W + (size_t)(m0 + r) * wrow + wo, F::wbytes, c, W, wend);
+        }
+        for (int i = tid; i < NTOK * (FS_SB * 2 / 16); i += FS_THREADS) {
+            const int n = i >> 5, c = i & 31;
+            if (n < N) async_copy16(ra + n * FS_ASLOT + 16 * c, X + ((size_t)n * K + (size_t)st * FS_SB) * 2 + 16 * c);
+        }
+    };
+
+    float acc[NTW][4];
+#pragma unroll
+    for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
+
+#pragma unroll
+    for (int p = 0; p < FS_NS - 1; p++) {
+        if (p < nsb) issue(sb + p, p);
+        async_commit();
+    }
+    const int r0 = (warp & 7) * 16 + gid, n0 = (warp >> 3) * NTW * 8;   /* the warp's first row and token */
+    for (int s = 0; s < nsb; s++) {
+        const int64_t st = sb + s;
+        const int p = s % FS_NS;
+        async_wait<FS_NS - 2>();   /* this thread's copies of stage s have landed */
+        __syncthreads();            /* everyone's have; everyone is done with stage s - 1 */
+        if (s + FS_NS - 1 < nsb) issue(st + FS_NS - 1, (s + FS_NS - 1) % FS_NS);
+        async_commit();
+
+        const uint8_t *rw = ring_w + (size_t)p * FS_BM * F::wslot, *ra = ring_a + (size_t)p * NTOK * FS_ASLOT;
+        const size_t wo = (size_t)st * F::wbytes;
+        for (int i = tid; i < 8 * FS_BM; i += FS_THREADS) {   /* the stage's scales, rounded to f16 once */
+            const int r = i % FS_BM, k = i / FS_BM;
+            if (m0 + r >= M) continue;
+            const uint8_t *b = rw + r * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r) * wrow + wo) & 15);
+            if (WT == MI_TYPE_Q4_K) {
+                int sc, mn;
+                k4_scale_min(b + 4, k, &sc, &mn);
+                sS[k * FS_BM + r] = __float2half2_rn(ld_f16(b) * (float)sc);
+                sM[k * FS_BM + r] = __float2half2_rn(-(ld_f16(b + 2) * (float)mn));
+            } else {
+                const float d = ld_f16(b + 208);
+                sS[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k]);
+                sM[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k + 1]);
+            }
+        }
+        __syncthreads();
+
+        const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
+        const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
+        const uint8_t *xa = ra + (n0 + gid) * FS_ASLOT + 8 * tig;   /* token gid of the warp's n-tile 0, group tig */
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const __half2 s0 = sS[k * FS_BM + r0], s1 = sS[k * FS_BM + r0 + 8];
+            const __half2 t0 = sM[k * FS_BM + r0], t1 = sM[k * FS_BM + r0 + 8];
+            uint32_t A1[4], A2[4];   /* elements 4 tig .. + 3 and 16 + 4 tig .. + 3 of unit k */
+            if (WT == MI_TYPE_Q4_K) {
+                const int o = 16 + 32 * (k >> 1) + 4 * tig, sft = (k & 1) * 4;
+                const uint32_t v0 = *(const uint32_t *)(w0 + o) >> sft, v1 = *(const uint32_t *)(w1 + o) >> sft;
+                const uint32_t v2 = *(const uint32_t *)(w0 + o + 16) >> sft, v3 = *(const uint32_t *)(w1 + o + 16) >> sft;
+                A1[0] = deq_q4(v0, s0, t0), A1[1] = deq_q4(v1, s1, t1);
+                A1[2] = deq_q4(v0 >> 8, s0, t0), A1[3] = deq_q4(v1 >> 8, s1, t1);
+                A2[0] = deq_q4(v2, s0, t0), A2[1] = deq_q4(v3, s1, t1);
+                A2[2] = deq_q4(v2 >> 8, s0, t0), A2[3] = deq_q4(v3 >> 8, s1, t1);
+            } else {   /* Q6_K: unit k is quarter k & 3 of half k >> 2; 16-element halves scaled by s and t */
+                const int n = k >> 2, q = k & 3;
+                const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;
+                const int ls = (q >> 1) * 4, hs = 2 * q;
+#define Q6V(w, e) (((ld_u32_a2((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((ld_u32_a2((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
+                const uint32_t v0 = Q6V(w0, 0), v1 = Q6V(w1, 0), v2 = Q6V(w0, 16), v3 = Q6V(w1, 16);
+#undef Q6V
+                A1[0] = deq_q6(v0, s0), A1[1] = deq_q6(v1, s1), A1[2] = deq_q6(v0 >> 8, s0), A1[3] = deq_q6(v1 >> 8, s1);
+                A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NTW; nt++) {
+                const uint8_t *bp = xa + nt * 8 * FS_ASLOT + 64 * k;
+                const uint2 b = *(const uint2 *)bp, c = *(const uint2 *)(bp + 32);
+                mma_f16_16816(acc[nt], A1, b.x, b.y);
+                mma_f16_16816(acc[nt], A2, c.x, c.y);
+            }
+        }
+    }
+    async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
+
+#pragma unroll
+    for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t m = m0 + r0 + (i >> 1) * 8;
+            const int64_t n = n0 + nt * 8 + 2 * tig + (i & 1);
+            if (m >= M || n >= N) continue;
+            if (part) part[((size_t)blockIdx.y * N + n) * M + m] = acc[nt][i];
+            else Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
+        }
+}
+
+/* ---------------- launchers ---------------- */
+
+static int f16s_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
+
+/* blocks a multiprocessor holds; the first call raises the kernel's shared memory limit, once */
+template <int WT, int NT> static int f16s_occupancy(void) {
+    static int bps = 0;
+    if (bps == 0) {
+        int n = 0;
+        if (cudaFuncSetAttribute(kernel_gemm_f16s<WT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fs_smem<WT, NT>::bytes) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16s<WT, NT>, FS_THREADS,
+                                                          fs_smem<WT, NT>::bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            n = 0;
+        }
+        bps = n < 1 ? -1 : n;   /* -1: the kernel cannot run here (no launch is attempted) */
+    }
+    return bps;
+}
+static int f16s_occ(mi_type wt, int64_t N) {
+    const int nt = f16s_nt(N);
+    if (wt == MI_TYPE_Q4_K) return nt == 2 ? f16s_occupancy<MI_TYPE_Q4_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q4_K, 4>() : f16s_occupancy<MI_TYPE_Q4_K, 8>();
+    return nt == 2 ? f16s_occupancy<MI_TYPE_Q6_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q6_K, 4>() : f16s_occupancy<MI_TYPE_Q6_K, 8>();
+}
+
+extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    return (wt == MI_TYPE_Q4_K || wt == MI_TYPE_Q6_K) && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N &&
+           K >= FS_SB && K % FS_SB == 0 && M >= 1 && (M + FS_BM - 1) / FS_BM <= 0x7fffffff && f16s_occ(wt, N) >= 1;
+}
+
+extern "C" int mi8b_gemm_f16s_splits(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 1;
+    int S = 1;
+    stream_chunk(M, N, K / FS_SB, (int64_t)mi7e_sm_count() * f16s_occ(wt, N), wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM,
+                 &S);
+    return S;
+}
+
+static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
+
+extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
+    const int S = mi8b_gemm_f16s_splits(wt, K, M, N);
+    return f16s_act_bytes(K, N) + (S > 1 ? (size_t)S * (size_t)M * (size_t)N * sizeof(float) : 0);
+}
+
+template <int WT, int NT>
+static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
+                             int64_t K, int64_t M, int64_t N, float *part) {
+    const size_t wrow = mi_row_size((mi_type)WT, K);
+    const int64_t bands = (M + FS_BM - 1) / FS_BM;
+    int S = 1;
+    const int64_t chunk = stream_chunk(M, N, K / FS_SB, (int64_t)mi7e_sm_count() * f16s_occupancy<WT, NT>(),
+                                       fs_fmt<WT>::wbytes, FS_BM, &S);
+    kernel_gemm_f16s<WT, NT><<<dim3((unsigned)bands, (unsigned)S), FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(
+        w, wrow, M, xh, K, N, chunk, bias, y, S > 1 ? part : NULL);
+    MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
+    if (S > 1) {
+        kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
+        MI_CU_CHECK_LAUNCH("kernel_split_sum");
+    }
+    return MI_OK;
+}
+
+template <int WT>
+static mi_status launch_f16s_n(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
+                               int64_t K, int64_t M, int64_t N, float *part) {
+    switch (f16s_nt(N)) {
+    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, part);
+    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, part);
+    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, part);
+    }
+}
+
+extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
+                                    float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!mi8b_gemm_f16s_supported(wt, K, M, N))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
+                      (long long)K, (long long)M, (long long)N);
+    if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s: null pointer");
+    const cudaStream_t st = (cudaStream_t)stream;
+    const int64_t groups = K * N / 4;
+    const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
+    kernel_act_f16_pairs<<<gb, 256, 0, st>>>(x, (__half2 *)workspace, groups);
+    MI_CU_CHECK_LAUNCH("kernel_act_f16_pairs");
+    const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
+    float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
+    if (wt == MI_TYPE_Q4_K) return launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, part);
+    return launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, part);
+}

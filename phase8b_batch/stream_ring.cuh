@@ -1,0 +1,51 @@
+/* What the two weight-streaming matmuls of a batch (gemm_int8_stream.cu, gemm_f16_stream.cu)
+ * share: copying a row's stage into its ring slot, and the choice of the K split. */
+#ifndef MI_STREAM_RING_CUH
+#define MI_STREAM_RING_CUH
+#include <stdint.h>
+#include "phase8a_decode/async_copy.cuh"
+#include "phase8b_batch/batch8b.h"
+
+/* Chunk c of the 16-byte windows covering [src, src + n): to slot + 16 c by cp.async, so byte b
+ * of the data lands at slot + (src & 15) + b. A window reaching outside [lo, hi) (the first or
+ * last bytes of the tensor) is copied byte by byte, its outside bytes left as they were. */
+__device__ __forceinline__ void gs_window(uint8_t *slot, const uint8_t *src, int n, int c, const uint8_t *lo,
+                                          const uint8_t *hi) {
+    const uint8_t *a = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * c;
+    if (a >= src + n) return;
+    if (a >= lo && a + 16 <= hi) {
+        async_copy16(slot + 16 * c, a);
+    } else {
+        for (int b = 0; b < 16; b++)
+            if (a + b >= lo && a + b < hi) slot[16 * c + b] = a[b];
+    }
+}
+
+/* Stages a split (chunk) and the split count S for M weight rows in bands of bm, nst stages of
+ * wbytes a row, N tokens: the S (<= MI8B_SPLIT_MAX, chunks of two stages at least) that
+ * minimizes an estimate of the time in stage-times of a full GPU: waves of blocks x stages a
+ * block, plus writing and reading the partials and the second launch. slots: blocks resident
+ * on the whole GPU at once. */
+static inline int64_t stream_chunk(int64_t M, int64_t N, int64_t nst, int64_t slots, int64_t wbytes, int bm,
+                                   int *S_out) {
+    const int64_t bands = (M + bm - 1) / bm;
+    const double wave_bytes = (double)slots * bm * (double)wbytes;   /* one stage of every block resident */
+    int64_t best_chunk = nst;
+    double best = 1e300;
+    for (int64_t s = 1; s <= MI8B_SPLIT_MAX && s <= nst; s++) {
+        const int64_t chunk = (nst + s - 1) / s;
+        if (s > 1 && chunk < 2) break;
+        const int64_t se = (nst + chunk - 1) / chunk;
+        if (se != s) continue;
+        const int64_t blocks = bands * se;
+        double t = (double)((blocks + slots - 1) / slots) * (double)chunk;
+        if (se > 1) t += 2.0 + (double)se * (double)N * (double)M * 8.0 / wave_bytes;
+        if (t < best - 1e-9) {
+            best = t;
+            best_chunk = chunk;
+        }
+    }
+    *S_out = (int)((nst + best_chunk - 1) / best_chunk);
+    return best_chunk;
+}
+#endif
