@@ -138,6 +138,8 @@ typedef struct {
     char test[32];
     int64_t depth;   /* tokens in the context before the test */
     int64_t step_kernels;   /* tg: kernels one decode step launched (captured graph), -1 unknown */
+    double host_us[4];      /* tg: a step's host microseconds in the scheduler (mi_session_host_times) */
+    double step_us;         /* tg: a step's wall microseconds over the timed repetitions */
     double mean, sd, gb_s;
     int reps;
 } bench_row;
@@ -276,8 +278,9 @@ typedef struct {
 static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench_row *row) {
     snprintf(row->test, sizeof row->test, "%s%lld", is_tg ? "tg" : "pp", (long long)n);
     row->depth = d;
-    double bytes_total = 0;
+    double bytes_total = 0, h0[4] = {0}, h1[4], t_timed = 0;
     for (int r = -1; r < b->reps; r++) {   /* r = -1: warm-up, not timed */
+        if (r == 0) mi_session_host_times(b->s, h0);
         mi_status st = d > 0 ? mi_session_truncate(b->s, d) : MI_OK;
         if (d == 0) mi_session_reset(b->s);
         const int32_t *ids = b->ids + d;
@@ -290,6 +293,7 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
             return 1;
         }
         if (r < 0) continue;
+        t_timed += dt;
         b->tv[r] = (double)n / dt;
         if (is_tg) {
             double bytes = 0;
@@ -302,6 +306,9 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
     row->reps = b->reps;
     row->gb_s = is_tg ? bytes_total / b->reps / 1e9 : 0.0;
     row->step_kernels = is_tg ? mi_session_step_kernels(b->s) : -1;
+    mi_session_host_times(b->s, h1);
+    for (int i = 0; i < 4; i++) row->host_us[i] = is_tg ? 1e6 * (h1[i] - h0[i]) / ((double)b->reps * (double)n) : 0.0;
+    row->step_us = 1e6 * t_timed / ((double)b->reps * (double)n);
     char gbs[32] = "";
     if (row->gb_s > 0) snprintf(gbs, sizeof gbs, "%.1f", row->gb_s);
     printf("| %s | %s | %.1f MiB | %s | %d | %s%s | %.2f ± %.2f | %s |\n", b->mname, b->type,
@@ -426,6 +433,12 @@ int cmd_bench(int argc, char **argv) {
                 printf("%s%s: %lld kernels per decode step (its captured graph)\n", rows[i].test,
                        depth_label(rows[i].depth), (long long)rows[i].step_kernels);
         for (int i = 0; i < n_rows; i++)
+            if (rows[i].host_us[0] > 0)
+                printf("%s%s: a decode step's host time in the scheduler %.0f us (split set-up %.0f, nodes %.0f, split "
+                       "ends %.0f) of %.0f us a token\n",
+                       rows[i].test, depth_label(rows[i].depth), rows[i].host_us[0], rows[i].host_us[1], rows[i].host_us[2],
+                       rows[i].host_us[3], rows[i].step_us);
+        for (int i = 0; i < n_rows; i++)
             if (rows[i].gb_s > 0 && mem_bw > 0)
                 printf("%s%s decode: %.1f GB/s = %.0f%% of the measured bandwidth\n", rows[i].test,
                        depth_label(rows[i].depth), rows[i].gb_s, 100.0 * rows[i].gb_s / mem_bw);
@@ -457,6 +470,9 @@ int cmd_bench(int argc, char **argv) {
         fprintf(jf, ",\"cpu\":");
         bench_json_str(jf, rf.cpu);
         if (rows[i].step_kernels >= 0) fprintf(jf, ",\"kernels_per_step\":%lld", (long long)rows[i].step_kernels);
+        if (rows[i].host_us[0] > 0)
+            fprintf(jf, ",\"host_step_us\":{\"run\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f}",
+                    rows[i].host_us[0], rows[i].host_us[1], rows[i].host_us[2], rows[i].host_us[3]);
         fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf.commit, mi_build_phase);
         bench_json_str(jf, rf.switches);
         fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);

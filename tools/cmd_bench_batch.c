@@ -79,9 +79,10 @@ static int parse(int argc, char **argv, batch_args *a) {
 
 /* a row's times, and what it held: the KV pool's bytes and positions, and the device memory in
  * use at its fullest (sampled after every step; 0 on the CPU); tg_us: a TG step's microseconds
- * in mi_batch_step's phases (prepare, compute, read, draw: mi_batch_stats) */
+ * in mi_batch_step's phases (prepare, compute, read, draw: mi_batch_stats), then compute's parts
+ * (split set-up, nodes, split ends) */
 typedef struct {
-    double t_pp, t_tg, tg_us[4];
+    double t_pp, t_tg, tg_us[7];
     size_t kv_bytes, mem_peak, mem_total;
     int64_t kv_tokens;
     bool kv_dev;
@@ -163,6 +164,9 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     t->tg_us[1] = 1e6 * (s1.s_compute - s0.s_compute) / n_steps;
     t->tg_us[2] = 1e6 * (s1.s_read - s0.s_read) / n_steps;
     t->tg_us[3] = 1e6 * (s1.s_draw - s0.s_draw) / n_steps;
+    t->tg_us[4] = 1e6 * (s1.s_split_begin - s0.s_split_begin) / n_steps;
+    t->tg_us[5] = 1e6 * (s1.s_nodes - s0.s_nodes) / n_steps;
+    t->tg_us[6] = 1e6 * (s1.s_split_end - s0.s_split_end) / n_steps;
     free(next);
     free(ids);
     free(id);
@@ -210,18 +214,21 @@ int cmd_bench_batch(int argc, char **argv) {
         if (t.mem_total) printf(", device memory in use at most %.0f of %.0f MiB", (double)t.mem_peak / mib, (double)t.mem_total / mib);
         printf("\n");
         if (a.tg)
-            printf("  B = %d: a TG step %.0f us: prepare %.0f, compute %.0f, read %.0f, draw %.0f\n", B,
-                   1e6 * t.t_tg / (double)a.tg, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3]);
+            printf("  B = %d: a TG step %.0f us: prepare %.0f, compute %.0f (split set-up %.0f, nodes %.0f, split ends "
+                   "%.0f), read %.0f, draw %.0f\n",
+                   B, 1e6 * t.t_tg / (double)a.tg, t.tg_us[0], t.tg_us[1], t.tg_us[4], t.tg_us[5], t.tg_us[6],
+                   t.tg_us[2], t.tg_us[3]);
         fflush(stdout);
         fprintf(jf,
                 "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
                 "\"dev_mem_total_mb\":%.1f,\"tg_step_us\":{\"prepare\":%.1f,\"compute\":%.1f,\"read\":%.1f,"
-                "\"draw\":%.1f},\"gpu\":",
+                "\"draw\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f},\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
-                (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3]);
+                (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3],
+                t.tg_us[4], t.tg_us[5], t.tg_us[6]);
         bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
         fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
         bench_json_str(jf, rf.commit);

@@ -455,11 +455,14 @@ mi_status sched_copy_across(mi_backend *dst_be, void *dst, mi_backend *src_be, c
 }
 
 mi_status sched_compute(mi_sched *s, mi_graph *g) {
+    double t = mi_now_s(), t1;
     mi_graph_sched_state *gs = graph_sched_state(g);
     if (gs->sched != s) MI_TRY(sched_assign(s, g));
     if (gs->alloc_epoch != s->epoch) MI_TRY(sched_alloc(s, g));
     s->stats.n_splits = 0;
     s->stats.bytes_copied = 0;
+    s->stats.s_split_begin = s->stats.s_nodes = s->stats.s_split_end = 0;
+    s->stats.s_prepare = mi_now_s() - t;
     int n_copies = 0;
     int i = 0;
     while (i < g->n_nodes) {
@@ -480,10 +483,13 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
                     s->pending[b] = false;
                 }
         }
+        t = mi_now_s();
         if (be->iface->split_begin) {
             mi_status st = be->iface->split_begin(be, g, &sp);
             if (st != MI_OK) return mi_err_ctx(st, "split at node %d on %s", sp.first, be_name(s, sp.backend));
         }
+        s->stats.s_split_begin += (t1 = mi_now_s()) - t;
+        t = t1;
         for (int k = sp.first; k < sp.first + sp.n; k++) {
             mi_tensor *t = g->nodes[k];
             if (t->op == MI_OP_NONE) continue;
@@ -534,10 +540,13 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
             if (st != MI_OK)
                 return mi_err_ctx(st, "node #%d %s (%s) on %s", k, t->name, mi_op_name(t->op), be_name(s, sp.backend));
         }
+        s->stats.s_nodes += (t1 = mi_now_s()) - t;
+        t = t1;
         if (be->iface->split_end) {
             mi_status st = be->iface->split_end(be, g, &sp);
             if (st != MI_OK) return mi_err_ctx(st, "end of split at node %d on %s", sp.first, be_name(s, sp.backend));
         }
+        s->stats.s_split_end += mi_now_s() - t;
     }
     s->stats.n_copies = n_copies;
     return MI_OK;

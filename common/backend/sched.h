@@ -17,6 +17,11 @@ typedef struct {
     size_t bytes_copied;
     size_t alloc_bytes[8];  /* graph buffer size per backend */
     size_t naive_bytes[8];  /* sum of node sizes without reuse, per backend */
+    /* host seconds of the last sched_compute: assigning and allocating (when the graph needed
+     * it), the backends' split_begin (a device's split set-up: workspace, graph key), issuing
+     * the nodes (the CPU's whole computation; a device's launches, or on a replay its host
+     * checks), their split_end (a replay's graph launch) */
+    double s_prepare, s_split_begin, s_nodes, s_split_end;
 } mi_sched_stats;
 
 /* backends[0] is preferred; the last must be able to run every node (the CPU). */

@@ -504,6 +504,10 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     b->stats.s_compute += t2 - t1;
     b->stats.s_read += t3 - t2;
     b->stats.s_draw += mi_now_s() - t3;
+    const mi_sched_stats *ss = sched_stats(b->sched);
+    b->stats.s_split_begin += ss->s_split_begin;
+    b->stats.s_nodes += ss->s_nodes;
+    b->stats.s_split_end += ss->s_split_end;
     *n_run = S;
     return MI_OK;
 }

@@ -83,10 +83,13 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
  * longest sequence; docs/PHASE8B.md). MINFER_NO_GRAPH_REUSE=1: every step builds. Where the
  * steps' time went, in seconds over them all: prepare (the plan, the graph built or reused),
  * compute (the scheduler's run: on a device the launches or the graph's replay, on the CPU the
- * whole computation), read (the output read back: on a device, the wait for the step), draw. */
+ * whole computation), read (the output read back: on a device, the wait for the step), draw;
+ * and compute's parts (mi_sched_stats): the backends' split set-up, issuing the nodes, their
+ * split ends (a captured step's launch). */
 typedef struct {
     int64_t steps, graph_builds, graph_reuses;
     double s_prepare, s_compute, s_read, s_draw;
+    double s_split_begin, s_nodes, s_split_end;
 } mi_batch_stats;
 void mi_batch_get_stats(const mi_batch *b, mi_batch_stats *out);
 

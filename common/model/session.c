@@ -3,6 +3,7 @@
  * scheduler and keeps the logits; later calls append to the same cache (multi-turn). */
 #include "model_internal.h"
 #include "../backend/hooks.h"
+#include "../core/mi_progress.h"
 #include "../core/mi_settings.h"
 #include "../sampler/sampler.h"
 #include <stdlib.h>
@@ -49,6 +50,7 @@ struct mi_session {
     int64_t top_probe_k;
     uint64_t top_probe_epoch;
     bool top_probe_here;
+    double host_s[4];            /* the scheduler's runs, summed: mi_session_host_times */
 };
 
 /* What a decode's graph ends in: the logits, their argmax, or (any value > 0) that many
@@ -362,8 +364,14 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
             s->step_out = out;
         }
     }
+    const double t_run = mi_now_s();
     if (st == MI_OK) st = sched_compute(s->sched, g);
     if (st == MI_OK) {
+        const mi_sched_stats *ss = sched_stats(s->sched);
+        s->host_s[0] += mi_now_s() - t_run;
+        s->host_s[1] += ss->s_split_begin;
+        s->host_s[2] += ss->s_nodes;
+        s->host_s[3] += ss->s_split_end;
         if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
         if (greedy)
             st = sched_read(s->sched, g->output, &s->next_token, (size_t)(rows - 1) * sizeof(int32_t), sizeof(int32_t));
@@ -503,6 +511,10 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
 }
 /* The first backend in priority order: the device's name ("cuda") or "cpu". */
 const char *mi_session_backend(const mi_session *s) { return s->backends[0]->iface->name(s->backends[0]); }
+
+void mi_session_host_times(const mi_session *s, double out[4]) {
+    for (int i = 0; i < 4; i++) out[i] = s->host_s[i];
+}
 
 int64_t mi_session_step_kernels(const mi_session *s) {
     for (int i = 0; i < s->n_backends; i++) {

@@ -291,6 +291,15 @@ def check_bench_depth():
         check("bench on the CPU reports no kernels per step (no captured graph): no line, no record field",
               r.returncode == 0 and "kernels per decode step" not in out and recs and
               not any("kernels_per_step" in x for x in recs), short(out, 200))
+        # a tg row's host time in the scheduler: its parts within the run, the run within the step
+        hs = [x.get("host_step_us") for x in recs if x["test"].startswith("tg")]
+        ok = (len(hs) == 2 and all(h and set(h) == {"run", "split_begin", "nodes", "split_end"} and min(h.values()) >= 0
+                                   and h["split_begin"] + h["nodes"] + h["split_end"] <= h["run"] * 1.02 + 5
+                                   and h["run"] <= 1e6 / x["tok_s"] * 1.5 + 50 for h, x in
+                                   zip(hs, [x for x in recs if x["test"].startswith("tg")]))
+              and "host time in the scheduler" in out)
+        check("bench: a tg row's host time in the scheduler (split set-up, nodes, split ends) within the step", ok,
+              "host_step_us %s" % hs)
         kv = []
         for d in ("0", "3000"):
             j2 = os.path.join(td, "d%s.jsonl" % d)
@@ -319,11 +328,15 @@ def check_bench_batch_ubatch():
         check("bench --batch 1,3 -p 8 --ubatch 8: prompts over three steps, both rows recorded", ok,
               "rc %d, records %s, %s" % (r.returncode, [(x.get("B"), x.get("s_tg")) for x in recs], short(r.stderr, 300)))
         # a TG step's phases (mi_batch_stats): each >= 0, together within the step the table timed
+        # and compute's parts (split set-up, nodes, split ends), within compute
         phases = [x.get("tg_step_us", {}) for x in recs]
-        ok = len(recs) == 2 and all(set(p) == {"prepare", "compute", "read", "draw"} and min(p.values()) >= 0 and
-                                    sum(p.values()) <= 1e6 * x["t_tg"] / 2 * 1.02 + 50 for p, x in zip(phases, recs))
-        check("bench --batch: a TG step's prepare / compute / read / draw, within the timed step", ok,
-              "phases %s, t_tg %s" % (phases, [x.get("t_tg") for x in recs]))
+        top, parts = ("prepare", "compute", "read", "draw"), ("split_begin", "nodes", "split_end")
+        ok = len(recs) == 2 and all(set(p) == set(top + parts) and min(p.values()) >= 0 and
+                                    sum(p[k] for k in top) <= 1e6 * x["t_tg"] / 2 * 1.02 + 50 and
+                                    sum(p[k] for k in parts) <= p["compute"] * 1.02 + 5 and
+                                    sum(p[k] for k in parts) >= p["compute"] * 0.5 for p, x in zip(phases, recs))
+        check("bench --batch: a TG step's prepare / compute / read / draw within the timed step, compute's parts "
+              "within compute", ok, "phases %s, t_tg %s" % (phases, [x.get("t_tg") for x in recs]))
 
 
 def check_bench_streaming():
