@@ -87,5 +87,7 @@ size_t gu_first_diff(const void *a, const void *b, size_t n);
 /* NMSE = sum (got - want)^2 / sum want^2 (the plain sum of squares when want is all zero).
  * A NaN anywhere gives INFINITY, so no bound can pass it whichever way a gate compares. */
 double gu_nmse(const float *got, const float *want, size_t n);
+/* the same against a double reference */
+double gu_nmse_d(const float *got, const double *want, size_t n);
 
 #endif

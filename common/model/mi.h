@@ -89,7 +89,7 @@ const char *mi_session_backend(const mi_session *s);   /* "cpu" or "cuda" (+ why
 /* Kernels the last decode step launched, from a backend that replays captured steps (CUDA
  * graphs); -1 when no backend of the session reports one. */
 int64_t mi_session_step_kernels(const mi_session *s);
-/* Host seconds in the scheduler's runs of this session's decodes, summed since it was made:
+/* Host seconds in the scheduler's runs of this session's decodes, summed over all of them:
  * out[0] the runs whole, then their parts: the backends' split set-up, issuing the nodes, the
  * split ends (a captured step's launch). On a device the runs queue work and return; their
  * sum against the decode's wall time says how much of a step is the host's. */

@@ -53,16 +53,6 @@ static size_t cmp_bits(const char *what, const float *got, const float *want, si
     }
     return bad;
 }
-static double nmse_d(const float *got, const double *want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)got[i] - want[i];
-        num += d * d;
-        den += want[i] * want[i];
-    }
-    if (num != num) return INFINITY;
-    return den > 0 ? num / den : num;
-}
 
 /* ---------------- elementwise + RMS norm (bitwise) ---------------- */
 static void test_elementwise(void) {
@@ -267,7 +257,7 @@ static void run_matmul_case(mi_type t, int64_t K, int64_t M, int64_t N, bool wit
     if (st != MI_OK) gu_fail(&R, "launch: %s", mi_errmsg());
     else {
         dev_down(got2, dy, ny * 4);
-        const double e_cpu = gu_nmse(got, ref, ny), e_cpu_ref64 = nmse_d(ref, ref64, ny), e_64 = nmse_d(got, ref64, ny);
+        const double e_cpu = gu_nmse(got, ref, ny), e_cpu_ref64 = gu_nmse_d(ref, ref64, ny), e_64 = gu_nmse_d(got, ref64, ny);
         size_t same = 0;
         for (size_t i = 0; i < ny; i++) same += !memcmp(&got[i], &ref[i], 4);
         const size_t rep = gu_first_diff(got, got2, ny * 4);
@@ -367,7 +357,7 @@ static void test_kv_attn(mi_type ctype, int hd, int Hq, int Hkv) {
             double *want = malloc((size_t)(N * hd * Hq) * 8);
             dev_down(got, dout, (size_t)(N * hd * Hq) * 4);
             attn_ref(q, hk, hv, want, N, n_past, hd, Hq, Hkv, scale, row);
-            const double e = nmse_d(got, want, (size_t)(N * hd * Hq));
+            const double e = gu_nmse_d(got, want, (size_t)(N * hd * Hq));
             if (e > worst) worst = e;
             if (e > 1e-6) printf("    %s: step %zu (n_past %lld, N %lld) nmse %.3g\n", name, s, (long long)n_past,
                                  (long long)N, e);

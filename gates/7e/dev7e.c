@@ -25,6 +25,13 @@ void dev_down_on(cudaStream_t s, void *h, const void *d, size_t n) {
     CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
 }
 
+mi_status dev_read_back(cudaStream_t s, float *h, const float *d, size_t n) {
+    return cudaMemcpyAsync(h, d, n * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess &&
+                   cudaStreamSynchronize(s) == cudaSuccess
+               ? MI_OK
+               : mi_err(MI_ERR_DEVICE, "copy back");
+}
+
 size_t first_bad(const float *got, const float *want, size_t n, double tol_rel, double floor) {
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)got[i] - (double)want[i]);

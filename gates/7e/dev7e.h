@@ -22,6 +22,9 @@ void *dev_up_at(const void *h, size_t n, size_t off, void **base);
 void *dev_poison(size_t n);
 /* wait for stream s, then copy n bytes of d to h */
 void dev_down_on(cudaStream_t s, void *h, const void *d, size_t n);
+/* the same as a status (MI_ERR_DEVICE with a message on a failed copy), for a gate that reports
+ * the failure as a failed test and goes on */
+mi_status dev_read_back(cudaStream_t s, float *h, const float *d, size_t n);
 /* first i with |got - want| > tol_rel * (|want| + floor) (NaN included), or (size_t)-1 */
 size_t first_bad(const float *got, const float *want, size_t n, double tol_rel, double floor);
 /* CPU reference: y[n*M+m] = scalar dot(W row m, quantized x row n) (+ bias); W (M rows, K), x (N, K) */

@@ -44,15 +44,12 @@ static void split_case(mi_type t, int64_t K, int64_t M, int64_t N) {
     void *ws = dev_poison(wsa > ws7 ? wsa : ws7);
     float *dy = dev_poison(ny * 4);
     mi_status st = mi8b_gemm_split(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(got, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess && cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess
-                              ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
+    if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
     if (st == MI_OK) st = mi8b_gemm_split(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(got2, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
     if (st == MI_OK) st = mi7e_gemm_int8(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(old, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, old, dy, ny);
     if (st != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
     } else {
@@ -108,15 +105,12 @@ static void stream_case_ring(mi_type t, int64_t K, int64_t M, int64_t N, size_t 
     void *ws = dev_poison(wsa > ws7 ? wsa : ws7);
     float *dy = dev_poison(ny * 4);
     mi_status st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(got, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess && cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess
-                              ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
+    if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
     if (st == MI_OK) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(got2, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
     if (st == MI_OK) st = mi7e_gemm_int8(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = cudaMemcpyAsync(old, dy, ny * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess &&
-                              cudaStreamSynchronize(S) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
+    if (st == MI_OK) st = dev_read_back(S, old, dy, ny);
     if (st != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
     } else {

@@ -68,21 +68,6 @@ static void exact_matmul(mi_type t, const uint8_t *w, const float *x, const floa
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
-static double nmse_d(const float *got, const double *want, size_t n) {
-    double e = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)got[i] - want[i];
-        e += d * d;
-        s += want[i] * want[i];
-    }
-    return s > 0 ? e / s : e;
-}
-
-static mi_status copy_back(float *h, const float *d, size_t n) {
-    return cudaMemcpyAsync(h, d, n * 4, cudaMemcpyDeviceToHost, S) == cudaSuccess && cudaStreamSynchronize(S) == cudaSuccess
-               ? MI_OK : mi_err(MI_ERR_DEVICE, "copy back");
-}
-
 /* the weight at byte woff of its allocation (Q6_K rows are 2-byte aligned only) */
 static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     char name[112];
@@ -108,17 +93,17 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     void *ws = dev_poison(wsa > ws8 ? wsa : ws8);
     float *dy = dev_poison(ny * 4);
     mi_status st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = copy_back(got, dy, ny);
+    if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
     if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
     if (st == MI_OK) st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = copy_back(got2, dy, ny);
+    if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
     const bool have8 = mi8b_gemm_stream_supported(t, K, M, N, 3);
     if (st == MI_OK && have8) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, 3, ws);
-    if (st == MI_OK && have8) st = copy_back(i8, dy, ny);
+    if (st == MI_OK && have8) st = dev_read_back(S, i8, dy, ny);
     if (st != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
     } else {
-        const double e_ex = nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
+        const double e_ex = gu_nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
         const bool rep = memcmp(got, got2, ny * 4) == 0;
         if (!(e_ex <= 1e-5) || !(e_i8 <= 1e-4) || !rep) {
             for (size_t i = 0; i < ny; i++)

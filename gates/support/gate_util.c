@@ -198,6 +198,17 @@ double gu_nmse(const float *got, const float *want, size_t n) {
     return den > 0 ? num / den : num;
 }
 
+double gu_nmse_d(const float *got, const double *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - want[i];
+        num += d * d;
+        den += want[i] * want[i];
+    }
+    if (num != num) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+
 void gu_minfer_path(const char *argv0, char *buf, size_t n) {
     const char *mb = getenv("MINFER_BIN");
     if (mb && *mb) {
