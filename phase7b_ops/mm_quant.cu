@@ -142,6 +142,17 @@ static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, 
     return MI_OK;
 }
 
+extern "C" mi_status mi7b_matmul_quantized(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
+                                           float *y, int64_t K, int64_t M, int64_t N) {
+    if (!mi7b_act_row_bytes(wt, K) || !mi7b_matmul_supported(wt, K) || M <= 0 || N <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7b_matmul_quantized: type %s with K = %lld", mi_type_name(wt),
+                      (long long)K);
+    if (!xq) return mi_err(MI_ERR_INTERNAL, "mi7b_matmul_quantized: no quantized activations");
+    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
+    const size_t arow = mi7b_act_row_bytes(wt, K);
+    MI_QTYPE_DISPATCH(wt, WT, return launch_mm<WT>((cudaStream_t)stream, wb, a, arow, bias, y, K, M, N));
+}
+
 extern "C" mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const float *x,
                                  const float *bias, float *y, int64_t K, int64_t M, int64_t N,
                                  void *workspace) {

@@ -55,6 +55,10 @@ size_t mi7b_act_row_bytes(mi_type wt, int64_t K);
 mi_status mi7b_quantize_act(void *stream, mi_type wt, const float *x, int64_t K, int64_t N, void *dst);
 mi_status mi7b_matmul(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                       float *y, int64_t K, int64_t M, int64_t N, void *workspace);
+/* The same matmul's second kernel alone, on x already in that format (xq: N rows of
+ * mi7b_act_row_bytes, as mi7b_quantize_act writes them): bit-identical to mi7b_matmul. */
+mi_status mi7b_matmul_quantized(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
+                                float *y, int64_t K, int64_t M, int64_t N);
 
 /* adds 7b's kernels to the CUDA dispatch (called by the generated phases.c) */
 void mi_phase7b_install(void);
@@ -65,6 +69,10 @@ bool mi7b_matmul_node_supported(const struct mi_tensor *node);
 bool mi7b_rms_node_supported(const struct mi_tensor *node);
 bool mi7b_attn_node_supported(const struct mi_tensor *node);
 bool mi7b_kv_store_node_supported(const struct mi_tensor *node);
+/* 7b's MATMUL candidate: a later pass that replaces its work asks the dispatch whether it
+ * is the one a node would run (mi_cuda_choice). */
+struct mi_cuda_kernel;
+const struct mi_cuda_kernel *mi7b_matmul_kernel(void);
 
 /* byte copy on the stream (SLICE_ROWS, same-backend COPY) */
 mi_status mi7b_copy(void *stream, void *dst, const void *src, size_t n);

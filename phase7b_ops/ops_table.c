@@ -149,6 +149,7 @@ static mi_status ex_slice(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 
 static const mi_cuda_kernel k_matmul = {"matmul, warp per row (quantized: x in the CPU's Q8 format)", NULL,
                                          mi7b_matmul_node_supported, ex_matmul, ws_matmul, 0};
+const mi_cuda_kernel *mi7b_matmul_kernel(void) { return &k_matmul; }
 static const mi_cuda_kernel k_binary = {"add / mul, elementwise with broadcast", NULL, sup_binary, ex_binary, NULL, 0};
 static const mi_cuda_kernel k_rms = {"RMS norm, one warp per row", NULL, mi7b_rms_node_supported, ex_rms, NULL, 0};
 static const mi_cuda_kernel k_rope = {"RoPE", NULL, sup_rope, ex_rope, NULL, 0};

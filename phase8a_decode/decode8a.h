@@ -7,6 +7,8 @@
  *   d4  one-token attention split over the KV sequence (MI_OP_ATTN at depth)
  *   d6  8a's kernels launched as programmatic dependents: each lets the next one launch while
  *       it runs, and issues its weight loads before it waits for the one before it
+ *   d7  a run of one-token matmuls of one x on 7b's kernel quantizes x once (MI_OP_MATMUL
+ *       marked by the pass, mi_matmul_shared_x)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -49,6 +51,11 @@ mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const voi
 bool mi8a_pdl_on(void);
 uint64_t mi8a_pdl_launches(void);
 
+/* ---- install8a.c: d7's MATMUL candidates, MI_MM_X_FIRST or MI_MM_X_NEXT (else NULL); the pass
+ * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */
+struct mi_cuda_kernel;
+const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
+
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */
 mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N);
@@ -81,7 +88,9 @@ mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const voi
  * fusions made. Rewrites, for one-token graphs (N == 1) only:
  *   add(r, matmul(W, x))                 -> matmul_add(W, x, r)
  *   rms_norm(x, w) whose every reader is a matmul or FFN_SWIGLU, at most
- *   MINFER_NORM_FOLD_READERS of them (1)  -> each reader as norm_matmul / norm_ffn_swiglu of x */
+ *   MINFER_NORM_FOLD_READERS of them (1)  -> each reader as norm_matmul / norm_ffn_swiglu of x
+ * and marks runs of consecutive one-token matmuls of one x that 7b's kernel would run (d7):
+ * the first quantizes x for all (mi_matmul_shared_x). Marks are not counted as fusions. */
 struct mi_graph;
 struct mi_backend;
 int mi8a_fuse_decode(struct mi_graph *g, struct mi_backend *cuda);

@@ -7,12 +7,15 @@
  * rewritten only when the CUDA backend accepts its fused form (its supports(), which asks the
  * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
- * leaves the graph. Runs after 7c's FFN fusion (mi7c_add_fusion). */
+ * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7, below). Runs
+ * after 7c's FFN fusion (mi7c_add_fusion). */
 #include "phase8a_decode/decode8a.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "common/graph/graph.h"
 #include "common/backend/backend.h"
 #include "common/core/mi_settings.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
+#include "phase7b_ops/ops7b.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +114,40 @@ static int fuse_norms(pass *p, int max_readers) {
     return fused;
 }
 
+/* d7: consecutive one-token matmuls of one x, each of which the dispatch gives to 7b's kernel
+ * (the 0.5B's q, k and v): the first is marked to quantize x for the run, the rest to read its
+ * copy, where the dispatch gives the marked nodes d7's kernels (item on, same shapes). Runs on
+ * the compacted graph: a run is consecutive in the final order. */
+static bool xq_role_ok(const mi_tensor *n, int role) {
+    mi_tensor probe = *n;
+    probe.p[0] = role;
+    return mi_cuda_choice(&probe) == mi8a_shared_x_kernel(role);
+}
+static bool xq_candidate(const mi_tensor *n) {
+    return n->op == MI_OP_MATMUL && one_token(n->src[1]) && n->src[0] && mi_matmul_shared_x(n) == 0 &&
+           mi_cuda_choice(n) == mi7b_matmul_kernel();
+}
+static int mark_shared_x(mi_graph *g) {
+    int marked = 0;
+    for (int i = 0; i + 1 < g->n_nodes; i++) {
+        mi_tensor *a = g->nodes[i];
+        if (!xq_candidate(a) || !xq_role_ok(a, MI_MM_X_FIRST)) continue;
+        int j = i + 1;
+        for (; j < g->n_nodes; j++) {
+            const mi_tensor *b = g->nodes[j];
+            if (!xq_candidate(b) || b->src[1] != a->src[1] || b->src[0]->type != a->src[0]->type ||
+                b->src[0]->ne[0] != a->src[0]->ne[0] || !xq_role_ok(b, MI_MM_X_NEXT))
+                break;
+        }
+        if (j - i < 2) continue;
+        a->p[0] = MI_MM_X_FIRST;
+        for (int k = i + 1; k < j; k++) g->nodes[k]->p[0] = MI_MM_X_NEXT;
+        marked += j - i;
+        i = j - 1;
+    }
+    return marked;
+}
+
 int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) { return mi8a_fuse_decode_with(g, cuda, fold_readers_max()); }
 
 int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
@@ -142,5 +179,6 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     free(p.uses);
     free(p.readers);
     free(p.dead);
+    mark_shared_x(g);
     return fused;
 }

@@ -82,6 +82,48 @@ static const mi_cuda_kernel k_mm_q4k = {"matmul, one token, Q4_K streaming rows,
                                         "launched as a programmatic dependent", "e12,e14,d6", sup_mm_q4k, run_mm_q4k,
                                         NULL, 0};
 
+/* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
+ * first quantizes x into the workspace and leaves it there, each later one runs only 7b's
+ * matmul kernel on that copy. The nodes of a run execute back to back on one stream and the
+ * workspace is sized before a split's first node, so the copy is intact when they read it; the
+ * host also checks it: the first records which node of which context quantized which x into
+ * which workspace, and a later one that does not find its predecessor there (a run cut by a split, a node the
+ * dispatch gave to another kernel) quantizes x itself. A captured graph replays the launches
+ * that decision made. */
+static _Thread_local struct {
+    const mi_cuda_ctx *c;
+    const void *x, *ws;
+    mi_type wt;
+    int64_t K;
+    int id;   /* the node that ran last in the run */
+} g_xq;
+
+static bool xq_node_ok(const mi_tensor *n, int role) {
+    const mi_tensor *w = n->src[0], *x = n->src[1];
+    return mi_matmul_shared_x(n) == role && w && x && mi_nrows(x) == 1 && mi7b_act_row_bytes(w->type, w->ne[0]) > 0 &&
+           mi7b_matmul_node_supported(n);
+}
+static bool sup_xq_first(const mi_tensor *n) { return xq_node_ok(n, MI_MM_X_FIRST); }
+static bool sup_xq_next(const mi_tensor *n) { return xq_node_ok(n, MI_MM_X_NEXT); }
+static size_t ws_xq(const mi_tensor *n) { return mi7b_matmul_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static mi_status run_xq(mi_cuda_ctx *c, const mi_tensor *n, void *ws, bool first) {
+    const mi_tensor *w = n->src[0], *x = n->src[1];
+    const bool have = !first && g_xq.c == c && g_xq.x == x->data && g_xq.wt == w->type && g_xq.K == w->ne[0] &&
+                      g_xq.ws == ws && g_xq.id == n->id - 1;
+    if (!have) MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, x->data, w->ne[0], 1, ws));
+    g_xq.c = c, g_xq.x = x->data, g_xq.ws = ws, g_xq.wt = w->type, g_xq.K = w->ne[0], g_xq.id = n->id;
+    return mi7b_matmul_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0], w->ne[1], 1);
+}
+static mi_status run_xq_first(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return run_xq(c, n, ws, true); }
+static mi_status run_xq_next(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return run_xq(c, n, ws, false); }
+static const mi_cuda_kernel k_xq_first = {"matmul, one token, warp per row, x quantized for the run of matmuls that "
+                                          "read it", "d7", sup_xq_first, run_xq_first, ws_xq, 0};
+static const mi_cuda_kernel k_xq_next = {"matmul, one token, warp per row, on x quantized by the run's first", "d7",
+                                         sup_xq_next, run_xq_next, ws_xq, 0};
+const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role) {
+    return role == MI_MM_X_FIRST ? &k_xq_first : role == MI_MM_X_NEXT ? &k_xq_next : NULL;
+}
+
 /* d6: read at each launch (a switch changes the dispatch epoch, so no captured graph outlives it) */
 static _Atomic uint64_t g_pdl_launches;
 bool mi8a_pdl_on(void) {
@@ -168,6 +210,10 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
                                "while it runs and issues its weight loads before it waits for the one before it");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);
+    mi_cuda_item_declare("d7", "one x quantized once for a run of one-token matmuls that read it (the q, k and v "
+                               "of 7b's warp-per-row kernel)");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_xq_first);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_xq_next);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

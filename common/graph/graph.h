@@ -27,7 +27,8 @@ typedef enum {
     MI_OP_GET_ROWS,   /* src0 table [E, V] any type, src1 ids I32 [N] -> F32 [E, N] */
     MI_OP_MATMUL,     /* src0 W [K, M] any type, src1 x F32 [K, N], src2 bias F32 [M] or NULL -> F32 [M, N];
                          src3 I32 [N] or NULL: per row, the rows its own sequence has in a step of many (8b),
-                         so a backend that picks its path by N can compute each row as that sequence alone */
+                         so a backend that picks its path by N can compute each row as that sequence alone;
+                         p[0]: a hint of 8a's pass (mi_matmul_shared_x), ignored by the CPU */
     MI_OP_ADD,        /* src0 F32 [D, N] + src1 F32 [D, N] or [D, 1] (broadcast) -> [D, N] */
     MI_OP_MUL,        /* src0 F32 [D, N] * src1 F32 [D, N] or [D, 1] -> [D, N] */
     MI_OP_RMS_NORM,   /* src0 F32 [D, N], src1 weight F32 [G] -> [D, N]; rows of G = p[0]
@@ -130,6 +131,11 @@ static inline int64_t mi_rope_head_dim(const mi_tensor *n) { return n->p[0]; }  
 static inline int mi_rope_mode(const mi_tensor *n) { return n->p[1]; }
 static inline int mi_rope_n_rot(const mi_tensor *n) { return n->p[2]; }
 static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(n, 3); }
+/* MATMUL p[0]: the node is the first (MI_MM_X_FIRST) or a later (MI_MM_X_NEXT) of a run of
+ * consecutive one-token matmuls of the same x and activation format: the first may leave x
+ * quantized in the backend's workspace for the rest. 0: no run. */
+enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2 };
+static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
 static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
 static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }
 const char *mi_op_name(mi_op op);

@@ -246,6 +246,63 @@ static void test_fusion_pass_cpu(void) {
                      "nothing fused at N = 3");
 }
 
+/* d7's marks: three one-token Q8_0 matmuls of one x in a row are marked first / next / next
+ * (the dispatch gives them d7's kernels in place of 7b's), a fourth of another x starts no run,
+ * and the CPU backend, which ignores the marks, computes the same bits as without the pass. */
+static int shared_x_graph(bool pass, int marks[4], float *out) {
+    enum { K = 256, M = 64 };
+    void *mem[4];
+    mi_tensor *w[4];
+    for (int i = 0; i < 4; i++) w[i] = leaf_w("w", MI_TYPE_Q8_0, K, M, &mem[i]);
+    float *xin = gu_rand_f32(&g_seed, K, -1.f, 1.f), *x2in = gu_rand_f32(&g_seed, K, -1.f, 1.f);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, 1, xin), *x2 = graph_input(g, "x2", MI_TYPE_F32, K, 1, x2in);
+        mi_tensor *mm[4];   /* in this order in the graph */
+        for (int i = 0; i < 4; i++) mm[i] = graph_matmul(g, w[i], i < 3 ? x : x2, NULL);
+        /* products, not sums: the pass would fold a sum into the matmul before it (d2) */
+        mi_tensor *y = graph_mul(g, graph_mul(g, mm[0], mm[1]), graph_mul(g, mm[2], mm[3]));
+        y->flags |= MI_T_OUTPUT;
+        g->output = y;
+        if (pass) mi8a_fuse_decode_with(g, cpu, 1);
+        for (int i = 0; i < 4; i++) marks[i] = mi_matmul_shared_x(mm[i]);
+        if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    for (int i = 0; i < 4; i++) free(mem[i]), free(w[i]);
+    free(xin);
+    free(x2in);
+    return rc;
+}
+
+static void test_shared_x_pass(void) {
+    gu_begin(&R, "shared_x_pass");
+    float a[64], b[64];
+    int m0[4], m1[4], m2[4];
+    const unsigned long long seed = g_seed;
+    mi_status st = mi_cuda_items_set_off("");
+    int rc = st == MI_OK ? shared_x_graph(false, m0, a) : 1;
+    g_seed = seed;
+    if (!rc) rc = shared_x_graph(true, m1, b);
+    if (!rc) st = mi_cuda_items_set_off("d7");
+    g_seed = seed;
+    float c[64];
+    if (!rc && st == MI_OK) rc = shared_x_graph(true, m2, c);
+    mi_cuda_items_set_off("");
+    const bool want = m1[0] == MI_MM_X_FIRST && m1[1] == MI_MM_X_NEXT && m1[2] == MI_MM_X_NEXT && m1[3] == 0;
+    if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
+    else if (!want || m2[0] || m2[1] || m2[2] || m2[3] || memcmp(a, b, sizeof a))
+        gu_fail(&R, "marks %d %d %d %d (want 1 2 2 0), with d7 off %d %d %d %d (want 0), CPU output %s", m1[0], m1[1],
+                m1[2], m1[3], m2[0], m2[1], m2[2], m2[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "three matmuls of one x marked first / next / next, one of another x none, nothing with d7 off; "
+                     "CPU output bit-identical to the unpassed graph");
+}
+
 /* ---------------- whole models ---------------- */
 
 /* The model test named <what>_<shape>_<type>: its synthetic file (gu_model_path), skipped when
@@ -606,6 +663,42 @@ static void test_pdl_model(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
+/* d7, one quantized x for a run of matmuls: the first of the 0.5B's q, k, v (and the tiny
+ * llama's) quantizes x, the others read its copy, so the logits must equal those with d7 off
+ * bit for bit at every step, with fewer kernels a step and d7's kernels run. */
+static void test_shared_x_model(const char *shape, const char *type) {
+    mi_model *m = begin_model_test("shared_x", shape, type);
+    if (!m) return;
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
+    float *on = malloc(nl * 4), *off = malloc(nl * 4);
+    int64_t k_on = -1, k_off = -1;
+    uint64_t f = 0;
+    const uint64_t r0 = mi_cuda_item_runs("d7");
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
+    const uint64_t runs = mi_cuda_item_runs("d7") - r0;
+    if (st == MI_OK) st = mi_cuda_items_set_off("d7");
+    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
+    mi_cuda_items_set_off("");
+    int same = 0, first = -1;
+    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
+        const bool eq = !memcmp(on + (size_t)k * (size_t)V, off + (size_t)k * (size_t)V, (size_t)V * 4);
+        same += eq;
+        if (!eq && first < 0) first = k;
+    }
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (!runs || same != STEPS + 1 || !(k_on < k_off))
+        gu_fail(&R, "d7 kernel runs %llu, kernels a step %lld (off: %lld), steps bit-identical to d7 off %d/%d (first "
+                    "difference at step %d)", (unsigned long long)runs, (long long)k_on, (long long)k_off, same,
+                STEPS + 1, first);
+    else gu_pass(&R, "d7 kernel runs %llu, kernels a step %lld (off: %lld); every step's logits bit-identical to d7 "
+                     "off (%d steps)", (unsigned long long)runs, (long long)k_on, (long long)k_off, STEPS + 1);
+    free(on);
+    free(off);
+    mi_model_free(m);
+}
+
 /* The session's reused one-token graph on the device (session.c): the stream with reuse against
  * one that builds every step anew (MINFER_NO_GRAPH_REUSE=1), logits bit for bit at every step and
  * the same kernels a step; then, in one session, the items switched between steps, so the reused
@@ -667,6 +760,7 @@ int main(int argc, char **argv) {
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     test_fusion_pass_cpu();
+    test_shared_x_pass();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
     test_model("tiny-qwen2", "q4_0", -1, false);
@@ -679,6 +773,8 @@ int main(int argc, char **argv) {
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("qwen2.5-0.5b", "q4_0");
+    test_shared_x_model("tiny-llama", "q8_0");
+    test_shared_x_model("qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else {
