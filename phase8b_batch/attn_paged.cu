@@ -24,6 +24,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
 #include "common/graph/graph.h"
+#include "common/core/mi_settings.h"
 
 #define PG_T MI8B_PG_T
 #define PG_MAX_G MI8B_PG_MAX_G
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(PG_T)
     kernel_attn_paged(const float *__restrict__ Q, const KT *__restrict__ Kc, const KT *__restrict__ Vc,
                       float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                       int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int hd, int Hq, int Hkv, int S,
-                      float scale) {
+                      int min_chunk, float scale) {
     extern __shared__ uint4 pg_smem4[];
     const int G = Hq / Hkv;
     const int64_t r = blockIdx.x / Hkv;
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(PG_T)
     const int64_t n_kv = bad ? 1 : n_past + (r - first) + 1;
     if (!bad && (n_kv > max_kv || toff + (n_kv + B - 1) / B > seqs_len)) bad = true;
     const int32_t *table = seqs + (bad ? 0 : toff);
-    const int64_t chunk0 = (n_kv + S - 1) / S, chunk = chunk0 > PG_T ? chunk0 : PG_T, k0 = (int64_t)s * chunk;
+    const int64_t chunk0 = (n_kv + S - 1) / S, chunk = chunk0 > min_chunk ? chunk0 : min_chunk, k0 = (int64_t)s * chunk;
     const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
     if (!bad && k0 < k1) {   /* the split's table entries: each block's last key inside the cache */
         int my_bad = 0;
@@ -284,11 +285,19 @@ extern "C" bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, m
            Hq / Hkv <= PG_MAX_G && Hq <= 65535 && (ctype == MI_TYPE_F16 || ctype == MI_TYPE_F32);
 }
 
+/* MINFER_PAGED_MIN_SPLIT: the fewest keys a split takes (MI8B_PG_MIN_SPLIT by default; 128, a
+ * whole tile, for the A/B) */
+static int pg_min_split(void) {
+    static long v = -1;
+    return (int)mi_setting_int_once("MINFER_PAGED_MIN_SPLIT", 16, PG_T, MI8B_PG_MIN_SPLIT, &v);
+}
+
 extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv) {
     const int64_t blocks = T * Hkv, want = 4 * (int64_t)mi7e_sm_count();
     if (blocks <= 0 || blocks >= want) return 1;
     int64_t s = (want + blocks - 1) / blocks;
-    const int64_t cap = (max_kv + PG_T - 1) / PG_T;   /* no split narrower than a tile when full */
+    const int64_t minc = pg_min_split();
+    const int64_t cap = (max_kv + minc - 1) / minc;   /* no split narrower than minc keys when full */
     if (s > cap) s = cap;
     if (s > MI8B_PG_MAX_SPLITS) s = MI8B_PG_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
@@ -324,7 +333,7 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(T * Hkv), (unsigned)S);
-#define PG_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)hd, (int)Hq, (int)Hkv, S, scale
+#define PG_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)hd, (int)Hq, (int)Hkv, S, pg_min_split(), scale
     const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;

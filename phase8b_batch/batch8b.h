@@ -36,9 +36,13 @@ mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type cty
 #define MI8B_PG_T 128            /* keys per tile, threads per block */
 #define MI8B_PG_MAX_G 8          /* query heads a KV head (GQA group): Qwen2.5 7, Llama 3 4 */
 #define MI8B_PG_MAX_SPLITS 32
+/* keys a split takes at least: a few sequences of a few hundred positions (the B = 1 and 4
+ * steps) still fill the GPU; a split shorter than a tile runs its one tile part-full */
+#define MI8B_PG_MIN_SPLIT 32
 bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
-/* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than a
- * tile when the longest sequence is full; 1 for steps with rows enough. */
+/* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than
+ * MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the longest sequence is full; 1 for steps
+ * with rows enough. */
 int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv);
 size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
