@@ -17,12 +17,22 @@
  *
  * Error: the weights rounded to f16 (scale, min and product) and the activations rounded to f16,
  * no 8-bit activation codes; gate_8b_matmul compares it with a double product of the exactly
- * dequantized weights and the float activations. Fixed orders: bit-identical run to run. */
+ * dequantized weights and the float activations.
+ *
+ * Work split (stream-K): the units are band x super-block, band-major (unit u: band u / nst, stage
+ * u % nst), cut into P runs of consecutive units, one persistent block a run, P = the blocks the GPU
+ * holds at once (at most the units). With whole bands a block, bands not a multiple of the
+ * resident blocks leave a partial wave (the 7B's gate/up: 148 bands on 132 multiprocessors, one
+ * block each, run as two waves); runs differ by one unit at most, so every block streams about
+ * the same bytes. A run's ring streams its units in order across band edges (the next band's
+ * first stages load while the current band finishes). The accumulators cover a band-piece, the
+ * run's units of one band: a piece over the band's whole K writes Y (+ bias); the others go to
+ * slots, which kernel_f16s_fixup adds in unit order (run order) for each cut band, + bias. Fixed
+ * P and fixed orders: bit-identical run to run. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
-#include "phase8b_batch/split_sum.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
 #define FS_BM 128        /* weight rows a block: 8 row groups of 16 */
@@ -75,14 +85,19 @@ __global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__res
     }
 }
 
-/* Y [N, M] (or part [z][N][M] when part != NULL): block (bx, z) takes weight rows FS_BM bx .. and
- * the super-blocks [z chunk, (z + 1) chunk); warp w computes rows 16 (w & 7) .. + 15 of the band for
- * tokens 4 NT (w >> 3) .. + 4 NT - 1; each output is written once. X: the activations of
- * kernel_act_f16_pairs. */
+/* the first unit of run p of P over units; run p is [start (p), start (p + 1)) */
+__host__ __device__ __forceinline__ int64_t f16s_run_start(int64_t p, int64_t units, int64_t P) { return p * units / P; }
+
+/* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
+ * takes run p of the units (gridDim.x runs, units = bands x nst). A piece that begins inside its
+ * band (the run's first) goes to slot 2p, one that begins at the band's first stage and ends
+ * inside the band (the run's last) to slot 2p + 1: two slots a run at most. Warp w computes
+ * rows 16 (w & 7) .. + 15 of the band for tokens 4 NT (w >> 3) .. + 4 NT - 1; each output and
+ * slot element is written once. X: the activations of kernel_act_f16_pairs. */
 template <int WT, int NT>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
-                 int64_t N, int64_t chunk, const float *__restrict__ bias, float *__restrict__ Y, float *__restrict__ part) {
+                 int64_t N, int64_t units, const float *__restrict__ bias, float *__restrict__ Y, float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
@@ -93,15 +108,16 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
-    const int64_t m0 = (int64_t)blockIdx.x * FS_BM;
-    const int64_t nst = K / FS_SB;
-    const int64_t sb = (int64_t)blockIdx.y * chunk;
-    const int nsb = (int)((sb + chunk < nst ? sb + chunk : nst) - sb);
+    const int p = blockIdx.x;
+    const int nst = (int)(K / FS_SB);
+    const int64_t u0 = f16s_run_start(p, units, gridDim.x);
+    const int len = (int)(f16s_run_start(p + 1, units, gridDim.x) - u0);   /* units of the run */
     const uint8_t *wend = W + (size_t)M * wrow;
 
-    auto issue = [&](int64_t st, int p) {   /* stage st (absolute) into ring slot p */
+    auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
+        const int64_t m0 = b * FS_BM;
         const size_t wo = (size_t)st * F::wbytes;
-        uint8_t *rw = ring_w + (size_t)p * FS_BM * F::wslot, *ra = ring_a + (size_t)p * NTOK * FS_ASLOT;
+        uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         for (int i = tid; i < FS_BM * F::wch; i += FS_THREADS) {
             const int r = i / F::wch, c = i - r * F::wch;
             if (m0 + r < M) gs_window(rw + r * F::wslot, W + (size_t)(m0 + r) * wrow + wo, F::wbytes, c, W, wend);
@@ -111,6 +127,15 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             if (n < N) async_copy16(ra + n * FS_ASLOT + 16 * c, X + ((size_t)n * K + (size_t)st * FS_SB) * 2 + 16 * c);
         }
     };
+    /* the next unit to load (ib, is) and the unit computed (cb, cs), as band and stage: both step
+     * through the run in unit order */
+    int64_t ib = u0 / nst, cb = ib;
+    int is = (int)(u0 - ib * nst), cs = is;
+    auto issue_next = [&](int q) {
+        issue(ib, is, q);
+        if (++is == nst) is = 0, ib++;
+    };
+    bool head = cs != 0;   /* the piece in progress began inside its band: the run's first piece */
 
     float acc[NTW][4];
 #pragma unroll
@@ -119,21 +144,21 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
 
 #pragma unroll
-    for (int p = 0; p < FS_NS - 1; p++) {
-        if (p < nsb) issue(sb + p, p);
+    for (int q = 0; q < FS_NS - 1; q++) {
+        if (q < len) issue_next(q);
         async_commit();
     }
     const int r0 = (warp & 7) * 16 + gid, n0 = (warp >> 3) * NTW * 8;   /* the warp's first row and token */
-    for (int s = 0; s < nsb; s++) {
-        const int64_t st = sb + s;
-        const int p = s % FS_NS;
-        async_wait<FS_NS - 2>();   /* this thread's copies of stage s have landed */
-        __syncthreads();            /* everyone's have; everyone is done with stage s - 1 */
-        if (s + FS_NS - 1 < nsb) issue(st + FS_NS - 1, (s + FS_NS - 1) % FS_NS);
+    for (int s = 0; s < len; s++) {
+        const int q = s % FS_NS;
+        async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
+        __syncthreads();            /* everyone's have; everyone is done with unit s - 1 */
+        if (s + FS_NS - 1 < len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const uint8_t *rw = ring_w + (size_t)p * FS_BM * F::wslot, *ra = ring_a + (size_t)p * NTOK * FS_ASLOT;
-        const size_t wo = (size_t)st * F::wbytes;
+        const int64_t m0 = cb * FS_BM;
+        const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
+        const size_t wo = (size_t)cs * F::wbytes;
         for (int i = tid; i < 8 * FS_BM; i += FS_THREADS) {   /* the stage's scales, rounded to f16 once */
             const int r = i % FS_BM, k = i / FS_BM;
             if (m0 + r >= M) continue;
@@ -185,19 +210,49 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                 mma_f16_16816(acc[nt], A2, c.x, c.y);
             }
         }
+
+        if (cs == nst - 1 || s == len - 1) {   /* the piece ends: the band's last stage or the run's last unit */
+            const bool whole = !head && cs == nst - 1;
+            float *slot = part + (size_t)(2 * p + (head ? 0 : 1)) * (size_t)N * FS_BM;
+#pragma unroll
+            for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int r = r0 + (i >> 1) * 8;
+                    const int64_t m = m0 + r, n = n0 + nt * 8 + 2 * tig + (i & 1);
+                    if (m < M && n < N) {
+                        if (whole) Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
+                        else slot[(size_t)n * FS_BM + r] = acc[nt][i];
+                    }
+                    acc[nt][i] = 0.0f;
+                }
+            head = false;
+        }
+        if (++cs == nst) cs = 0, cb++;
     }
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
+}
 
-#pragma unroll
-    for (int nt = 0; nt < NTW; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int64_t m = m0 + r0 + (i >> 1) * 8;
-            const int64_t n = n0 + nt * 8 + 2 * tig + (i & 1);
-            if (m >= M || n >= N) continue;
-            if (part) part[((size_t)blockIdx.y * N + n) * M + m] = acc[nt][i];
-            else Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
-        }
+/* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls inside a
+ * band b and run p - 1 begins at or before b's first unit (so each cut band has one block x),
+ * and tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1's last piece (slot 2p - 1,
+ * it begins at b's first stage), then slot 2p' of every run p' >= p beginning inside b; + bias. */
+__global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
+                                  int64_t M, int64_t N, int64_t nst, int64_t units, int P) {
+    const int p = blockIdx.x + 1;
+    const int64_t u = f16s_run_start(p, units, P);
+    if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
+    const int64_t b = u / nst, bs = b * nst, be = bs + nst;
+    if (f16s_run_start(p - 1, units, P) > bs) return;   /* band b's first boundary is an earlier run's */
+    const int r = threadIdx.x % FS_BM;
+    const int64_t m = b * FS_BM + r;
+    if (m >= M) return;
+    const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
+    for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
+        float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
+        for (int q = p; q < P && f16s_run_start(q, units, P) < be; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
+        Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
+    }
 }
 
 /* ---------------- launchers ---------------- */
@@ -227,40 +282,53 @@ static int f16s_occ(mi_type wt, int64_t N) {
 }
 
 extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    /* the units (bands x super-blocks) counted in an int: a run's length and stage are ints */
     return (wt == MI_TYPE_Q4_K || wt == MI_TYPE_Q6_K) && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N &&
-           K >= FS_SB && K % FS_SB == 0 && M >= 1 && (M + FS_BM - 1) / FS_BM <= 0x7fffffff && f16s_occ(wt, N) >= 1;
+           K >= FS_SB && K % FS_SB == 0 && M >= 1 && (M + FS_BM - 1) / FS_BM <= 0x7fffffff / (K / FS_SB) &&
+           f16s_occ(wt, N) >= 1;
 }
 
-extern "C" int mi8b_gemm_f16s_splits(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 1;
-    int S = 1;
-    stream_chunk(M, N, K / FS_SB, (int64_t)mi7e_sm_count() * f16s_occ(wt, N), wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM,
-                 &S);
-    return S;
+static int64_t f16s_units(int64_t K, int64_t M) { return (M + FS_BM - 1) / FS_BM * (K / FS_SB); }
+/* P: one run a resident block, at most one a unit */
+static int f16s_p(int64_t units, int occ) {
+    const int64_t resident = (int64_t)mi7e_sm_count() * occ;
+    return (int)(resident < units ? resident : units);
+}
+/* whether a run boundary falls inside a band (the fixup has work); run 0 begins at unit 0 */
+static bool f16s_cut(int64_t K, int64_t units, int P) {
+    for (int p = 1; p < P; p++)
+        if (f16s_run_start(p, units, P) % (K / FS_SB) != 0) return true;
+    return false;
+}
+
+extern "C" int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
+    return f16s_p(f16s_units(K, M), f16s_occ(wt, N));
 }
 
 static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
-    const int S = mi8b_gemm_f16s_splits(wt, K, M, N);
-    return f16s_act_bytes(K, N) + (S > 1 ? (size_t)S * (size_t)M * (size_t)N * sizeof(float) : 0);
+    const int64_t units = f16s_units(K, M);
+    const int P = mi8b_gemm_f16s_blocks(wt, K, M, N);
+    /* two slots a run, when a band is cut */
+    return f16s_act_bytes(K, N) + (f16s_cut(K, units, P) ? 2 * (size_t)P * FS_BM * (size_t)N * sizeof(float) : 0);
 }
 
 template <int WT, int NT>
 static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
                              int64_t K, int64_t M, int64_t N, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
-    const int64_t bands = (M + FS_BM - 1) / FS_BM;
-    int S = 1;
-    const int64_t chunk = stream_chunk(M, N, K / FS_SB, (int64_t)mi7e_sm_count() * f16s_occupancy<WT, NT>(),
-                                       fs_fmt<WT>::wbytes, FS_BM, &S);
-    kernel_gemm_f16s<WT, NT><<<dim3((unsigned)bands, (unsigned)S), FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(
-        w, wrow, M, xh, K, N, chunk, bias, y, S > 1 ? part : NULL);
+    const int64_t units = f16s_units(K, M);
+    const int P = f16s_p(units, f16s_occupancy<WT, NT>());
+    kernel_gemm_f16s<WT, NT><<<(unsigned)P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N, units,
+                                                                                      bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
-    if (S > 1) {
-        kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
-        MI_CU_CHECK_LAUNCH("kernel_split_sum");
+    if (f16s_cut(K, units, P)) {
+        kernel_f16s_fixup<<<dim3((unsigned)(P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N,
+                                                                                           K / FS_SB, units, P);
+        MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     }
     return MI_OK;
 }

@@ -3,7 +3,10 @@
 # of 544 bytes, the stage's f16 scales, each lane's 32-bit level words turned into f16 weights by the
 # kernel's bit operations (OR 0x6400, subtract 1024 or 1056, one rounded multiply-add), the fragments
 # per the PTX ISA tables of gates/7e/ptx_frag.py (mma.m16n8k16), the epilogue's rows and tokens, and
-# the K split. Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same
+# stream-K: P runs of the band x stage units, each block's ring loading them in unit order across band
+# edges (issue and compute pointers apart), the pieces written whole to Y or to slots 2p / 2p + 1, the
+# launcher's cut test and kernel_f16s_fixup adding a cut band's pieces in unit order, every output and
+# slot element written once. Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same
 # f16 roundings (must agree to float64 noise) and reported against the exact product. A wrong element
 # order in either operand, a wrong byte offset or scale index shows as an O(1) error.
 # CPU only: python3 gates/8b/emu_gemm_f16s.py
@@ -14,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ptx_frag import A_row, A_col, B_row, B_col, C_row, C_col   # noqa: E402
 
 rng = np.random.default_rng(86)
-BM, ASLOT = 128, 544
+BM, ASLOT, FS_NS = 128, 544, 3
 Q4_K, Q6_K = "q4_k", "q6_k"
 WB = {Q4_K: 144, Q6_K: 210}
 
@@ -71,21 +74,6 @@ def ref_weights(wt, W, K):
     return wr, we
 
 
-def stream_chunk(M, N, nst, slots, wbytes, SPLIT_MAX=32):   # stream_ring.cuh
-    bands = (M + BM - 1) // BM
-    wave = slots * BM * wbytes
-    best, best_chunk = 1e300, nst
-    for s in range(1, min(SPLIT_MAX, nst) + 1):
-        chunk = (nst + s - 1) // s
-        if s > 1 and chunk < 2: break
-        se = (nst + chunk - 1) // chunk
-        if se != s: continue
-        t = float((bands * se + slots - 1) // slots) * chunk
-        if se > 1: t += 2.0 + se * N * M * 8.0 / wave
-        if t < best - 1e-9: best, best_chunk = t, chunk
-    return best_chunk, (nst + best_chunk - 1) // best_chunk
-
-
 def halves(words):   # uint32 -> (low f16, high f16) as float64
     w = np.asarray(words, dtype=np.uint32)
     return (w & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64), (w >> 16).astype(np.uint16).view(np.float16).astype(np.float64)
@@ -106,10 +94,123 @@ def mma(D, A8, B4):   # D [lane, 4] += A [16, 16] @ B [16, 8] from the lanes' el
     return D + C[C_row, C_col]
 
 
-def run(wt, K, M, N, woff, chunk=None):
+def run_start(p, units, P):   # f16s_run_start: the first unit of run p; run p is [start (p), start (p + 1))
+    return p * units // P
+
+
+def cut(nst, units, P):   # the launcher's f16s_cut: a run boundary inside a band
+    return any(run_start(p, units, P) % nst != 0 for p in range(1, P))
+
+
+def block_steps(p, units, nst, P):
+    """kernel_gemm_f16s's control flow for block p, line by line: ('load', ring slot, band, stage) for each
+    issue, ('unit', ring slot, band, stage) for each unit computed, ('piece', band, whole, slot, first unit,
+    end unit) at each epilogue"""
+    u0 = run_start(p, units, P)
+    ln = run_start(p + 1, units, P) - u0
+    ib, is_ = u0 // nst, u0 % nst
+    cb, cs = ib, is_
+    head = cs != 0
+    pstart = u0
+    for q in range(FS_NS - 1):   # the prologue
+        if q < ln:
+            yield ('load', q, ib, is_)
+            is_ += 1
+            if is_ == nst: is_, ib = 0, ib + 1
+    for s in range(ln):
+        q = s % FS_NS
+        if s + FS_NS - 1 < ln:
+            yield ('load', (s + FS_NS - 1) % FS_NS, ib, is_)
+            is_ += 1
+            if is_ == nst: is_, ib = 0, ib + 1
+        yield ('unit', q, cb, cs)
+        if cs == nst - 1 or s == ln - 1:   # the piece ends: the band's last stage or the run's last unit
+            yield ('piece', cb, (not head) and cs == nst - 1, 2 * p + (0 if head else 1), pstart, u0 + s + 1)
+            head = False
+            pstart = u0 + s + 1
+        cs += 1
+        if cs == nst: cs, cb = 0, cb + 1
+    assert (cb, cs) == (ib, is_) == divmod(u0 + ln, nst), "the load and compute pointers end apart"
+
+
+def fixup_blocks(units, nst, P, N):
+    """kernel_f16s_fixup's control flow: (block x, block y, band, the slots it adds in order) for the blocks
+    that write"""
+    for bx in range(P - 1):
+        p = bx + 1
+        u = run_start(p, units, P)
+        if u % nst == 0: continue
+        b = u // nst
+        bs, be = b * nst, b * nst + nst
+        if run_start(p - 1, units, P) > bs: continue
+        order = [2 * p - 1]
+        q = p
+        while q < P and run_start(q, units, P) < be:
+            order.append(2 * q); q += 1
+        for by in range((N + 7) // 8):
+            yield bx, by, b, order
+
+
+def check_plan(bands, nst, P, N=64, quiet=False):
+    """the runs, the ring's order, the pieces, the slots, the launcher's cut test and the fixup's pieces
+    on index math alone: every unit computed once, in unit order within a run, each ring slot computed
+    as loaded; each band either one whole piece or fixed up once from pieces covering its units in
+    order; each slot one piece. Returns {slot: (band, first unit, end unit)} and the cut bands."""
+    units = bands * nst
+    assert 1 <= P <= units, "P = min(SMs x occupancy, units)"
+    seen = np.zeros(units, np.int64)
+    piece_of, whole_bands = {}, []
+    for p in range(P):
+        assert run_start(p + 1, units, P) - run_start(p, units, P) >= 1, "an empty run"
+        ring = [None] * FS_NS
+        last = run_start(p, units, P) - 1
+        for ev in block_steps(p, units, nst, P):
+            if ev[0] == 'load':
+                assert ring[ev[1]] is None, "a ring slot loaded before it was computed"
+                ring[ev[1]] = ev[2:]
+            elif ev[0] == 'unit':
+                assert ring[ev[1]] == ev[2:], "a ring slot computed as another unit than loaded"
+                ring[ev[1]] = None
+                u = ev[2] * nst + ev[3]
+                assert u == last + 1, "units out of order"
+                last = u; seen[u] += 1
+            else:
+                _, b, wh, slot, u0, u1 = ev
+                assert b * nst <= u0 < u1 <= b * nst + nst, "a piece outside its band"
+                if wh:
+                    assert (u0, u1) == (b * nst, b * nst + nst), "a whole write of a part of a band"
+                    whole_bands.append(b)
+                else:
+                    assert (u0, u1) != (b * nst, b * nst + nst), "a whole band into a slot"
+                    assert slot not in piece_of, f"slot {slot} holds two pieces"
+                    piece_of[slot] = (b, u0, u1)
+        assert all(r is None for r in ring), "a loaded ring slot never computed"
+    assert (seen == 1).all(), "a unit computed twice or never"
+    cut_bands = sorted({b for b, _, _ in piece_of.values()})
+    assert cut(nst, units, P) == bool(cut_bands), "the launcher's cut test disagrees with the runs"
+    fixed = {}
+    if cut(nst, units, P):
+        for bx, by, b, order in fixup_blocks(units, nst, P, N):
+            if by == 0:
+                assert b not in fixed, f"band {b} fixed up by two blocks"
+                fixed[b] = order
+            spans = [piece_of.get(sl) for sl in order]
+            assert all(sp is not None and sp[0] == b for sp in spans), f"band {b}: a slot it reads holds no piece of it"
+            assert [sp[1] for sp in spans] == [b * nst] + [sp[2] for sp in spans[:-1]] and spans[-1][2] == b * nst + nst, \
+                f"band {b}: pieces out of unit order or missing: {spans}"
+    assert sorted(fixed) == cut_bands, "a cut band without its fixup, or a fixup of an uncut band"
+    assert sorted(whole_bands + cut_bands) == list(range(bands)), "a band neither whole nor fixed up, or both"
+    if not quiet:
+        print(f"plan: {bands} bands x {nst} stages, P {P}: {len(whole_bands)} whole, {len(cut_bands)} cut "
+              f"({len(piece_of)} slots), runs of {units // P}..{(units + P - 1) // P} units")
+    return piece_of, cut_bands
+
+
+def run(wt, K, M, N, woff, P):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     NTOK, NTW = 8 * NT, NT // 2   # n-tiles a warp: 16 warps, row group w & 7, token half w >> 3
     W = make_weights(wt, K, M)
+    bias = rng.uniform(-0.5, 0.5, size=M).astype(np.float32)
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
     # kernel_act_f16_pairs: every group of four as (e0, e2, e1, e3)
     X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)
@@ -118,95 +219,151 @@ def run(wt, K, M, N, woff, chunk=None):
     mem = np.zeros(woff + M * wrow + 16, np.uint8)
     mem[woff:woff + M * wrow] = W.reshape(-1)
     nst = K // 256
-    if chunk is None: chunk, S = stream_chunk(M, N, nst, 132, WB[wt])
-    else: S = (nst + chunk - 1) // chunk
+    bands = (M + BM - 1) // BM
+    units = bands * nst
+    wslot = 16 * (((WB[wt] + 30) // 16) | 1)
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
-    Y = np.zeros((S, N, M)); Y[:] = np.nan
-    for bx in range((M + BM - 1) // BM):
-        m0 = bx * BM
-        for z in range(S):
-            acc = np.zeros((16, NTW, 32, 4))
-            for st in range(z * chunk, min((z + 1) * chunk, nst)):
-                wo = st * WB[wt]
-                # the ring slot: each row's stage at offset (src & 15) of a 16-byte window; tokens at 544 bytes
-                wslot = 16 * (((WB[wt] + 30) // 16) | 1)
-                rw = np.zeros(BM * wslot, np.uint8); ra = np.zeros(NTOK * ASLOT, np.uint8)
-                offs = np.zeros(BM, np.int64)
-                for r in range(BM):
-                    if m0 + r >= M: continue
-                    src = woff + (m0 + r) * wrow + wo
-                    offs[r] = src & 15
-                    rw[r * wslot + offs[r]:r * wslot + offs[r] + WB[wt]] = mem[src:src + WB[wt]]
-                for n in range(N):
-                    for c in range(32):
-                        a = (n * K + st * 256) * 2 + 16 * c
-                        ra[n * ASLOT + 16 * c:n * ASLOT + 16 * c + 16] = Xb[a:a + 16]
-                # the stage's scales: sS, sM per [unit][row]
-                sS = np.zeros((8, BM)); sM = np.zeros((8, BM))
-                for r in range(BM):
-                    if m0 + r >= M: continue
-                    b = r * wslot + offs[r]
-                    if wt == Q4_K:
-                        d = float(rw[b:b + 2].view(np.float16)[0]); dmin = float(rw[b + 2:b + 4].view(np.float16)[0])
-                        for k in range(8):
-                            sc, mn = q4k_scale_min(rw[b + 4:b + 16].astype(np.int64), k)
-                            sS[k, r] = h(np.float32(d) * np.float32(sc)); sM[k, r] = h(-(np.float32(dmin) * np.float32(mn)))
-                    else:
-                        d = float(rw[b + 208:b + 210].view(np.float16)[0]); scl = rw[b + 192:b + 208].view(np.int8)
-                        for k in range(8):
-                            sS[k, r] = h(np.float32(d) * np.float32(scl[2 * k])); sM[k, r] = h(np.float32(d) * np.float32(scl[2 * k + 1]))
-                def ld32(base):   # little-endian words of rw at byte addresses base [lane]
-                    return sum(rw[base + i].astype(np.uint32) << (8 * i) for i in range(4)).astype(np.uint32)
+
+    def issue(b, st):   # band b's stage st as a ring slot: each row at offset (src & 15) of a 16-byte window; tokens at 544 bytes
+        m0, wo = b * BM, st * WB[wt]
+        rw = np.zeros(BM * wslot, np.uint8); ra = np.zeros(NTOK * ASLOT, np.uint8)
+        for r in range(BM):
+            if m0 + r >= M: continue
+            src = woff + (m0 + r) * wrow + wo
+            rw[r * wslot + (src & 15):r * wslot + (src & 15) + WB[wt]] = mem[src:src + WB[wt]]
+        for n in range(N):
+            for c in range(32):
+                a = (n * K + st * 256) * 2 + 16 * c
+                ra[n * ASLOT + 16 * c:n * ASLOT + 16 * c + 16] = Xb[a:a + 16]
+        return rw, ra
+
+    def compute(rw, ra, m0, st, acc):   # one unit from ring slot (rw, ra), at the computing side's band m0 and stage st
+        wo = st * WB[wt]
+        offs = np.zeros(BM, np.int64)   # (W + (m0 + r) wrow + wo) & 15
+        for r in range(BM):
+            if m0 + r < M: offs[r] = (woff + (m0 + r) * wrow + wo) & 15
+        # the stage's scales: sS, sM per [unit][row]
+        sS = np.zeros((8, BM)); sM = np.zeros((8, BM))
+        for r in range(BM):
+            if m0 + r >= M: continue
+            b = r * wslot + offs[r]
+            if wt == Q4_K:
+                d = float(rw[b:b + 2].view(np.float16)[0]); dmin = float(rw[b + 2:b + 4].view(np.float16)[0])
+                for k in range(8):
+                    sc, mn = q4k_scale_min(rw[b + 4:b + 16].astype(np.int64), k)
+                    sS[k, r] = h(np.float32(d) * np.float32(sc)); sM[k, r] = h(-(np.float32(dmin) * np.float32(mn)))
+            else:
+                d = float(rw[b + 208:b + 210].view(np.float16)[0]); scl = rw[b + 192:b + 208].view(np.int8)
+                for k in range(8):
+                    sS[k, r] = h(np.float32(d) * np.float32(scl[2 * k])); sM[k, r] = h(np.float32(d) * np.float32(scl[2 * k + 1]))
+        def ld32(base):   # little-endian words of rw at byte addresses base [lane]
+            return sum(rw[base + i].astype(np.uint32) << (8 * i) for i in range(4)).astype(np.uint32)
+        for warp in range(16):
+            r0, n0 = (warp & 7) * 16 + gid, (warp >> 3) * NTW * 8
+            w0, w1 = r0 * wslot + offs[r0], (r0 + 8) * wslot + offs[r0 + 8]
+            for k in range(8):
+                s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
+                if wt == Q4_K:
+                    o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
+                    v0, v1 = ld32(w0 + o) >> sft, ld32(w1 + o) >> sft
+                    v2, v3 = ld32(w0 + o + 16) >> sft, ld32(w1 + o + 16) >> sft
+                    A1 = [deq(v0, s0, t0, wt), deq(v1, s1, t1, wt), deq(v0 >> 8, s0, t0, wt), deq(v1 >> 8, s1, t1, wt)]
+                    A2 = [deq(v2, s0, t0, wt), deq(v3, s1, t1, wt), deq(v2 >> 8, s0, t0, wt), deq(v3 >> 8, s1, t1, wt)]
+                else:
+                    n_, q = k >> 2, k & 3
+                    ol, oh, ls, hs = 64 * n_ + (q & 1) * 32 + 4 * tig, 128 + 32 * n_ + 4 * tig, (q >> 1) * 4, 2 * q
+                    Q6V = lambda w, e: ((ld32(w + ol + e) >> ls) & 0x0F0F0F0F) | (((ld32(w + oh + e) >> hs) & 0x03030303) << 4)
+                    v0, v1, v2, v3 = Q6V(w0, 0), Q6V(w1, 0), Q6V(w0, 16), Q6V(w1, 16)
+                    A1 = [deq(v0, s0, 0, wt), deq(v1, s1, 0, wt), deq(v0 >> 8, s0, 0, wt), deq(v1 >> 8, s1, 0, wt)]
+                    A2 = [deq(v2, t0, 0, wt), deq(v3, t1, 0, wt), deq(v2 >> 8, t0, 0, wt), deq(v3 >> 8, t1, 0, wt)]
+                A1 = np.concatenate(A1, axis=1); A2 = np.concatenate(A2, axis=1)   # [lane, 8]: regs a0..a3, two halves each
+                for nt in range(NTW):
+                    bp = (n0 + gid) * ASLOT + 8 * tig + nt * 8 * ASLOT + 64 * k
+                    def ld64(p):   # uint2 at byte addresses p -> 4 halves [lane, 4] (b0 low, b0 high, b1 low, b1 high)
+                        return np.stack([ra[p[i]:p[i] + 8].view(np.float16).astype(np.float64) for i in range(32)])
+                    acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
+                    acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
+
+    piece_of, cut_bands = check_plan(bands, nst, P, N, quiet=True)
+    Y = np.full((N, M), np.nan)
+    part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
+    pieces = whole = 0
+    for p in range(P):   # kernel_gemm_f16s, block p
+        ring = [None] * FS_NS
+        acc = np.zeros((16, NTW, 32, 4))
+        for ev in block_steps(p, units, nst, P):
+            if ev[0] == 'load':
+                ring[ev[1]] = issue(ev[2], ev[3])
+            elif ev[0] == 'unit':   # the unit's data from the ring slot, its band and stage from the compute side
+                compute(ring[ev[1]][0], ring[ev[1]][1], ev[2] * BM, ev[3], acc)
+            else:
+                _, b, wh, slot, _, _ = ev
+                pieces += 1; whole += wh
+                m0 = b * BM
                 for warp in range(16):
                     r0, n0 = (warp & 7) * 16 + gid, (warp >> 3) * NTW * 8
-                    w0, w1 = r0 * wslot + offs[r0], (r0 + 8) * wslot + offs[r0 + 8]
-                    for k in range(8):
-                        s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
-                        if wt == Q4_K:
-                            o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
-                            v0, v1 = ld32(w0 + o) >> sft, ld32(w1 + o) >> sft
-                            v2, v3 = ld32(w0 + o + 16) >> sft, ld32(w1 + o + 16) >> sft
-                            A1 = [deq(v0, s0, t0, wt), deq(v1, s1, t1, wt), deq(v0 >> 8, s0, t0, wt), deq(v1 >> 8, s1, t1, wt)]
-                            A2 = [deq(v2, s0, t0, wt), deq(v3, s1, t1, wt), deq(v2 >> 8, s0, t0, wt), deq(v3 >> 8, s1, t1, wt)]
-                        else:
-                            n_, q = k >> 2, k & 3
-                            ol, oh, ls, hs = 64 * n_ + (q & 1) * 32 + 4 * tig, 128 + 32 * n_ + 4 * tig, (q >> 1) * 4, 2 * q
-                            Q6V = lambda w, e: ((ld32(w + ol + e) >> ls) & 0x0F0F0F0F) | (((ld32(w + oh + e) >> hs) & 0x03030303) << 4)
-                            v0, v1, v2, v3 = Q6V(w0, 0), Q6V(w1, 0), Q6V(w0, 16), Q6V(w1, 16)
-                            A1 = [deq(v0, s0, 0, wt), deq(v1, s1, 0, wt), deq(v0 >> 8, s0, 0, wt), deq(v1 >> 8, s1, 0, wt)]
-                            A2 = [deq(v2, t0, 0, wt), deq(v3, t1, 0, wt), deq(v2 >> 8, t0, 0, wt), deq(v3 >> 8, t1, 0, wt)]
-                        A1 = np.concatenate(A1, axis=1); A2 = np.concatenate(A2, axis=1)   # [lane, 8]: regs a0..a3, two halves each
-                        for nt in range(NTW):
-                            bp = (n0 + gid) * ASLOT + 8 * tig + nt * 8 * ASLOT + 64 * k
-                            def ld64(p):   # uint2 at byte addresses p -> 4 halves [lane, 4] (b0 low, b0 high, b1 low, b1 high)
-                                return np.stack([ra[p[i]:p[i] + 8].view(np.float16).astype(np.float64) for i in range(32)])
-                            acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
-                            acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
-            for warp in range(16):
-                for nt in range(NTW):
-                    for i in range(4):
-                        m = m0 + (warp & 7) * 16 + gid + (i >> 1) * 8
-                        n = (warp >> 3) * NTW * 8 + nt * 8 + 2 * tig + (i & 1)
-                        ok = (m < M) & (n < N)
-                        assert np.isnan(Y[z, n[ok], m[ok]]).all(), "output written twice"
-                        Y[z, n[ok], m[ok]] = acc[warp, nt, ok, i]
-    Yt = Y.sum(axis=0)
+                    for nt in range(NTW):
+                        for i in range(4):
+                            r = r0 + (i >> 1) * 8
+                            m = m0 + r
+                            n = n0 + nt * 8 + 2 * tig + (i & 1)
+                            ok = (m < M) & (n < N)
+                            if wh:
+                                assert np.isnan(Y[n[ok], m[ok]]).all(), "output written twice"
+                                Y[n[ok], m[ok]] = acc[warp, nt, ok, i] + bias[m[ok]]
+                            else:
+                                assert np.isnan(part[slot, n[ok], r[ok]]).all(), "slot element written twice"
+                                part[slot, n[ok], r[ok]] = acc[warp, nt, ok, i]
+                acc[:] = 0.0
+    if cut(nst, units, P):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
+        for bx, by, b, order in fixup_blocks(units, nst, P, N):
+            p = bx + 1
+            be = b * nst + nst
+            for t in range(256):
+                r = t % BM
+                m = b * BM + r
+                if m >= M: continue
+                n1 = min(by * 8 + 8, N)
+                for n in range(by * 8 + t // BM, n1, 256 // BM):
+                    sm, read = part[2 * p - 1, n, r], [2 * p - 1]
+                    q = p
+                    while q < P and run_start(q, units, P) < be:
+                        sm += part[2 * q, n, r]; read.append(2 * q); q += 1
+                    assert read == order, f"band {b}: the sum reads slots {read}, the plan {order}"
+                    assert np.isnan(Y[n, m]), "output written twice"
+                    Y[n, m] = sm + bias[m]
+    used = sorted(piece_of)
+    assert not np.isnan(Y).any(), "an output never written"
+    for sl in range(2 * P):   # slot elements written: the rows < M of every slot holding a piece, nothing else
+        rows = min(BM, M - piece_of[sl][0] * BM) if sl in piece_of else 0
+        assert not np.isnan(part[sl, :, :rows]).any() and np.isnan(part[sl, :, rows:]).all(), f"slot {sl}"
     wr, we = ref_weights(wt, W, K)
-    ref = x.astype(np.float16).astype(np.float64) @ wr.T
-    exact = x.astype(np.float64) @ we.T
-    err = np.max(np.abs(Yt - ref) / (np.abs(ref) + 1e-3)) if not np.isnan(Yt).any() else float("nan")
-    nmse = float(((Yt - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={M} N={N} (NT {NT}) tensor at +{woff} splits {S} (chunk {chunk} of {nst}): "
+    ref = x.astype(np.float16).astype(np.float64) @ wr.T + bias
+    exact = x.astype(np.float64) @ we.T + bias
+    err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
+    nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
+    print(f"{wt} K={K} M={M} N={N} (NT {NT}) tensor at +{woff}: {bands} bands x {nst} stages, P {P}: "
+          f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
     return bool(err <= 1e-9) and nmse <= 1e-5
 
 
+# the index math alone on the gate's shapes at the H200's P (132 multiprocessors, one block each) and twice
+# that: the 7B's gate/up (148 bands x 14), q/o (28 x 14), k/v (4 x 14), down (28 x 74), K = 256 (132 x 1)
+for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
+    for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
+        check_plan(bands, nst, P)
+
 ok = [
-    run(Q4_K, 512, 130, 64, 0),              # two bands (rows past M), NT 8
-    run(Q4_K, 768, 40, 33, 4, chunk=2),      # split 2 + 1, a 4-byte-aligned tensor
-    run(Q6_K, 512, 20, 17, 6),               # 210-byte super-blocks, tensor at +6, NT 4
-    run(Q6_K, 768, 16, 64, 2, chunk=1),      # three splits of one stage
-    run(Q4_K, 256, 9, 9, 0),                 # NT 2, one stage, a band of 9 rows
+    run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
+    run(Q4_K, 256, 700, 33, 0, P=4),         # one stage a band: 6 bands in runs of 1 or 2, never cut
+    run(Q4_K, 768, 40, 33, 4, P=2),          # one band cut in two (1 + 2 stages), a 4-byte-aligned tensor
+    run(Q6_K, 768, 16, 64, 2, P=3),          # P > bands: runs of one stage, the middle one inside the band
+    run(Q4_K, 512, 818, 24, 0, P=4),         # 7 bands (rows past M): run 1 a band's end, a whole band, the next's start
+    run(Q6_K, 768, 300, 40, 2, P=7),         # 3 bands, 9 units, runs of 1 or 2: cuts, and boundaries on band edges
+    run(Q4_K, 768, 256, 17, 4, P=5),         # 2 bands, 6 units, NT 4, a 4-byte-aligned tensor
+    run(Q6_K, 512, 20, 17, 6, P=1),          # 210-byte super-blocks, tensor at +6, one run
+    run(Q4_K, 256, 9, 9, 0, P=1),            # NT 2, one stage, a band of 9 rows
 ]
 if not all(ok):
     print("emulation does not match the reference"); raise SystemExit(1)
