@@ -7,6 +7,7 @@
  *   d4  one-token attention split over the KV sequence (MI_OP_ATTN at depth)
  *   d6  8a's kernels launched as programmatic dependents: each lets the next one launch while
  *       it runs, and issues its weight loads before it waits for the one before it
+ *   d8  RoPE a thread per pair, the inverse frequencies from the host (MI_OP_ROPE)
  *   d7  a run of one-token matmuls of one x on 7b's kernel quantizes x once (MI_OP_MATMUL
  *       marked by the pass, mi_matmul_shared_x)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
@@ -55,6 +56,15 @@ uint64_t mi8a_pdl_launches(void);
  * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */
 struct mi_cuda_kernel;
 const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
+
+/* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
+ * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and
+ * rounding (mi_canon_rope_cs), bit-identical to 7b's kernel where the host's and the device's
+ * double pow round to the same float (gate_8a checks the models' bases). */
+#define MI8A_ROPE_MAX_PAIRS 256
+bool mi8a_rope_pairs_supported(int64_t hd, int n_rot, int mode);
+mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t *pos, float *y, int64_t hd, int64_t H,
+                          int64_t N, int mode, int n_rot, float freq_base);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

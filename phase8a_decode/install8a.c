@@ -124,6 +124,22 @@ const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role) {
     return role == MI_MM_X_FIRST ? &k_xq_first : role == MI_MM_X_NEXT ? &k_xq_next : NULL;
 }
 
+/* ROPE (7b's node contract), any number of tokens: d8's kernel */
+static bool sup_rope_pairs(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *pos = n->src[1];
+    const int64_t hd = mi_rope_head_dim(n);
+    return x && pos && x->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && pos->type == MI_TYPE_I32 && hd > 0 &&
+           x->ne[0] % hd == 0 && pos->ne[0] == mi_nrows(x) && mi8a_rope_pairs_supported(hd, mi_rope_n_rot(n), mi_rope_mode(n));
+}
+static mi_status run_rope_pairs(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *x = n->src[0];
+    const int64_t hd = mi_rope_head_dim(n);
+    return mi8a_rope_pairs(mi_cuda_stream(c), x->data, n->src[1]->data, n->data, hd, x->ne[0] / hd, mi_nrows(x),
+                           mi_rope_mode(n), mi_rope_n_rot(n), mi_rope_freq_base(n));
+}
+static const mi_cuda_kernel k_rope_pairs = {"RoPE, a thread per pair, inverse frequencies from the host", "d8",
+                                            sup_rope_pairs, run_rope_pairs, NULL, 0};
+
 /* d6: read at each launch (a switch changes the dispatch epoch, so no captured graph outlives it) */
 static _Atomic uint64_t g_pdl_launches;
 bool mi8a_pdl_on(void) {
@@ -214,6 +230,9 @@ void mi_phase8a_install(void) {
                                "of 7b's warp-per-row kernel)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_xq_first);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_xq_next);
+    mi_cuda_item_declare("d8", "RoPE with a thread per rotated pair and the inverse frequencies computed once on the "
+                               "host (7b's kernel: a thread per element, each with a double pow, cos and sin)");
+    mi_cuda_add_kernel(MI_OP_ROPE, &k_rope_pairs);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

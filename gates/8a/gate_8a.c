@@ -173,6 +173,75 @@ static void test_kernels(void) {
     ffn_case(1024, 1000);
 }
 
+/* d8's RoPE against 7b's kernel (bit for bit) and the CPU's canonical angle (mi_canon_rope_cs,
+ * bit for bit), and against itself on a second run: N tokens at positions spread over 0..65535
+ * with the edges, every pair of every head. */
+static void rope_case(int64_t hd, int64_t H, int64_t N, int n_rot, int mode, float base) {
+    char name[128];
+    snprintf(name, sizeof name, "rope_pairs_hd%lld_H%lld_N%lld_rot%d_%s_base%g", (long long)hd, (long long)H,
+             (long long)N, n_rot, mode == MI_ROPE_NEOX ? "neox" : "normal", base);
+    gu_begin(&R, name);
+    const size_t n = (size_t)(hd * H * N);
+    float *x = gu_rand_f32(&g_seed, n, -4.f, 4.f), *ref = malloc(n * 4), *got = malloc(n * 4), *got2 = malloc(n * 4),
+          *old = malloc(n * 4);
+    int32_t *pos = malloc((size_t)N * 4);
+    for (int64_t t = 0; t < N; t++)
+        pos[t] = t == 0 ? 0 : t == 1 ? 1 : t == 2 ? 65535 : (int32_t)(gu_rng(&g_seed) % 65536u);
+    const int half = n_rot / 2;
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *xh = x + (size_t)(t * H + h) * (size_t)hd;
+            float *y = ref + (size_t)(t * H + h) * (size_t)hd;
+            for (int i = 0; i < half; i++) {
+                float c, sn;
+                mi_canon_rope_cs(pos[t], i, n_rot, base, &c, &sn);
+                const int i0 = mode == MI_ROPE_NEOX ? i : 2 * i, i1 = mode == MI_ROPE_NEOX ? i + half : 2 * i + 1;
+                const float a = xh[i0] * c, b = xh[i1] * sn, d = xh[i0] * sn, e = xh[i1] * c;
+                y[i0] = a - b;
+                y[i1] = d + e;
+            }
+            for (int64_t d = n_rot; d < hd; d++) y[d] = xh[d];
+        }
+    void *bx, *bp;
+    float *dx = dev_up_at(x, n * 4, 0, &bx), *dy = dev_poison(n * 4);
+    int32_t *dp = dev_up_at(pos, (size_t)N * 4, 0, &bp);
+    mi_status st = mi8a_rope_pairs(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
+    if (st == MI_OK) { dev_down(got, dy, n * 4); CK(cudaMemset(dy, 0xFF, n * 4)); }
+    if (st == MI_OK) st = mi8a_rope_pairs(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
+    if (st == MI_OK) { dev_down(got2, dy, n * 4); CK(cudaMemset(dy, 0xFF, n * 4)); }
+    if (st == MI_OK) st = mi7b_rope(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
+    if (st == MI_OK) dev_down(old, dy, n * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const size_t d_old = gu_first_diff(got, old, n * 4), d_cpu = gu_first_diff(got, ref, n * 4),
+                     d_rep = gu_first_diff(got, got2, n * 4), d_7b = gu_first_diff(old, ref, n * 4);
+        if (d_old != (size_t)-1 || d_rep != (size_t)-1 || d_cpu != (size_t)-1) {
+            const size_t i = (d_old != (size_t)-1 ? d_old : d_cpu != (size_t)-1 ? d_cpu : d_rep) / 4;
+            printf("    %s: element %zu (token %zu, dim %zu) d8 %.9g 7b %.9g cpu %.9g\n", name, i, i / (size_t)(hd * H),
+                   i % (size_t)hd, got[i], old[i], ref[i]);
+            gu_fail(&R, "vs 7b's kernel %s, vs the CPU's angle %s (7b vs CPU %s), repeat %s",
+                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_cpu == (size_t)-1 ? "bitwise" : "DIFFERS",
+                    d_7b == (size_t)-1 ? "bitwise" : "differs", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "%zu elements bit-identical to 7b's kernel, to the CPU's angle and to itself", n);
+        }
+    }
+    free(x); free(ref); free(got); free(got2); free(old); free(pos);
+    cudaFree(bx); cudaFree(bp); cudaFree(dy);
+}
+
+static void test_rope(void) {
+    rope_case(64, 14, 1, 64, MI_ROPE_NEOX, 1000000.0f);     /* the 0.5B's q, one token */
+    rope_case(64, 2, 1, 64, MI_ROPE_NEOX, 1000000.0f);      /* its k */
+    rope_case(128, 28, 1, 128, MI_ROPE_NEOX, 1000000.0f);   /* the 7B's q */
+    rope_case(128, 4, 512, 128, MI_ROPE_NEOX, 1000000.0f);  /* its k over a prompt */
+    rope_case(64, 9, 300, 64, MI_ROPE_NORMAL, 10000.0f);    /* llama order, base 1e4 */
+    rope_case(128, 8, 1024, 128, MI_ROPE_NORMAL, 500000.0f);/* Llama 3's base */
+    rope_case(128, 3, 17, 64, MI_ROPE_NEOX, 10000.0f);      /* partial rotation: dims 64..127 copied */
+    rope_case(80, 5, 33, 32, MI_ROPE_NORMAL, 10000.0f);
+}
+
 /* ---------------- the fusion pass on the CPU (runs without a device) ----------------
  * A hand-built layer: h = rms_norm(x), q = Wq h + b, k = Wk h, o = Wo q, y = (x + o) * k, and
  * (extra_reader) + h, a second reader of h that no fused form takes. Run by a [cpu] scheduler unfused and after
@@ -663,22 +732,26 @@ static void test_pdl_model(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
-/* d7, one quantized x for a run of matmuls: the first of the 0.5B's q, k, v (and the tiny
- * llama's) quantizes x, the others read its copy, so the logits must equal those with d7 off
- * bit for bit at every step, with fewer kernels a step and d7's kernels run. */
-static void test_shared_x_model(const char *shape, const char *type) {
-    mi_model *m = begin_model_test("shared_x", shape, type);
+/* An item whose kernels compute exactly what they replace, through a whole model: the logits
+ * with it on equal those with it off bit for bit at every step, and its kernels ran; fewer
+ * kernels a step where it removes launches (fewer_kernels).
+ *   d7  one quantized x for a run of matmuls: the first of the 0.5B's q, k, v (and the tiny
+ *       llama's) quantizes x, the others read its copy
+ *   d8  RoPE a thread per pair */
+static void test_bitwise_item_model(const char *what, const char *item, bool fewer_kernels, const char *shape,
+                                    const char *type) {
+    mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
     float *on = malloc(nl * 4), *off = malloc(nl * 4);
     int64_t k_on = -1, k_off = -1;
     uint64_t f = 0;
-    const uint64_t r0 = mi_cuda_item_runs("d7");
+    const uint64_t r0 = mi_cuda_item_runs(item);
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    const uint64_t runs = mi_cuda_item_runs("d7") - r0;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d7");
+    const uint64_t runs = mi_cuda_item_runs(item) - r0;
+    if (st == MI_OK) st = mi_cuda_items_set_off(item);
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
     mi_cuda_items_set_off("");
     int same = 0, first = -1;
@@ -688,12 +761,12 @@ static void test_shared_x_model(const char *shape, const char *type) {
         if (!eq && first < 0) first = k;
     }
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (!runs || same != STEPS + 1 || !(k_on < k_off))
-        gu_fail(&R, "d7 kernel runs %llu, kernels a step %lld (off: %lld), steps bit-identical to d7 off %d/%d (first "
-                    "difference at step %d)", (unsigned long long)runs, (long long)k_on, (long long)k_off, same,
-                STEPS + 1, first);
-    else gu_pass(&R, "d7 kernel runs %llu, kernels a step %lld (off: %lld); every step's logits bit-identical to d7 "
-                     "off (%d steps)", (unsigned long long)runs, (long long)k_on, (long long)k_off, STEPS + 1);
+    else if (!runs || same != STEPS + 1 || (fewer_kernels ? !(k_on < k_off) : k_on != k_off))
+        gu_fail(&R, "%s kernel runs %llu, kernels a step %lld (off: %lld), steps bit-identical to %s off %d/%d (first "
+                    "difference at step %d)", item, (unsigned long long)runs, (long long)k_on, (long long)k_off, item,
+                same, STEPS + 1, first);
+    else gu_pass(&R, "%s kernel runs %llu, kernels a step %lld (off: %lld); every step's logits bit-identical to %s "
+                     "off (%d steps)", item, (unsigned long long)runs, (long long)k_on, (long long)k_off, item, STEPS + 1);
     free(on);
     free(off);
     mi_model_free(m);
@@ -763,6 +836,7 @@ int main(int argc, char **argv) {
     test_shared_x_pass();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
+    test_rope();
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -773,13 +847,16 @@ int main(int argc, char **argv) {
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("qwen2.5-0.5b", "q4_0");
-    test_shared_x_model("tiny-llama", "q8_0");
-    test_shared_x_model("qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("shared_x", "d7", true, "tiny-llama", "q8_0");
+    test_bitwise_item_model("shared_x", "d7", true, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("rope_pairs", "d8", false, "tiny-llama", "q8_0");
+    test_bitwise_item_model("rope_pairs", "d8", false, "qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
         test_pdl_model("qwen2.5-7b", "q4_k_m");
+        test_bitwise_item_model("rope_pairs", "d8", false, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
     return gu_finish(&R);
