@@ -7,8 +7,6 @@
  *   d4  one-token attention split over the KV sequence (MI_OP_ATTN at depth)
  *   d6  8a's kernels launched as programmatic dependents: each lets the next one launch while
  *       it runs, and issues its weight loads before it waits for the one before it
- *   d9  the long-row Q4_K matmul + residual (the 7B's down) on x quantized once, by its own
- *       kernel, instead of in every block (MI_OP_MATMUL_ADD)
  *   d8  RoPE a thread per pair, the inverse frequencies from the host (MI_OP_ROPE)
  *   d7  a run of one-token matmuls of one x on 7b's kernel quantizes x once (MI_OP_MATMUL
  *       marked by the pass, mi_matmul_shared_x)
@@ -46,13 +44,6 @@ mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, const float
 bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm);
 mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw, float eps,
                                 const float *bias, const float *r, float *y, int64_t K, int64_t M);
-/* The same kernel on x quantized beforehand (xq: one row of mi7b_act_row_bytes, as
- * mi7b_quantize_act writes it): each block copies the row instead of quantizing x itself,
- * which at K = 18,944 (the 7B's down) is most of a block's work (item d9). Bit-identical to the
- * forms above (the in-block quantization is 7b's quantizer, lane for lane). */
-#define MI8A_XQ_MIN_K 8192
-mi_status mi8a_matvec_q4k_xq(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
-                             const float *r, float *y, int64_t K, int64_t M);
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 

@@ -167,20 +167,6 @@ static mi_status run_norm_ffn_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) 
                               n->src[3]->data, mi_fused_norm_eps(n), n->data, wg->ne[0], wg->ne[1]);
 }
 
-/* MATMUL_ADD, Q4_K rows of MI8A_XQ_MIN_K or more: x quantized by 7b's kernel into the
- * workspace, then the streaming kernel copies it (d9) */
-static bool sup_add_q4k_xq(const mi_tensor *n) { return sup_add_q4k(n) && n->src[0]->ne[0] >= MI8A_XQ_MIN_K; }
-static size_t ws_add_q4k_xq(const mi_tensor *n) { return mi7b_act_row_bytes(n->src[0]->type, n->src[0]->ne[0]); }
-static mi_status run_add_q4k_xq(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
-    return mi8a_matvec_q4k_xq(mi_cuda_stream(c), w->type, w->data, ws, NULL, n->src[2]->data, n->data, w->ne[0],
-                              w->ne[1]);
-}
-static const mi_cuda_kernel k_mm_add_q4k_xq = {"matmul + residual add, one token, Q4_K streaming rows of 8192 or "
-                                               "more, x quantized once before", "d2,d9", sup_add_q4k_xq,
-                                               run_add_q4k_xq, ws_add_q4k_xq, 0};
-
 static const mi_cuda_kernel k_norm_mm_q4k = {"norm + matmul, one token, Q4_K streaming rows", "d1", sup_norm_q4k,
                                              run_norm_q4k, NULL, 0};
 static const mi_cuda_kernel k_norm_ffn_q4k = {"norm + fused FFN, one token, Q4_K streaming rows", "d1",
@@ -255,8 +241,5 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
-    mi_cuda_item_declare("d9", "the long-row Q4_K matmul + residual (the 7B's down) on x quantized once by its own "
-                               "kernel instead of in every block");
-    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k_xq);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -33,20 +33,6 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     return launch_q4k<false, true, false, false, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
 }
 
-extern "C" mi_status mi8a_matvec_q4k_xq(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
-                                        const float *r, float *y, int64_t K, int64_t M) {
-    if (!mi8a_matvec_q4k_fused_supported(wt, K, false) || M <= 0)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_xq: type %s, K = %lld, M = %lld", mi_type_name(wt),
-                      (long long)K, (long long)M);
-    if (!w || !xq || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_xq: null pointer");
-    if (!aligned16(w)) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_xq: weight base not 16-byte aligned");
-    const cudaStream_t st = (cudaStream_t)stream;
-    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
-    const bool pdl = mi8a_pdl_on();
-    if (r) return launch_q4k<false, false, false, true, true>(st, wb, wb, a, NULL, bias, y, K, M, NULL, 0.0f, r, pdl);
-    return launch_q4k<false, false, false, false, true>(st, wb, wb, a, NULL, bias, y, K, M, NULL, 0.0f, NULL, pdl);
-}
-
 extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x,
                                         const float *nw, float eps, float *y, int64_t K, int64_t F) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, true) || F <= 0 || !nw)

@@ -80,14 +80,17 @@ mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float 
 /* ---- gemm_f16_stream.cu: the same product for Q4_K / Q6_K weights with f16 tensor cores (item
  * b6): b3's bands and ring, each warp dequantizing its rows into f16 mma fragments, f16
  * activations, float accumulators over a band's K (no per-unit scaling). K a multiple of 256.
- * Stream-K: the band x super-block units cut into P runs, one persistent block each; a band
- * cut between runs is summed from its pieces in unit order by a second kernel. Not in 7b's
- * int8 tier: the activations are rounded to f16 instead of 8-bit codes, so it is compared with
- * the exact product (docs/NUMERICS.md). workspace: x in f16, then two slots of 128 x N floats
- * a run when a band is cut. Bit-identical run to run (P fixed by the device). blocks: P, the
- * resident blocks of the GPU or the units if fewer; 0 when not supported. */
+ * The band x super-block units are cut into P runs, one block each: stream-K (P resident
+ * blocks, runs of equal length across band edges) where whole bands would leave a partial last
+ * wave, else a K split of whole-band chunks; a band cut between runs is summed from its pieces
+ * in unit order by a second kernel. Not in 7b's int8 tier: the activations are rounded to f16
+ * instead of 8-bit codes, so it is compared with the exact product (docs/NUMERICS.md).
+ * workspace: x in f16, then two slots of 128 x N floats a run when a band is cut. Bit-identical
+ * run to run (the plan is fixed by the shape and the device). blocks: P (0 when not
+ * supported); split: 0 for stream-K, else the K split S (1: whole bands), -1 when not supported. */
 bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N);
+int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);

@@ -19,16 +19,17 @@
  * no 8-bit activation codes; gate_8b_matmul compares it with a double product of the exactly
  * dequantized weights and the float activations.
  *
- * Work split (stream-K): the units are band x super-block, band-major (unit u: band u / nst, stage
- * u % nst), cut into P runs of consecutive units, one persistent block a run, P = the blocks the GPU
- * holds at once (at most the units). With whole bands a block, bands not a multiple of the
- * resident blocks leave a partial wave (the 7B's gate/up: 148 bands on 132 multiprocessors, one
- * block each, run as two waves); runs differ by one unit at most, so every block streams about
- * the same bytes. A run's ring streams its units in order across band edges (the next band's
- * first stages load while the current band finishes). The accumulators cover a band-piece, the
- * run's units of one band: a piece over the band's whole K writes Y (+ bias); the others go to
- * slots, which kernel_f16s_fixup adds in unit order (run order) for each cut band, + bias. Fixed
- * P and fixed orders: bit-identical run to run. */
+ * Work split: the units are band x super-block, band-major (unit u: band u / nst, stage u % nst),
+ * cut into P runs of consecutive units, one block a run (f16s_plan). Stream-K: P = the blocks the
+ * GPU holds at once, runs differing by one unit at most, so every block streams about the same
+ * bytes; it pays where whole bands leave a partial last wave (the 7B's gate/up: 148 bands on 132
+ * multiprocessors, one block each, ran as two waves). K split: run p is a chunk of band p / S
+ * (stream_chunk's S), which streams better where the bands are fewer than the multiprocessors.
+ * A run's ring streams its units in order across band edges (the next band's first stages load
+ * while the current band finishes). The accumulators cover a band-piece, the run's units of one
+ * band: a piece over the band's whole K writes Y (+ bias); the others go to slots, which
+ * kernel_f16s_fixup adds in unit order (run order) for each cut band, + bias. A fixed plan and
+ * fixed orders: bit-identical run to run. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
@@ -85,11 +86,24 @@ __global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__res
     }
 }
 
-/* the first unit of run p of P over units; run p is [start (p), start (p + 1)) */
-__host__ __device__ __forceinline__ int64_t f16s_run_start(int64_t p, int64_t units, int64_t P) { return p * units / P; }
+/* How the units are cut into runs, one block a run: stream-K (S == 0: P runs of units / P, one
+ * a resident block) or a K split (S >= 1: run p takes chunk stages of band p / S from stage
+ * (p % S) chunk, the last chunk of a band what is left; P = bands x S; S == 1: whole bands).
+ * f16s_choose_plan picks one per shape. */
+typedef struct {
+    int64_t units, nst, chunk;
+    int P, S;
+} f16s_plan;
+
+/* the first unit of run p; run p is [start (p), start (p + 1)) */
+__host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, int64_t p) {
+    if (pl.S == 0) return p * pl.units / pl.P;
+    const int64_t z = (p % pl.S) * pl.chunk;
+    return (p / pl.S) * pl.nst + (z < pl.nst ? z : pl.nst);
+}
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
- * takes run p of the units (gridDim.x runs, units = bands x nst). A piece that begins inside its
+ * takes run p of the plan's P runs (units = bands x nst). A piece that begins inside its
  * band (the run's first) goes to slot 2p, one that begins at the band's first stage and ends
  * inside the band (the run's last) to slot 2p + 1: two slots a run at most. Warp w computes
  * rows 16 (w & 7) .. + 15 of the band for tokens 4 NT (w >> 3) .. + 4 NT - 1; each output and
@@ -97,7 +111,8 @@ __host__ __device__ __forceinline__ int64_t f16s_run_start(int64_t p, int64_t un
 template <int WT, int NT>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
-                 int64_t N, int64_t units, const float *__restrict__ bias, float *__restrict__ Y, float *__restrict__ part) {
+                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
+                 float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
@@ -110,8 +125,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int gid = lane >> 2, tig = lane & 3;
     const int p = blockIdx.x;
     const int nst = (int)(K / FS_SB);
-    const int64_t u0 = f16s_run_start(p, units, gridDim.x);
-    const int len = (int)(f16s_run_start(p + 1, units, gridDim.x) - u0);   /* units of the run */
+    const int64_t u0 = f16s_run_start(pl, p);
+    const int len = (int)(f16s_run_start(pl, p + 1) - u0);   /* units of the run */
     const uint8_t *wend = W + (size_t)M * wrow;
 
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
@@ -238,19 +253,19 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
  * and tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1's last piece (slot 2p - 1,
  * it begins at b's first stage), then slot 2p' of every run p' >= p beginning inside b; + bias. */
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
-                                  int64_t M, int64_t N, int64_t nst, int64_t units, int P) {
-    const int p = blockIdx.x + 1;
-    const int64_t u = f16s_run_start(p, units, P);
+                                  int64_t M, int64_t N, const f16s_plan pl) {
+    const int p = blockIdx.x + 1, P = pl.P;
+    const int64_t nst = pl.nst, u = f16s_run_start(pl, p);
     if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
     const int64_t b = u / nst, bs = b * nst, be = bs + nst;
-    if (f16s_run_start(p - 1, units, P) > bs) return;   /* band b's first boundary is an earlier run's */
+    if (f16s_run_start(pl, p - 1) > bs) return;   /* band b's first boundary is an earlier run's */
     const int r = threadIdx.x % FS_BM;
     const int64_t m = b * FS_BM + r;
     if (m >= M) return;
     const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
     for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
         float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
-        for (int q = p; q < P && f16s_run_start(q, units, P) < be; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
+        for (int q = p; q < P && f16s_run_start(pl, q) < be; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
         Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
     }
 }
@@ -288,46 +303,70 @@ extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64
            f16s_occ(wt, N) >= 1;
 }
 
-static int64_t f16s_units(int64_t K, int64_t M) { return (M + FS_BM - 1) / FS_BM * (K / FS_SB); }
-/* P: one run a resident block, at most one a unit */
-static int f16s_p(int64_t units, int occ) {
-    const int64_t resident = (int64_t)mi7e_sm_count() * occ;
-    return (int)(resident < units ? resident : units);
-}
 /* whether a run boundary falls inside a band (the fixup has work); run 0 begins at unit 0 */
-static bool f16s_cut(int64_t K, int64_t units, int P) {
-    for (int p = 1; p < P; p++)
-        if (f16s_run_start(p, units, P) % (K / FS_SB) != 0) return true;
+static bool f16s_cut(const f16s_plan &pl) {
+    for (int p = 1; p < pl.P; p++)
+        if (f16s_run_start(pl, p) % pl.nst != 0) return true;
     return false;
+}
+
+/* Stream-K where whole bands leave a partial last wave and every run still streams enough
+ * stages to keep its ring busy: more bands than resident blocks, not a multiple of them, and
+ * at least FS_SK_MIN_RUN units a run (the 7B's gate/up at 33..64 rows: 148 bands on 132
+ * multiprocessors). Elsewhere the K split of stream_chunk (stream_ring.cuh): on the H200 its
+ * whole-band chunks beat stream-K's short runs for bands fewer than the multiprocessors (q/o,
+ * k/v, down: results/notes/PHASE8B.md), and a band count that is a multiple of them (the
+ * output head: 1,188 = 9 x 132) loses nothing to a last wave. */
+#define FS_SK_MIN_RUN 4
+static f16s_plan f16s_choose_plan(mi_type wt, int64_t K, int64_t M, int64_t N, int occ) {
+    f16s_plan pl;
+    const int64_t bands = (M + FS_BM - 1) / FS_BM, resident = (int64_t)mi7e_sm_count() * occ;
+    pl.nst = K / FS_SB;
+    pl.units = bands * pl.nst;
+    if (bands > resident && bands % resident != 0 && pl.units >= FS_SK_MIN_RUN * resident) {
+        pl.S = 0;
+        pl.chunk = 0;
+        pl.P = (int)resident;
+        return pl;
+    }
+    int S = 1;
+    pl.chunk = stream_chunk(M, N, pl.nst, resident, wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM, &S);
+    pl.S = S;
+    pl.P = (int)(bands * S);
+    return pl;
+}
+static f16s_plan f16s_plan_for(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    return f16s_choose_plan(wt, K, M, N, f16s_occ(wt, N));
 }
 
 extern "C" int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
-    return f16s_p(f16s_units(K, M), f16s_occ(wt, N));
+    return f16s_plan_for(wt, K, M, N).P;
+}
+extern "C" int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return -1;
+    return f16s_plan_for(wt, K, M, N).S;
 }
 
 static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
-    const int64_t units = f16s_units(K, M);
-    const int P = mi8b_gemm_f16s_blocks(wt, K, M, N);
+    const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     /* two slots a run, when a band is cut */
-    return f16s_act_bytes(K, N) + (f16s_cut(K, units, P) ? 2 * (size_t)P * FS_BM * (size_t)N * sizeof(float) : 0);
+    return f16s_act_bytes(K, N) + (f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
 }
 
 template <int WT, int NT>
 static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
                              int64_t K, int64_t M, int64_t N, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
-    const int64_t units = f16s_units(K, M);
-    const int P = f16s_p(units, f16s_occupancy<WT, NT>());
-    kernel_gemm_f16s<WT, NT><<<(unsigned)P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N, units,
-                                                                                      bias, y, part);
+    const f16s_plan pl = f16s_choose_plan((mi_type)WT, K, M, N, f16s_occupancy<WT, NT>());
+    kernel_gemm_f16s<WT, NT><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N, pl, bias,
+                                                                                         y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
-    if (f16s_cut(K, units, P)) {
-        kernel_f16s_fixup<<<dim3((unsigned)(P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N,
-                                                                                           K / FS_SB, units, P);
+    if (f16s_cut(pl)) {
+        kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
         MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     }
     return MI_OK;

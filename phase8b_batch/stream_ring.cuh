@@ -1,6 +1,6 @@
 /* What the two weight-streaming matmuls of a batch (gemm_int8_stream.cu, gemm_f16_stream.cu)
- * share: copying a row's stage into its ring slot; and the int8 kernel's choice of its K split
- * (the f16 kernel cuts its units into stream-K runs instead). */
+ * share: copying a row's stage into its ring slot, and the choice of a K split (the f16 kernel
+ * uses it where it does not take stream-K runs). */
 #ifndef MI_STREAM_RING_CUH
 #define MI_STREAM_RING_CUH
 #include <stdint.h>

@@ -173,45 +173,6 @@ static void test_kernels(void) {
     ffn_case(1024, 1000);
 }
 
-/* d9: the Q4_K kernel + residual on x quantized by 7b's quantizer beforehand, against the
- * same kernel quantizing x in the block (d2's form): bit for bit, and against itself */
-static void xq_case(int64_t K, int64_t M) {
-    char name[96];
-    snprintf(name, sizeof name, "xq_q4k_K%lld_M%lld_res", (long long)K, (long long)M);
-    gu_begin(&R, name);
-    size_t wb;
-    uint8_t *w = gu_make_weights(&g_seed, MI_TYPE_Q4_K, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *r = gu_rand_f32(&g_seed, (size_t)M, -1.f, 1.f);
-    float *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4), *old = malloc((size_t)M * 4);
-    void *bw, *bx, *br;
-    void *dw = dev_up_at(w, wb, 0, &bw);
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
-    float *dy = dev_poison((size_t)M * 4);
-    void *ws = dev_poison(mi7b_act_row_bytes(MI_TYPE_Q4_K, K));
-    mi_status st = mi7b_quantize_act(S, MI_TYPE_Q4_K, dx, K, 1, ws);
-    if (st == MI_OK) st = mi8a_matvec_q4k_xq(S, MI_TYPE_Q4_K, dw, ws, NULL, dr, dy, K, M);
-    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = mi8a_matvec_q4k_xq(S, MI_TYPE_Q4_K, dw, ws, NULL, dr, dy, K, M);
-    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = mi8a_matvec_q4k_fused(S, MI_TYPE_Q4_K, dw, dx, NULL, 0.0f, NULL, dr, dy, K, M);
-    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const size_t d_old = gu_first_diff(got, old, (size_t)M * 4), d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (d_old != (size_t)-1 || d_rep != (size_t)-1) {
-            const size_t i = (d_old != (size_t)-1 ? d_old : d_rep) / 4;
-            printf("    %s: row %zu x quantized before %.9g, in the block %.9g\n", name, i, got[i], old[i]);
-            gu_fail(&R, "vs x quantized in the block %s; repeat %s", d_old == (size_t)-1 ? "bitwise" : "DIFFERS",
-                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "bit-identical to the kernel quantizing x in the block, and to itself");
-        }
-    }
-    free(w); free(x); free(r); free(got); free(got2); free(old);
-    cudaFree(bw); cudaFree(bx); cudaFree(br); cudaFree(dy); cudaFree(ws);
-}
-
 /* d8's RoPE against 7b's kernel (bit for bit) and the CPU's canonical angle (mi_canon_rope_cs,
  * bit for bit), and against itself on a second run: N tokens at positions spread over 0..65535
  * with the edges, every pair of every head. */
@@ -270,10 +231,7 @@ static void rope_case(int64_t hd, int64_t H, int64_t N, int n_rot, int mode, flo
     cudaFree(bx); cudaFree(bp); cudaFree(dy);
 }
 
-static void test_xq_rope(void) {
-    xq_case(18944, 3584);   /* the 7B's down */
-    xq_case(8960, 1536);    /* the 1.5B's */
-    xq_case(8192, 100);
+static void test_rope(void) {
     rope_case(64, 14, 1, 64, MI_ROPE_NEOX, 1000000.0f);     /* the 0.5B's q, one token */
     rope_case(64, 2, 1, 64, MI_ROPE_NEOX, 1000000.0f);      /* its k */
     rope_case(128, 28, 1, 128, MI_ROPE_NEOX, 1000000.0f);   /* the 7B's q */
@@ -779,8 +737,7 @@ static void test_pdl_model(const char *shape, const char *type) {
  * step fewer (kernels < 0), as many (0) or more (> 0) than with it off.
  *   d7  one quantized x for a run of matmuls: the first of the 0.5B's q, k, v (and the tiny
  *       llama's) quantizes x, the others read its copy
- *   d8  RoPE a thread per pair
- *   d9  the 7B's down on x quantized once before (one more kernel a layer) */
+ *   d8  RoPE a thread per pair */
 static void test_bitwise_item_model(const char *what, const char *item, int kernels, const char *shape,
                                     const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
@@ -879,7 +836,7 @@ int main(int argc, char **argv) {
     test_shared_x_pass();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
-    test_xq_rope();
+    test_rope();
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -900,7 +857,6 @@ int main(int argc, char **argv) {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
         test_pdl_model("qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
-        test_bitwise_item_model("xq", "d9", 1, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
     return gu_finish(&R);

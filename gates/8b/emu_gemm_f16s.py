@@ -94,20 +94,31 @@ def mma(D, A8, B4):   # D [lane, 4] += A [16, 16] @ B [16, 8] from the lanes' el
     return D + C[C_row, C_col]
 
 
-def run_start(p, units, P):   # f16s_run_start: the first unit of run p; run p is [start (p), start (p + 1))
-    return p * units // P
+class Plan:   # f16s_plan: stream-K (S == 0, P runs) or a K split (S chunks of `chunk` stages a band)
+    def __init__(self, bands, nst, P=None, S=0, chunk=0):
+        self.units, self.nst, self.S, self.chunk = bands * nst, nst, S, chunk
+        self.P = P if S == 0 else bands * S
+
+    def __str__(self):
+        return f"P {self.P}" if self.S == 0 else f"K split {self.S} (chunk {self.chunk}), P {self.P}"
 
 
-def cut(nst, units, P):   # the launcher's f16s_cut: a run boundary inside a band
-    return any(run_start(p, units, P) % nst != 0 for p in range(1, P))
+def run_start(pl, p):   # f16s_run_start: the first unit of run p; run p is [start (p), start (p + 1))
+    if pl.S == 0: return p * pl.units // pl.P
+    return (p // pl.S) * pl.nst + min((p % pl.S) * pl.chunk, pl.nst)
 
 
-def block_steps(p, units, nst, P):
+def cut(pl):   # the launcher's f16s_cut: a run boundary inside a band
+    return any(run_start(pl, p) % pl.nst != 0 for p in range(1, pl.P))
+
+
+def block_steps(p, pl):
     """kernel_gemm_f16s's control flow for block p, line by line: ('load', ring slot, band, stage) for each
     issue, ('unit', ring slot, band, stage) for each unit computed, ('piece', band, whole, slot, first unit,
     end unit) at each epilogue"""
-    u0 = run_start(p, units, P)
-    ln = run_start(p + 1, units, P) - u0
+    nst = pl.nst
+    u0 = run_start(pl, p)
+    ln = run_start(pl, p + 1) - u0
     ib, is_ = u0 // nst, u0 % nst
     cb, cs = ib, is_
     head = cs != 0
@@ -133,38 +144,40 @@ def block_steps(p, units, nst, P):
     assert (cb, cs) == (ib, is_) == divmod(u0 + ln, nst), "the load and compute pointers end apart"
 
 
-def fixup_blocks(units, nst, P, N):
+def fixup_blocks(pl, N):
     """kernel_f16s_fixup's control flow: (block x, block y, band, the slots it adds in order) for the blocks
     that write"""
+    nst, P = pl.nst, pl.P
     for bx in range(P - 1):
         p = bx + 1
-        u = run_start(p, units, P)
+        u = run_start(pl, p)
         if u % nst == 0: continue
         b = u // nst
         bs, be = b * nst, b * nst + nst
-        if run_start(p - 1, units, P) > bs: continue
+        if run_start(pl, p - 1) > bs: continue
         order = [2 * p - 1]
         q = p
-        while q < P and run_start(q, units, P) < be:
+        while q < P and run_start(pl, q) < be:
             order.append(2 * q); q += 1
         for by in range((N + 7) // 8):
             yield bx, by, b, order
 
 
-def check_plan(bands, nst, P, N=64, quiet=False):
+def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
     """the runs, the ring's order, the pieces, the slots, the launcher's cut test and the fixup's pieces
     on index math alone: every unit computed once, in unit order within a run, each ring slot computed
     as loaded; each band either one whole piece or fixed up once from pieces covering its units in
     order; each slot one piece. Returns {slot: (band, first unit, end unit)} and the cut bands."""
-    units = bands * nst
-    assert 1 <= P <= units, "P = min(SMs x occupancy, units)"
+    pl = Plan(bands, nst, P, S, chunk)
+    units, P = pl.units, pl.P
+    assert 1 <= P <= units, "P runs, none empty"
     seen = np.zeros(units, np.int64)
     piece_of, whole_bands = {}, []
     for p in range(P):
-        assert run_start(p + 1, units, P) - run_start(p, units, P) >= 1, "an empty run"
+        assert run_start(pl, p + 1) - run_start(pl, p) >= 1, "an empty run"
         ring = [None] * FS_NS
-        last = run_start(p, units, P) - 1
-        for ev in block_steps(p, units, nst, P):
+        last = run_start(pl, p) - 1
+        for ev in block_steps(p, pl):
             if ev[0] == 'load':
                 assert ring[ev[1]] is None, "a ring slot loaded before it was computed"
                 ring[ev[1]] = ev[2:]
@@ -187,10 +200,10 @@ def check_plan(bands, nst, P, N=64, quiet=False):
         assert all(r is None for r in ring), "a loaded ring slot never computed"
     assert (seen == 1).all(), "a unit computed twice or never"
     cut_bands = sorted({b for b, _, _ in piece_of.values()})
-    assert cut(nst, units, P) == bool(cut_bands), "the launcher's cut test disagrees with the runs"
+    assert cut(pl) == bool(cut_bands), "the launcher's cut test disagrees with the runs"
     fixed = {}
-    if cut(nst, units, P):
-        for bx, by, b, order in fixup_blocks(units, nst, P, N):
+    if cut(pl):
+        for bx, by, b, order in fixup_blocks(pl, N):
             if by == 0:
                 assert b not in fixed, f"band {b} fixed up by two blocks"
                 fixed[b] = order
@@ -201,12 +214,12 @@ def check_plan(bands, nst, P, N=64, quiet=False):
     assert sorted(fixed) == cut_bands, "a cut band without its fixup, or a fixup of an uncut band"
     assert sorted(whole_bands + cut_bands) == list(range(bands)), "a band neither whole nor fixed up, or both"
     if not quiet:
-        print(f"plan: {bands} bands x {nst} stages, P {P}: {len(whole_bands)} whole, {len(cut_bands)} cut "
+        print(f"plan: {bands} bands x {nst} stages, {pl}: {len(whole_bands)} whole, {len(cut_bands)} cut "
               f"({len(piece_of)} slots), runs of {units // P}..{(units + P - 1) // P} units")
     return piece_of, cut_bands
 
 
-def run(wt, K, M, N, woff, P):
+def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     NTOK, NTW = 8 * NT, NT // 2   # n-tiles a warp: 16 warps, row group w & 7, token half w >> 3
     W = make_weights(wt, K, M)
@@ -221,6 +234,8 @@ def run(wt, K, M, N, woff, P):
     nst = K // 256
     bands = (M + BM - 1) // BM
     units = bands * nst
+    pl = Plan(bands, nst, P, S, chunk)
+    P = pl.P
     wslot = 16 * (((WB[wt] + 30) // 16) | 1)
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
 
@@ -284,14 +299,14 @@ def run(wt, K, M, N, woff, P):
                     acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
                     acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
 
-    piece_of, cut_bands = check_plan(bands, nst, P, N, quiet=True)
+    piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk)
     Y = np.full((N, M), np.nan)
     part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
     pieces = whole = 0
     for p in range(P):   # kernel_gemm_f16s, block p
         ring = [None] * FS_NS
         acc = np.zeros((16, NTW, 32, 4))
-        for ev in block_steps(p, units, nst, P):
+        for ev in block_steps(p, pl):
             if ev[0] == 'load':
                 ring[ev[1]] = issue(ev[2], ev[3])
             elif ev[0] == 'unit':   # the unit's data from the ring slot, its band and stage from the compute side
@@ -315,8 +330,8 @@ def run(wt, K, M, N, woff, P):
                                 assert np.isnan(part[slot, n[ok], r[ok]]).all(), "slot element written twice"
                                 part[slot, n[ok], r[ok]] = acc[warp, nt, ok, i]
                 acc[:] = 0.0
-    if cut(nst, units, P):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
-        for bx, by, b, order in fixup_blocks(units, nst, P, N):
+    if cut(pl):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
+        for bx, by, b, order in fixup_blocks(pl, N):
             p = bx + 1
             be = b * nst + nst
             for t in range(256):
@@ -327,7 +342,7 @@ def run(wt, K, M, N, woff, P):
                 for n in range(by * 8 + t // BM, n1, 256 // BM):
                     sm, read = part[2 * p - 1, n, r], [2 * p - 1]
                     q = p
-                    while q < P and run_start(q, units, P) < be:
+                    while q < P and run_start(pl, q) < be:
                         sm += part[2 * q, n, r]; read.append(2 * q); q += 1
                     assert read == order, f"band {b}: the sum reads slots {read}, the plan {order}"
                     assert np.isnan(Y[n, m]), "output written twice"
@@ -342,7 +357,7 @@ def run(wt, K, M, N, woff, P):
     exact = x.astype(np.float64) @ we.T + bias
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
     nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={M} N={N} (NT {NT}) tensor at +{woff}: {bands} bands x {nst} stages, P {P}: "
+    print(f"{wt} K={K} M={M} N={N} (NT {NT}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
           f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
     return bool(err <= 1e-9) and nmse <= 1e-5
@@ -353,6 +368,9 @@ def run(wt, K, M, N, woff, P):
 for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
     for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
         check_plan(bands, nst, P)
+# the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
+for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
+    check_plan(bands, nst, S=S, chunk=chunk)
 
 ok = [
     run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
@@ -364,6 +382,9 @@ ok = [
     run(Q4_K, 768, 256, 17, 4, P=5),         # 2 bands, 6 units, NT 4, a 4-byte-aligned tensor
     run(Q6_K, 512, 20, 17, 6, P=1),          # 210-byte super-blocks, tensor at +6, one run
     run(Q4_K, 256, 9, 9, 0, P=1),            # NT 2, one stage, a band of 9 rows
+    run(Q6_K, 768, 300, 40, 2, S=2, chunk=2),  # K split: 3 bands x (2 + 1 stages), a 2-byte-aligned tensor
+    run(Q4_K, 1024, 260, 24, 4, S=2, chunk=3), # K split 3 + 1 stages, rows past M
+    run(Q4_K, 512, 300, 17, 0, S=1, chunk=2),  # whole bands: no fixup
 ]
 if not all(ok):
     print("emulation does not match the reference"); raise SystemExit(1)

@@ -78,7 +78,10 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
         gu_fail(&R, "refused");
         return;
     }
-    const int P = mi8b_gemm_f16s_blocks(t, K, M, N);
+    const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
+    char plan[48];
+    if (Sp == 0) snprintf(plan, sizeof plan, "stream-K, %d runs", P);
+    else snprintf(plan, sizeof plan, "K split %d, %d runs", Sp, P);
     size_t wb;
     uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
     float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
@@ -112,10 +115,10 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
                            i, i / (size_t)M, i % (size_t)M, got[i], ref[i], have8 ? i8[i] : NAN);
                     break;
                 }
-            gu_fail(&R, "blocks P %d: nmse vs exact %.3g (bound 1e-5), vs b3's int8 kernel %.3g (bound 1e-4), repeat %s", P,
+            gu_fail(&R, "%s: nmse vs exact %.3g (bound 1e-5), vs b3's int8 kernel %.3g (bound 1e-4), repeat %s", plan,
                     e_ex, e_i8, rep ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "blocks P %d: nmse vs exact %.3g, vs b3's int8 kernel %.3g, repeat bitwise", P, e_ex, e_i8);
+            gu_pass(&R, "%s: nmse vs exact %.3g, vs b3's int8 kernel %.3g, repeat bitwise", plan, e_ex, e_i8);
         }
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(i8);
@@ -132,12 +135,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) f16s_case(MI_TYPE_Q4_K, 3584, 3584, ns[i], 0);   /* the 7B's q / o */
     f16s_case(MI_TYPE_Q4_K, 3584, 512, 64, 0);      /* k */
     f16s_case(MI_TYPE_Q6_K, 3584, 512, 33, 0);      /* v of the Q6_K layers */
-    f16s_case(MI_TYPE_Q4_K, 3584, 18944, 64, 0);    /* gate / up */
+    f16s_case(MI_TYPE_Q4_K, 3584, 18944, 64, 0);    /* gate / up: 148 bands, stream-K on 132 multiprocessors */
     f16s_case(MI_TYPE_Q4_K, 3584, 18944, 24, 0);
-    f16s_case(MI_TYPE_Q4_K, 18944, 3584, 64, 0);    /* down: 28 bands, every one cut into pieces */
+    f16s_case(MI_TYPE_Q4_K, 18944, 3584, 64, 0);    /* down: 28 bands, split over K */
     f16s_case(MI_TYPE_Q6_K, 18944, 3584, 64, 0);    /* down of the Q6_K layers */
     f16s_case(MI_TYPE_Q6_K, 18944, 3584, 17, 0);
-    f16s_case(MI_TYPE_Q4_K, 256, 16896, 33, 0);     /* one stage a band, 132 bands: every piece a whole band, no fixup */
+    f16s_case(MI_TYPE_Q4_K, 256, 16896, 33, 0);     /* one stage a band, 132 bands: whole bands */
+    /* stream-K with rows past M and unaligned tensors (134 bands on 132 multiprocessors) */
+    f16s_case(MI_TYPE_Q4_K, 1024, 17029, 40, 4);
+    f16s_case(MI_TYPE_Q6_K, 1280, 17029, 17, 2);
     /* edges: rows not a band multiple, odd N, tensors past alignment, N at 9 */
     f16s_case(MI_TYPE_Q4_K, 2560, 333, 40, 4);
     f16s_case(MI_TYPE_Q6_K, 3328, 200, 63, 6);
