@@ -239,6 +239,13 @@ mi_status mi_cuda_items_set_off(const char *list) {
     return MI_OK;
 }
 
+static bool (*_Atomic g_pdl_policy)(void);
+void mi_cuda_pdl_set_policy(bool (*policy)(void)) { g_pdl_policy = policy; }
+bool mi_cuda_pdl_small(void) {
+    bool (*f)(void) = g_pdl_policy;
+    return f && f();
+}
+
 bool mi_cuda_item_on(const char *name) {
     const int i = item_index(name, strlen(name));
     return i < 0 || !((off_mask() >> i) & 1u);

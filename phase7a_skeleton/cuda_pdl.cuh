@@ -11,6 +11,7 @@
 #ifndef MI_CUDA_PDL_CUH
 #define MI_CUDA_PDL_CUH
 #include <cuda_runtime.h>
+#include "phase7a_skeleton/cuda_dispatch.h"
 
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -41,5 +42,17 @@ static inline cudaError_t pdl_launch(bool pdl, void (*kernel)(KArgs...), dim3 gr
     cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
+
+/* the first two instructions of a small kernel that lower phases launch through
+ * MI_PDL_LAUNCH: let the next kernel launch, then wait for the one before (every block, before
+ * any other memory access, so the order of the step is the plain stream's) */
+#define MI_PDL_ENTRY() \
+    do {               \
+        pdl_trigger(); \
+        pdl_wait();    \
+    } while (0)
+/* kernel<<<grid, block, smem, st>>>(args...), a programmatic dependent when mi_cuda_pdl_small() */
+#define MI_PDL_LAUNCH(kernel, grid, block, smem, st, ...) \
+    pdl_launch(mi_cuda_pdl_small(), kernel, dim3(grid), dim3(block), (size_t)(smem), (cudaStream_t)(st), __VA_ARGS__)
 
 #endif

@@ -7,6 +7,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/quant_act.cuh"
 #include "phase7b_ops/ops7b.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* Device activation layouts (workspace): Q8_0 and Q8_1 both use the 36-byte Q8_1 block
  * (d, s, qs[32]) so that the int8 data is 4-byte aligned; for Q8_0 weights s is unused
@@ -17,6 +18,7 @@
 /* one warp per 32-element block */
 __global__ void kernel_quant_q8_1(const float *__restrict__ x, uint8_t *__restrict__ a,
                                   int64_t K, int64_t n_blocks_total) {
+    MI_PDL_ENTRY();
     const int lane = threadIdx.x & 31;
     const int64_t nb = K / 32;
     for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
@@ -29,6 +31,7 @@ __global__ void kernel_quant_q8_1(const float *__restrict__ x, uint8_t *__restri
 /* one warp per 256-element super-block */
 __global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restrict__ a,
                                   int64_t K, int64_t n_blocks_total) {
+    MI_PDL_ENTRY();
     const int lane = threadIdx.x & 31;
     const int64_t nb = K / 256;
     for (int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < n_blocks_total;
@@ -44,6 +47,7 @@ template <int WT, int NC>
 __global__ void kernel_mm_q(const uint8_t *__restrict__ W, size_t wrow, const uint8_t *__restrict__ A,
                             size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
                             int64_t M, int64_t N, int64_t nunits) {
+    MI_PDL_ENTRY();
     const int lane = threadIdx.x & 31;
     const int64_t m = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int64_t n0 = (int64_t)blockIdx.y * NC;
@@ -111,10 +115,10 @@ extern "C" mi_status mi7b_quantize_act(void *stream, mi_type wt, const float *x,
     const int threads = 256;
     const unsigned qgrid = mi7b_blocks(nblk * 32, threads);
     if (bk == 256) {
-        kernel_quant_q8_k<<<qgrid, threads, 0, st>>>(x, (uint8_t *)dst, K, nblk);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_quant_q8_k, qgrid, threads, 0, st, x, (uint8_t *)dst, K, nblk));
         MI_CU_CHECK_LAUNCH("kernel_quant_q8_k");
     } else {
-        kernel_quant_q8_1<<<qgrid, threads, 0, st>>>(x, (uint8_t *)dst, K, nblk);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_quant_q8_1, qgrid, threads, 0, st, x, (uint8_t *)dst, K, nblk));
         MI_CU_CHECK_LAUNCH("kernel_quant_q8_1");
     }
     return MI_OK;
@@ -128,7 +132,7 @@ static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, 
     if (N == 1) {
         const int warps = 4;
         dim3 grid((unsigned)((M + warps - 1) / warps), 1);
-        kernel_mm_q<WT, 1><<<grid, 32 * warps, 0, st>>>(w, wrow, a, arow, bias, y, M, N, nunits);
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 1>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N, nunits));
         MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=1>");
     } else {
         /* 8 warps share the same 8 activation columns: they hit L1 for each other */
@@ -136,7 +140,7 @@ static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, 
         const int64_t gy = (N + nc - 1) / nc;
         if (gy > 65535) return mi_err(MI_ERR_INVALID, "mi7b_matmul: N = %lld too large", (long long)N);
         dim3 grid((unsigned)((M + warps - 1) / warps), (unsigned)gy);
-        kernel_mm_q<WT, 8><<<grid, 32 * warps, 0, st>>>(w, wrow, a, arow, bias, y, M, N, nunits);
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 8>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N, nunits));
         MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=8>");
     }
     return MI_OK;

@@ -5,10 +5,12 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "common/core/mi_canon.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* x [G, rows], w [G] -> y [G, rows]; warps stride over rows */
 __global__ void kernel_rms_norm(const float *__restrict__ x, const float *__restrict__ w,
                                 float *__restrict__ y, int64_t G, int64_t rows, float eps) {
+    MI_PDL_ENTRY();
     const int lane = threadIdx.x & 31;
     const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
@@ -29,8 +31,8 @@ extern "C" mi_status mi7b_rms_norm(void *stream, const float *x, const float *w,
                                    int64_t G, int64_t rows, float eps) {
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7b_rms_norm: empty shape");
     const int threads = 256;
-    kernel_rms_norm<<<mi7b_blocks(rows * 32, threads), threads, 0, (cudaStream_t)stream>>>(
-        x, w, y, G, rows, eps);
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm, mi7b_blocks(rows * 32, threads), threads, 0, (cudaStream_t)stream, 
+        x, w, y, G, rows, eps));
     MI_CU_CHECK_LAUNCH("kernel_rms_norm");
     return MI_OK;
 }

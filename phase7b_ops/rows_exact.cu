@@ -3,6 +3,7 @@
  * and the stream-ordered byte copy behind SLICE_ROWS. Built with --fmad=false. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/ops7b.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* element e of a row of type WT, as quant_ref.c / ggml's dequantize_row compute it */
 template <int WT>
@@ -59,6 +60,7 @@ __device__ __forceinline__ float dq_elem(const uint8_t *row, int64_t e) {
 template <int WT>
 __global__ void kernel_get_rows(const uint8_t *__restrict__ table, size_t row_bytes, int64_t E,
                                 int64_t V, const int32_t *__restrict__ ids, float *__restrict__ y) {
+    MI_PDL_ENTRY();
     const int64_t n = blockIdx.y;
     const int32_t id = ids[n];
     float *yr = y + (size_t)n * E;
@@ -86,7 +88,7 @@ static mi_status launch_get_rows(cudaStream_t st, const void *table, int64_t E, 
                                  const int32_t *ids, float *y, int64_t N) {
     const size_t rb = mi_row_size((mi_type)WT, E);
     dim3 grid(mi7b_blocks(E, 256) > 64 ? 64 : mi7b_blocks(E, 256), (unsigned)N);
-    kernel_get_rows<WT><<<grid, 256, 0, st>>>((const uint8_t *)table, rb, E, V, ids, y);
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_get_rows<WT>, grid, 256, 0, st, (const uint8_t *)table, rb, E, V, ids, y));
     MI_CU_CHECK_LAUNCH("kernel_get_rows");
     return MI_OK;
 }

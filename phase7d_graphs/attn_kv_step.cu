@@ -8,6 +8,7 @@
 #include "phase7d_graphs/graphs7d.h"
 
 #include "phase7b_ops/attn_core.cuh"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define A7_T MI7B_ATT_T
 #define A7_MAX_HD MI7B_ATT_MAX_HD
@@ -20,6 +21,7 @@ __global__ void __launch_bounds__(A7_T) kernel_attn_dev(const float *__restrict_
                                                         const KT *__restrict__ Vc, float *__restrict__ O,
                                                         const int32_t *__restrict__ n_past_dev, int64_t n_ctx,
                                                         int hd, int Hq, int Hkv, float scale) {
+    MI_PDL_ENTRY();
     int64_t n_kv = (int64_t)n_past_dev[0] + (int64_t)blockIdx.y + 1;
     if (n_kv > n_ctx) n_kv = n_ctx;
     mi7b_attn_body<KT>(Q, Kc, Vc, O, n_kv, hd, Hq, Hkv, scale);
@@ -30,6 +32,7 @@ __global__ void __launch_bounds__(A7_T) kernel_attn_dev(const float *__restrict_
 __global__ void kernel_kv_store_dev_f16(const float *__restrict__ x, uint16_t *__restrict__ cache,
                                         const int32_t *__restrict__ n_past_dev, int64_t row, int64_t n,
                                         int64_t n_ctx) {
+    MI_PDL_ENTRY();
     const int64_t n_past = n_past_dev[0];
     if (n_past < 0) return;
     const int64_t lim = (n_ctx - n_past) * row;
@@ -42,6 +45,7 @@ __global__ void kernel_kv_store_dev_f16(const float *__restrict__ x, uint16_t *_
 __global__ void kernel_kv_store_dev_f32(const float *__restrict__ x, float *__restrict__ cache,
                                         const int32_t *__restrict__ n_past_dev, int64_t row, int64_t n,
                                         int64_t n_ctx) {
+    MI_PDL_ENTRY();
     const int64_t n_past = n_past_dev[0];
     if (n_past < 0) return;
     const int64_t lim = (n_ctx - n_past) * row;
@@ -63,11 +67,11 @@ extern "C" mi_status mi7d_attn(void *stream, const float *q, const void *k, cons
     dim3 grid((unsigned)Hq, (unsigned)N);
     cudaStream_t st = (cudaStream_t)stream;
     if (ctype == MI_TYPE_F16)
-        kernel_attn_dev<uint16_t><<<grid, A7_T, 0, st>>>(q, (const uint16_t *)k, (const uint16_t *)v, o, n_past_dev,
-                                                         n_ctx, (int)hd, (int)Hq, (int)Hkv, scale);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<uint16_t>, grid, A7_T, 0, st, q, (const uint16_t *)k, (const uint16_t *)v, o, n_past_dev,
+                                                         n_ctx, (int)hd, (int)Hq, (int)Hkv, scale));
     else
-        kernel_attn_dev<float><<<grid, A7_T, 0, st>>>(q, (const float *)k, (const float *)v, o, n_past_dev, n_ctx,
-                                                      (int)hd, (int)Hq, (int)Hkv, scale);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<float>, grid, A7_T, 0, st, q, (const float *)k, (const float *)v, o, n_past_dev, n_ctx,
+                                                      (int)hd, (int)Hq, (int)Hkv, scale));
     MI_CU_CHECK_LAUNCH("kernel_attn_dev");
     return MI_OK;
 }
@@ -79,10 +83,10 @@ extern "C" mi_status mi7d_kv_store(void *stream, const float *x, void *cache, mi
     cudaStream_t st = (cudaStream_t)stream;
     const unsigned grid = mi7b_blocks(n, 256);
     if (ctype == MI_TYPE_F16) {
-        kernel_kv_store_dev_f16<<<grid, 256, 0, st>>>(x, (uint16_t *)cache, n_past_dev, row, n, n_ctx);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f16, grid, 256, 0, st, x, (uint16_t *)cache, n_past_dev, row, n, n_ctx));
         MI_CU_CHECK_LAUNCH("kernel_kv_store_dev_f16");
     } else if (ctype == MI_TYPE_F32) {
-        kernel_kv_store_dev_f32<<<grid, 256, 0, st>>>(x, (float *)cache, n_past_dev, row, n, n_ctx);
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f32, grid, 256, 0, st, x, (float *)cache, n_past_dev, row, n, n_ctx));
         MI_CU_CHECK_LAUNCH("kernel_kv_store_dev_f32");
     } else {
         return mi_err(MI_ERR_UNSUPPORTED, "mi7d_kv_store: cache type %s", mi_type_name(ctype));

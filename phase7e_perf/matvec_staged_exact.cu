@@ -10,6 +10,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define MMV_THREADS 128
 #define MMV_SMEM_MAX (46u << 10)   /* under the 48 KB default: no opt-in attribute needed */
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(MMV_THREADS)
 kernel_matvec_staged(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size_t wrow, int64_t M,
                      const uint8_t *__restrict__ A, size_t arow, const float *__restrict__ bias,
                      float *__restrict__ Y, int64_t N, int64_t nunits, int RB, size_t region) {
+    MI_PDL_ENTRY();
     extern __shared__ uint4 smem[];
     const int64_t m0 = (int64_t)blockIdx.x * RB;
     const int rows = (int)(M - m0 < RB ? M - m0 : RB);
@@ -246,12 +248,12 @@ static mi_status launch_staged(cudaStream_t st, const uint8_t *w, const uint8_t 
     if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi7e_matvec_staged: M = %lld too large", (long long)M);
     const int64_t nunits = K / 32;
     if (N == 1) {
-        kernel_matvec_staged<WT, 1, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(w, w2, wrow, M, a, arow, bias, y,
-                                                                                  N, nunits, rb, region);
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, 1, FUSED>), (unsigned)nb, MMV_THREADS, smem, st, w, w2, wrow, M, a, arow, bias, y,
+                                                                                  N, nunits, rb, region));
         MI_CU_CHECK_LAUNCH("kernel_matvec_staged<NC=1>");
     } else {
-        kernel_matvec_staged<WT, MI7E_MATVEC_MAX_N, FUSED><<<(unsigned)nb, MMV_THREADS, smem, st>>>(
-            w, w2, wrow, M, a, arow, bias, y, N, nunits, rb, region);
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, MI7E_MATVEC_MAX_N, FUSED>), (unsigned)nb, MMV_THREADS, smem, st, 
+            w, w2, wrow, M, a, arow, bias, y, N, nunits, rb, region));
         MI_CU_CHECK_LAUNCH("kernel_matvec_staged<NC=8>");
     }
     return MI_OK;

@@ -12,6 +12,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* One block per row: the whole block copies the row into shared memory (every load in
  * flight at once), warp 0 sums it in the canonical order from shared memory, the block
@@ -21,6 +22,7 @@
 __global__ void __launch_bounds__(NRM_BLOCK)
 kernel_rms_norm_wide(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y, int64_t G,
                       int64_t rows, float eps) {
+    MI_PDL_ENTRY();
     extern __shared__ float sx[];
     __shared__ float s_scale;
     const int tid = threadIdx.x, lane = tid & 31;
@@ -55,7 +57,7 @@ extern "C" mi_status mi7e_rms_norm(void *stream, const float *x, const float *w,
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7e_rms_norm: empty shape");
     if (G > NRM_SMEM_MAX) return mi7b_rms_norm(stream, x, w, y, G, rows, eps);
     const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
-    kernel_rms_norm_wide<<<blocks, NRM_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream>>>(x, w, y, G, rows, eps);
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm_wide, blocks, NRM_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream, x, w, y, G, rows, eps));
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_wide");
     return MI_OK;
 }

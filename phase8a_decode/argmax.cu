@@ -6,6 +6,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8a_decode/decode8a.h"
 #include <math.h>
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define AM_THREADS 1024
 
@@ -20,6 +21,7 @@ __device__ __forceinline__ void am_take(float &bv, int &bi, float v, int i) {
 
 __global__ void __launch_bounds__(AM_THREADS) kernel_argmax(const float *__restrict__ x, int32_t *__restrict__ out,
                                                              int64_t V) {
+    MI_PDL_ENTRY();
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int si[AM_THREADS / 32];
     const float *row = x + (size_t)blockIdx.x * (size_t)V;
@@ -59,7 +61,7 @@ extern "C" mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int
     if (V <= 0 || V > INT32_MAX || N <= 0 || N > 0x7fffffff)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_argmax: V = %lld, N = %lld", (long long)V, (long long)N);
     if (!x || !out) return mi_err(MI_ERR_INVALID, "mi8a_argmax: null pointer");
-    kernel_argmax<<<(unsigned)N, AM_THREADS, 0, (cudaStream_t)stream>>>(x, out, V);
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_argmax, (unsigned)N, AM_THREADS, 0, (cudaStream_t)stream, x, out, V));
     MI_CU_CHECK_LAUNCH("kernel_argmax");
     return MI_OK;
 }

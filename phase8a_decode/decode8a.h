@@ -8,6 +8,7 @@
  *   d6  8a's kernels launched as programmatic dependents: each lets the next one launch while
  *       it runs, and issues its weight loads before it waits for the one before it
  *   d8  RoPE a thread per pair, the inverse frequencies from the host (MI_OP_ROPE)
+ *   d10 the small kernels of lower phases launched as programmatic dependents too
  *   d7  a run of one-token matmuls of one x on 7b's kernel quantizes x once (MI_OP_MATMUL
  *       marked by the pass, mi_matmul_shared_x)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
@@ -51,6 +52,9 @@ mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const voi
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
 bool mi8a_pdl_on(void);
 uint64_t mi8a_pdl_launches(void);
+/* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
+ * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */
+uint64_t mi8a_pdl_small_launches(void);
 
 /* ---- install8a.c: d7's MATMUL candidates, MI_MM_X_FIRST or MI_MM_X_NEXT (else NULL); the pass
  * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */

@@ -149,6 +149,15 @@ bool mi8a_pdl_on(void) {
 }
 uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
 
+/* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
+static _Atomic uint64_t g_pdl_small_launches;
+static bool pdl_small_policy(void) {
+    if (!mi_cuda_item_on("d10")) return false;
+    g_pdl_small_launches++;
+    return true;
+}
+uint64_t mi8a_pdl_small_launches(void) { return g_pdl_small_launches; }
+
 /* NORM_FFN_SWIGLU: src0 W_gate, src1 W_up [K, F], src2 x [K, 1], src3 norm weight [K]; the
  * FFN part is 7c's node contract */
 static bool sup_norm_ffn_q4k(const mi_tensor *n) {
@@ -233,6 +242,9 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d8", "RoPE with a thread per rotated pair and the inverse frequencies computed once on the "
                                "host (7b's kernel: a thread per element, each with a double pow, cos and sin)");
     mi_cuda_add_kernel(MI_OP_ROPE, &k_rope_pairs);
+    mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
+                                "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
+    mi_cuda_pdl_set_policy(pdl_small_policy);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

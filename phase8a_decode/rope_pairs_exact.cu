@@ -13,6 +13,7 @@
 #include "common/graph/graph.h"
 #include <math.h>
 #include <string.h>
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 typedef struct {
     float f[MI8A_ROPE_MAX_PAIRS];
@@ -23,6 +24,7 @@ typedef struct {
 __global__ void kernel_rope_pairs(const float *__restrict__ x, const int32_t *__restrict__ pos,
                                   float *__restrict__ y, int64_t hd, int64_t H, int64_t N, int neox, int n_rot,
                                   const rope_freqs fq) {
+    MI_PDL_ENTRY();
     const int64_t half = n_rot / 2, rot = half * H * N, pass = (hd - n_rot) * H * N;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < rot + pass; t += stride) {
@@ -69,8 +71,8 @@ extern "C" mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t
     if (!mi8a_rope_pairs_supported(hd, n_rot, mode) || H <= 0 || N <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_rope_pairs: hd %lld, n_rot %d, mode %d", (long long)hd, n_rot, mode);
     const int64_t total = (int64_t)(n_rot / 2) * H * N + (hd - n_rot) * H * N;
-    kernel_rope_pairs<<<mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream>>>(
-        x, pos, y, hd, H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot));
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_pairs, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, 
+        x, pos, y, hd, H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_pairs");
     return MI_OK;
 }

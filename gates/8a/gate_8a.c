@@ -772,6 +772,51 @@ static void test_bitwise_item_model(const char *what, const char *item, int kern
     mi_model_free(m);
 }
 
+/* d10: the small kernels of 7b, 7d, 7e and 8a launched as programmatic dependents: each waits
+ * for the kernel before it as it starts, so the logits must be bit-identical to d10 off and run
+ * to run, with d10's launches counted. A context of 8192 so split-KV attention (d4) takes part. */
+static void test_pdl_small_model(const char *shape, const char *type) {
+    mi_model *m = begin_model_test("pdl_small", shape, type);
+    if (!m) return;
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
+    float *on = malloc(nl * 4), *again = malloc(nl * 4), *off = malloc(nl * 4);
+    int64_t k_on = -1, k_off = -1;
+    uint64_t f = 0;
+    g_stream_ctx = 8192;
+    const uint64_t p0 = mi8a_pdl_small_launches();
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
+    if (st == MI_OK) st = run_stream(m, again, V, &k_on, &f);
+    const uint64_t p1 = mi8a_pdl_small_launches();
+    if (st == MI_OK) st = mi_cuda_items_set_off("d10");
+    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
+    const uint64_t p2 = mi8a_pdl_small_launches();
+    mi_cuda_items_set_off("");
+    g_stream_ctx = 128;
+    int same_off = 0, same_again = 0, first = -1;
+    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
+        const size_t o = (size_t)k * (size_t)V;
+        const bool a = memcmp(on + o, off + o, (size_t)V * 4) == 0, b = memcmp(on + o, again + o, (size_t)V * 4) == 0;
+        same_off += a;
+        same_again += b;
+        if ((!a || !b) && first < 0) first = k;
+    }
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (p1 == p0 || p2 != p1 || same_off != STEPS + 1 || same_again != STEPS + 1 || k_on != k_off)
+        gu_fail(&R, "d10 launches on %llu, off %llu; kernels a step %lld (off: %lld); steps bit-identical to d10 off "
+                    "%d/%d, run to run %d/%d (first difference at step %d)", (unsigned long long)(p1 - p0),
+                (unsigned long long)(p2 - p1), (long long)k_on, (long long)k_off, same_off, STEPS + 1, same_again,
+                STEPS + 1, first);
+    else gu_pass(&R, "context 8192: %llu d10 launches in two runs (off: 0), kernels per step %lld; every step's "
+                     "logits bit-identical to d10 off and run to run (%d steps)",
+                 (unsigned long long)(p1 - p0), (long long)k_on, STEPS + 1);
+    free(on);
+    free(again);
+    free(off);
+    mi_model_free(m);
+}
+
 /* The session's reused one-token graph on the device (session.c): the stream with reuse against
  * one that builds every step anew (MINFER_NO_GRAPH_REUSE=1), logits bit for bit at every step and
  * the same kernels a step; then, in one session, the items switched between steps, so the reused
@@ -849,6 +894,8 @@ int main(int argc, char **argv) {
     test_pdl_model("qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("shared_x", "d7", -1, "qwen2.5-0.5b", "q4_0");
+    test_pdl_small_model("tiny-llama", "q8_0");
+    test_pdl_small_model("qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
@@ -857,6 +904,7 @@ int main(int argc, char **argv) {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
         test_pdl_model("qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
+        test_pdl_small_model("qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
     return gu_finish(&R);
