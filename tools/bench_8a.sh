@@ -14,7 +14,7 @@ say() { echo "[bench-8a $(date -u +%H:%M:%S)] $*"; }
 BUILD=${1:?usage: tools/bench_8a.sh BUILD [OUT]}
 OUT=${2:-results}
 MINFER=$BUILD/minfer
-ITEMS=${ITEMS:-d1,d2,d3,d4,d6,d7,d8}
+ITEMS=${ITEMS:-d1,d2,d3,d4,d6,d7,d8,d10}
 TG=${TG:-128}
 mkdir -p "$OUT"
 [ -x "$MINFER" ] && [ -x "$BUILD/gates/7e/bench_7e" ] || { say "$BUILD lacks minfer or bench_7e: build PHASE=8a first"; exit 1; }

@@ -687,12 +687,14 @@ static void test_item_model(const char *what, const char *item, int64_t ctx, con
     mi_model_free(m);
 }
 
-/* d6, programmatic dependent launch: the same kernels, only their launches overlap, so the
- * logits must be bit-identical to d6 off, and to a second run with it on (a kernel that read an
- * earlier kernel's output before its wait would show as a difference here, run to run). A
- * context of 8192 so split-KV attention (d4) takes part. */
-static void test_pdl_model(const char *shape, const char *type) {
-    mi_model *m = begin_model_test("pdl", shape, type);
+/* Programmatic dependent launch, d6 (8a's kernels) and d10 (the lower phases' small kernels):
+ * the same kernels, only their launches overlap, so the logits must be bit-identical to the item
+ * off, and to a second run with it on (a kernel that read an earlier kernel's output before its
+ * wait would show as a difference here, run to run), with the same kernels a step and the
+ * item's launches counted. A context of 8192 so split-KV attention (d4) takes part. */
+static void test_pdl_model(const char *what, const char *item, uint64_t (*launches)(void), const char *shape,
+                           const char *type) {
+    mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
@@ -700,14 +702,14 @@ static void test_pdl_model(const char *shape, const char *type) {
     int64_t k_on = -1, k_off = -1;
     uint64_t f = 0;
     g_stream_ctx = 8192;
-    const uint64_t p0 = mi8a_pdl_launches();
+    const uint64_t p0 = launches();
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
     if (st == MI_OK) st = run_stream(m, again, V, &k_on, &f);
-    const uint64_t p1 = mi8a_pdl_launches();
-    if (st == MI_OK) st = mi_cuda_items_set_off("d6");
+    const uint64_t p1 = launches();
+    if (st == MI_OK) st = mi_cuda_items_set_off(item);
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
-    const uint64_t p2 = mi8a_pdl_launches();
+    const uint64_t p2 = launches();
     mi_cuda_items_set_off("");
     g_stream_ctx = 128;
     int same_off = 0, same_again = 0, first = -1;
@@ -719,13 +721,14 @@ static void test_pdl_model(const char *shape, const char *type) {
         if ((!a || !b) && first < 0) first = k;
     }
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (p1 == p0 || p2 != p1 || same_off != STEPS + 1 || same_again != STEPS + 1)
-        gu_fail(&R, "programmatic launches on %llu, off %llu; steps bit-identical to d6 off %d/%d, run to run %d/%d "
-                    "(first difference at step %d)", (unsigned long long)(p1 - p0), (unsigned long long)(p2 - p1),
-                same_off, STEPS + 1, same_again, STEPS + 1, first);
-    else gu_pass(&R, "context 8192: %llu programmatic launches in two runs (off: 0), kernels per step %lld; every "
-                     "step's logits bit-identical to d6 off and run to run (%d steps)",
-                 (unsigned long long)(p1 - p0), (long long)k_on, STEPS + 1);
+    else if (p1 == p0 || p2 != p1 || same_off != STEPS + 1 || same_again != STEPS + 1 || k_on != k_off)
+        gu_fail(&R, "%s launches on %llu, off %llu; kernels a step %lld (off: %lld); steps bit-identical to %s off "
+                    "%d/%d, run to run %d/%d (first difference at step %d)", item, (unsigned long long)(p1 - p0),
+                (unsigned long long)(p2 - p1), (long long)k_on, (long long)k_off, item, same_off, STEPS + 1,
+                same_again, STEPS + 1, first);
+    else gu_pass(&R, "context 8192: %llu %s launches in two runs (off: 0), kernels per step %lld; every step's logits "
+                     "bit-identical to %s off and run to run (%d steps)",
+                 (unsigned long long)(p1 - p0), item, (long long)k_on, item, STEPS + 1);
     free(on);
     free(again);
     free(off);
@@ -768,51 +771,6 @@ static void test_bitwise_item_model(const char *what, const char *item, int kern
     else gu_pass(&R, "%s kernel runs %llu, kernels a step %lld (off: %lld); every step's logits bit-identical to %s "
                      "off (%d steps)", item, (unsigned long long)runs, (long long)k_on, (long long)k_off, item, STEPS + 1);
     free(on);
-    free(off);
-    mi_model_free(m);
-}
-
-/* d10: the small kernels of 7b, 7d, 7e and 8a launched as programmatic dependents: each waits
- * for the kernel before it as it starts, so the logits must be bit-identical to d10 off and run
- * to run, with d10's launches counted. A context of 8192 so split-KV attention (d4) takes part. */
-static void test_pdl_small_model(const char *shape, const char *type) {
-    mi_model *m = begin_model_test("pdl_small", shape, type);
-    if (!m) return;
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
-    float *on = malloc(nl * 4), *again = malloc(nl * 4), *off = malloc(nl * 4);
-    int64_t k_on = -1, k_off = -1;
-    uint64_t f = 0;
-    g_stream_ctx = 8192;
-    const uint64_t p0 = mi8a_pdl_small_launches();
-    mi_status st = mi_cuda_items_set_off("");
-    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    if (st == MI_OK) st = run_stream(m, again, V, &k_on, &f);
-    const uint64_t p1 = mi8a_pdl_small_launches();
-    if (st == MI_OK) st = mi_cuda_items_set_off("d10");
-    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
-    const uint64_t p2 = mi8a_pdl_small_launches();
-    mi_cuda_items_set_off("");
-    g_stream_ctx = 128;
-    int same_off = 0, same_again = 0, first = -1;
-    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
-        const size_t o = (size_t)k * (size_t)V;
-        const bool a = memcmp(on + o, off + o, (size_t)V * 4) == 0, b = memcmp(on + o, again + o, (size_t)V * 4) == 0;
-        same_off += a;
-        same_again += b;
-        if ((!a || !b) && first < 0) first = k;
-    }
-    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (p1 == p0 || p2 != p1 || same_off != STEPS + 1 || same_again != STEPS + 1 || k_on != k_off)
-        gu_fail(&R, "d10 launches on %llu, off %llu; kernels a step %lld (off: %lld); steps bit-identical to d10 off "
-                    "%d/%d, run to run %d/%d (first difference at step %d)", (unsigned long long)(p1 - p0),
-                (unsigned long long)(p2 - p1), (long long)k_on, (long long)k_off, same_off, STEPS + 1, same_again,
-                STEPS + 1, first);
-    else gu_pass(&R, "context 8192: %llu d10 launches in two runs (off: 0), kernels per step %lld; every step's "
-                     "logits bit-identical to d10 off and run to run (%d steps)",
-                 (unsigned long long)(p1 - p0), (long long)k_on, STEPS + 1);
-    free(on);
-    free(again);
     free(off);
     mi_model_free(m);
 }
@@ -891,20 +849,20 @@ int main(int argc, char **argv) {
     test_attn_split();
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
     test_greedy_model("qwen2.5-0.5b", "q4_0");
-    test_pdl_model("qwen2.5-0.5b", "q4_0");
+    test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("shared_x", "d7", -1, "qwen2.5-0.5b", "q4_0");
-    test_pdl_small_model("tiny-llama", "q8_0");
-    test_pdl_small_model("qwen2.5-0.5b", "q4_0");
+    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "tiny-llama", "q8_0");
+    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
-        test_pdl_model("qwen2.5-7b", "q4_k_m");
+        test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
-        test_pdl_small_model("qwen2.5-7b", "q4_k_m");
+        test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
     return gu_finish(&R);
