@@ -148,12 +148,23 @@ const mi_cuda_kernel *mi_cuda_choose(mi_tensor *node) {
     return s ? s->k : NULL;
 }
 
+static bool (*_Atomic g_pdl_policy)(const mi_tensor *);
+static _Thread_local const mi_tensor *t_running;   /* the node mi_cuda_dispatch_run is running */
+void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node)) { g_pdl_policy = policy; }
+bool mi_cuda_pdl_small(void) {
+    bool (*f)(const mi_tensor *) = g_pdl_policy;
+    return f && f(t_running);
+}
+
 mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace) {
     slot *s = choose(node);
     if (!s)
         return mi_err(MI_ERR_UNSUPPORTED, "cuda: no kernel of this build runs %s '%s'", mi_op_name(node->op), node->name);
     atomic_fetch_add(&s->runs, 1);
-    return s->k->run(c, node, workspace);
+    t_running = node;
+    const mi_status st = s->k->run(c, node, workspace);
+    t_running = NULL;
+    return st;
 }
 
 uint64_t mi_cuda_dispatch_epoch(void) {
@@ -237,13 +248,6 @@ mi_status mi_cuda_items_set_off(const char *list) {
     pthread_once(&g_env_once, apply_env);   /* an explicit set wins over the environment */
     if (atomic_exchange(&g_off, m) != m) bump();
     return MI_OK;
-}
-
-static bool (*_Atomic g_pdl_policy)(void);
-void mi_cuda_pdl_set_policy(bool (*policy)(void)) { g_pdl_policy = policy; }
-bool mi_cuda_pdl_small(void) {
-    bool (*f)(void) = g_pdl_policy;
-    return f && f();
 }
 
 bool mi_cuda_item_on(const char *name) {

@@ -88,12 +88,12 @@ mi_status mi_cuda_items_set_off(const char *list);
 bool mi_cuda_item_on(const char *name);
 /* Whether the launchers of the small kernels of a step (activation quantization, warp-per-row
  * matmul, norms, RoPE, KV store, attention, adds) launch them as programmatic dependents
- * (phase7a_skeleton/cuda_pdl.cuh): the policy an upper phase set (8a's item d10), else no.
- * Each of those kernels triggers its dependents and waits for the kernel before it as its
- * first two instructions, so a launch with the attribute changes when it starts, never what
- * it computes. */
+ * (phase7a_skeleton/cuda_pdl.cuh): what the policy an upper phase set (8a's item d10) says for
+ * the node being run (mi_cuda_dispatch_run's; NULL outside it), else no. Each of those kernels
+ * triggers its dependents and waits for the kernel before it as its first two instructions, so a
+ * launch with the attribute changes when it starts, never what it computes. */
 bool mi_cuda_pdl_small(void);
-void mi_cuda_pdl_set_policy(bool (*policy)(void));
+void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node));
 /* Whether every item of a kernel's list ("e12,e14"; NULL or "" = none) is on. */
 bool mi_cuda_items_on(const char *items);
 /* "on: e2,e5; off: none" */

@@ -55,6 +55,9 @@ uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */
 uint64_t mi8a_pdl_small_launches(void);
+/* the pass flags a graph's nodes MI_T_EARLY (d10 applies) unless it is a one-token step of a
+ * model narrower than this (its first RMS norm's width) */
+#define MI8A_PDL_MIN_EMBD 2048
 
 /* ---- install8a.c: d7's MATMUL candidates, MI_MM_X_FIRST or MI_MM_X_NEXT (else NULL); the pass
  * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */

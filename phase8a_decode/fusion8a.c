@@ -148,6 +148,20 @@ static int mark_shared_x(mi_graph *g) {
     return marked;
 }
 
+/* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
+ * than MI8A_PDL_MIN_EMBD. Measured on the H200 (results/notes/PHASE8A.md), the small kernels as
+ * programmatic dependents: 7B (3,584 wide) tg128 +5.6%, pp512 +1.1%; 0.5B (896) pp512 +2.4% but
+ * tg128 -7.6%. The width is the first RMS norm's. */
+static void mark_early(mi_graph *g) {
+    int64_t width = -1, rows = 0;
+    for (int i = 0; i < g->n_nodes && width < 0; i++) {
+        const mi_tensor *t = g->nodes[i];
+        if (t->op == MI_OP_RMS_NORM && t->src[0]) width = t->ne[0], rows = mi_nrows(t->src[0]);
+    }
+    if (rows == 1 && width < MI8A_PDL_MIN_EMBD) return;
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->flags |= MI_T_EARLY;
+}
+
 int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) { return mi8a_fuse_decode_with(g, cuda, fold_readers_max()); }
 
 int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
@@ -180,5 +194,6 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     free(p.readers);
     free(p.dead);
     mark_shared_x(g);
+    mark_early(g);
     return fused;
 }

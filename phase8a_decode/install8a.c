@@ -151,8 +151,8 @@ uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
-static bool pdl_small_policy(void) {
-    if (!mi_cuda_item_on("d10")) return false;
+static bool pdl_small_policy(const mi_tensor *node) {
+    if (!node || !(node->flags & MI_T_EARLY) || !mi_cuda_item_on("d10")) return false;
     g_pdl_small_launches++;
     return true;
 }

@@ -83,6 +83,8 @@ enum { MI_ROPE_NORMAL = 0, MI_ROPE_NEOX = 2 };
 #define MI_T_OUTPUT  0x04u  /* result read by the host after execute: never reused */
 #define MI_T_PERSIST 0x08u  /* persistent region (KV cache): not allocated by the graph */
 #define MI_T_ALIAS   0x10u  /* data aliases src[1] (KV_STORE): not allocated */
+#define MI_T_EARLY   0x20u  /* a hint of 8a's pass (item d10): the node's kernels may be launched as
+                               programmatic dependents; ignored by the CPU */
 
 struct mi_buffer;
 
