@@ -372,6 +372,40 @@ static void test_shared_x_pass(void) {
                      "CPU output bit-identical to the unpassed graph");
 }
 
+/* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
+ * step of several tokens get MI_T_EARLY on every node */
+static int early_flags(int64_t K, int64_t N) {
+    void *mn;
+    mi_tensor *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mn);
+    mi_backend *cpu = NULL;
+    mi_graph *g = graph_new(16);
+    int flagged = -1;
+    if (mi_backend_cpu_new(1, &cpu) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, N, NULL);
+        mi_tensor *y = graph_add(g, graph_rms_norm(g, x, wn, K, 1e-6f), x);
+        y->flags |= MI_T_OUTPUT;
+        g->output = y;
+        mi8a_fuse_decode_with(g, cpu, 1);
+        flagged = 0;
+        for (int i = 0; i < g->n_nodes; i++) flagged += (g->nodes[i]->flags & MI_T_EARLY) != 0;
+        flagged = flagged == 0 ? 0 : flagged == g->n_nodes ? 1 : 2;
+    }
+    graph_free(g);
+    if (cpu) cpu->iface->destroy(cpu);
+    free(mn);
+    free(wn);
+    return flagged;
+}
+
+static void test_early_flags(void) {
+    gu_begin(&R, "early_flags_pass");
+    const int narrow = early_flags(896, 1), wide = early_flags(3584, 1), prompt = early_flags(896, 5);
+    if (narrow != 0 || wide != 1 || prompt != 1)
+        gu_fail(&R, "flagged (0 none, 1 all, 2 some): one token at 896 %d (want 0), at 3584 %d (want 1), five tokens "
+                    "at 896 %d (want 1)", narrow, wide, prompt);
+    else gu_pass(&R, "one token at 896: no node flagged; at 3584 and five tokens at 896: every node");
+}
+
 /* ---------------- whole models ---------------- */
 
 /* The model test named <what>_<shape>_<type>: its synthetic file (gu_model_path), skipped when
@@ -837,6 +871,7 @@ int main(int argc, char **argv) {
     mi_phases_install();
     test_fusion_pass_cpu();
     test_shared_x_pass();
+    test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
     test_rope();
