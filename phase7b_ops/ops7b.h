@@ -69,6 +69,7 @@ bool mi7b_matmul_node_supported(const struct mi_tensor *node);
 bool mi7b_rms_node_supported(const struct mi_tensor *node);
 bool mi7b_attn_node_supported(const struct mi_tensor *node);
 bool mi7b_kv_store_node_supported(const struct mi_tensor *node);
+bool mi7b_rope_node_supported(const struct mi_tensor *node);
 /* 7b's MATMUL candidate: a later pass that replaces its work asks the dispatch whether it
  * is the one a node would run (mi_cuda_choice). */
 struct mi_cuda_kernel;

@@ -59,7 +59,7 @@ static mi_status ex_rms(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 }
 
 /* ---------------- ROPE: x [hd*H, N], pos I32 [N] ---------------- */
-static bool sup_rope(const mi_tensor *n) {
+bool mi7b_rope_node_supported(const mi_tensor *n) {
     const mi_tensor *x = n->src[0], *pos = n->src[1];
     const int64_t hd = mi_rope_head_dim(n);
     const int mode = mi_rope_mode(n), n_rot = mi_rope_n_rot(n);
@@ -152,7 +152,7 @@ static const mi_cuda_kernel k_matmul = {"matmul, warp per row (quantized: x in t
 const mi_cuda_kernel *mi7b_matmul_kernel(void) { return &k_matmul; }
 static const mi_cuda_kernel k_binary = {"add / mul, elementwise with broadcast", NULL, sup_binary, ex_binary, NULL, 0};
 static const mi_cuda_kernel k_rms = {"RMS norm, one warp per row", NULL, mi7b_rms_node_supported, ex_rms, NULL, 0};
-static const mi_cuda_kernel k_rope = {"RoPE", NULL, sup_rope, ex_rope, NULL, 0};
+static const mi_cuda_kernel k_rope = {"RoPE", NULL, mi7b_rope_node_supported, ex_rope, NULL, 0};
 static const mi_cuda_kernel k_silu = {"SiLU", NULL, sup_silu, ex_silu, NULL, 0};
 static const mi_cuda_kernel k_swiglu = {"SwiGLU", NULL, sup_swiglu, ex_swiglu, NULL, 0};
 static const mi_cuda_kernel k_kv_store = {"KV store, n_past from the node", NULL, mi7b_kv_store_node_supported, ex_kv_store, NULL, 0};

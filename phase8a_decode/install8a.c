@@ -124,12 +124,9 @@ const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role) {
     return role == MI_MM_X_FIRST ? &k_xq_first : role == MI_MM_X_NEXT ? &k_xq_next : NULL;
 }
 
-/* ROPE (7b's node contract), any number of tokens: d8's kernel */
+/* ROPE, any number of tokens: d8's kernel, on 7b's node contract */
 static bool sup_rope_pairs(const mi_tensor *n) {
-    const mi_tensor *x = n->src[0], *pos = n->src[1];
-    const int64_t hd = mi_rope_head_dim(n);
-    return x && pos && x->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && pos->type == MI_TYPE_I32 && hd > 0 &&
-           x->ne[0] % hd == 0 && pos->ne[0] == mi_nrows(x) && mi8a_rope_pairs_supported(hd, mi_rope_n_rot(n), mi_rope_mode(n));
+    return mi7b_rope_node_supported(n) && mi8a_rope_pairs_supported(mi_rope_head_dim(n), mi_rope_n_rot(n), mi_rope_mode(n));
 }
 static mi_status run_rope_pairs(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *x = n->src[0];

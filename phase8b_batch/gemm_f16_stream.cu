@@ -305,6 +305,7 @@ extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64
 
 /* whether a run boundary falls inside a band (the fixup has work); run 0 begins at unit 0 */
 static bool f16s_cut(const f16s_plan &pl) {
+    if (pl.S) return pl.S > 1;   /* a K split cuts every band in S chunks, whole bands none */
     for (int p = 1; p < pl.P; p++)
         if (f16s_run_start(pl, p) % pl.nst != 0) return true;
     return false;

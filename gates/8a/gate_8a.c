@@ -686,38 +686,80 @@ static void test_attn_split(void) {
     split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0, 16);    /* G = 16: no room to stage V */
 }
 
+/* An item through a whole model, on against off, in a context of ctx positions: the logits of
+ * every step with every item on (twice with `again`), then with the item off; each side's count
+ * (launches(), or the item's kernel runs when launches is NULL) and kernels a step. */
+typedef struct {
+    int64_t V, k_on, k_off;
+    float *on, *again, *off;
+    uint64_t n_on, n_off;
+} item_ab;
+
+static uint64_t ab_count(const char *item, uint64_t (*launches)(void)) {
+    return launches ? launches() : mi_cuda_item_runs(item);
+}
+static mi_status item_ab_run(mi_model *m, const char *item, int64_t ctx, uint64_t (*launches)(void), bool again,
+                             item_ab *ab) {
+    ab->V = mi_model_hparams(m)->n_vocab;
+    const size_t nl = (size_t)(STEPS + 1) * (size_t)ab->V;
+    ab->on = malloc(nl * 4), ab->off = malloc(nl * 4), ab->again = again ? malloc(nl * 4) : NULL;
+    ab->k_on = ab->k_off = -1;
+    uint64_t f = 0;
+    g_stream_ctx = ctx;
+    const uint64_t c0 = ab_count(item, launches);
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = run_stream(m, ab->on, ab->V, &ab->k_on, &f);
+    if (st == MI_OK && again) st = run_stream(m, ab->again, ab->V, &ab->k_on, &f);
+    const uint64_t c1 = ab_count(item, launches);
+    if (st == MI_OK) st = mi_cuda_items_set_off(item);
+    if (st == MI_OK) st = run_stream(m, ab->off, ab->V, &ab->k_off, &f);
+    ab->n_on = c1 - c0;
+    ab->n_off = ab_count(item, launches) - c1;
+    mi_cuda_items_set_off("");
+    g_stream_ctx = 128;
+    return st;
+}
+static void item_ab_free(item_ab *ab) {
+    free(ab->on);
+    free(ab->again);
+    free(ab->off);
+}
+/* steps whose logits are bit-identical in a and b; *first: the first that is not in either pair
+ * (a, b) or (a, c) (c may be NULL) */
+static int same_steps(const float *a, const float *b, const float *c, int64_t V, int *same_c, int *first) {
+    int same = 0;
+    *first = -1;
+    if (same_c) *same_c = 0;
+    for (int k = 0; k <= STEPS; k++) {
+        const size_t o = (size_t)k * (size_t)V;
+        const bool eb = !memcmp(a + o, b + o, (size_t)V * 4), ec = c ? !memcmp(a + o, c + o, (size_t)V * 4) : true;
+        same += eb;
+        if (same_c) *same_c += ec;
+        if ((!eb || !ec) && *first < 0) *first = k;
+    }
+    return same;
+}
+
 /* One item in a whole model, on against off, logits within the bound (the order of the sums
  * differs): d4 in a context of 8192 positions, so decode takes the split attention. */
 static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
-    float *on = malloc(nl * 4), *off = malloc(nl * 4);
-    int64_t k_on = -1, k_off = -1;
-    uint64_t f = 0;
-    g_stream_ctx = ctx;
-    const uint64_t r0 = mi_cuda_item_runs(item);
-    mi_status st = mi_cuda_items_set_off("");
-    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    const uint64_t runs = mi_cuda_item_runs(item) - r0;
-    if (st == MI_OK) st = mi_cuda_items_set_off(item);
-    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
-    mi_cuda_items_set_off("");
-    g_stream_ctx = 128;
+    item_ab ab;
+    const mi_status st = item_ab_run(m, item, ctx, NULL, false, &ab);
     double worst = 0;
     for (int k = 0; st == MI_OK && k <= STEPS; k++) {
-        const double e = gu_nmse(on + (size_t)k * (size_t)V, off + (size_t)k * (size_t)V, (size_t)V);
+        const double e = gu_nmse(ab.on + (size_t)k * (size_t)ab.V, ab.off + (size_t)k * (size_t)ab.V, (size_t)ab.V);
         if (e > worst || e != e) worst = e;
     }
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (!runs || !(worst <= 1e-6))
-        gu_fail(&R, "%s kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", item, (unsigned long long)runs, worst);
+    else if (!ab.n_on || !(worst <= 1e-6))
+        gu_fail(&R, "%s kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", item, (unsigned long long)ab.n_on,
+                worst);
     else gu_pass(&R, "context %lld: %s kernel runs %llu, kernels per step %lld (off: %lld); logits nmse on vs off "
-                     "%.3g <= 1e-6", (long long)ctx, item, (unsigned long long)runs, (long long)k_on, (long long)k_off,
-                 worst);
-    free(on);
-    free(off);
+                     "%.3g <= 1e-6", (long long)ctx, item, (unsigned long long)ab.n_on, (long long)ab.k_on,
+                 (long long)ab.k_off, worst);
+    item_ab_free(&ab);
     mi_model_free(m);
 }
 
@@ -730,42 +772,20 @@ static void test_pdl_model(const char *what, const char *item, uint64_t (*launch
                            const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
-    float *on = malloc(nl * 4), *again = malloc(nl * 4), *off = malloc(nl * 4);
-    int64_t k_on = -1, k_off = -1;
-    uint64_t f = 0;
-    g_stream_ctx = 8192;
-    const uint64_t p0 = launches();
-    mi_status st = mi_cuda_items_set_off("");
-    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    if (st == MI_OK) st = run_stream(m, again, V, &k_on, &f);
-    const uint64_t p1 = launches();
-    if (st == MI_OK) st = mi_cuda_items_set_off(item);
-    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
-    const uint64_t p2 = launches();
-    mi_cuda_items_set_off("");
-    g_stream_ctx = 128;
-    int same_off = 0, same_again = 0, first = -1;
-    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
-        const size_t o = (size_t)k * (size_t)V;
-        const bool a = memcmp(on + o, off + o, (size_t)V * 4) == 0, b = memcmp(on + o, again + o, (size_t)V * 4) == 0;
-        same_off += a;
-        same_again += b;
-        if ((!a || !b) && first < 0) first = k;
-    }
+    item_ab ab;
+    const mi_status st = item_ab_run(m, item, 8192, launches, true, &ab);
+    int same_again = 0, first = -1;
+    const int same_off = st == MI_OK ? same_steps(ab.on, ab.off, ab.again, ab.V, &same_again, &first) : 0;
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (p1 == p0 || p2 != p1 || same_off != STEPS + 1 || same_again != STEPS + 1 || k_on != k_off)
+    else if (!ab.n_on || ab.n_off || same_off != STEPS + 1 || same_again != STEPS + 1 || ab.k_on != ab.k_off)
         gu_fail(&R, "%s launches on %llu, off %llu; kernels a step %lld (off: %lld); steps bit-identical to %s off "
-                    "%d/%d, run to run %d/%d (first difference at step %d)", item, (unsigned long long)(p1 - p0),
-                (unsigned long long)(p2 - p1), (long long)k_on, (long long)k_off, item, same_off, STEPS + 1,
+                    "%d/%d, run to run %d/%d (first difference at step %d)", item, (unsigned long long)ab.n_on,
+                (unsigned long long)ab.n_off, (long long)ab.k_on, (long long)ab.k_off, item, same_off, STEPS + 1,
                 same_again, STEPS + 1, first);
     else gu_pass(&R, "context 8192: %llu %s launches in two runs (off: 0), kernels per step %lld; every step's logits "
                      "bit-identical to %s off and run to run (%d steps)",
-                 (unsigned long long)(p1 - p0), item, (long long)k_on, item, STEPS + 1);
-    free(on);
-    free(again);
-    free(off);
+                 (unsigned long long)ab.n_on, item, (long long)ab.k_on, item, STEPS + 1);
+    item_ab_free(&ab);
     mi_model_free(m);
 }
 
@@ -779,33 +799,20 @@ static void test_bitwise_item_model(const char *what, const char *item, int kern
                                     const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    const size_t nl = (size_t)(STEPS + 1) * (size_t)V;
-    float *on = malloc(nl * 4), *off = malloc(nl * 4);
-    int64_t k_on = -1, k_off = -1;
-    uint64_t f = 0;
-    const uint64_t r0 = mi_cuda_item_runs(item);
-    mi_status st = mi_cuda_items_set_off("");
-    if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f);
-    const uint64_t runs = mi_cuda_item_runs(item) - r0;
-    if (st == MI_OK) st = mi_cuda_items_set_off(item);
-    if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f);
-    mi_cuda_items_set_off("");
-    int same = 0, first = -1;
-    for (int k = 0; st == MI_OK && k <= STEPS; k++) {
-        const bool eq = !memcmp(on + (size_t)k * (size_t)V, off + (size_t)k * (size_t)V, (size_t)V * 4);
-        same += eq;
-        if (!eq && first < 0) first = k;
-    }
+    item_ab ab;
+    const mi_status st = item_ab_run(m, item, 128, NULL, false, &ab);
+    int first = -1;
+    const int same = st == MI_OK ? same_steps(ab.on, ab.off, NULL, ab.V, NULL, &first) : 0;
+    const int64_t k_on = ab.k_on, k_off = ab.k_off;
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (!runs || same != STEPS + 1 || (kernels < 0 ? !(k_on < k_off) : kernels > 0 ? !(k_on > k_off) : k_on != k_off))
+    else if (!ab.n_on || same != STEPS + 1 || (kernels < 0 ? !(k_on < k_off) : kernels > 0 ? !(k_on > k_off) : k_on != k_off))
         gu_fail(&R, "%s kernel runs %llu, kernels a step %lld (off: %lld), steps bit-identical to %s off %d/%d (first "
-                    "difference at step %d)", item, (unsigned long long)runs, (long long)k_on, (long long)k_off, item,
-                same, STEPS + 1, first);
+                    "difference at step %d)", item, (unsigned long long)ab.n_on, (long long)k_on, (long long)k_off,
+                item, same, STEPS + 1, first);
     else gu_pass(&R, "%s kernel runs %llu, kernels a step %lld (off: %lld); every step's logits bit-identical to %s "
-                     "off (%d steps)", item, (unsigned long long)runs, (long long)k_on, (long long)k_off, item, STEPS + 1);
-    free(on);
-    free(off);
+                     "off (%d steps)", item, (unsigned long long)ab.n_on, (long long)k_on, (long long)k_off, item,
+                 STEPS + 1);
+    item_ab_free(&ab);
     mi_model_free(m);
 }
 

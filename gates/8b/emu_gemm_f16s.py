@@ -109,6 +109,7 @@ def run_start(pl, p):   # f16s_run_start: the first unit of run p; run p is [sta
 
 
 def cut(pl):   # the launcher's f16s_cut: a run boundary inside a band
+    if pl.S: return pl.S > 1
     return any(run_start(pl, p) % pl.nst != 0 for p in range(1, pl.P))
 
 
