@@ -11,6 +11,8 @@
  *   d10 the small kernels of lower phases launched as programmatic dependents too
  *   d7  a run of one-token matmuls of one x on 7b's kernel quantizes x once (MI_OP_MATMUL
  *       marked by the pass, mi_matmul_shared_x)
+ *   d11 one-token Q6_K matmuls, with or without the residual add, on streaming rows
+ *       (MI_OP_MATMUL, MI_OP_MATMUL_ADD)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -47,6 +49,16 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
                                 const float *bias, const float *r, float *y, int64_t K, int64_t M);
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
+
+/* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
+ * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
+ * bytes). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0, K <=
+ * 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal the
+ * CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of them. */
+bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
+size_t mi8a_matvec_q6k_workspace(int64_t K);
+mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
+                          int64_t K, int64_t M, void *ws);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

@@ -82,6 +82,32 @@ static const mi_cuda_kernel k_mm_q4k = {"matmul, one token, Q4_K streaming rows,
                                         "launched as a programmatic dependent", "e12,e14,d6", sup_mm_q4k, run_mm_q4k,
                                         NULL, 0};
 
+/* MATMUL and MATMUL_ADD, Q6_K, one token: d11's streaming rows (x quantized once by 7b's
+ * quantizer into the workspace, as 7e's staged kernel does) */
+static bool q6k_rule(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && mi8a_matvec_q6k_supported(w->type, w->ne[0]) && !((uintptr_t)w->data & 3u);
+}
+static bool sup_mm_q6k(const mi_tensor *n) {
+    return q6k_rule(n) && n->src[1] && mi_nrows(n->src[1]) == 1 && mi7b_matmul_node_supported(n);
+}
+static bool sup_add_q6k(const mi_tensor *n) { return q6k_rule(n) && mm_add_ok(n); }
+static size_t ws_q6k(const mi_tensor *n) { return mi8a_matvec_q6k_workspace(n->src[0]->ne[0]); }
+static mi_status run_mm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, ptr(n->src[2]), NULL, n->data, w->ne[0],
+                           w->ne[1], ws);
+}
+static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, n->src[2]->data, n->data, w->ne[0],
+                           w->ne[1], ws);
+}
+static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows (an octet a super-block)", "d11",
+                                        sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
+static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
+                                            sup_add_q6k, run_add_q6k, ws_q6k, 0};
+
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
  * first quantizes x into the workspace and leaves it there, each later one runs only 7b's
  * matmul kernel on that copy. The nodes of a run execute back to back on one stream and the
@@ -250,5 +276,9 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
+    mi_cuda_item_declare("d11", "one-token Q6_K matmuls (and their residual add) on streaming rows: an octet of lanes a "
+                                "super-block, its 2-byte-aligned words shifted in registers, no staging");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -13,7 +13,8 @@
  * With --n N (2..64) every node has N rows instead of one (a batch's decode step: 8b's b3 and b1
  * against 7e's int8 and f16 kernels); the fused FFN shapes are left out there, and the CPU
  * reference runs its rows on threads.
- *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] [--n N] */
+ * --type T (a type name, "Q6_K"): only the shapes of that weight type.
+ *   usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R] [--n N] [--type T] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,13 +208,16 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
 
 int main(int argc, char **argv) {
     bench_opts o = {NULL, 4600.0, 20, 1, "", "", ""};
+    const char *only_type = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) o.json = argv[++i];
         else if (!strcmp(argv[i], "--peak-gbs") && i + 1 < argc) o.peak_gbs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--n") && i + 1 < argc) o.n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc) only_type = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R (1..32)] [--n N (1..64)]\n");
+            fprintf(stderr, "usage: bench_roofline [--json PATH] [--peak-gbs G] [--reps R (1..32)] [--n N (1..64)] "
+                            "[--type T]\n");
             return 2;
         }
     }
@@ -244,7 +248,8 @@ int main(int argc, char **argv) {
     printf("| model | tensor | type | kernel | us | GB/s | of roofline |\n| --- | --- | --- | --- | ---: | ---: | ---: |\n");
     unsigned long long seed = 0x8a;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
-        if (o.n == 1 || !k_shapes[i].ffn) ladder_shape(c, &k_shapes[i], &seed, &o, jf);
+        if ((o.n == 1 || !k_shapes[i].ffn) && (!only_type || !strcmp(only_type, mi_type_name(k_shapes[i].type))))
+            ladder_shape(c, &k_shapes[i], &seed, &o, jf);
     if (jf) fclose(jf);
     be->iface->destroy(be);
     return 0;

@@ -173,6 +173,68 @@ static void test_kernels(void) {
     ffn_case(1024, 1000);
 }
 
+/* d11's Q6_K kernel against the CPU (nmse), against itself on a second run (bitwise) and against
+ * 7e's staged kernel plus 7b's add (the same integer unit sums added in another order: within
+ * rounding); bases 4-byte aligned, rows of an odd number of super-blocks 2 mod 4 */
+static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
+    char name[96];
+    snprintf(name, sizeof name, "q6k_K%lld_M%lld%s%s", (long long)K, (long long)M, bias ? "_bias" : "",
+             res ? "_res" : "");
+    gu_begin(&R, name);
+    const mi_type t = MI_TYPE_Q6_K;
+    if (!mi8a_matvec_q6k_supported(t, K)) { gu_fail(&R, "the kernel refuses a shape it is meant to cover"); return; }
+    size_t wb;
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *b = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
+    float *r = gu_rand_f32(&g_seed, (size_t)M, -1.f, 1.f);
+    float *ref = malloc((size_t)M * 4), *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4);
+    float *old = malloc((size_t)M * 4);
+    cpu_matmul(t, w, x, bias ? b : NULL, ref, K, M, 1);
+    if (res)
+        for (int64_t m = 0; m < M; m++) ref[m] = r[m] + ref[m];
+    void *bw, *bx, *bb, *br;
+    void *dw = dev_up_at(w, wb, 0, &bw);
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *db = dev_up_at(b, (size_t)M * 4, 0, &bb);
+    float *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
+    float *dy0 = dev_poison((size_t)M * 4), *dy = dev_poison((size_t)M * 4);
+    const size_t wsb = mi8a_matvec_q6k_workspace(K) > mi7e_matvec_staged_workspace(t, K, 1)
+                           ? mi8a_matvec_q6k_workspace(K) : mi7e_matvec_staged_workspace(t, K, 1);
+    void *ws = dev_poison(wsb + 64);
+    const float *pb = bias ? db : NULL, *pr = res ? dr : NULL;
+    mi_status st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
+    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
+    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi7e_matvec_staged(S, t, dw, dx, pb, res ? dy0 : dy, K, M, 1, ws);
+    if (st == MI_OK && res) st = mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1);
+    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
+    if (st != MI_OK) {
+        gu_fail(&R, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
+        const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1) {
+            const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
+            if (i != (size_t)-1 && i < (size_t)M) printf("    %s: row %zu got %.9g staged %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
+            gu_fail(&R, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s", e_cpu, e_old,
+                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise", e_cpu, e_old);
+        }
+    }
+    free(w); free(x); free(b); free(r); free(ref); free(got); free(got2); free(old);
+    cudaFree(bw); cudaFree(bx); cudaFree(bb); cudaFree(br); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
+}
+
+static void test_q6k(void) {
+    q6k_case(3584, 512, false, false);     /* 7B v (Q6_K layers) */
+    q6k_case(18944, 256, false, true);     /* 7B down's rows + residual */
+    q6k_case(3584, 1000, false, false);    /* 7B output head's rows */
+    q6k_case(1536, 256, true, false);      /* 1.5B v with bias */
+    q6k_case(1280, 77, true, true);        /* odd super-blocks a row: rows 2 mod 4 */
+    q6k_case(256, 33, false, true);
+}
+
 /* d8's RoPE against 7b's kernel (bit for bit) and the CPU's canonical angle (mi_canon_rope_cs,
  * bit for bit), and against itself on a second run: N tokens at positions spread over 0..65535
  * with the edges, every pair of every head. */
@@ -741,8 +803,12 @@ static int same_steps(const float *a, const float *b, const float *c, int64_t V,
 }
 
 /* One item in a whole model, on against off, logits within the bound (the order of the sums
- * differs): d4 in a context of 8192 positions, so decode takes the split attention. */
-static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type) {
+ * differs): d4 in a context of 8192 positions, so decode takes the split attention (the 0.5B:
+ * 1e-6); d11's Q6_K rows on the 7B, whose random weights turn a last-bit difference into other
+ * 8-bit activation codes layer after layer: gate_7e's bound for it (5e-2; two CPU ISAs differ by
+ * ~1e-2 there, gate_7c). */
+static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type,
+                            double bound) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     item_ab ab;
@@ -753,12 +819,12 @@ static void test_item_model(const char *what, const char *item, int64_t ctx, con
         if (e > worst || e != e) worst = e;
     }
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (!ab.n_on || !(worst <= 1e-6))
-        gu_fail(&R, "%s kernel runs %llu; logits nmse on vs off %.3g (bound 1e-6)", item, (unsigned long long)ab.n_on,
-                worst);
+    else if (!ab.n_on || !(worst <= bound))
+        gu_fail(&R, "%s kernel runs %llu; logits nmse on vs off %.3g (bound %.0e)", item, (unsigned long long)ab.n_on,
+                worst, bound);
     else gu_pass(&R, "context %lld: %s kernel runs %llu, kernels per step %lld (off: %lld); logits nmse on vs off "
-                     "%.3g <= 1e-6", (long long)ctx, item, (unsigned long long)ab.n_on, (long long)ab.k_on,
-                 (long long)ab.k_off, worst);
+                     "%.3g <= %.0e", (long long)ctx, item, (unsigned long long)ab.n_on, (long long)ab.k_on,
+                 (long long)ab.k_off, worst, bound);
     item_ab_free(&ab);
     mi_model_free(m);
 }
@@ -882,6 +948,7 @@ int main(int argc, char **argv) {
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     test_kernels();
     test_rope();
+    test_q6k();
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -889,7 +956,7 @@ int main(int argc, char **argv) {
     test_graph_reuse("qwen2.5-0.5b", "q4_0");
     test_argmax();
     test_attn_split();
-    test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0");
+    test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");
@@ -904,6 +971,7 @@ int main(int argc, char **argv) {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
         test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
+        test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
