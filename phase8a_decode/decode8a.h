@@ -13,7 +13,6 @@
  *       marked by the pass, mi_matmul_shared_x)
  *   d11 one-token Q6_K matmuls, with or without the residual add, on streaming rows
  *       (MI_OP_MATMUL, MI_OP_MATMUL_ADD)
- *   d12 the long-row one-token Q4_K and Q6_K matmuls in one block of 32 warps an SM
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -60,15 +59,6 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
-
-/* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
- * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four
- * of 256: the same 32 warps an SM, but each SM stages (Q4_K: quantizes) the long activation row
- * once, not four times. Results do not change (a row's order does not depend on the block). */
-#define MI8A_WIDE_K 8192
-#define MI8A_WIDE_THREADS 1024
-bool mi8a_wide_on(int64_t K);   /* counts the launches it answered yes */
-uint64_t mi8a_wide_launches(void);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

@@ -172,15 +172,6 @@ bool mi8a_pdl_on(void) {
 }
 uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
 
-/* d12: read at each launch like d6 */
-static _Atomic uint64_t g_wide_launches;
-bool mi8a_wide_on(int64_t K) {
-    if (K < MI8A_WIDE_K || !mi_cuda_item_on("d12")) return false;
-    g_wide_launches++;
-    return true;
-}
-uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
-
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
 static bool pdl_small_policy(const mi_tensor *node) {
@@ -289,7 +280,5 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
-    mi_cuda_item_declare("d12", "one-token Q4_K and Q6_K matmuls of rows of 8,192 elements or more (the down "
-                                "projections) as one block of 32 warps an SM: the activation row staged once an SM");
     mi7c_add_fusion(mi8a_fuse_decode);
 }

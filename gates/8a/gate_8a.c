@@ -89,8 +89,6 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
     if (st == MI_OK) st = RUN_FUSED();
 #undef RUN_FUSED
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    /* d12's blocks (Q4_K rows of MI8A_WIDE_K or more, no norm) against blocks of 256: compared to the
-     * unfused 7e kernel below, which runs blocks of 256, bit for bit */
     if (st == MI_OK) st = unfused(t, q4k, dw, dx, pn, pb, pr, dxn, dy0, dy, K, M, ws);
     if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
     if (st != MI_OK) {
@@ -207,15 +205,6 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    /* rows long enough for d12: the kernel in blocks of 256 threads (d12 off) gives the same bits */
-    const bool wide = K >= MI8A_WIDE_K;
-    size_t d_narrow = (size_t)-1;
-    if (st == MI_OK && wide) {
-        st = mi_cuda_items_set_off("d12");
-        if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
-        mi_cuda_items_set_off("");
-        if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_narrow = gu_first_diff(got, old, (size_t)M * 4); }
-    }
     if (st == MI_OK) st = mi7e_matvec_staged(S, t, dw, dx, pb, res ? dy0 : dy, K, M, 1, ws);
     if (st == MI_OK && res) st = mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1);
     if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
@@ -224,14 +213,13 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     } else {
         const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
         const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1 || d_narrow != (size_t)-1) {
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1) {
             const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
             if (i != (size_t)-1 && i < (size_t)M) printf("    %s: row %zu got %.9g staged %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
-            gu_fail(&R, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s; d12 off %s", e_cpu, e_old,
-                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS", d_narrow == (size_t)-1 ? "bitwise" : "DIFFERS");
+            gu_fail(&R, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s", e_cpu, e_old,
+                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise%s", e_cpu, e_old,
-                    wide ? "; blocks of 256 (d12 off) bitwise" : "");
+            gu_pass(&R, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise", e_cpu, e_old);
         }
     }
     free(w); free(x); free(b); free(r); free(ref); free(got); free(got2); free(old);
@@ -841,12 +829,11 @@ static void test_item_model(const char *what, const char *item, int64_t ctx, con
     mi_model_free(m);
 }
 
-/* An item that changes only how kernels launch: programmatic dependent launch, d6 (8a's kernels)
- * and d10 (the lower phases' small kernels), and d12 (the long-row matmuls in blocks of 32 warps).
- * The same arithmetic, so the logits must be bit-identical to the item off, and to a second run
- * with it on (a kernel that read an earlier kernel's output before its wait would show as a
- * difference here, run to run), with the same kernels a step and the item's launches counted. A
- * context of 8192 so split-KV attention (d4) takes part. */
+/* Programmatic dependent launch, d6 (8a's kernels) and d10 (the lower phases' small kernels):
+ * the same kernels, only their launches overlap, so the logits must be bit-identical to the item
+ * off, and to a second run with it on (a kernel that read an earlier kernel's output before its
+ * wait would show as a difference here, run to run), with the same kernels a step and the
+ * item's launches counted. A context of 8192 so split-KV attention (d4) takes part. */
 static void test_pdl_model(const char *what, const char *item, uint64_t (*launches)(void), const char *shape,
                            const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
@@ -985,7 +972,6 @@ int main(int argc, char **argv) {
         test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
-        test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);
