@@ -1,8 +1,10 @@
 """The one-token matmul ladder as a picture: per model, every kernel on every decode-step
 weight shape as a bar of its share of the HBM read rate (gates/7e/bench_roofline records,
 "bench": "roofline"), with the 80% line phase 8a aims at. Linear axis, 0 .. 100%.
-    .venv/bin/python results/plot_roofline.py FILE.jsonl [OUT_PREFIX]
-writes OUT_PREFIX-<model>.png (default results/roofline)."""
+    .venv/bin/python results/plot_roofline.py FILE.jsonl [FILE.jsonl ...] [--out OUT_PREFIX]
+writes OUT_PREFIX-<model>.png (default results/roofline). With several files the newest record of
+each (shape, kernel) is drawn (a later ladder of some shapes over an earlier full one), and the
+title names every commit drawn."""
 import os
 import sys
 
@@ -12,10 +14,6 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def load(path):
-    return records.load([path], lambda r: r.get("bench") == "roofline")
 
 
 def latest(recs):
@@ -47,7 +45,8 @@ def plot_model(model, rows, out):
     ax.set_xticks(range(0, 101, 20))
     ax.set_xlabel(f'share of the HBM read rate ({rows[0]["peak_gb_s"]:,.0f} GB/s)')
     g = rows[0].get("gpu", "")
-    ax.set_title(f"{model}: one-token matmul, each kernel alone ({g}, commit {rows[0].get('commit', '?')})", fontsize=10)
+    commits = ", ".join(sorted({r.get("commit", "?") for r in rows}))
+    ax.set_title(f"{model}: one-token matmul, each kernel alone ({g}, commit {commits})", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -55,12 +54,19 @@ def plot_model(model, rows, out):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    prefix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roofline")
+    if "--out" in args:
+        i = args.index("--out")
+        if i + 1 >= len(args):
+            sys.exit(__doc__)
+        prefix = args[i + 1]
+        del args[i:i + 2]
+    if not args:
         sys.exit(__doc__)
-    recs = latest(load(sys.argv[1]))
+    recs = latest(records.load(args, lambda r: r.get("bench") == "roofline"))
     if not recs:
-        sys.exit(f"{sys.argv[1]}: no roofline records")
-    prefix = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "roofline")
+        sys.exit(f"{', '.join(args)}: no roofline records")
     for model in sorted({r["model"] for r in recs}):
         slug = model.lower().replace(" ", "-").replace(".", "")
         plot_model(model, [r for r in recs if r["model"] == model], f"{prefix}-{slug}.png")
