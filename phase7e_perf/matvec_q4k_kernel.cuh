@@ -44,14 +44,13 @@ __device__ __forceinline__ void act_put(uint4 *sq, float *sd, uint32_t *sbs, int
     else sbs[s * 8 + (o - 65)] = v;
 }
 
-/* The whole activation row (nsb * 73 words) into shared memory. Loads are batched (NB
- * 16-byte loads per thread before the first store) so K = 18944 costs two L2 round trips,
- * not twenty, overlapping the first weight loads in flight. A row not 16-byte aligned is
- * read as words (2 NB per thread in flight). Every thread of the block calls it. */
-template <int NB>
-__device__ __forceinline__ void stage_act(const uint8_t *__restrict__ A, int nsb, uint4 *sq, float *sd,
-                                          uint32_t *sbs) {
-    const int n = nsb * (AK_BYTES / 4), T = blockDim.x, tid = threadIdx.x;
+/* n words of an activation row into shared memory through put(i, word): loads are batched (NB
+ * 16-byte loads per thread before the first store) so K = 18944 costs two L2 round trips, not
+ * twenty, overlapping the first weight loads in flight. A row not 16-byte aligned is read as words
+ * (2 NB per thread in flight). Every thread of the block calls it. */
+template <int NB, typename Put>
+__device__ __forceinline__ void stage_words(const uint8_t *__restrict__ A, int n, Put put) {
+    const int T = blockDim.x, tid = threadIdx.x;
     const uint32_t *g = (const uint32_t *)A;
     if (!((uintptr_t)A & 15u)) {
         const int n4 = n >> 2;
@@ -65,14 +64,14 @@ __device__ __forceinline__ void stage_act(const uint8_t *__restrict__ A, int nsb
             for (int j = 0; j < NB; j++) {
                 const int c = c0 + j * T;
                 if (c < n4) {
-                    act_put(sq, sd, sbs, 4 * c, v[j].x);
-                    act_put(sq, sd, sbs, 4 * c + 1, v[j].y);
-                    act_put(sq, sd, sbs, 4 * c + 2, v[j].z);
-                    act_put(sq, sd, sbs, 4 * c + 3, v[j].w);
+                    put(4 * c, v[j].x);
+                    put(4 * c + 1, v[j].y);
+                    put(4 * c + 2, v[j].z);
+                    put(4 * c + 3, v[j].w);
                 }
             }
         }
-        if (tid < n - 4 * n4) act_put(sq, sd, sbs, 4 * n4 + tid, __ldg(g + 4 * n4 + tid));
+        if (tid < n - 4 * n4) put(4 * n4 + tid, __ldg(g + 4 * n4 + tid));
         return;
     }
     constexpr int NW = 2 * NB;
@@ -83,8 +82,15 @@ __device__ __forceinline__ void stage_act(const uint8_t *__restrict__ A, int nsb
             if (i0 + j * T < n) v[j] = __ldg(g + i0 + j * T);
 #pragma unroll
         for (int j = 0; j < NW; j++)
-            if (i0 + j * T < n) act_put(sq, sd, sbs, i0 + j * T, v[j]);
+            if (i0 + j * T < n) put(i0 + j * T, v[j]);
     }
+}
+
+/* The whole Q8_K activation row (nsb * 73 words) into stage_act's shared layout (act_put). */
+template <int NB>
+__device__ __forceinline__ void stage_act(const uint8_t *__restrict__ A, int nsb, uint4 *sq, float *sd,
+                                          uint32_t *sbs) {
+    stage_words<NB>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { act_put(sq, sd, sbs, i, v); });
 }
 
 /* d8 * (w.d * isum - w.m * bsum): mi7b_unit_dot's float expression, same operands */
@@ -317,28 +323,37 @@ static inline size_t q4k_smem(int64_t K, bool norm) {
     return (size_t)(K / 256) * AK_BYTES + (norm ? (size_t)K * sizeof(float) + 16 : 0);
 }
 
+/* The grid of a warp-per-row launch over M rows that stays within one resident wave: the rows'
+ * blocks, at most the SMs times the blocks an SM holds at smem bytes (asked once per smem size;
+ * the cache belongs to one kernel instantiation). */
+struct wave_cache {
+    int smem = -1, blocks = 0;
+};
+template <typename Kernel>
+static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, size_t smem, int64_t M) {
+    if (c.smem != (int)smem) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem) != cudaSuccess || b < 1)
+            b = 1;   /* the launch itself reports a configuration that cannot run */
+        (void)cudaGetLastError();
+        c.blocks = b;
+        c.smem = (int)smem;
+    }
+    const int warps = threads / 32;
+    const int64_t nb = (M + warps - 1) / warps, wave = (int64_t)mi7e_sm_count() * c.blocks;
+    return nb < wave ? nb : wave;
+}
+
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
 /* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
 template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
                             float eps = 0.0f, const float *r = NULL, bool pdl = false) {
-    static int occ_smem = -1, occ_blocks = 0;   /* per instantiation: occupancy at the last smem size */
+    static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q4k_smem(K, NORM);
-    if (occ_smem != (int)smem) {
-        int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, Q4K_THREADS, smem) !=
-                cudaSuccess ||
-            b < 1)
-            b = 1;   /* the launch itself reports a configuration that cannot run */
-        (void)cudaGetLastError();
-        occ_blocks = b;
-        occ_smem = (int)smem;
-    }
-    int64_t nb = (M + Q4K_WARPS - 1) / Q4K_WARPS;
-    const int64_t wave = (int64_t)mi7e_sm_count() * occ_blocks;
-    if (nb > wave) nb = wave;
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, Q4K_THREADS, smem, M);
     if constexpr (PDL) {
         MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, dim3((unsigned)nb), dim3(Q4K_THREADS),
                                smem, st, w, w2, M, nsb, a, x, bias, y, nw, eps, r));

@@ -26,6 +26,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
+#include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8a_decode/decode8a.h"
 
@@ -55,38 +56,6 @@ __device__ __forceinline__ void q6s_put(uint32_t *sq, float *sd, uint32_t *sbs, 
     } else {
         sbs[s * 8 + (o - 65)] = v;
     }
-}
-
-/* the whole activation row (nsb * 73 words) into shared memory, every load of a thread's batch
- * issued before its first store; every thread of the block calls it */
-__device__ __forceinline__ void q6s_stage_act(const uint8_t *__restrict__ A, int nsb, uint32_t *sq, float *sd,
-                                              uint32_t *sbs) {
-    constexpr int NB = 4;
-    const int n = nsb * (AK_BYTES / 4), T = blockDim.x, tid = threadIdx.x;
-    const uint32_t *g = (const uint32_t *)A;
-    int done = 0;
-    if (!((uintptr_t)A & 15u)) {
-        const int n4 = n >> 2;
-        const uint4 *g4 = (const uint4 *)A;
-        for (int c0 = tid; c0 < n4; c0 += NB * T) {
-            uint4 v[NB];
-#pragma unroll
-            for (int j = 0; j < NB; j++)
-                if (c0 + j * T < n4) v[j] = __ldg(g4 + c0 + j * T);
-#pragma unroll
-            for (int j = 0; j < NB; j++) {
-                const int c = c0 + j * T;
-                if (c < n4) {
-                    q6s_put(sq, sd, sbs, 4 * c, v[j].x);
-                    q6s_put(sq, sd, sbs, 4 * c + 1, v[j].y);
-                    q6s_put(sq, sd, sbs, 4 * c + 2, v[j].z);
-                    q6s_put(sq, sd, sbs, 4 * c + 3, v[j].w);
-                }
-            }
-        }
-        done = 4 * n4;
-    }
-    for (int i = done + tid; i < n; i += T) q6s_put(sq, sd, sbs, i, __ldg(g + i));
 }
 
 /* one super-block's bytes as a lane loads them: words t + 8j (j < 6) from floor4 of its start,
@@ -194,7 +163,7 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     if constexpr (PDL) pdl_trigger();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
     if constexpr (PDL) pdl_wait();
-    q6s_stage_act(A, nsb, sq, sd, sbs);
+    stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
     __syncthreads();
     float acc = 0.0f;
     while (row < M) {   /* warp-uniform */
@@ -232,22 +201,10 @@ extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_byt
 template <bool RES>
 static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                             int64_t K, int64_t M, const float *r, bool pdl) {
-    static int occ_smem = -1, occ_blocks = 0;   /* per instantiation: occupancy at the last smem size */
+    static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q6s_smem(K);
-    if (occ_smem != (int)smem) {
-        int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel_matvec_q6k<RES, true>, Q6S_THREADS, smem) !=
-                cudaSuccess ||
-            b < 1)
-            b = 1;   /* the launch itself reports a configuration that cannot run */
-        (void)cudaGetLastError();
-        occ_blocks = b;
-        occ_smem = (int)smem;
-    }
-    int64_t nb = (M + Q6S_WARPS - 1) / Q6S_WARPS;
-    const int64_t wave = (int64_t)mi7e_sm_count() * occ_blocks;
-    if (nb > wave) nb = wave;
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true>, Q6S_THREADS, smem, M);
     MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true>, dim3((unsigned)nb), dim3(Q6S_THREADS), smem, st, w, M,
                            nsb, a, bias, y, r));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
