@@ -1,15 +1,16 @@
-/* gate_8a: phase 8a's fused decode kernels and fusion pass on the device.
- *  fused_*   each fused kernel against the same work done unfused on the device (7e's RMS
- *            norm, then 7b's matmul or 7e's Q4_K streaming matmul, then 7b's add): bit for bit;
- *            against the CPU reference (scalar dots of the canonically normalized x): NMSE
- *            <= 1e-6; and against itself on a second run: bit for bit
+/* gate_8a: phase 8a's fusion pass and items through whole models on the device.
+ *  kernel cases (kernels8a.c): each 8a kernel alone against lower phases' kernels, the CPU and
+ *            itself (fused_*, q6k_*, rope_pairs_*, argmax_rows, attn_split_*)
  *  model_*   a whole model, prefill + teacher-forced decode steps, with d1 and d2 on against
  *            both off: the fusion pass fused nodes, each decode step launched fewer kernels,
  *            the logits are bit-identical (every fused kernel computes exactly the unfused
  *            kernels' arithmetic in their order)
+ *  item tests: one item on against off through a model (bit for bit, or within the bound where
+ *            only the order of the sums differs), the passes on the host, graph reuse
  * Every earlier gate runs at PHASE=8a too (make gate-8a). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
+#include "gates/8a/kernels8a.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
@@ -32,277 +33,6 @@ static gu_run R;
 static cudaStream_t S;
 static unsigned long long g_seed = 0x8a8a8a8aULL;
 static char g_minfer[2048];
-static const float EPS = 1e-6f;
-
-static void dev_down(void *h, const void *d, size_t n) { dev_down_on(S, h, d, n); }
-
-/* the CPU's RMS norm of one row: canonical sum of squares, then (x * scale) * w */
-static void host_norm(const float *x, const float *w, float *y, int64_t K) {
-    const float scale = mi_canon_rms_scale(mi_canon_sumsq_host(x, K), K, EPS);
-    for (int64_t i = 0; i < K; i++) y[i] = (x[i] * scale) * w[i];
-}
-
-/* unfused on the device: [rms norm] -> matmul (7b's, or 7e's Q4_K _qx when q4k) -> [+ r] */
-static mi_status unfused(mi_type t, bool q4k, const void *dw, const float *dx, const float *dnw, const float *db,
-                         const float *dr, float *dxn, float *dy0, float *dy, int64_t K, int64_t M, void *ws) {
-    const float *in = dx;
-    if (dnw) {
-        MI_TRY(mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS));
-        in = dxn;
-    }
-    float *mm_out = dr ? dy0 : dy;
-    if (q4k) MI_TRY(mi7e_matvec_q4k_qx(S, t, dw, in, db, mm_out, K, M, ws));
-    else MI_TRY(mi7b_matmul(S, t, dw, in, db, mm_out, K, M, 1, ws));
-    if (dr) MI_TRY(mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1));
-    return MI_OK;
-}
-
-static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, bool bias, bool res) {
-    char name[128];
-    snprintf(name, sizeof name, "fused_%s_%s_K%lld_M%lld%s%s%s", q4k ? "q4k" : "rows", mi_type_name(t), (long long)K,
-             (long long)M, norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "");
-    gu_begin(&R, name);
-    const bool ok = q4k ? mi8a_matvec_q4k_fused_supported(t, K, norm) : mi8a_matvec_fused_supported(t, K, M);
-    if (!ok) { gu_fail(&R, "the kernel refuses a shape it is meant to cover"); return; }
-    size_t wb;
-    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(&g_seed, (size_t)K, 0.5f, 1.5f);
-    float *b = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f), *r = gu_rand_f32(&g_seed, (size_t)M, -1.f, 1.f);
-    float *xn = malloc((size_t)K * 4), *ref = malloc((size_t)M * 4), *got = malloc((size_t)M * 4);
-    float *got2 = malloc((size_t)M * 4), *old = malloc((size_t)M * 4);
-    if (norm) host_norm(x, nw, xn, K);
-    else memcpy(xn, x, (size_t)K * 4);
-    cpu_matmul(t, w, xn, bias ? b : NULL, ref, K, M, 1);
-    if (res)
-        for (int64_t m = 0; m < M; m++) ref[m] = r[m] + ref[m];
-    void *bw, *bx, *bn, *bb, *br;
-    void *dw = dev_up_at(w, wb, 0, &bw);
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
-    float *db = dev_up_at(b, (size_t)M * 4, 0, &bb), *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
-    float *dxn = dev_poison((size_t)K * 4), *dy0 = dev_poison((size_t)M * 4), *dy = dev_poison((size_t)M * 4);
-    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
-    const float *pn = norm ? dnw : NULL, *pb = bias ? db : NULL, *pr = res ? dr : NULL;
-#define RUN_FUSED() (q4k ? mi8a_matvec_q4k_fused(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M) \
-                         : mi8a_matvec_fused(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M))
-    mi_status st = RUN_FUSED();
-    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = RUN_FUSED();
-#undef RUN_FUSED
-    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = unfused(t, q4k, dw, dx, pn, pb, pr, dxn, dy0, dy, K, M, ws);
-    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const double e_cpu = gu_nmse(got, ref, (size_t)M);
-        const size_t d_old = gu_first_diff(got, old, (size_t)M * 4), d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1) {
-            const size_t i = d_old != (size_t)-1 ? d_old / 4 : first_bad(got, ref, (size_t)M, 1e-3, 1.0);
-            if (i != (size_t)-1 && i < (size_t)M)
-                printf("    %s: row %zu fused %.9g unfused %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
-            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
-                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "bit-identical to the unfused kernels and to itself; nmse vs cpu %.3g", e_cpu);
-        }
-    }
-    free(w); free(x); free(nw); free(b); free(r); free(xn); free(ref); free(got); free(got2); free(old);
-    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(bb); cudaFree(br);
-    cudaFree(dxn); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
-}
-
-/* norm-folded FFN head on Q4_K vs 7e's RMS norm + 7e's fused FFN (x quantized in the kernel) */
-static void ffn_case(int64_t K, int64_t F) {
-    char name[96];
-    snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
-    gu_begin(&R, name);
-    const mi_type t = MI_TYPE_Q4_K;
-    size_t wb;
-    uint8_t *wg = gu_make_weights(&g_seed, t, K, F, 1.0f, &wb), *wu = gu_make_weights(&g_seed, t, K, F, 1.0f, NULL);
-    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(&g_seed, (size_t)K, 0.5f, 1.5f);
-    float *xn = malloc((size_t)K * 4), *g = malloc((size_t)F * 4), *u = malloc((size_t)F * 4);
-    float *got = malloc((size_t)F * 4), *got2 = malloc((size_t)F * 4), *old = malloc((size_t)F * 4);
-    host_norm(x, nw, xn, K);
-    cpu_matmul(t, wg, xn, NULL, g, K, F, 1);
-    cpu_matmul(t, wu, xn, NULL, u, K, F, 1);
-    for (int64_t i = 0; i < F; i++) g[i] = mi_canon_swiglu(g[i], u[i]);
-    void *bg, *bu, *bx, *bn;
-    void *dwg = dev_up_at(wg, wb, 0, &bg), *dwu = dev_up_at(wu, wb, 0, &bu);
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
-    float *dxn = dev_poison((size_t)K * 4), *dy = dev_poison((size_t)F * 4);
-    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
-    mi_status st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
-    if (st == MI_OK) { dev_down(got, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
-    if (st == MI_OK) st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
-    if (st == MI_OK) { dev_down(got2, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
-    if (st == MI_OK) st = mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS);
-    if (st == MI_OK) st = mi7e_ffn_q4k_qx(S, t, dwg, dwu, dxn, dy, K, F, ws);
-    if (st == MI_OK) dev_down(old, dy, (size_t)F * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const double e_cpu = gu_nmse(got, g, (size_t)F);
-        const size_t d_old = gu_first_diff(got, old, (size_t)F * 4), d_rep = gu_first_diff(got, got2, (size_t)F * 4);
-        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1)
-            gu_fail(&R, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
-                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        else
-            gu_pass(&R, "bit-identical to 7e's norm + fused FFN and to itself; nmse vs cpu %.3g", e_cpu);
-    }
-    free(wg); free(wu); free(x); free(nw); free(xn); free(g); free(u); free(got); free(got2); free(old);
-    cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
-}
-
-static void test_kernels(void) {
-    const mi_type all[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0,
-                           MI_TYPE_Q4_K, MI_TYPE_Q5_K, MI_TYPE_Q6_K};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        fused_case(all[i], false, 1024, 96, true, true, false);   /* q/k/v with bias */
-        fused_case(all[i], false, 1024, 200, false, false, true);   /* o / down + residual */
-    }
-    fused_case(MI_TYPE_Q4_0, false, 896, 896, true, true, true);     /* 0.5B q */
-    fused_case(MI_TYPE_Q4_0, false, 1536, 8960, true, false, false); /* 1.5B ffn gate */
-    fused_case(MI_TYPE_Q6_K, false, 1536, 256, true, true, false);   /* 1.5B v */
-    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, true, true, false);   /* 7B q's rows */
-    fused_case(MI_TYPE_Q4_K, true, 3584, 512, true, true, false);    /* 7B k */
-    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, false, false, true);  /* 7B o's rows */
-    fused_case(MI_TYPE_Q4_K, true, 18944, 256, false, false, true);  /* 7B down's rows */
-    fused_case(MI_TYPE_Q4_K, true, 512, 300, true, true, true);
-    fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
-    ffn_case(3584, 2048);   /* 7B's rows */
-    ffn_case(1024, 1000);
-}
-
-/* d11's Q6_K kernel against the CPU (nmse), against itself on a second run (bitwise) and against
- * 7e's staged kernel plus 7b's add (the same integer unit sums added in another order: within
- * rounding); bases 4-byte aligned, rows of an odd number of super-blocks 2 mod 4 */
-static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
-    char name[96];
-    snprintf(name, sizeof name, "q6k_K%lld_M%lld%s%s", (long long)K, (long long)M, bias ? "_bias" : "",
-             res ? "_res" : "");
-    gu_begin(&R, name);
-    const mi_type t = MI_TYPE_Q6_K;
-    if (!mi8a_matvec_q6k_supported(t, K)) { gu_fail(&R, "the kernel refuses a shape it is meant to cover"); return; }
-    size_t wb;
-    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&g_seed, (size_t)K, -2.f, 2.f), *b = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
-    float *r = gu_rand_f32(&g_seed, (size_t)M, -1.f, 1.f);
-    float *ref = malloc((size_t)M * 4), *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4);
-    float *old = malloc((size_t)M * 4);
-    cpu_matmul(t, w, x, bias ? b : NULL, ref, K, M, 1);
-    if (res)
-        for (int64_t m = 0; m < M; m++) ref[m] = r[m] + ref[m];
-    void *bw, *bx, *bb, *br;
-    void *dw = dev_up_at(w, wb, 0, &bw);
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *db = dev_up_at(b, (size_t)M * 4, 0, &bb);
-    float *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
-    float *dy0 = dev_poison((size_t)M * 4), *dy = dev_poison((size_t)M * 4);
-    const size_t wsb = mi8a_matvec_q6k_workspace(K) > mi7e_matvec_staged_workspace(t, K, 1)
-                           ? mi8a_matvec_q6k_workspace(K) : mi7e_matvec_staged_workspace(t, K, 1);
-    void *ws = dev_poison(wsb + 64);
-    const float *pb = bias ? db : NULL, *pr = res ? dr : NULL;
-    mi_status st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
-    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
-    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = mi7e_matvec_staged(S, t, dw, dx, pb, res ? dy0 : dy, K, M, 1, ws);
-    if (st == MI_OK && res) st = mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1);
-    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
-        const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1) {
-            const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
-            if (i != (size_t)-1 && i < (size_t)M) printf("    %s: row %zu got %.9g staged %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
-            gu_fail(&R, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s", e_cpu, e_old,
-                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise", e_cpu, e_old);
-        }
-    }
-    free(w); free(x); free(b); free(r); free(ref); free(got); free(got2); free(old);
-    cudaFree(bw); cudaFree(bx); cudaFree(bb); cudaFree(br); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
-}
-
-static void test_q6k(void) {
-    q6k_case(3584, 512, false, false);     /* 7B v (Q6_K layers) */
-    q6k_case(18944, 256, false, true);     /* 7B down's rows + residual */
-    q6k_case(3584, 1000, false, false);    /* 7B output head's rows */
-    q6k_case(1536, 256, true, false);      /* 1.5B v with bias */
-    q6k_case(1280, 77, true, true);        /* odd super-blocks a row: rows 2 mod 4 */
-    q6k_case(256, 33, false, true);
-}
-
-/* d8's RoPE against 7b's kernel (bit for bit) and the CPU's canonical angle (mi_canon_rope_cs,
- * bit for bit), and against itself on a second run: N tokens at positions spread over 0..65535
- * with the edges, every pair of every head. */
-static void rope_case(int64_t hd, int64_t H, int64_t N, int n_rot, int mode, float base) {
-    char name[128];
-    snprintf(name, sizeof name, "rope_pairs_hd%lld_H%lld_N%lld_rot%d_%s_base%g", (long long)hd, (long long)H,
-             (long long)N, n_rot, mode == MI_ROPE_NEOX ? "neox" : "normal", base);
-    gu_begin(&R, name);
-    const size_t n = (size_t)(hd * H * N);
-    float *x = gu_rand_f32(&g_seed, n, -4.f, 4.f), *ref = malloc(n * 4), *got = malloc(n * 4), *got2 = malloc(n * 4),
-          *old = malloc(n * 4);
-    int32_t *pos = malloc((size_t)N * 4);
-    for (int64_t t = 0; t < N; t++)
-        pos[t] = t == 0 ? 0 : t == 1 ? 1 : t == 2 ? 65535 : (int32_t)(gu_rng(&g_seed) % 65536u);
-    const int half = n_rot / 2;
-    for (int64_t t = 0; t < N; t++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *xh = x + (size_t)(t * H + h) * (size_t)hd;
-            float *y = ref + (size_t)(t * H + h) * (size_t)hd;
-            for (int i = 0; i < half; i++) {
-                float c, sn;
-                mi_canon_rope_cs(pos[t], i, n_rot, base, &c, &sn);
-                const int i0 = mode == MI_ROPE_NEOX ? i : 2 * i, i1 = mode == MI_ROPE_NEOX ? i + half : 2 * i + 1;
-                const float a = xh[i0] * c, b = xh[i1] * sn, d = xh[i0] * sn, e = xh[i1] * c;
-                y[i0] = a - b;
-                y[i1] = d + e;
-            }
-            for (int64_t d = n_rot; d < hd; d++) y[d] = xh[d];
-        }
-    void *bx, *bp;
-    float *dx = dev_up_at(x, n * 4, 0, &bx), *dy = dev_poison(n * 4);
-    int32_t *dp = dev_up_at(pos, (size_t)N * 4, 0, &bp);
-    mi_status st = mi8a_rope_pairs(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
-    if (st == MI_OK) { dev_down(got, dy, n * 4); CK(cudaMemset(dy, 0xFF, n * 4)); }
-    if (st == MI_OK) st = mi8a_rope_pairs(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
-    if (st == MI_OK) { dev_down(got2, dy, n * 4); CK(cudaMemset(dy, 0xFF, n * 4)); }
-    if (st == MI_OK) st = mi7b_rope(S, dx, dp, dy, hd, H, N, mode, n_rot, base);
-    if (st == MI_OK) dev_down(old, dy, n * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const size_t d_old = gu_first_diff(got, old, n * 4), d_cpu = gu_first_diff(got, ref, n * 4),
-                     d_rep = gu_first_diff(got, got2, n * 4), d_7b = gu_first_diff(old, ref, n * 4);
-        if (d_old != (size_t)-1 || d_rep != (size_t)-1 || d_cpu != (size_t)-1) {
-            const size_t i = (d_old != (size_t)-1 ? d_old : d_cpu != (size_t)-1 ? d_cpu : d_rep) / 4;
-            printf("    %s: element %zu (token %zu, dim %zu) d8 %.9g 7b %.9g cpu %.9g\n", name, i, i / (size_t)(hd * H),
-                   i % (size_t)hd, got[i], old[i], ref[i]);
-            gu_fail(&R, "vs 7b's kernel %s, vs the CPU's angle %s (7b vs CPU %s), repeat %s",
-                    d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_cpu == (size_t)-1 ? "bitwise" : "DIFFERS",
-                    d_7b == (size_t)-1 ? "bitwise" : "differs", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "%zu elements bit-identical to 7b's kernel, to the CPU's angle and to itself", n);
-        }
-    }
-    free(x); free(ref); free(got); free(got2); free(old); free(pos);
-    cudaFree(bx); cudaFree(bp); cudaFree(dy);
-}
-
-static void test_rope(void) {
-    rope_case(64, 14, 1, 64, MI_ROPE_NEOX, 1000000.0f);     /* the 0.5B's q, one token */
-    rope_case(64, 2, 1, 64, MI_ROPE_NEOX, 1000000.0f);      /* its k */
-    rope_case(128, 28, 1, 128, MI_ROPE_NEOX, 1000000.0f);   /* the 7B's q */
-    rope_case(128, 4, 512, 128, MI_ROPE_NEOX, 1000000.0f);  /* its k over a prompt */
-    rope_case(64, 9, 300, 64, MI_ROPE_NORMAL, 10000.0f);    /* llama order, base 1e4 */
-    rope_case(128, 8, 1024, 128, MI_ROPE_NORMAL, 500000.0f);/* Llama 3's base */
-    rope_case(128, 3, 17, 64, MI_ROPE_NEOX, 10000.0f);      /* partial rotation: dims 64..127 copied */
-    rope_case(80, 5, 33, 32, MI_ROPE_NORMAL, 10000.0f);
-}
 
 /* ---------------- the fusion pass on the CPU (runs without a device) ----------------
  * A hand-built layer: h = rms_norm(x), q = Wq h + b, k = Wk h, o = Wo q, y = (x + o) * k, and
@@ -564,48 +294,6 @@ static void test_model(const char *shape, const char *type, double bound, bool q
 /* ---------------- argmax (d3) ----------------
  * Rows with ties, NaN, infinities and random rows of the vocabulary's size against the rule
  * computed here on the host (graph.h: first largest, NaN never wins, -1 without a finite max). */
-static int32_t host_argmax(const float *x, int64_t V) {
-    int64_t best = -1;
-    float bv = 0.0f;
-    for (int64_t i = 0; i < V; i++)
-        if (x[i] == x[i] && (best < 0 || x[i] > bv)) {
-            bv = x[i];
-            best = i;
-        }
-    return (best >= 0 && isfinite(bv)) ? (int32_t)best : -1;
-}
-
-static void test_argmax(void) {
-    gu_begin(&R, "argmax_rows");
-    const int64_t V = 151936, N = 12;
-    float *x = gu_rand_f32(&g_seed, (size_t)(V * N), -30.f, 30.f);
-    float *r;
-    r = x + 1 * V; r[5] = r[77] = r[150000] = 99.f;                     /* ties: the first */
-    r = x + 2 * V; for (int64_t i = 0; i < V; i++) r[i] = NAN;           /* all NaN: -1 */
-    r = x + 3 * V; r[9] = NAN; r[10] = 1e9f;                             /* NaN never wins */
-    r = x + 4 * V; r[123] = INFINITY;                                    /* an infinite max: -1 */
-    r = x + 5 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY; r[V - 1] = -1.f;   /* the last */
-    r = x + 6 * V; for (int64_t i = 0; i < V; i++) r[i] = 0.0f; r[3] = -0.0f;   /* equal zeros: 0 */
-    r = x + 7 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY;     /* no finite max: -1 */
-    int32_t want[12], got[12];
-    for (int64_t k = 0; k < N; k++) want[k] = host_argmax(x + k * V, V);
-    void *bx;
-    float *dx = dev_up_at(x, (size_t)(V * N) * 4, 0, &bx);
-    int32_t *dout = dev_poison(sizeof got);
-    mi_status st = mi8a_argmax(S, dx, dout, V, N);
-    if (st == MI_OK) dev_down(got, dout, sizeof got);
-    int bad = -1;
-    for (int k = 0; k < N && st == MI_OK && bad < 0; k++)
-        if (got[k] != want[k]) bad = k;
-    if (st != MI_OK) gu_fail(&R, "launch: %s", mi_errmsg());
-    else if (bad >= 0) gu_fail(&R, "row %d: %d, want %d", bad, got[bad], want[bad]);
-    else gu_pass(&R, "%lld rows of %lld (ties, NaN, infinities, random): every index the rule's", (long long)N,
-                 (long long)V);
-    free(x);
-    cudaFree(bx);
-    cudaFree(dout);
-}
-
 /* greedy decode on the device against the sampler's argmax of the logits a logits session gives */
 static void test_greedy_model(const char *shape, const char *type) {
     mi_model *m = begin_model_test("greedy", shape, type);
@@ -644,108 +332,6 @@ static void test_greedy_model(const char *shape, const char *type) {
     if (a) mi_session_free(a);
     if (b) mi_session_free(b);
     mi_model_free(m);
-}
-
-/* ---------------- split-KV attention (d4) ----------------
- * One token against caches of random F16 (or F32) rows at several depths: against a host
- * reference in double (NMSE <= 1e-8), against 7b's kernel (NMSE <= 1e-8), against itself with
- * n_past from a device int (7d's step params): bit for bit, and on a second run: bit for bit. */
-static void host_attn(const float *q, const float *K, const float *V, double *o, int64_t n_kv, int hd, int Hq, int Hkv,
-                      float scale) {
-    const int G = Hq / Hkv;
-    double *sc = malloc(sizeof(double) * (size_t)n_kv);
-    for (int h = 0; h < Hq; h++) {
-        const int kvh = h / G;
-        double mx = -INFINITY, l = 0;
-        for (int64_t t = 0; t < n_kv; t++) {
-            double d = 0;
-            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * K[t * (int64_t)hd * Hkv + kvh * hd + i];
-            sc[t] = d * scale;
-            if (sc[t] > mx) mx = sc[t];
-        }
-        for (int i = 0; i < hd; i++) o[h * hd + i] = 0;
-        for (int64_t t = 0; t < n_kv; t++) {
-            const double p = exp(sc[t] - mx);
-            l += p;
-            for (int i = 0; i < hd; i++) o[h * hd + i] += p * V[t * (int64_t)hd * Hkv + kvh * hd + i];
-        }
-        for (int i = 0; i < hd; i++) o[h * hd + i] /= l;
-    }
-    free(sc);
-}
-
-/* off: the K and V caches start off bytes past an allocation (4: not 16-byte aligned, so the
- * kernel reads V from global memory instead of staging it in shared memory) */
-static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off, int gb) {
-    char name[128];
-    snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s_gb%d", mi_type_name(ct), hd, Hq, Hkv,
-             (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "", gb);
-    gu_begin(&R, name);
-    const size_t row = (size_t)hd * Hkv, cells = row * (size_t)n_ctx, esz = ct == MI_TYPE_F16 ? 2 : 4;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *q = gu_rand_f32(&g_seed, (size_t)hd * Hq, -1.f, 1.f);
-    float *K = gu_rand_f32(&g_seed, cells, -1.f, 1.f), *V = gu_rand_f32(&g_seed, cells, -1.f, 1.f);
-    void *kh = malloc(cells * esz), *vh = malloc(cells * esz);
-    for (size_t i = 0; i < cells; i++) {   /* the cache's values, as the reference sees them */
-        if (ct == MI_TYPE_F16) {
-            ((uint16_t *)kh)[i] = mi_f32_to_f16(K[i]);
-            ((uint16_t *)vh)[i] = mi_f32_to_f16(V[i]);
-            K[i] = mi_f16_to_f32(((uint16_t *)kh)[i]);
-            V[i] = mi_f16_to_f32(((uint16_t *)vh)[i]);
-        } else {
-            ((float *)kh)[i] = K[i];
-            ((float *)vh)[i] = V[i];
-        }
-    }
-    const size_t no = (size_t)hd * Hq;
-    double *ref = malloc(sizeof(double) * no);
-    host_attn(q, K, V, ref, n_past + 1, hd, Hq, Hkv, scale);
-    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4), *refd = malloc(no * 4);
-    for (size_t i = 0; i < no; i++) refd[i] = (float)ref[i];
-    void *bq, *bk, *bv, *bnp;
-    float *dq = dev_up_at(q, no * 4, 0, &bq);
-    void *dk = dev_up_at(kh, cells * esz, off, &bk), *dvv = dev_up_at(vh, cells * esz, off, &bv);
-    const int32_t np32 = (int32_t)n_past;
-    int32_t *dnp = dev_up_at(&np32, 4, 0, &bnp);
-    float *dout = dev_poison(no * 4);
-    void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
-    mi_status st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(a, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(b, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, dnp, 0, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(dv, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi7b_attn(S, dq, dk, dvv, ct, dout, 1, n_past, hd, Hq, Hkv, scale);
-    if (st == MI_OK) dev_down(c7, dout, no * 4);
-    if (st != MI_OK) {
-        gu_fail(&R, "launch: %s", mi_errmsg());
-    } else {
-        const double e_ref = gu_nmse(a, refd, no), e_7b = gu_nmse(a, c7, no);
-        const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4);
-        if (!(e_ref <= 1e-8) || !(e_7b <= 1e-8) || !rep || !devnp) {
-            const size_t i = first_bad(a, refd, no, 1e-4, 1e-3);
-            if (i != (size_t)-1) printf("    %s: first mismatch %zu got %.9g want %.9g (7b %.9g)\n", name, i, a[i], refd[i], c7[i]);
-            gu_fail(&R, "nmse vs reference %.3g, vs 7b %.3g (bound 1e-8); repeat %s; device n_past %s", e_ref, e_7b,
-                    rep ? "bitwise" : "DIFFERS", devnp ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "%d splits; nmse vs reference %.3g, vs 7b %.3g; repeat and device n_past bitwise",
-                    mi8a_attn_split_count(n_ctx, Hkv), e_ref, e_7b);
-        }
-    }
-    free(q); free(K); free(V); free(kh); free(vh); free(ref); free(a); free(b); free(c7); free(dv); free(refd);
-    cudaFree(bq); cudaFree(bk); cudaFree(bv); cudaFree(bnp); cudaFree(dout); cudaFree(ws);
-}
-
-static void test_attn_split(void) {
-    const int64_t past7[] = {0, 1, 127, 128, 1000, 8191, 32767};
-    for (size_t i = 0; i < sizeof past7 / sizeof past7[0]; i++) split_case(MI_TYPE_F16, 128, 28, 4, 32768, past7[i], 0, 0);
-    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 20000, 4, 0);   /* V from global memory */
-    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 9000, 0, 3);    /* head groups 3 + 3 + 1 */
-    split_case(MI_TYPE_F16, 128, 28, 4, 32768, 9000, 0, 7);    /* the whole group a block */
-    split_case(MI_TYPE_F16, 64, 14, 2, 8192, 5000, 0, 0);      /* the 0.5B's heads */
-    split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000, 0, 0);       /* no GQA, F32 cache */
-    split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700, 0, 2);      /* one KV head, the widest head */
-    split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0, 16);    /* G = 16: no room to stage V */
 }
 
 /* An item through a whole model, on against off, in a context of ctx positions: the logits of
@@ -946,16 +532,16 @@ int main(int argc, char **argv) {
     test_shared_x_pass();
     test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
-    test_kernels();
-    test_rope();
-    test_q6k();
+    kernels8a_fused(&R, S, &g_seed);
+    kernels8a_rope(&R, S, &g_seed);
+    kernels8a_q6k(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
     test_model("qwen2.5-0.5b", "q4_0", -1, false);
     test_graph_reuse("qwen2.5-0.5b", "q4_0");
-    test_argmax();
-    test_attn_split();
+    kernels8a_argmax(&R, S, &g_seed);
+    kernels8a_attn_split(&R, S, &g_seed);
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
