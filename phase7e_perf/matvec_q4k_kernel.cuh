@@ -233,18 +233,6 @@ __device__ __forceinline__ float *q4k_norm_row(uint32_t *sbs, int nsb) {
     return (float *)(((uintptr_t)(sbs + (size_t)nsb * 8) + 15) & ~(uintptr_t)15);
 }
 
-/* Where a launch's rows live. One weight (and the FFN's up weight W2), one bias, one output: */
-struct q4k_rows_one {
-    const uint8_t *W, *W2;
-    const float *bias;
-    float *Y;
-    __device__ __forceinline__ const uint8_t *w(int k, int64_t row, size_t wrow) const {
-        return (k ? W2 : W) + (size_t)row * wrow;
-    }
-    __device__ __forceinline__ float add_bias(int64_t row, float s) const { return bias ? s + bias[row] : s; }
-    __device__ __forceinline__ float *y(int64_t row) const { return Y + row; }
-};
-
 /* FUSED = false: y [M] = W @ x (+ bias).  FUSED = true: y [M] = swiglu(Wg @ x, Wu @ x).
  * QX = false: A is x quantized by mi7b_quantize_act; QX = true: X is x in f32 (quantized here).
  * NORM (QX only): x is first RMS-normalized with weight nw and eps, as MI_OP_RMS_NORM would.
@@ -252,14 +240,13 @@ struct q4k_rows_one {
  * PDL: the kernel may be launched as a programmatic dependent (phase7a_skeleton/cuda_pdl.cuh):
  * it lets the next kernel launch at once, issues its first weight loads, and waits for the
  * kernel before it only then, before it reads x, the norm weight's partner or r.
- * Rows: where row m's weights, bias and output are (q4k_rows_one; a higher phase may give the
- * rows of several weights of one x). Warp w of block b takes rows b*8 + w, then +
- * gridDim.x*8, ... (the grid is at most one resident wave, so the activation is staged once per
- * resident block). The body of the kernels below. */
-template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows>
-__device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int nsb, const uint8_t *__restrict__ A,
-                                                const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                                                const float *__restrict__ R) {
+ * Warp w of block b takes rows b*8 + w, then + gridDim.x*8, ... (the grid is at most one
+ * resident wave, so the activation is staged once per resident block). */
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
+__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
+                  const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
+                  float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
     static_assert(QX || !NORM, "the norm is applied while quantizing x in the kernel");
     constexpr int U = FUSED ? 2 : 4;   /* the lane map's U */
     constexpr int NS = FUSED ? 2 : 1;
@@ -281,7 +268,7 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
         _Pragma("unroll") for (int g = 0; g < U; g++) {                               \
             const int s = it * 4 * U + 4 * g + q;                                     \
             _Pragma("unroll") for (int k = 0; k < NS; k++) {                          \
-                if (s < nsb) load_q4k(r[k][g], rows.w(k, row, wrow) + (size_t)s * SB, t); \
+                if (s < nsb) load_q4k(r[k][g], (k ? W2 : W) + (size_t)row * wrow + (size_t)s * SB, t); \
                 else zero_q4k(r[k][g]);                                               \
             }                                                                         \
         }                                                                             \
@@ -318,8 +305,8 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
             const float s0 = warp_sum(acc[0]);
             const float s1 = FUSED ? warp_sum(acc[NS - 1]) : 0.0f;
             if (lane == 0) {
-                const float y = FUSED ? mi_canon_swiglu(s0, s1) : rows.add_bias(row, s0);
-                *rows.y(row) = RES ? R[row] + y : y;
+                const float y = FUSED ? mi_canon_swiglu(s0, s1) : bias ? s0 + bias[row] : s0;
+                Y[row] = RES ? R[row] + y : y;
             }
 #pragma unroll
             for (int k = 0; k < NS; k++) acc[k] = 0.0f;
@@ -329,15 +316,6 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
         if (row < M) Q4K_LOAD();
     }
 #undef Q4K_LOAD
-}
-
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
-__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
-kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
-                  const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
-                  float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
-    const q4k_rows_one rows = {W, W2, bias, Y};
-    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL>(rows, M, nsb, A, X, nw, eps, R);
 }
 
 /* shared memory of a launch: the Q8_K row, and x for the norm's sum (NORM) */
