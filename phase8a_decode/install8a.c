@@ -108,6 +108,60 @@ static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows 
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
                                             sup_add_q6k, run_add_q6k, ws_q6k, 0};
 
+/* MATMUL marked by the pass as a run of one launch (d13): the Q4_K nodes of a run of one x
+ * (MI_MM_RUN_DEFER) launch nothing and leave their weight, bias and output in a thread-local
+ * record; the run's last (MI_MM_RUN_LAST) launches every row of the run at once. The nodes of a
+ * split run back to back on one thread, so the record is complete when the last runs; the last
+ * checks it (same context and x, its predecessors' node ids) and fails the step rather than leave
+ * an output unwritten. Outputs are allocated before any later node's and stay live past the
+ * run, so writing them at the last node is safe; a captured graph replays the one launch. */
+static _Thread_local struct {
+    const mi_cuda_ctx *c;
+    const void *x;
+    mi_type wt;
+    int64_t K;
+    int n, last_id;
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+} g_run;
+
+static bool run_node_ok(const mi_tensor *n, int role) {
+    return mi_matmul_shared_x(n) == role && q4k_rule(n, false) && n->src[1] && mi_nrows(n->src[1]) == 1 &&
+           aligned16(n->src[1]) && mi7b_matmul_node_supported(n);
+}
+static bool sup_run_defer(const mi_tensor *n) { return run_node_ok(n, MI_MM_RUN_DEFER); }
+static bool sup_run_last(const mi_tensor *n) { return run_node_ok(n, MI_MM_RUN_LAST); }
+static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && g_run.wt == w->type && g_run.K == w->ne[0] &&
+           g_run.last_id == n->id - 1;
+}
+static mi_status run_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    if (!run_follows(c, n) || g_run.n >= MI8A_RUN_MAX - 1) g_run.n = 0;   /* a run starts here */
+    g_run.c = c, g_run.x = n->src[1]->data, g_run.wt = w->type, g_run.K = w->ne[0], g_run.last_id = n->id;
+    g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
+    return MI_OK;
+}
+static mi_status run_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    if (!run_follows(c, n))
+        return mi_err(MI_ERR_INTERNAL, "d13: the run ending at node %s (#%d) found no record of the nodes before it",
+                      n->name, n->id);
+    g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
+    const int k = g_run.n;
+    g_run.n = 0;
+    return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, w->ne[0]);
+}
+static const mi_cuda_kernel k_run_defer = {"matmul, one token, Q4_K: its rows computed by its run's last node",
+                                           "e12,e14,d13", sup_run_defer, run_run_defer, NULL, 0};
+static const mi_cuda_kernel k_run_last = {"matmul, one token, Q4_K streaming rows of every matmul of its run in one "
+                                          "launch", "e12,e14,d13", sup_run_last, run_run_last, NULL, 0};
+const struct mi_cuda_kernel *mi8a_run_kernel(int role) {
+    return role == MI_MM_RUN_DEFER ? &k_run_defer : role == MI_MM_RUN_LAST ? &k_run_last
+                                                  : role == 0              ? &k_mm_q4k
+                                                                           : NULL;
+}
+
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
  * first quantizes x into the workspace and leaves it there, each later one runs only 7b's
  * matmul kernel on that copy. The nodes of a run execute back to back on one stream and the
@@ -171,6 +225,15 @@ bool mi8a_pdl_on(void) {
     return true;
 }
 uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
+
+/* d12: read at each launch like d6 */
+static _Atomic uint64_t g_wide_launches;
+bool mi8a_wide_on(int64_t K) {
+    if (K < MI8A_WIDE_K || !mi_cuda_item_on("d12")) return false;
+    g_wide_launches++;
+    return true;
+}
+uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -276,6 +339,12 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
+    mi_cuda_item_declare("d12", "one-token Q4_K and Q6_K matmuls of rows of 8,192 elements or more (the down "
+                                "projections) as one block of 32 warps an SM: the activation row staged once an SM");
+    mi_cuda_item_declare("d13", "a run of one-token Q4_K matmuls of one x (the 7B's q, k and, where Q4_K, v) in one "
+                                "launch: x quantized once a block, one launch and prologue instead of two or three");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_defer);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_last);
     mi_cuda_item_declare("d11", "one-token Q6_K matmuls (and their residual add) on streaming rows: an octet of lanes a "
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);

@@ -27,6 +27,10 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
     const bool pdl = mi8a_pdl_on();
+    if (!nw && mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
+        if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
+        return launch_q4k<false, true, false, false, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
+    }
     if (nw && r) return launch_q4k<false, true, true, true, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, r, pdl);
     if (nw) return launch_q4k<false, true, true, false, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, NULL, pdl);
     if (r) return launch_q4k<false, true, false, true, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
@@ -43,4 +47,83 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
     return launch_q4k<true, true, true, false, true>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, NULL,
                                                      x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
+}
+
+/* ---- d13: a run of one-token Q4_K matmuls of one x in one launch ----
+ * The rows of up to MI8A_RUN_MAX weights, one after another: row m of the launch is row m - start
+ * of the weight whose range holds it. Each row is computed exactly as a launch of its own weight
+ * computes it (the lane map and order depend on K only), so the outputs equal separate launches
+ * bit for bit; x is quantized once a block for all of them. The segment of a row is picked by
+ * compares against the run's ends and selects with constant indices (the parameter struct is
+ * never indexed at run time). */
+struct q4k_rows_run {
+    const uint8_t *W[MI8A_RUN_MAX];
+    const float *bias[MI8A_RUN_MAX];
+    float *Y[MI8A_RUN_MAX];
+    int64_t end[MI8A_RUN_MAX];   /* cumulative rows; unused slots hold INT64_MAX */
+    __device__ __forceinline__ int seg(int64_t row, int64_t *local) const {
+        int64_t start = 0;
+        int i = 0;
+#pragma unroll
+        for (int k = 0; k + 1 < MI8A_RUN_MAX; k++)
+            if (row >= end[k]) i = k + 1, start = end[k];
+        *local = row - start;
+        return i;
+    }
+    template <class T>
+    __device__ __forceinline__ static T pick(const T (&a)[MI8A_RUN_MAX], int i) {
+        T v = a[0];
+#pragma unroll
+        for (int k = 1; k < MI8A_RUN_MAX; k++)
+            if (i == k) v = a[k];
+        return v;
+    }
+    __device__ __forceinline__ const uint8_t *w(int k, int64_t row, size_t wrow) const {
+        int64_t m;
+        const int i = seg(row, &m);
+        return pick(W, i) + (size_t)m * wrow;
+    }
+    __device__ __forceinline__ float add_bias(int64_t row, float s) const {
+        int64_t m;
+        const float *b = pick(bias, seg(row, &m));
+        return b ? s + b[m] : s;
+    }
+    __device__ __forceinline__ float *y(int64_t row) const {
+        int64_t m;
+        float *p = pick(Y, seg(row, &m));
+        return p + m;
+    }
+};
+
+__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+kernel_matvec_q4k_run(const q4k_rows_run rows, int64_t M, int nsb, const float *__restrict__ X) {
+    matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
+}
+
+extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                         int64_t K) {
+    if (!mi8a_matvec_q4k_fused_supported(wt, K, false) || n < 1 || n > MI8A_RUN_MAX)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
+                      (long long)K, n);
+    if (!x || !seg || !aligned16(x)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: x null or not 16-byte aligned");
+    q4k_rows_run rows;
+    int64_t M = 0;
+    for (int i = 0; i < MI8A_RUN_MAX; i++) {
+        if (i < n) {
+            if (!seg[i].w || !seg[i].y || seg[i].M <= 0 || !aligned16(seg[i].w))
+                return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: weight %d: null, unaligned or no rows", i);
+            M += seg[i].M;
+        }
+        rows.W[i] = (const uint8_t *)seg[i < n ? i : 0].w;
+        rows.bias[i] = i < n ? seg[i].bias : NULL;
+        rows.Y[i] = seg[i < n ? i : 0].y;
+        rows.end[i] = i < n ? M : INT64_MAX;
+    }
+    static wave_cache occ;
+    const size_t smem = q4k_smem(K, false);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
+                           (cudaStream_t)stream, rows, M, (int)(K / 256), x));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
+    return MI_OK;
 }
