@@ -14,7 +14,7 @@
  *   d11 one-token Q6_K matmuls, with or without the residual add, on streaming rows
  *       (MI_OP_MATMUL, MI_OP_MATMUL_ADD)
  *   d12 the long-row one-token Q4_K and Q6_K matmuls in one block of 32 warps an SM
- *   d13 a run of one-token Q4_K matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
+ *   d13 a run of one-token matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -63,6 +63,10 @@ typedef struct {
     int64_t M;
 } mi8a_run_seg;
 mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+/* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
+ * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
+ * each output equals mi7b_matmul_quantized's bit for bit. */
+mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const void *xq, int64_t K);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
@@ -98,9 +102,11 @@ uint64_t mi8a_pdl_small_launches(void);
  * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */
 struct mi_cuda_kernel;
 const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
-/* d13's MATMUL candidates for MI_MM_RUN_DEFER / MI_MM_RUN_LAST, and for role 0 the plain
- * one-token Q4_K matmul a run is made of (else NULL) */
-const struct mi_cuda_kernel *mi8a_run_kernel(int role);
+/* d13: whether a node that the dispatch gives kernel k alone can be part of a run (8a's Q4_K
+ * streaming matmul, 7b's warp-per-row matmul); the candidate a node of role MI_MM_RUN_DEFER /
+ * MI_MM_RUN_LAST of such a run gets (else NULL) */
+bool mi8a_run_plain(const struct mi_cuda_kernel *k);
+const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
 
 /* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
  * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and

@@ -7,6 +7,7 @@
 #include "phase7e_perf/matvec_q4k.h"
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/run_rows.cuh"
 
 extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm) {
     return mi7e_matvec_q4k_supported(wt, K, 1) && q4k_smem(K, norm) <= Q4K_SMEM_MAX;
@@ -49,54 +50,12 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
                                                      x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
 }
 
-/* ---- d13: a run of one-token Q4_K matmuls of one x in one launch ----
- * The rows of up to MI8A_RUN_MAX weights, one after another: row m of the launch is row m - start
- * of the weight whose range holds it. Each row is computed exactly as a launch of its own weight
- * computes it (the lane map and order depend on K only), so the outputs equal separate launches
- * bit for bit; x is quantized once a block for all of them. The segment of a row is picked by
- * compares against the run's ends and selects with constant indices (the parameter struct is
- * never indexed at run time). */
-struct q4k_rows_run {
-    const uint8_t *W[MI8A_RUN_MAX];
-    const float *bias[MI8A_RUN_MAX];
-    float *Y[MI8A_RUN_MAX];
-    int64_t end[MI8A_RUN_MAX];   /* cumulative rows; unused slots hold INT64_MAX */
-    __device__ __forceinline__ int seg(int64_t row, int64_t *local) const {
-        int64_t start = 0;
-        int i = 0;
-#pragma unroll
-        for (int k = 0; k + 1 < MI8A_RUN_MAX; k++)
-            if (row >= end[k]) i = k + 1, start = end[k];
-        *local = row - start;
-        return i;
-    }
-    template <class T>
-    __device__ __forceinline__ static T pick(const T (&a)[MI8A_RUN_MAX], int i) {
-        T v = a[0];
-#pragma unroll
-        for (int k = 1; k < MI8A_RUN_MAX; k++)
-            if (i == k) v = a[k];
-        return v;
-    }
-    __device__ __forceinline__ const uint8_t *w(int k, int64_t row, size_t wrow) const {
-        int64_t m;
-        const int i = seg(row, &m);
-        return pick(W, i) + (size_t)m * wrow;
-    }
-    __device__ __forceinline__ float add_bias(int64_t row, float s) const {
-        int64_t m;
-        const float *b = pick(bias, seg(row, &m));
-        return b ? s + b[m] : s;
-    }
-    __device__ __forceinline__ float *y(int64_t row) const {
-        int64_t m;
-        float *p = pick(Y, seg(row, &m));
-        return p + m;
-    }
-};
-
+/* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----
+ * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
+ * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
+ * block for all of them. */
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
-kernel_matvec_q4k_run(const q4k_rows_run rows, int64_t M, int nsb, const float *__restrict__ X) {
+kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
     matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
 
@@ -106,19 +65,11 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
                       (long long)K, n);
     if (!x || !seg || !aligned16(x)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: x null or not 16-byte aligned");
-    q4k_rows_run rows;
+    run_rows rows;
     int64_t M = 0;
-    for (int i = 0; i < MI8A_RUN_MAX; i++) {
-        if (i < n) {
-            if (!seg[i].w || !seg[i].y || seg[i].M <= 0 || !aligned16(seg[i].w))
-                return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: weight %d: null, unaligned or no rows", i);
-            M += seg[i].M;
-        }
-        rows.W[i] = (const uint8_t *)seg[i < n ? i : 0].w;
-        rows.bias[i] = i < n ? seg[i].bias : NULL;
-        rows.Y[i] = seg[i < n ? i : 0].y;
-        rows.end[i] = i < n ? M : INT64_MAX;
-    }
+    bool ok = run_rows_make(&rows, seg, n, 0, &M);
+    for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
+    if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
     static wave_cache occ;
     const size_t smem = q4k_smem(K, false);
     const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);

@@ -168,14 +168,20 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     ffn_case(1024, 1000);
 }
 
-/* d13: the rows of n Q4_K weights of one x in one launch against a launch of each weight
- * (mi8a_matvec_q4k_fused, the kernel the run replaces): bit for bit; against the CPU: NMSE
- * <= 1e-6; against itself on a second run: bit for bit */
-static void run_case(int64_t K, int n, const int64_t *Ms, bool bias) {
+/* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel
+ * the run replaces: 8a's Q4_K streaming kernel, or 7b's warp-per-row matmul when rows): bit for
+ * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
+static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, int64_t K, void *ws) {
+    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, K);
+    MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
+    return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
+}
+static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, bool bias) {
     char name[96];
-    snprintf(name, sizeof name, "run_q4k_K%lld_n%d_M%lld%s", (long long)K, n, (long long)Ms[0], bias ? "_bias" : "");
+    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
+             (long long)Ms[0], bias ? "_bias" : "");
     gu_begin(g_r, name);
-    const mi_type t = MI_TYPE_Q4_K;
+    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
     float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f);
     void *bx;
     float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx);
@@ -197,18 +203,19 @@ static void run_case(int64_t K, int n, const int64_t *Ms, bool bias) {
         dy[i] = dev_poison((size_t)M * 4);
         seg[i] = (mi8a_run_seg){dw, bias ? db : NULL, dy[i], M};
     }
-    mi_status st = mi8a_matvec_q4k_run(S, t, seg, n, dx, K);
+    mi_status st = run_launch(t, rows, seg, n, dx, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
     }
-    if (st == MI_OK) st = mi8a_matvec_q4k_run(S, t, seg, n, dx, K);
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got2[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
     }
     for (int i = 0; i < n && st == MI_OK; i++) {
-        st = mi8a_matvec_q4k_fused(S, t, seg[i].w, dx, NULL, 0.0f, seg[i].bias, NULL, dy[i], K, Ms[i]);
+        st = rows ? mi7b_matmul(S, t, seg[i].w, dx, seg[i].bias, dy[i], K, Ms[i], 1, ws)
+                  : mi8a_matvec_q4k_fused(S, t, seg[i].w, dx, NULL, 0.0f, seg[i].bias, NULL, dy[i], K, Ms[i]);
         if (st == MI_OK) dev_down(one[i], dy[i], (size_t)Ms[i] * 4);
     }
     double worst = 0;
@@ -231,15 +238,20 @@ static void run_case(int64_t K, int n, const int64_t *Ms, bool bias) {
     }
     free(x);
     cudaFree(bx);
+    cudaFree(ws);
 }
 
 void kernels8a_run(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     const int64_t qkv[3] = {3584, 512, 512}, qk[2] = {3584, 512}, odd[4] = {77, 300, 8, 1024};
-    run_case(3584, 3, qkv, true);    /* the 7B's q, k, v (Q4_K layers) */
-    run_case(3584, 2, qk, true);     /* q, k (the layers whose v is Q6_K) */
-    run_case(1024, 4, odd, false);   /* uneven segments, rows not a multiple of a block's 8 */
-    run_case(18944, 3, qkv, false);  /* four iterations a row */
+    const int64_t qkv05[3] = {896, 128, 128};
+    run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true);    /* the 7B's q, k, v (Q4_K layers) */
+    run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true);     /* q, k (the layers whose v is Q6_K) */
+    run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false);   /* uneven segments, rows not a multiple of a block's 8 */
+    run_case(MI_TYPE_Q4_K, false, 18944, 3, qkv, false);  /* four iterations a row */
+    run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true);    /* the 0.5B's q, k, v on 7b's kernel */
+    run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false);
+    run_case(MI_TYPE_Q6_K, true, 1536, 2, qk, true);      /* a K-quant on 7b's kernel */
 }
 
 /* d11's Q6_K kernel against the CPU (nmse), against itself on a second run (bitwise) and against
