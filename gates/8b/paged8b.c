@@ -1,0 +1,512 @@
+/* gate_8b's op-level cases of a step of many sequences (docs/PHASE8B.md): the host's table checks,
+ * the CPU reference of one paged step, and on the device KV_SCATTER + ATTN_PAGED as a graph
+ * against the CPU and a double reference, then bad tables and calls. The whole-model tests and
+ * main are gate_8b.c. */
+#include "gates/8b/paged8b.h"
+#include "gates/7e/dev7e.h"
+#include "phase8b_batch/batch8b.h"
+#include "phase7e_perf/perf7e.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
+#include "common/backend/sched.h"
+#include "common/graph/graph.h"
+#include "common/core/mi_fp16.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gu_run *g_r;
+static cudaStream_t S;
+static unsigned long long *g_seed;
+static mi_backend *g_cpu, *g_cuda;
+#define BLOCK 16
+
+static void bind(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_backend *cpu, mi_backend *cuda) {
+    g_r = run;
+    S = stream;
+    g_seed = seed;
+    g_cpu = cpu;
+    g_cuda = cuda;
+}
+static void test_paged(void);
+static void test_bad(void);
+
+/* ---------------- a step's layout: sequences over a pool of blocks in shuffled order ---------------- */
+typedef struct {
+    int rows, n_past;
+} seq_spec;
+
+typedef struct {
+    int n_seqs;
+    int64_t T, n_rows, seqs_len, max_kv, max_rows;
+    int32_t *slots, *seqs;   /* [T], [seqs_len] */
+} layout;
+
+static void layout_make(layout *L, const seq_spec *sp, int n) {
+    memset(L, 0, sizeof *L);
+    int64_t nblk = 0, T = 0;
+    for (int i = 0; i < n; i++) {
+        nblk += (sp[i].n_past + sp[i].rows + BLOCK - 1) / BLOCK;
+        T += sp[i].rows;
+    }
+    const int64_t pool = nblk + 3;   /* a few blocks nobody holds */
+    int32_t *perm = malloc((size_t)pool * sizeof *perm);
+    for (int64_t i = 0; i < pool; i++) perm[i] = (int32_t)i;
+    for (int64_t i = pool - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(gu_rng(g_seed) % (unsigned long long)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    L->n_seqs = n;
+    L->T = T;
+    L->n_rows = pool * BLOCK;
+    L->seqs_len = (int64_t)n * MI_PAGED_FIELDS + nblk;
+    L->slots = malloc((size_t)T * sizeof *L->slots);
+    L->seqs = malloc((size_t)L->seqs_len * sizeof *L->seqs);
+    int64_t r = 0, off = (int64_t)n * MI_PAGED_FIELDS, used = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t n_kv = sp[i].n_past + sp[i].rows, nb = (n_kv + BLOCK - 1) / BLOCK;
+        int32_t *f = L->seqs + (size_t)i * MI_PAGED_FIELDS, *table = L->seqs + off;
+        f[MI_PAGED_FIRST] = (int32_t)r;
+        f[MI_PAGED_ROWS] = sp[i].rows;
+        f[MI_PAGED_NPAST] = sp[i].n_past;
+        f[MI_PAGED_TABLE] = (int32_t)off;
+        for (int64_t b = 0; b < nb; b++) table[b] = perm[used++];
+        for (int j = 0; j < sp[i].rows; j++, r++) {
+            const int64_t p = sp[i].n_past + j;
+            L->slots[r] = (int32_t)(table[p / BLOCK] * BLOCK + p % BLOCK);
+        }
+        off += nb;
+        if (n_kv > L->max_kv) L->max_kv = n_kv;
+        if (sp[i].rows > L->max_rows) L->max_rows = sp[i].rows;
+    }
+    free(perm);
+}
+
+static void layout_free(layout *L) {
+    free(L->slots);
+    free(L->seqs);
+}
+
+/* ---------------- one step as a graph on one backend ----------------
+ * caches K0/V0 (the pool before the step, host bytes of the cache type), new rows k/v F32
+ * [hd*Hkv, T], q F32 [hd*Hq, T] -> out F32 [hd*Hq, T] and the caches after (kc, vc); runs the
+ * graph `runs` times (the step's scatter writes the same rows again), out2 from the last run. */
+typedef struct {
+    const layout *L;
+    mi_type ct;
+    int hd, Hq, Hkv;
+    const float *q, *k, *v;
+    const void *k0, *v0;
+} step_in;
+
+static mi_status run_step(mi_backend *be, const step_in *in, const int32_t *slots, const int32_t *seqs, float *out,
+                          float *out2, void *kc, void *vc, int *on_backend) {
+    const layout *L = in->L;
+    const size_t esz = in->ct == MI_TYPE_F16 ? 2 : 4, row_kv = (size_t)in->hd * in->Hkv;
+    const size_t cbytes = row_kv * (size_t)L->n_rows * esz;
+    mi_sched *sc = NULL;
+    mi_buffer *bk = NULL, *bv = NULL;
+    mi_graph *g = NULL;
+    mi_status st = sched_new(&be, 1, &sc);
+    if (st == MI_OK) st = be->iface->buffer_alloc(be, cbytes, &bk);
+    if (st == MI_OK) st = be->iface->buffer_alloc(be, cbytes, &bv);
+    if (st == MI_OK) st = be->iface->write(be, bk->base, in->k0, cbytes);
+    if (st == MI_OK) st = be->iface->write(be, bv->base, in->v0, cbytes);
+    if (st == MI_OK) st = be->iface->synchronize(be);
+    mi_tensor kcache, vcache;
+    const int64_t ne_c[2] = {(int64_t)row_kv, L->n_rows};
+    tensor_init(&kcache, "pool_k", in->ct, 2, ne_c);
+    tensor_init(&vcache, "pool_v", in->ct, 2, ne_c);
+    kcache.flags = vcache.flags = MI_T_PERSIST;
+    kcache.backend = vcache.backend = be->index;
+    if (st == MI_OK) {
+        kcache.data = bk->base;
+        vcache.data = bv->base;
+        g = graph_new(64);
+        if (!g) st = mi_err(MI_ERR_NOMEM, "graph");
+    }
+    mi_tensor *att = NULL;
+    if (st == MI_OK) {
+        mi_tensor *q = graph_input(g, "q", MI_TYPE_F32, (int64_t)in->hd * in->Hq, L->T, in->q);
+        mi_tensor *k = graph_input(g, "k", MI_TYPE_F32, (int64_t)row_kv, L->T, in->k);
+        mi_tensor *v = graph_input(g, "v", MI_TYPE_F32, (int64_t)row_kv, L->T, in->v);
+        mi_tensor *sl = graph_input(g, "inp_slots", MI_TYPE_I32, L->T, 1, slots);
+        mi_tensor *sq = graph_input(g, "inp_seqs", MI_TYPE_I32, L->seqs_len, 1, seqs);
+        mi_tensor *ks = q && k && v && sl && sq ? graph_kv_scatter(g, k, &kcache, sl) : NULL;
+        mi_tensor *vs = ks ? graph_kv_scatter(g, v, &vcache, sl) : NULL;
+        att = vs ? graph_attn_paged(g, q, ks, vs, sq, L->n_seqs, BLOCK, L->max_kv, L->max_rows, in->hd, in->Hq, in->Hkv,
+                                    1.0f / sqrtf((float)in->hd))
+                 : NULL;
+        if (!att) st = mi_err(MI_ERR_INTERNAL, "building the step: %s", mi_errmsg());
+    }
+    if (st == MI_OK) {
+        mi_tensor_set_name(att, "attn_paged");
+        att->flags |= MI_T_OUTPUT;
+        g->output = att;
+        st = sched_compute(sc, g);
+    }
+    const size_t ob = mi_nbytes(att ? att : &kcache);
+    if (st == MI_OK) st = sched_read(sc, att, out, 0, ob);
+    if (st == MI_OK && on_backend) *on_backend = att->backend == be->index && att->src[1]->backend == be->index;
+    if (st == MI_OK && out2) st = sched_compute(sc, g);   /* the same step again */
+    if (st == MI_OK && out2) st = sched_read(sc, att, out2, 0, ob);
+    if (st == MI_OK && kc) st = be->iface->read(be, kc, bk->base, cbytes);
+    if (st == MI_OK && vc) st = be->iface->read(be, vc, bv->base, cbytes);
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (bk) be->iface->buffer_free(be, bk);
+    if (bv) be->iface->buffer_free(be, bv);
+    return st;
+}
+
+/* attention of the step in double from the cache after the scatter (host bytes of type ct) */
+static void ref_attn(const step_in *in, const void *kc, const void *vc, double *o) {
+    const layout *L = in->L;
+    const int hd = in->hd, Hq = in->Hq, Hkv = in->Hkv, G = Hq / Hkv;
+    const size_t row_kv = (size_t)hd * Hkv;
+    const double scale = 1.0f / sqrtf((float)hd);
+    double *sc = malloc(sizeof(double) * (size_t)(L->max_kv + 1));
+#define CV(base, i) (in->ct == MI_TYPE_F16 ? (double)mi_f16_to_f32(((const uint16_t *)(base))[i]) : (double)((const float *)(base))[i])
+    for (int s = 0; s < L->n_seqs; s++) {
+        const int32_t *f = L->seqs + (size_t)s * MI_PAGED_FIELDS, *table = L->seqs + f[MI_PAGED_TABLE];
+        for (int j = 0; j < f[MI_PAGED_ROWS]; j++) {
+            const int64_t r = f[MI_PAGED_FIRST] + j, n_kv = f[MI_PAGED_NPAST] + j + 1;
+            for (int h = 0; h < Hq; h++) {
+                const int kvh = h / G;
+                const float *qr = in->q + (size_t)r * hd * Hq + (size_t)h * hd;
+                double mx = -INFINITY, l = 0;
+                for (int64_t p = 0; p < n_kv; p++) {
+                    const size_t base = (size_t)(table[p / BLOCK] * BLOCK + p % BLOCK) * row_kv + (size_t)kvh * hd;
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += (double)qr[i] * CV(kc, base + i);
+                    sc[p] = d * scale;
+                    if (sc[p] > mx) mx = sc[p];
+                }
+                double *orow = o + (size_t)r * hd * Hq + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) orow[i] = 0;
+                for (int64_t p = 0; p < n_kv; p++) {
+                    const double w = exp(sc[p] - mx);
+                    const size_t base = (size_t)(table[p / BLOCK] * BLOCK + p % BLOCK) * row_kv + (size_t)kvh * hd;
+                    l += w;
+                    for (int i = 0; i < hd; i++) orow[i] += w * CV(vc, base + i);
+                }
+                for (int i = 0; i < hd; i++) orow[i] /= l;
+            }
+        }
+    }
+#undef CV
+    free(sc);
+}
+
+
+/* host bytes of n cache values of type ct from uniform floats in [-1, 1) */
+static void *cache_bytes(mi_type ct, size_t n) {
+    float *f = gu_rand_f32(g_seed, n, -1.f, 1.f);
+    if (ct == MI_TYPE_F32) return f;
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) h[i] = mi_f32_to_f16(f[i]);
+    free(f);
+    return h;
+}
+
+static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct, int hd, int Hq, int Hkv) {
+    char name[160];
+    snprintf(name, sizeof name, "paged_%s_%s_hd%d_Hq%d_Hkv%d", label, mi_type_name(ct), hd, Hq, Hkv);
+    if (!gu_selected(name)) return;
+    gu_begin(g_r, name);
+    layout L;
+    layout_make(&L, sp, n);
+    const size_t row_kv = (size_t)hd * Hkv, nq = (size_t)hd * Hq * (size_t)L.T, esz = ct == MI_TYPE_F16 ? 2 : 4;
+    const size_t cells = row_kv * (size_t)L.n_rows, cb = cells * esz;
+    step_in in = {.L = &L, .ct = ct, .hd = hd, .Hq = Hq, .Hkv = Hkv};
+    float *q = gu_rand_f32(g_seed, nq, -1.f, 1.f);
+    float *k = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f), *v = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f);
+    void *k0 = cache_bytes(ct, cells), *v0 = cache_bytes(ct, cells);
+    in.q = q; in.k = k; in.v = v; in.k0 = k0; in.v0 = v0;
+    float *oc = malloc(nq * 4), *og = malloc(nq * 4), *og2 = malloc(nq * 4), *refd = malloc(nq * 4);
+    double *ref = malloc(nq * sizeof(double));
+    void *kcc = malloc(cb), *vcc = malloc(cb), *kcg = malloc(cb), *vcg = malloc(cb);
+    int on_dev = 0;
+    mi_status st = run_step(g_cpu, &in, L.slots, L.seqs, oc, NULL, kcc, vcc, NULL);
+    if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og, og2, kcg, vcg, &on_dev);
+    if (st != MI_OK) {
+        gu_fail(g_r, "%s", mi_errmsg());
+    } else {
+        ref_attn(&in, kcc, vcc, ref);
+        for (size_t i = 0; i < nq; i++) refd[i] = (float)ref[i];
+        const size_t dk = gu_first_diff(kcg, kcc, cb), dv = gu_first_diff(vcg, vcc, cb);
+        const double e_cpu = gu_nmse(og, oc, nq), e_ref = gu_nmse(og, refd, nq), e_cref = gu_nmse(oc, refd, nq);
+        const bool rep = !memcmp(og, og2, nq * 4);
+        double worst = 0;
+        for (size_t i = 0; i < nq; i++) worst = fmax(worst, fabs((double)og[i] - oc[i]));
+        const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, Hkv);
+        if (!on_dev || dk != (size_t)-1 || dv != (size_t)-1 || !(e_cpu <= 1e-6) || !(e_ref <= 1e-6) || !rep) {
+            if (dk != (size_t)-1 || dv != (size_t)-1) {
+                const size_t at = (dk != (size_t)-1 ? dk : dv) / esz;
+                printf("    %s: cache %c differs first at row %zu element %zu\n", name, dk != (size_t)-1 ? 'K' : 'V',
+                       at / row_kv, at % row_kv);
+            }
+            int shown = 0;
+            for (size_t i = 0; i < nq && shown < 3; i++)
+                if (!(fabs((double)og[i] - oc[i]) <= 1e-3 * (fabs((double)oc[i]) + 1e-2))) {
+                    printf("    %s: row %zu head %zu dim %zu: cuda %.9g cpu %.9g double %.9g\n", name,
+                           i / ((size_t)hd * Hq), (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd, og[i], oc[i],
+                           ref[i]);
+                    shown++;
+                }
+            gu_fail(g_r, "ran on the device %s; caches %s/%s; attention nmse vs cpu %.3g, vs double %.3g (bound 1e-6; "
+                        "cpu vs double %.3g), max |diff| %.3g; repeat %s", on_dev ? "yes" : "NO",
+                    dk == (size_t)-1 ? "bitwise" : "DIFFER", dv == (size_t)-1 ? "bitwise" : "DIFFER", e_cpu, e_ref,
+                    e_cref, worst, rep ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(g_r, "%d sequences, %lld rows, n_kv <= %lld, %d split%s: caches bitwise; attention nmse vs cpu %.3g, "
+                        "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise", n, (long long)L.T,
+                    (long long)L.max_kv, splits, splits == 1 ? "" : "s", e_cpu, e_ref, e_cref, worst);
+        }
+    }
+    free(q); free(k); free(v); free(k0); free(v0); free(oc); free(og); free(og2); free(refd); free(ref);
+    free(kcc); free(vcc); free(kcg); free(vcg);
+    layout_free(&L);
+}
+
+/* decode rows (one a sequence) with n_past from the generator, n of them */
+static void decode_case(const char *label, int n, int max_past, mi_type ct, int hd, int Hq, int Hkv) {
+    seq_spec *sp = malloc((size_t)n * sizeof *sp);
+    const int fixed[] = {0, 15, 16, 17, 31, 100, 127, 128, 129, 639};
+    for (int i = 0; i < n; i++) {
+        sp[i].rows = 1;
+        sp[i].n_past = i < (int)(sizeof fixed / sizeof fixed[0]) && fixed[i] <= max_past
+                           ? fixed[i]
+                           : (int)(gu_rng(g_seed) % (unsigned long long)(max_past + 1));
+    }
+    paged_case(label, sp, n, ct, hd, Hq, Hkv);
+    free(sp);
+}
+
+void paged8b_device(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_backend *cpu,
+                   mi_backend *cuda) {
+    bind(run, stream, seed, cpu, cuda);
+    test_paged();
+    test_bad();
+}
+
+static void test_paged(void) {
+    /* decode only: the 0.5B's heads (hd 64, 14 / 2: G = 7) and the 7B's (hd 128, 28 / 4) */
+    decode_case("decode_b1_past0", 1, 0, MI_TYPE_F16, 64, 14, 2);
+    { seq_spec one = {1, 37}; paged_case("decode_b1_past37", &one, 1, MI_TYPE_F16, 64, 14, 2); }
+    { seq_spec one = {1, 3000}; paged_case("decode_b1_past3000", &one, 1, MI_TYPE_F16, 128, 28, 4); }
+    decode_case("decode_b4", 4, 200, MI_TYPE_F16, 64, 14, 2);
+    decode_case("decode_b4", 4, 200, MI_TYPE_F16, 128, 28, 4);
+    decode_case("decode_b64", 64, 700, MI_TYPE_F16, 64, 14, 2);
+    decode_case("decode_b64", 64, 700, MI_TYPE_F16, 128, 28, 4);
+    decode_case("decode_b64", 64, 700, MI_TYPE_F32, 128, 28, 4);
+    decode_case("decode_b16_gqa2", 16, 300, MI_TYPE_F16, 128, 8, 4);
+    decode_case("decode_b16_gqa1", 16, 300, MI_TYPE_F32, 64, 4, 4);
+    decode_case("decode_b8_hd256", 8, 300, MI_TYPE_F16, 256, 4, 2);   /* two dims a thread */
+    decode_case("decode_b8_hd36", 8, 300, MI_TYPE_F16, 36, 4, 1);     /* hd not a multiple of 8: V from global memory */
+    /* prompt chunks and decode rows in one step */
+    const seq_spec mixed[] = {{23, 0}, {1, 40}, {40, 17}, {1, 0}, {16, 16}, {1, 300}, {130, 0}, {5, 250}};
+    const int nm = (int)(sizeof mixed / sizeof mixed[0]);
+    paged_case("mixed", mixed, nm, MI_TYPE_F16, 64, 14, 2);
+    paged_case("mixed", mixed, nm, MI_TYPE_F16, 128, 28, 4);
+    paged_case("mixed", mixed, nm, MI_TYPE_F32, 64, 4, 4);
+    paged_case("mixed", mixed, nm, MI_TYPE_F32, 128, 8, 4);
+    const seq_spec prompts[] = {{512, 0}, {512, 0}, {300, 212}, {1, 511}};
+    paged_case("prompts", prompts, 4, MI_TYPE_F16, 128, 28, 4);
+}
+
+/* The harness itself without a device: the CPU op over a mixed layout against the double
+ * reference (docs/NUMERICS.md: the CPU attention within 1e-10), and the scatter's rows where the
+ * slots say, so a device failure above is the kernel's, not the layout's or the reference's. */
+void paged8b_cpu_reference(gu_run *run, unsigned long long *seed, mi_backend *cpu) {
+    bind(run, NULL, seed, cpu, NULL);
+    gu_begin(g_r, "cpu_reference");
+    const seq_spec sp[] = {{23, 0}, {1, 40}, {40, 17}, {1, 0}, {9, 300}};
+    layout L;
+    layout_make(&L, sp, 5);
+    const int hd = 64, Hq = 14, Hkv = 2;
+    const size_t row_kv = (size_t)hd * Hkv, nq = (size_t)hd * Hq * (size_t)L.T, cells = row_kv * (size_t)L.n_rows;
+    step_in in = {.L = &L, .ct = MI_TYPE_F16, .hd = hd, .Hq = Hq, .Hkv = Hkv};
+    float *q = gu_rand_f32(g_seed, nq, -1.f, 1.f), *k = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f);
+    float *v = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f), *out = malloc(nq * 4), *refd = malloc(nq * 4);
+    void *k0 = cache_bytes(MI_TYPE_F16, cells), *v0 = cache_bytes(MI_TYPE_F16, cells);
+    uint16_t *kc = malloc(cells * 2), *vc = malloc(cells * 2);
+    double *ref = malloc(nq * sizeof(double));
+    in.q = q; in.k = k; in.v = v; in.k0 = k0; in.v0 = v0;
+    mi_status st = run_step(g_cpu, &in, L.slots, L.seqs, out, NULL, kc, vc, NULL);
+    size_t moved = 0, wrong = 0;
+    if (st == MI_OK) {
+        ref_attn(&in, kc, vc, ref);
+        for (size_t i = 0; i < nq; i++) refd[i] = (float)ref[i];
+        for (int64_t r = 0; r < L.T; r++)
+            for (size_t e = 0; e < row_kv; e++)
+                wrong += kc[(size_t)L.slots[r] * row_kv + e] != mi_f32_to_f16(k[(size_t)r * row_kv + e]);
+        for (size_t i = 0; i < cells; i++) moved += kc[i] != ((uint16_t *)k0)[i];
+    }
+    const double e = st == MI_OK ? gu_nmse(out, refd, nq) : INFINITY;
+    if (st != MI_OK) gu_fail(g_r, "%s", mi_errmsg());
+    else if (!(e <= 1e-10) || wrong || moved > (size_t)L.T * row_kv)
+        gu_fail(g_r, "cpu attention nmse vs double %.3g (1e-10); scattered rows wrong %zu, cells changed %zu", e, wrong, moved);
+    else gu_pass(g_r, "5 sequences, %lld rows: cpu attention nmse vs double %.3g <= 1e-10; every scattered row in its "
+                     "slot, nothing else written", (long long)L.T, e);
+    free(q); free(k); free(v); free(out); free(refd); free(k0); free(v0); free(kc); free(vc); free(ref);
+    layout_free(&L);
+}
+
+/* ---------------- the host's table checks (no device) ---------------- */
+void paged8b_host_checks(gu_run *run, unsigned long long *seed) {
+    bind(run, NULL, seed, NULL, NULL);
+    gu_begin(g_r, "host_checks");
+    const seq_spec sp[] = {{3, 0}, {1, 20}, {5, 30}};
+    layout L;
+    layout_make(&L, sp, 3);
+    const char *err = NULL;
+    char why[256] = "";
+    if (mi8b_check_slots("x", L.slots, L.T, L.n_rows) != MI_OK) err = "good slots refused";
+    else if (mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, L.n_rows) != MI_OK) err = "good table refused";
+    if (!err) {
+        L.slots[2] = (int32_t)L.n_rows;
+        if (mi8b_check_slots("x", L.slots, L.T, L.n_rows) != MI_ERR_INVALID || !strstr(mi_errmsg(), "cache row"))
+            err = "a slot past the cache passed";
+        L.slots[2] = 0;
+    }
+    struct { int field, seq, value; const char *what; } bad[] = {
+        {MI_PAGED_ROWS, 1, 0, "outside the step"},        /* no rows */
+        {MI_PAGED_NPAST, 2, 1000, "outside the step"},    /* past the step's longest */
+        {MI_PAGED_FIRST, 2, 2, "inside the one before"},  /* overlaps the one before */
+        {MI_PAGED_TABLE, 0, 1, "outside the step"},       /* table inside the fields */
+        {-1, 1, -1, "outside the pool"},                  /* a block id of -1 */
+        {-1, 2, 1 << 20, "outside the pool"},             /* a block past the pool */
+    };
+    for (size_t i = 0; !err && i < sizeof bad / sizeof bad[0]; i++) {
+        int32_t *cell = bad[i].field >= 0 ? &L.seqs[bad[i].seq * MI_PAGED_FIELDS + bad[i].field]
+                                          : &L.seqs[L.seqs[bad[i].seq * MI_PAGED_FIELDS + MI_PAGED_TABLE]];
+        const int32_t keep = *cell;
+        *cell = bad[i].value;
+        const mi_status st = mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, L.n_rows);
+        if (st != MI_ERR_INVALID || !strstr(mi_errmsg(), bad[i].what)) {
+            snprintf(why, sizeof why, "bad entry %zu passed or got another message: %s", i, mi_errmsg());
+            err = why;
+        }
+        *cell = keep;
+    }
+    if (err) gu_fail(g_r, "%s", err);
+    else gu_pass(g_r, "good slots and tables pass; a slot past the cache and 6 kinds of bad sequence entries are refused "
+                     "with the CPU op's message");
+    layout_free(&L);
+}
+
+/* ---------------- bad calls on the device ---------------- */
+static void test_bad(void) {
+    gu_begin(g_r, "bad_tables_refused");
+    const seq_spec sp[] = {{2, 5}, {1, 40}};
+    layout L;
+    layout_make(&L, sp, 2);
+    const int hd = 64, Hq = 4, Hkv = 2;
+    const size_t row_kv = (size_t)hd * Hkv, nq = (size_t)hd * Hq * (size_t)L.T, cells = row_kv * (size_t)L.n_rows;
+    step_in in = {.L = &L, .ct = MI_TYPE_F16, .hd = hd, .Hq = Hq, .Hkv = Hkv};
+    float *q = gu_rand_f32(g_seed, nq, -1.f, 1.f), *k = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f);
+    float *v = gu_rand_f32(g_seed, row_kv * (size_t)L.T, -1.f, 1.f), *out = malloc(nq * 4), *good = malloc(nq * 4);
+    void *k0 = cache_bytes(MI_TYPE_F16, cells), *v0 = cache_bytes(MI_TYPE_F16, cells);
+    in.q = q; in.k = k; in.v = v; in.k0 = k0; in.v0 = v0;
+    int32_t *slots = malloc((size_t)L.T * 4), *seqs = malloc((size_t)L.seqs_len * 4);
+    memcpy(slots, L.slots, (size_t)L.T * 4);
+    memcpy(seqs, L.seqs, (size_t)L.seqs_len * 4);
+    const char *err = NULL;
+    char why[400] = "";
+    slots[1] = (int32_t)L.n_rows;
+    mi_status st = run_step(g_cuda, &in, slots, seqs, out, NULL, NULL, NULL, NULL);
+    if (st != MI_ERR_INVALID || !strstr(mi_errmsg(), "goes to cache row")) {
+        snprintf(why, sizeof why, "a slot past the pool: status %d, %s", st, mi_errmsg());
+        err = why;
+    }
+    slots[1] = L.slots[1];
+    seqs[seqs[MI_PAGED_FIELDS + MI_PAGED_TABLE]] = -1;
+    st = err ? MI_OK : run_step(g_cuda, &in, slots, seqs, out, NULL, NULL, NULL, NULL);
+    if (!err && (st != MI_ERR_INVALID || !strstr(mi_errmsg(), "outside the pool"))) {
+        snprintf(why, sizeof why, "a block past the pool: status %d, %s", st, mi_errmsg());
+        err = why;
+    }
+    if (err) gu_fail(g_r, "%s", err);
+    else gu_pass(g_r, "a slot and a block past the pool: the step fails with the CPU op's message");
+
+    /* the launchers straight, no host check: guards in the kernels */
+    gu_begin(g_r, "bad_kernel_guards");
+    err = NULL;
+    const size_t cb = cells * 2;
+    void *bq, *bk, *bv, *bt;
+    float *dq = dev_up_at(q, nq * 4, 0, &bq);
+    uint16_t *dk = dev_up_at(k0, cb, 0, &bk), *dv = dev_up_at(v0, cb, 0, &bv);
+    int32_t *dt = dev_up_at(L.seqs, (size_t)L.seqs_len * 4, 0, &bt);
+    float *dout = dev_poison(nq * 4);
+    const size_t wsb = mi8b_attn_paged_workspace(L.T, L.max_kv, hd, Hq, Hkv) + 64;
+    void *ws = dev_poison(wsb);
+    uint16_t *after = malloc(cb);
+    const int32_t bad_slots[3] = {(int32_t)L.n_rows, -1, 7};
+    int32_t *dbs;
+    void *bbs;
+    dbs = dev_up_at(bad_slots, sizeof bad_slots, 0, &bbs);
+    void *bx;
+    float *dx = dev_up_at(k, row_kv * 3 * 4, 0, &bx);
+    st = mi8b_kv_scatter(S, dx, dk, MI_TYPE_F16, (int64_t)row_kv, 3, dbs, L.n_rows);
+    if (st == MI_OK) dev_down_on(S, after, dk, cb);
+    size_t ndiff = 0, d_other = 0;
+    for (size_t i = 0; st == MI_OK && i < cells; i++)
+        if (after[i] != ((uint16_t *)k0)[i]) {
+            ndiff++;
+            if (i / row_kv != 7 || after[i] != mi_f32_to_f16(k[2 * row_kv + i % row_kv])) d_other++;
+        }
+    if (st != MI_OK || d_other || ndiff == 0) {
+        snprintf(why, sizeof why, "scatter with slots past the cache: %s, %zu cells changed, %zu outside row 7",
+                 st == MI_OK ? "ran" : mi_errmsg(), ndiff, d_other);
+        err = why;
+    }
+    /* attention with one sequence's block -1: its rows NaN, the other's as a good run's */
+    mi_status s1 = MI_OK, s2 = MI_OK;
+    if (!err) {
+        CK(cudaMemcpy(dk, k0, cb, cudaMemcpyHostToDevice));
+        s1 = mi8b_attn_paged(S, dq, dk, dv, MI_TYPE_F16, L.n_rows, dout, dt, 2, L.seqs_len, L.T, BLOCK, L.max_kv, hd, Hq,
+                             Hkv, 0.125f, ws);
+        if (s1 == MI_OK) dev_down_on(S, good, dout, nq * 4);
+        int32_t *bad_seqs = malloc((size_t)L.seqs_len * 4);
+        memcpy(bad_seqs, L.seqs, (size_t)L.seqs_len * 4);
+        bad_seqs[bad_seqs[MI_PAGED_TABLE]] = -1;   /* sequence 0's first block */
+        CK(cudaMemcpy(dt, bad_seqs, (size_t)L.seqs_len * 4, cudaMemcpyHostToDevice));
+        s2 = mi8b_attn_paged(S, dq, dk, dv, MI_TYPE_F16, L.n_rows, dout, dt, 2, L.seqs_len, L.T, BLOCK, L.max_kv, hd, Hq,
+                             Hkv, 0.125f, ws);
+        if (s2 == MI_OK) dev_down_on(S, out, dout, nq * 4);
+        free(bad_seqs);
+        const size_t row_q = (size_t)hd * Hq;
+        size_t nan0 = 0;
+        for (size_t i = 0; i < 2 * row_q; i++) nan0 += isnan(out[i]) != 0;   /* sequence 0: rows 0, 1 */
+        const bool rest = !memcmp(out + 2 * row_q, good + 2 * row_q, row_q * 4);
+        if (s1 != MI_OK || s2 != MI_OK || nan0 != 2 * row_q || !rest) {
+            snprintf(why, sizeof why, "attention with a block of -1: launches %s / %s, %zu of %zu NaN in its rows, the "
+                     "other sequence %s", s1 == MI_OK ? "ok" : "failed", s2 == MI_OK ? "ok" : mi_errmsg(), nan0,
+                     2 * row_q, rest ? "bitwise as a good run" : "CHANGED");
+            err = why;
+        }
+    }
+    /* shapes the launchers do not take */
+    if (!err) {
+        const bool refused = mi8b_attn_paged(S, dq, dk, dv, MI_TYPE_F16, L.n_rows, dout, dt, 2, L.seqs_len, L.T, BLOCK,
+                                             L.max_kv, 63, Hq, Hkv, 0.125f, ws) == MI_ERR_UNSUPPORTED &&
+                             mi8b_attn_paged(S, dq, dk, dv, MI_TYPE_F16, L.n_rows, dout, dt, 2, L.seqs_len, L.T, BLOCK,
+                                             L.max_kv, hd, 18, 2, 0.125f, ws) == MI_ERR_UNSUPPORTED &&
+                             mi8b_attn_paged(S, dq, dk, dv, MI_TYPE_Q8_0, L.n_rows, dout, dt, 2, L.seqs_len, L.T, BLOCK,
+                                             L.max_kv, hd, Hq, Hkv, 0.125f, ws) == MI_ERR_UNSUPPORTED &&
+                             mi8b_kv_scatter(S, dx, dk, MI_TYPE_F16, (int64_t)row_kv, 0, dbs, L.n_rows) != MI_OK &&
+                             !mi8b_attn_paged_supported(128, 36, 4, MI_TYPE_F16);   /* G = 9 */
+        if (!refused) err = "a launcher took a shape it does not cover (hd 63, G 9, Q8_0 cache, 0 rows)";
+    }
+    (void)cudaGetLastError();
+    if (err) gu_fail(g_r, "%s", err);
+    else gu_pass(g_r, "slots past the cache write nothing; a block of -1 gives its sequence NaN rows and leaves the "
+                     "other's bits; hd 63, a group of 9, a Q8_0 cache and 0 rows refused");
+    cudaFree(bq); cudaFree(bk); cudaFree(bv); cudaFree(bt); cudaFree(dout); cudaFree(ws);
+    cudaFree(bbs); cudaFree(bx);
+    free(q); free(k); free(v); free(out); free(good); free(k0); free(v0); free(slots); free(seqs); free(after);
+    layout_free(&L);
+}
+
