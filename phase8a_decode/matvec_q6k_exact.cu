@@ -32,6 +32,8 @@
 
 #define Q6S_THREADS 256
 #define Q6S_WARPS (Q6S_THREADS / 32)
+/* U = 2 keeps 64 registers and 32 warps an SM; a build with -DQ6S_U=4 -DQ6S_MIN_BLOCKS=3 gives the
+ * variant that measured slower (results/notes/PHASE8A.md) */
 #ifndef Q6S_MIN_BLOCKS
 #define Q6S_MIN_BLOCKS 4               /* 32 warps per SM: registers <= 64 */
 #endif
