@@ -132,7 +132,8 @@ static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, 
     if (N == 1) {
         const int warps = 4;
         dim3 grid((unsigned)((M + warps - 1) / warps), 1);
-        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 1>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N, nunits));
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 1>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N,
+                                  nunits));
         MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=1>");
     } else {
         /* 8 warps share the same 8 activation columns: they hit L1 for each other */
@@ -140,7 +141,8 @@ static mi_status launch_mm(cudaStream_t st, const uint8_t *w, const uint8_t *a, 
         const int64_t gy = (N + nc - 1) / nc;
         if (gy > 65535) return mi_err(MI_ERR_INVALID, "mi7b_matmul: N = %lld too large", (long long)N);
         dim3 grid((unsigned)((M + warps - 1) / warps), (unsigned)gy);
-        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 8>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N, nunits));
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_mm_q<WT, 8>), grid, 32 * warps, 0, st, w, wrow, a, arow, bias, y, M, N,
+                                  nunits));
         MI_CU_CHECK_LAUNCH("kernel_mm_q<NC=8>");
     }
     return MI_OK;

@@ -31,8 +31,8 @@ extern "C" mi_status mi7b_rms_norm(void *stream, const float *x, const float *w,
                                    int64_t G, int64_t rows, float eps) {
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7b_rms_norm: empty shape");
     const int threads = 256;
-    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm, mi7b_blocks(rows * 32, threads), threads, 0, (cudaStream_t)stream, 
-        x, w, y, G, rows, eps));
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm, mi7b_blocks(rows * 32, threads), threads, 0, (cudaStream_t)stream, x, w,
+                              y, G, rows, eps));
     MI_CU_CHECK_LAUNCH("kernel_rms_norm");
     return MI_OK;
 }

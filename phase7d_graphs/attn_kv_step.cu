@@ -67,11 +67,11 @@ extern "C" mi_status mi7d_attn(void *stream, const float *q, const void *k, cons
     dim3 grid((unsigned)Hq, (unsigned)N);
     cudaStream_t st = (cudaStream_t)stream;
     if (ctype == MI_TYPE_F16)
-        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<uint16_t>, grid, A7_T, 0, st, q, (const uint16_t *)k, (const uint16_t *)v, o, n_past_dev,
-                                                         n_ctx, (int)hd, (int)Hq, (int)Hkv, scale));
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<uint16_t>, grid, A7_T, 0, st, q, (const uint16_t *)k,
+                                  (const uint16_t *)v, o, n_past_dev, n_ctx, (int)hd, (int)Hq, (int)Hkv, scale));
     else
-        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<float>, grid, A7_T, 0, st, q, (const float *)k, (const float *)v, o, n_past_dev, n_ctx,
-                                                      (int)hd, (int)Hq, (int)Hkv, scale));
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_attn_dev<float>, grid, A7_T, 0, st, q, (const float *)k, (const float *)v, o,
+                                  n_past_dev, n_ctx, (int)hd, (int)Hq, (int)Hkv, scale));
     MI_CU_CHECK_LAUNCH("kernel_attn_dev");
     return MI_OK;
 }
@@ -83,10 +83,12 @@ extern "C" mi_status mi7d_kv_store(void *stream, const float *x, void *cache, mi
     cudaStream_t st = (cudaStream_t)stream;
     const unsigned grid = mi7b_blocks(n, 256);
     if (ctype == MI_TYPE_F16) {
-        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f16, grid, 256, 0, st, x, (uint16_t *)cache, n_past_dev, row, n, n_ctx));
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f16, grid, 256, 0, st, x, (uint16_t *)cache, n_past_dev, row, n,
+                                  n_ctx));
         MI_CU_CHECK_LAUNCH("kernel_kv_store_dev_f16");
     } else if (ctype == MI_TYPE_F32) {
-        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f32, grid, 256, 0, st, x, (float *)cache, n_past_dev, row, n, n_ctx));
+        MI_CU_CHECK(MI_PDL_LAUNCH(kernel_kv_store_dev_f32, grid, 256, 0, st, x, (float *)cache, n_past_dev, row, n,
+                                  n_ctx));
         MI_CU_CHECK_LAUNCH("kernel_kv_store_dev_f32");
     } else {
         return mi_err(MI_ERR_UNSUPPORTED, "mi7d_kv_store: cache type %s", mi_type_name(ctype));

@@ -248,12 +248,12 @@ static mi_status launch_staged(cudaStream_t st, const uint8_t *w, const uint8_t 
     if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi7e_matvec_staged: M = %lld too large", (long long)M);
     const int64_t nunits = K / 32;
     if (N == 1) {
-        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, 1, FUSED>), (unsigned)nb, MMV_THREADS, smem, st, w, w2, wrow, M, a, arow, bias, y,
-                                                                                  N, nunits, rb, region));
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, 1, FUSED>), (unsigned)nb, MMV_THREADS, smem, st, w, w2, wrow,
+                                  M, a, arow, bias, y, N, nunits, rb, region));
         MI_CU_CHECK_LAUNCH("kernel_matvec_staged<NC=1>");
     } else {
-        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, MI7E_MATVEC_MAX_N, FUSED>), (unsigned)nb, MMV_THREADS, smem, st, 
-            w, w2, wrow, M, a, arow, bias, y, N, nunits, rb, region));
+        MI_CU_CHECK(MI_PDL_LAUNCH((kernel_matvec_staged<WT, MI7E_MATVEC_MAX_N, FUSED>), (unsigned)nb, MMV_THREADS, smem,
+                                  st, w, w2, wrow, M, a, arow, bias, y, N, nunits, rb, region));
         MI_CU_CHECK_LAUNCH("kernel_matvec_staged<NC=8>");
     }
     return MI_OK;

@@ -57,7 +57,8 @@ extern "C" mi_status mi7e_rms_norm(void *stream, const float *x, const float *w,
     if (G <= 0 || rows <= 0) return mi_err(MI_ERR_INVALID, "mi7e_rms_norm: empty shape");
     if (G > NRM_SMEM_MAX) return mi7b_rms_norm(stream, x, w, y, G, rows, eps);
     const unsigned blocks = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
-    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm_wide, blocks, NRM_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream, x, w, y, G, rows, eps));
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rms_norm_wide, blocks, NRM_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream,
+                              x, w, y, G, rows, eps));
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_wide");
     return MI_OK;
 }

@@ -71,8 +71,8 @@ extern "C" mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t
     if (!mi8a_rope_pairs_supported(hd, n_rot, mode) || H <= 0 || N <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_rope_pairs: hd %lld, n_rot %d, mode %d", (long long)hd, n_rot, mode);
     const int64_t total = (int64_t)(n_rot / 2) * H * N + (hd - n_rot) * H * N;
-    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_pairs, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, 
-        x, pos, y, hd, H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot)));
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_pairs, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, x, pos, y, hd,
+                              H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_pairs");
     return MI_OK;
 }

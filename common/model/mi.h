@@ -89,7 +89,7 @@ const char *mi_session_backend(const mi_session *s);   /* "cpu" or "cuda" (+ why
 /* Kernels the last decode step launched, from a backend that replays captured steps (CUDA
  * graphs); -1 when no backend of the session reports one. */
 int64_t mi_session_step_kernels(const mi_session *s);
-/* Host seconds the scheduler spends on this session's decode steps, summed over the session:
+/* Host seconds the scheduler spends on a session's decode steps, summed over the session:
  * out[0] in total, then by part: the backends' split set-up, issuing the nodes, the split ends
  * (a captured step's launch). On a device a step's scheduler call queues work and returns, so
  * this against the decode's wall time is the host's share of a step. */
