@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_KERNELS 16   /* candidates per op */
+#define MAX_KERNELS 24   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
 #define MAX_ITEMS 32
 
 typedef struct {

@@ -6,6 +6,7 @@
  * xor-butterfly. No atomics: repeated runs are bit-identical. Kernels first, launchers last. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/quant_act.cuh"
+#include "phase7b_ops/mm_rows.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
@@ -41,33 +42,18 @@ __global__ void kernel_quant_q8_k(const float *__restrict__ x, uint8_t *__restri
     }
 }
 
-/* ---------------- matmul: warp per row, NC columns ---------------- */
+/* ---------------- matmul: warp per row, NC columns (mm_rows.cuh) ---------------- */
 
 template <int WT, int NC>
 __global__ void kernel_mm_q(const uint8_t *__restrict__ W, size_t wrow, const uint8_t *__restrict__ A,
                             size_t arow, const float *__restrict__ bias, float *__restrict__ Y,
                             int64_t M, int64_t N, int64_t nunits) {
     MI_PDL_ENTRY();
-    const int lane = threadIdx.x & 31;
     const int64_t m = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int64_t n0 = (int64_t)blockIdx.y * NC;
     if (m >= M) return; /* whole warps leave together: no block barrier follows */
-    const uint8_t *wr = W + (size_t)m * wrow;
-    float acc[NC];
-#pragma unroll
-    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    for (int64_t u = lane; u < nunits; u += 32) {
-        wunit w;
-        unit_unpack<WT>(wr, u, w);
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (n0 + c < N) acc[c] += mi7b_unit_dot<wtraits<WT>::act>(w, A + (size_t)(n0 + c) * arow, u);
-    }
-#pragma unroll
-    for (int c = 0; c < NC; c++) {
-        const float s = warp_sum(acc[c]);
-        if (lane == 0 && n0 + c < N) Y[(size_t)(n0 + c) * M + m] = bias ? s + bias[m] : s;
-    }
+    const mm_rows_one rows = {W, wrow, bias, Y, M};
+    mm_q_row<WT, NC>(rows, m, A, arow, N, n0, nunits);
 }
 
 /* ---------------- launchers ---------------- */

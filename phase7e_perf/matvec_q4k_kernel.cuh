@@ -15,6 +15,11 @@
 #define Q4K_THREADS 256
 #define Q4K_WARPS (Q4K_THREADS / 32)
 #define Q4K_MIN_BLOCKS 4                 /* 32 warps per SM: registers <= 64 */
+/* A launch may instead take one block of Q4K_WIDE threads an SM (a higher phase's choice for
+ * long rows): the same 32 warps an SM, but the activation row staged once an SM, not four times.
+ * A row's arithmetic and order do not depend on the block size. */
+#define Q4K_WIDE 1024
+#define Q4K_MIN_BLOCKS_OF(th) ((th) == Q4K_WIDE ? 1 : Q4K_MIN_BLOCKS)
 #define Q4K_SMEM_MAX (46u << 10)         /* activation row; under 48 KB: no opt-in attribute */
 #define Q4K_FULL 0xffffffffu
 
@@ -151,8 +156,8 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
 
 /* ---------------- kernel ----------------
  * QX: the activation row quantized in the block from the f32 x [K] (K = 256 nsb, 16-byte
- * aligned), straight into stage_act's shared layout. Warp w takes super-blocks w, w + 8, ...
- * in batches of NB (the batch's 16-byte loads all issued before the first reduction; x is
+ * aligned), straight into stage_act's shared layout. Warp w of W takes super-blocks w, w + W,
+ * ... in batches of NB (the batch's 16-byte loads all issued before the first reduction; x is
  * L2-resident after the first block reads it; NB = 2 keeps 64 registers without spills beside
  * the first weight loads in flight); lane l loads elements 8l .. 8l+7 and runs quant_q8_k_warp,
  * the function behind 7b's kernel_quant_q8_k, with the same lane map, so d, the levels and the
@@ -161,15 +166,15 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
  * lanes store bsums[l >> 1] (16-bit halves of the sbs words); lane 0 stores d. Warp-uniform
  * loop: every lane reaches the shuffles. NORM: x is read from sx, the shared copy that
  * norm_scale_block made (no second trip to L2); nw from global memory. */
-template <int NB, bool NORM>
+template <int NB, bool NORM, int W = Q4K_WARPS>
 __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, const float *sx, int nsb, uint4 *sq,
                                                  float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int s0 = w; s0 < nsb; s0 += NB * Q4K_WARPS) {
+    for (int s0 = w; s0 < nsb; s0 += NB * W) {
         float v[NB][8];
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            const int s = s0 + b * Q4K_WARPS;
+            const int s = s0 + b * W;
             float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
             if (s < nsb) {
                 if constexpr (NORM) {   /* the block's shared copy (norm_scale_block): generic loads */
@@ -194,7 +199,7 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, co
         }
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            const int s = s0 + b * Q4K_WARPS;
+            const int s = s0 + b * W;
             if (s < nsb) {   /* warp-uniform */
                 uint32_t q[2];
                 int pair;
@@ -233,6 +238,18 @@ __device__ __forceinline__ float *q4k_norm_row(uint32_t *sbs, int nsb) {
     return (float *)(((uintptr_t)(sbs + (size_t)nsb * 8) + 15) & ~(uintptr_t)15);
 }
 
+/* Where a launch's rows live. One weight (and the FFN's up weight W2), one bias, one output: */
+struct q4k_rows_one {
+    const uint8_t *W, *W2;
+    const float *bias;
+    float *Y;
+    __device__ __forceinline__ const uint8_t *w(int k, int64_t row, size_t wrow) const {
+        return (k ? W2 : W) + (size_t)row * wrow;
+    }
+    __device__ __forceinline__ float add_bias(int64_t row, float s) const { return bias ? s + bias[row] : s; }
+    __device__ __forceinline__ float *y(int64_t row) const { return Y + row; }
+};
+
 /* FUSED = false: y [M] = W @ x (+ bias).  FUSED = true: y [M] = swiglu(Wg @ x, Wu @ x).
  * QX = false: A is x quantized by mi7b_quantize_act; QX = true: X is x in f32 (quantized here).
  * NORM (QX only): x is first RMS-normalized with weight nw and eps, as MI_OP_RMS_NORM would.
@@ -240,13 +257,14 @@ __device__ __forceinline__ float *q4k_norm_row(uint32_t *sbs, int nsb) {
  * PDL: the kernel may be launched as a programmatic dependent (phase7a_skeleton/cuda_pdl.cuh):
  * it lets the next kernel launch at once, issues its first weight loads, and waits for the
  * kernel before it only then, before it reads x, the norm weight's partner or r.
- * Warp w of block b takes rows b*8 + w, then + gridDim.x*8, ... (the grid is at most one
- * resident wave, so the activation is staged once per resident block). */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
-__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
-kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
-                  const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
-                  float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
+ * Rows: where row m's weights, bias and output are (q4k_rows_one; a higher phase may give the
+ * rows of several weights of one x). Warp w of block b takes rows b*8 + w, then +
+ * gridDim.x*8, ... (the grid is at most one resident wave, so the activation is staged once per
+ * resident block). The body of the kernels below. */
+template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS>
+__device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int nsb, const uint8_t *__restrict__ A,
+                                                const float *__restrict__ X, const float *__restrict__ nw, float eps,
+                                                const float *__restrict__ R) {
     static_assert(QX || !NORM, "the norm is applied while quantizing x in the kernel");
     constexpr int U = FUSED ? 2 : 4;   /* the lane map's U */
     constexpr int NS = FUSED ? 2 : 1;
@@ -258,8 +276,9 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
     const int lane = threadIdx.x & 31, q = lane >> 3, t = lane & 7;
     const size_t wrow = (size_t)nsb * SB;
     const int nit = (nsb + 4 * U - 1) / (4 * U);
-    const int64_t stride = (int64_t)gridDim.x * Q4K_WARPS;
-    int64_t row = (int64_t)blockIdx.x * Q4K_WARPS + (threadIdx.x >> 5);
+    constexpr int WARPS = TH / 32;
+    const int64_t stride = (int64_t)gridDim.x * WARPS;
+    int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
     raw_q4k r[NS][U];
 
@@ -268,7 +287,7 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
         _Pragma("unroll") for (int g = 0; g < U; g++) {                               \
             const int s = it * 4 * U + 4 * g + q;                                     \
             _Pragma("unroll") for (int k = 0; k < NS; k++) {                          \
-                if (s < nsb) load_q4k(r[k][g], (k ? W2 : W) + (size_t)row * wrow + (size_t)s * SB, t); \
+                if (s < nsb) load_q4k(r[k][g], rows.w(k, row, wrow) + (size_t)s * SB, t); \
                 else zero_q4k(r[k][g]);                                               \
             }                                                                         \
         }                                                                             \
@@ -277,14 +296,14 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
     if constexpr (PDL) pdl_trigger();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
     if constexpr (NORM) {   /* the norm weight into L1 while x is awaited: quant_act_shared reads it */
-        for (int i = threadIdx.x * 32; i < nsb * 256; i += Q4K_THREADS * 32)
+        for (int i = threadIdx.x * 32; i < nsb * 256; i += TH * 32)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
     }
     if constexpr (PDL) pdl_wait();
     float scale = 1.0f;
     float *sx = NORM ? q4k_norm_row(sbs, nsb) : NULL;
     if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
-    if constexpr (QX) quant_act_shared<2, NORM>(X, sx, nsb, sq, sd, sbs, nw, scale);
+    if constexpr (QX) quant_act_shared<2, NORM, WARPS>(X, sx, nsb, sq, sd, sbs, nw, scale);
     else stage_act<4>(A, nsb, sq, sd, sbs);
     __syncthreads();
     float acc[NS];
@@ -305,8 +324,8 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
             const float s0 = warp_sum(acc[0]);
             const float s1 = FUSED ? warp_sum(acc[NS - 1]) : 0.0f;
             if (lane == 0) {
-                const float y = FUSED ? mi_canon_swiglu(s0, s1) : bias ? s0 + bias[row] : s0;
-                Y[row] = RES ? R[row] + y : y;
+                const float y = FUSED ? mi_canon_swiglu(s0, s1) : rows.add_bias(row, s0);
+                *rows.y(row) = RES ? R[row] + y : y;
             }
 #pragma unroll
             for (int k = 0; k < NS; k++) acc[k] = 0.0f;
@@ -316,6 +335,15 @@ kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2,
         if (row < M) Q4K_LOAD();
     }
 #undef Q4K_LOAD
+}
+
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
+__global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
+kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
+                  const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
+                  float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
+    const q4k_rows_one rows = {W, W2, bias, Y};
+    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL, q4k_rows_one, TH>(rows, M, nsb, A, X, nw, eps, R);
 }
 
 /* shared memory of a launch: the Q8_K row, and x for the norm's sum (NORM) */
@@ -346,20 +374,20 @@ static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, siz
 
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
 /* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
                             float eps = 0.0f, const float *r = NULL, bool pdl = false) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q4k_smem(K, NORM);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, Q4K_THREADS, smem, M);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, TH, smem, M);
     if constexpr (PDL) {
-        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL>, dim3((unsigned)nb), dim3(Q4K_THREADS),
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, dim3((unsigned)nb), dim3(TH),
                                smem, st, w, w2, M, nsb, a, x, bias, y, nw, eps, r));
     } else {
-        kernel_matvec_q4k<FUSED, QX, NORM, RES><<<(unsigned)nb, Q4K_THREADS, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
-                                                                                         nw, eps, r);
+        kernel_matvec_q4k<FUSED, QX, NORM, RES, false, TH><<<(unsigned)nb, TH, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
+                                                                                            nw, eps, r);
     }
     MI_CU_CHECK_LAUNCH(QX ? "kernel_matvec_q4k<QX>" : "kernel_matvec_q4k");
     return MI_OK;

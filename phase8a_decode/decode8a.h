@@ -13,6 +13,8 @@
  *       marked by the pass, mi_matmul_shared_x)
  *   d11 one-token Q6_K matmuls, with or without the residual add, on streaming rows
  *       (MI_OP_MATMUL, MI_OP_MATMUL_ADD)
+ *   d12 the long-row one-token Q4_K and Q6_K matmuls in one block of 32 warps an SM
+ *   d13 a run of one-token matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -50,6 +52,26 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 
+/* ---- matvec_q4k_fused_exact.cu, item d13: the rows of up to MI8A_RUN_MAX one-token Q4_K
+ * matmuls of one x (the 7B's q, k and, where Q4_K, v) in one launch: y_i [M_i] = W_i @ x + b_i,
+ * x quantized once a block for all; each output equals mi8a_matvec_q4k_fused's bit for bit. */
+#define MI8A_RUN_MAX 4
+typedef struct {
+    const void *w;        /* W_i [K, M_i], 16-byte aligned */
+    const float *bias;    /* b_i [M_i] or NULL */
+    float *y;             /* y_i [M_i] */
+    int64_t M;
+} mi8a_run_seg;
+mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+/* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
+ * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
+ * each output equals mi7b_matmul_quantized's bit for bit. */
+mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const void *xq, int64_t K);
+/* ---- matvec_fused.cu, item d13: the same in one kernel that quantizes x in every block, for the
+ * shapes mi8a_matvec_fused takes (K < MI8A_FUSED_MAX_K, the run's rows <= MI8A_FUSED_MAX_M):
+ * every output equals 7b's matmul's bit for bit. */
+mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
  * bytes). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0, K <=
@@ -59,6 +81,15 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
+
+/* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
+ * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four
+ * of 256: the same 32 warps an SM, but each SM stages (Q4_K: quantizes) the long activation row
+ * once, not four times. Results do not change (a row's order does not depend on the block). */
+#define MI8A_WIDE_K 8192
+#define MI8A_WIDE_THREADS 1024
+bool mi8a_wide_on(int64_t K);   /* counts the launches it answered yes */
+uint64_t mi8a_wide_launches(void);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
@@ -75,6 +106,11 @@ uint64_t mi8a_pdl_small_launches(void);
  * marks a run only where the dispatch would give its nodes these in place of 7b's kernel */
 struct mi_cuda_kernel;
 const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
+/* d13: whether a node that the dispatch gives kernel k alone can be part of a run (8a's Q4_K
+ * streaming matmul, 7b's warp-per-row matmul); the candidate a node of role MI_MM_RUN_DEFER /
+ * MI_MM_RUN_LAST of such a run gets (else NULL) */
+bool mi8a_run_plain(const struct mi_cuda_kernel *k);
+const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
 
 /* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
  * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and

@@ -7,8 +7,9 @@
  * rewritten only when the CUDA backend accepts its fused form (its supports(), which asks the
  * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
- * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7, below). Runs
- * after 7c's FFN fusion (mi7c_add_fusion). */
+ * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7) and runs of
+ * Q4_K matmuls of one x computed in one launch (d13), below. Runs after 7c's FFN fusion
+ * (mi7c_add_fusion). */
 #include "phase8a_decode/decode8a.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "common/graph/graph.h"
@@ -148,6 +149,47 @@ static int mark_shared_x(mi_graph *g) {
     return marked;
 }
 
+/* d13: consecutive one-token matmuls of one x and weight format that the dispatch gives to 8a's
+ * Q4_K streaming kernel (the 7B's q, k and, where Q4_K, v) or to 7b's warp-per-row kernel (the
+ * 0.5B's q, k, v): all but the last marked MI_MM_RUN_DEFER, the last MI_MM_RUN_LAST, where the
+ * dispatch gives the marked nodes d13's kernels (item on, same shapes). At most MI8A_RUN_MAX a
+ * run; no graph output in one. Before d7's marks, which then take the runs d13 leaves. */
+static const struct mi_cuda_kernel *run_plain(const mi_tensor *n) {
+    if (n->op != MI_OP_MATMUL || !one_token(n->src[1]) || !n->src[0] || mi_matmul_shared_x(n) != 0 ||
+        (n->flags & MI_T_OUTPUT))
+        return NULL;
+    const struct mi_cuda_kernel *k = mi_cuda_choice(n);
+    return mi8a_run_plain(k) ? k : NULL;
+}
+static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kernel *plain) {
+    mi_tensor probe = *n;
+    probe.p[0] = role;
+    return mi_cuda_choice(&probe) == mi8a_run_kernel(role, plain);
+}
+static int mark_runs(mi_graph *g) {
+    int marked = 0;
+    for (int i = 0; i + 1 < g->n_nodes; i++) {
+        mi_tensor *a = g->nodes[i];
+        const struct mi_cuda_kernel *plain = run_plain(a);
+        if (!plain) continue;
+        int j = i + 1;
+        for (; j < g->n_nodes && j - i < MI8A_RUN_MAX; j++) {
+            const mi_tensor *b = g->nodes[j];
+            if (run_plain(b) != plain || b->src[1] != a->src[1] || b->src[0]->type != a->src[0]->type ||
+                b->src[0]->ne[0] != a->src[0]->ne[0])
+                break;
+        }
+        bool ok = j - i >= 2;
+        for (int k = i; ok && k < j; k++)
+            ok = run_role_ok(g->nodes[k], k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST, plain);
+        if (!ok) continue;
+        for (int k = i; k < j; k++) g->nodes[k]->p[0] = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
+        marked += j - i;
+        i = j - 1;
+    }
+    return marked;
+}
+
 /* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
  * than MI8A_PDL_MIN_EMBD. Measured on the H200 (results/notes/PHASE8A.md), the small kernels as
  * programmatic dependents: 7B (3,584 wide) tg128 +5.6%, pp512 +1.1%; 0.5B (896) pp512 +2.4% but
@@ -193,6 +235,7 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     free(p.uses);
     free(p.readers);
     free(p.dead);
+    mark_runs(g);
     mark_shared_x(g);
     mark_early(g);
     return fused;

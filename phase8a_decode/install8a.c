@@ -108,6 +108,95 @@ static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows 
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
                                             sup_add_q6k, run_add_q6k, ws_q6k, 0};
 
+/* MATMUL marked by the pass as a run of one launch (d13): the nodes of a run of one x before its
+ * last (MI_MM_RUN_DEFER) launch nothing and leave their weight, bias and output in a thread-local
+ * record; the last (MI_MM_RUN_LAST) launches every row of the run at once, on 8a's Q4_K streaming
+ * kernel (x quantized in the kernel) or in 7b's warp-per-row order (matvec_fused's kernel, x
+ * quantized in each block; for rows of 2,048 or more 7b's quantizer, then 7b's row body),
+ * whichever the run's nodes would take alone. The nodes of a split run back to back
+ * on one thread, so the record is complete when the last runs; the last checks it (same context
+ * and x, its predecessors' node ids) and fails the step rather than leave an output unwritten.
+ * Outputs are allocated before any later node's and stay live past the run, so writing them at
+ * the last node is safe; a captured graph replays the launches. */
+static _Thread_local struct {
+    const mi_cuda_ctx *c;
+    const void *x;
+    mi_type wt;
+    int64_t K;
+    int n, last_id;
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+} g_run;
+
+static bool run_q4k_ok(const mi_tensor *n) {
+    return q4k_rule(n, false) && n->src[1] && mi_nrows(n->src[1]) == 1 && aligned16(n->src[1]) &&
+           mi7b_matmul_node_supported(n);
+}
+static bool run_rows_ok(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0], *x = n->src[1];
+    return w && x && mi_nrows(x) == 1 && mi7b_act_row_bytes(w->type, w->ne[0]) > 0 && mi7b_matmul_node_supported(n);
+}
+static bool sup_run_defer(const mi_tensor *n) {
+    return mi_matmul_shared_x(n) == MI_MM_RUN_DEFER && (run_q4k_ok(n) || run_rows_ok(n));
+}
+static bool sup_run_last_q4k(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && run_q4k_ok(n); }
+static bool sup_run_last_rows(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && run_rows_ok(n); }
+static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && g_run.wt == w->type && g_run.K == w->ne[0] &&
+           g_run.last_id == n->id - 1;
+}
+static mi_status run_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    if (!run_follows(c, n) || g_run.n >= MI8A_RUN_MAX - 1) g_run.n = 0;   /* a run starts here */
+    g_run.c = c, g_run.x = n->src[1]->data, g_run.wt = w->type, g_run.K = w->ne[0], g_run.last_id = n->id;
+    g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
+    return MI_OK;
+}
+/* the run's weights with the last's appended (its count in *k), or an error: the record is gone */
+static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) {
+    const mi_tensor *w = n->src[0];
+    if (!run_follows(c, n))
+        return mi_err(MI_ERR_INTERNAL, "d13: the run ending at node %s (#%d) found no record of the nodes before it",
+                      n->name, n->id);
+    g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
+    *k = g_run.n;
+    g_run.n = 0;
+    return MI_OK;
+}
+static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    int k;
+    MI_TRY(run_close(c, n, &k));
+    return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, w->ne[0]);
+}
+/* one kernel that quantizes x in every block where matvec_fused takes the shapes (short rows: the
+ * 0.5B's q, k, v), else 7b's quantizer and one launch of 7b's row body for the run */
+static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    int k;
+    MI_TRY(run_close(c, n, &k));
+    int64_t M = 0;
+    for (int i = 0; i < k; i++) M += g_run.seg[i].M;
+    if (mi8a_matvec_fused_supported(w->type, w->ne[0], M))
+        return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, w->ne[0]);
+    MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
+    return mi8a_matmul_rows_run(mi_cuda_stream(c), w->type, g_run.seg, k, ws, w->ne[0]);
+}
+static size_t ws_run_rows(const mi_tensor *n) { return mi7b_matmul_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static const mi_cuda_kernel k_run_defer = {"matmul, one token: its rows computed by its run's last node", "d13",
+                                           sup_run_defer, run_run_defer, NULL, 0};
+static const mi_cuda_kernel k_run_last_q4k = {"matmul, one token, Q4_K streaming rows of every matmul of its run in "
+                                              "one launch", "e12,e14,d13", sup_run_last_q4k, run_run_last_q4k, NULL, 0};
+static const mi_cuda_kernel k_run_last_rows = {"matmul, one token, warp per row, every matmul of its run in one launch "
+                                               "(x quantized in each block, or once before it for long rows)", "d13", sup_run_last_rows, run_run_last_rows,
+                                               ws_run_rows, 0};
+bool mi8a_run_plain(const struct mi_cuda_kernel *k) { return k && (k == &k_mm_q4k || k == mi7b_matmul_kernel()); }
+const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain) {
+    if (role == MI_MM_RUN_DEFER) return &k_run_defer;
+    if (role != MI_MM_RUN_LAST) return NULL;
+    return plain == &k_mm_q4k ? &k_run_last_q4k : plain && plain == mi7b_matmul_kernel() ? &k_run_last_rows : NULL;
+}
+
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
  * first quantizes x into the workspace and leaves it there, each later one runs only 7b's
  * matmul kernel on that copy. The nodes of a run execute back to back on one stream and the
@@ -171,6 +260,15 @@ bool mi8a_pdl_on(void) {
     return true;
 }
 uint64_t mi8a_pdl_launches(void) { return g_pdl_launches; }
+
+/* d12: read at each launch like d6 */
+static _Atomic uint64_t g_wide_launches;
+bool mi8a_wide_on(int64_t K) {
+    if (K < MI8A_WIDE_K || !mi_cuda_item_on("d12")) return false;
+    g_wide_launches++;
+    return true;
+}
+uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -276,6 +374,13 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_q4k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_fused);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
+    mi_cuda_item_declare("d12", "one-token Q4_K and Q6_K matmuls of rows of 8,192 elements or more (the down "
+                                "projections) as one block of 32 warps an SM: the activation row staged once an SM");
+    mi_cuda_item_declare("d13", "a run of one-token matmuls of one x in one launch (the 7B's q, k and, where Q4_K, v "
+                                "on Q4_K streaming rows; the 0.5B's q, k, v on 7b's warp-per-row kernel)");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_defer);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_last_rows);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_last_q4k);   /* in front: a Q4_K run on 8a's kernel */
     mi_cuda_item_declare("d11", "one-token Q6_K matmuls (and their residual add) on streaming rows: an octet of lanes a "
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);

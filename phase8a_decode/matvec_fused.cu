@@ -12,6 +12,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/run_rows.cuh"
 #include "common/core/mi_canon.h"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
@@ -28,11 +29,21 @@
  *     warp, no second barrier;
  *  4. the warps quantize x' block by block into shared memory (7b's quantizer functions).
  * Then each warp dots its rows in 7b's order. Shared memory: x, [w,] the quantized row. */
-template <int WT, bool NORM, bool RES>
-__global__ void __launch_bounds__(FZ_THREADS)
-kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const float *__restrict__ X,
-                    const float *__restrict__ nw, float eps, const float *__restrict__ bias,
-                    const float *__restrict__ R, float *__restrict__ Y, int rows) {
+/* one weight's rows (a run's rows: run_rows.cuh, item d13) */
+struct fz_rows_one {
+    const uint8_t *W;
+    size_t wrow;
+    const float *bias;
+    float *Y;
+    __device__ __forceinline__ const uint8_t *w(int64_t m) const { return W + (size_t)m * wrow; }
+    __device__ __forceinline__ float add_bias(int64_t m, float s) const { return bias ? s + bias[m] : s; }
+    __device__ __forceinline__ float *y(int64_t m) const { return Y + m; }
+};
+
+template <int WT, bool NORM, bool RES, class Rows>
+__device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wrow, int64_t M, int64_t K,
+                                                  const float *__restrict__ X, const float *__restrict__ nw, float eps,
+                                                  const float *__restrict__ R, int rows) {
     extern __shared__ uint4 smem_fz[];
     float *sx = (float *)smem_fz, *sw = sx + K;
     uint8_t *A = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
@@ -41,7 +52,7 @@ kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64
     const int64_t m0 = (int64_t)blockIdx.x * rows;
     pdl_trigger();
     for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
-        const uint8_t *wr = W + (size_t)(m0 + r) * wrow;
+        const uint8_t *wr = rowmap.w(m0 + r);
         for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
     }
     pdl_wait();   /* x, r: the kernels before this one wrote them (d6) */
@@ -79,7 +90,7 @@ kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64
     for (int r = warp; r < rows; r += FZ_WARPS) {
         const int64_t m = m0 + r;
         if (m >= M) break;   /* warp-uniform; no barrier follows */
-        const uint8_t *wr = W + (size_t)m * wrow;
+        const uint8_t *wr = rowmap.w(m);
         float acc = 0.0f;
         for (int64_t u = lane; u < nunits; u += 32) {
             wunit w;
@@ -88,10 +99,19 @@ kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64
         }
         const float s = warp_sum(acc);
         if (lane == 0) {
-            const float y = bias ? s + bias[m] : s;
-            Y[m] = RES ? R[m] + y : y;
+            const float y = rowmap.add_bias(m, s);
+            *rowmap.y(m) = RES ? R[m] + y : y;
         }
     }
+}
+
+template <int WT, bool NORM, bool RES>
+__global__ void __launch_bounds__(FZ_THREADS)
+kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const float *__restrict__ X,
+                    const float *__restrict__ nw, float eps, const float *__restrict__ bias,
+                    const float *__restrict__ R, float *__restrict__ Y, int rows) {
+    const fz_rows_one rowmap = {W, wrow, bias, Y};
+    matvec_fused_rows<WT, NORM, RES>(rowmap, wrow, M, K, X, nw, eps, R, rows);
 }
 
 /* shared memory of a launch: x, the norm weight (NORM), the quantized row */
@@ -139,4 +159,38 @@ extern "C" mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, 
     if (!w || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: null pointer");
     const cudaStream_t st = (cudaStream_t)stream;
     MI_QTYPE_DISPATCH(wt, WT, return launch_fused<WT>(st, (const uint8_t *)w, K, M, x, nw, eps, bias, r, y));
+}
+
+/* ---- d13: a run of one-token matmuls of one x (the 0.5B's q, k, v) in one launch: every block
+ * quantizes x as above, then its warps dot the run's rows (run_rows.cuh) in 7b's order, so each
+ * output equals 7b's matmul bit for bit; one kernel where 7b takes a quantization and one
+ * launch a weight. */
+template <int WT>
+__global__ void __launch_bounds__(FZ_THREADS)
+kernel_matvec_fused_run(const run_rows rowmap, int64_t M, int64_t K, const float *__restrict__ X, int rows) {
+    matvec_fused_rows<WT, false, false>(rowmap, rowmap.wrow, M, K, X, NULL, 0.0f, NULL, rows);
+}
+
+template <int WT>
+static mi_status launch_fused_run(cudaStream_t st, const run_rows &rowmap, int64_t M, int64_t K, const float *x) {
+    const size_t smem = fused_smem((mi_type)WT, K, false);
+    const int rows = fused_rows(M);
+    const int64_t nb = (M + rows - 1) / rows;
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT>, dim3((unsigned)nb), dim3(FZ_THREADS), smem, st,
+                           rowmap, M, K, x, rows));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_fused_run");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                           int64_t K) {
+    if (!seg || !x || n < 1 || n > MI8A_RUN_MAX) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: %d weights", n);
+    run_rows rowmap;
+    int64_t M = 0;
+    if (!run_rows_make(&rowmap, seg, n, mi_row_size(wt, K), &M))
+        return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: a weight null or without rows");
+    if (!mi8a_matvec_fused_supported(wt, K, M))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_fused_run: type %s, K = %lld, %lld rows", mi_type_name(wt),
+                      (long long)K, (long long)M);
+    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x));
 }

@@ -7,6 +7,7 @@
 #include "phase7e_perf/matvec_q4k.h"
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/decode8a.h"
+#include "phase8a_decode/run_rows.cuh"
 
 extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm) {
     return mi7e_matvec_q4k_supported(wt, K, 1) && q4k_smem(K, norm) <= Q4K_SMEM_MAX;
@@ -27,6 +28,10 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
     const bool pdl = mi8a_pdl_on();
+    if (!nw && mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
+        if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
+        return launch_q4k<false, true, false, false, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
+    }
     if (nw && r) return launch_q4k<false, true, true, true, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, r, pdl);
     if (nw) return launch_q4k<false, true, true, false, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, NULL, pdl);
     if (r) return launch_q4k<false, true, false, true, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
@@ -43,4 +48,33 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
     return launch_q4k<true, true, true, false, true>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, NULL,
                                                      x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
+}
+
+/* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----
+ * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
+ * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
+ * block for all of them. */
+__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
+    matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
+}
+
+extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                         int64_t K) {
+    if (!mi8a_matvec_q4k_fused_supported(wt, K, false) || n < 1 || n > MI8A_RUN_MAX)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
+                      (long long)K, n);
+    if (!x || !seg || !aligned16(x)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: x null or not 16-byte aligned");
+    run_rows rows;
+    int64_t M = 0;
+    bool ok = run_rows_make(&rows, seg, n, 0, &M);
+    for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
+    if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
+    static wave_cache occ;
+    const size_t smem = q4k_smem(K, false);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
+                           (cudaStream_t)stream, rows, M, (int)(K / 256), x));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
+    return MI_OK;
 }

@@ -31,7 +31,6 @@
 #include "phase8a_decode/decode8a.h"
 
 #define Q6S_THREADS 256
-#define Q6S_WARPS (Q6S_THREADS / 32)
 /* U = 2 keeps 64 registers and 32 warps an SM; a build with -DQ6S_U=4 -DQ6S_MIN_BLOCKS=3 gives the
  * variant that measured slower (results/notes/PHASE8A.md) */
 #ifndef Q6S_MIN_BLOCKS
@@ -134,9 +133,11 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
 
 /* PDL: the kernel may be launched as a programmatic dependent: it lets the next kernel launch,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
- * r). Warp w of block b takes rows b*8 + w, then + gridDim.x*8, ... (at most one resident wave). */
-template <bool RES, bool PDL>
-__global__ void __launch_bounds__(Q6S_THREADS, Q6S_MIN_BLOCKS)
+ * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
+ * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
+ * a row's arithmetic and order do not depend on TH. */
+template <bool RES, bool PDL, int TH>
+__global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
     constexpr int U = Q6S_U;
@@ -148,8 +149,9 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     const int u = 4 * (t & 1) + 2 * ((t >> 1) & 1) + (t >> 2);
     const size_t wrow = (size_t)nsb * Q6S_SB;
     const int nit = (nsb + 4 * U - 1) / (4 * U);
-    const int64_t stride = (int64_t)gridDim.x * Q6S_WARPS;
-    int64_t row = (int64_t)blockIdx.x * Q6S_WARPS + (threadIdx.x >> 5);
+    constexpr int WARPS = TH / 32;
+    const int64_t stride = (int64_t)gridDim.x * WARPS;
+    int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
     raw_q6k r[U];
 
@@ -200,15 +202,15 @@ extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
 
 extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES>
+template <bool RES, int TH>
 static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                             int64_t K, int64_t M, const float *r, bool pdl) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q6s_smem(K);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true>, Q6S_THREADS, smem, M);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true>, dim3((unsigned)nb), dim3(Q6S_THREADS), smem, st, w, M,
-                           nsb, a, bias, y, r));
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH>, TH, smem, M);
+    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH>, dim3((unsigned)nb), dim3(TH), smem, st, w, M, nsb, a,
+                           bias, y, r));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
     return MI_OK;
 }
@@ -223,6 +225,10 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
-    if (r) return launch_q6k<true>(st, wb, a, bias, y, K, M, r, pdl);
-    return launch_q6k<false>(st, wb, a, bias, y, K, M, NULL, pdl);
+    if (mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
+        if (r) return launch_q6k<true, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
+        return launch_q6k<false, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
+    }
+    if (r) return launch_q6k<true, Q6S_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
+    return launch_q6k<false, Q6S_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
 }

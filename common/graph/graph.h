@@ -135,8 +135,10 @@ static inline int mi_rope_n_rot(const mi_tensor *n) { return n->p[2]; }
 static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(n, 3); }
 /* MATMUL p[0]: the node is the first (MI_MM_X_FIRST) or a later (MI_MM_X_NEXT) of a run of
  * consecutive one-token matmuls of the same x and activation format: the first may leave x
- * quantized in the backend's workspace for the rest. 0: no run. */
-enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2 };
+ * quantized in the backend's workspace for the rest. Or it belongs to a run whose last node
+ * (MI_MM_RUN_LAST) computes every node's rows in one launch, the others (MI_MM_RUN_DEFER)
+ * launching nothing. 0: no run. Hints of a device's pass: the CPU computes each node itself. */
+enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2, MI_MM_RUN_DEFER = 3, MI_MM_RUN_LAST = 4 };
 static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
 static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
 static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }

@@ -3,7 +3,7 @@
 # super-block (words t + 8j, lane 0 also word 48), the neighbour shuffle and funnel shift, the
 # 16-byte activation reads (n ^ h), the eight 4-element dots, the octet's reduce-scatter and the
 # unit a lane finishes, the per-lane (it, g) accumulation, the xor butterfly and the grid-stride
-# row cover. Checked against a direct decode of the GGUF Q6_K blocks (ggml's dequantize order):
+# row cover (blocks of 8 warps, and of 32 with item d12). Checked against a direct decode of the GGUF Q6_K blocks (ggml's dequantize order):
 # every unit finished exactly once with the reference's integer sum and bit-identical float
 # value, rows within float rounding of a float64 sum, every row written once, no word read outside
 # [floor4(super-block), super-block end) and the lead words inside the tensor, the activation reads
@@ -81,8 +81,9 @@ def dp4a(a, b):
     return int((av * bv).sum())
 
 
-def run(M, nsb, base, grid, bad_neighbour=False, bad_layout=False):
-    """the kernel over M rows: the tensor at byte offset base (4-aligned) of a flat memory"""
+def run(M, nsb, base, grid, bad_neighbour=False, bad_layout=False, warps=WARPS):
+    """the kernel over M rows: the tensor at byte offset base (4-aligned) of a flat memory, blocks
+    of `warps` warps (8, or 32 with item d12)"""
     w = make_q6k(M, nsb)
     raw, d8, qs, bs = make_act(nsb)
     ref = ref_units(w, qs)
@@ -98,7 +99,7 @@ def run(M, nsb, base, grid, bad_neighbour=False, bad_layout=False):
     lanes_t = np.arange(32) & 7
     u_of = 4 * (lanes_t & 1) + 2 * ((lanes_t >> 1) & 1) + (lanes_t >> 2)
     check("unit map is a bijection per octet", sorted(u_of[:8]) == list(range(8)), str(u_of[:8]))
-    for warp_id in range(grid * WARPS):
+    for warp_id in range(grid * warps):
         row = warp_id
         while row < M:
             acc = np.zeros(32, np.float32)
@@ -204,12 +205,12 @@ def run(M, nsb, base, grid, bad_neighbour=False, bad_layout=False):
             if abs(float(tot[0]) - exact) > 1e-5 * scale:
                 bad.append(("row", row, float(tot[0]), exact))
             writes[row] += 1
-            row += grid * WARPS
+            row += grid * warps
     return bad, seen, writes
 
 
-def case(name, M, nsb, base, grid):
-    bad, seen, writes = run(M, nsb, base, grid)
+def case(name, M, nsb, base, grid, warps=WARPS):
+    bad, seen, writes = run(M, nsb, base, grid, warps=warps)
     check(f"{name}: every unit once", (seen == 1).all(), f"counts {np.unique(seen)}")
     check(f"{name}: every row written once", (writes == 1).all(), f"{np.unique(writes)}")
     check(f"{name}: loads, banks, unit sums, values, rows", not bad, str(bad[:3]))
@@ -219,6 +220,7 @@ case("K=3584 (7B v / head rows), aligned base", 11, 14, 256, 1)
 case("K=1280, odd super-blocks per row (rows 2 mod 4)", 9, 5, 64, 2)
 case("K=256, one super-block a row", 7, 1, 128, 1)
 case("K=4608, three iterations", 3, 18, 16, 1)
+case("K=1280 in blocks of 32 warps (d12), rows past one wave", 70, 5, 32, 2, warps=32)
 # negative controls: each must report a mismatch
 state = C.save()
 b1, _, _ = run(3, 14, 256, 1, bad_neighbour=True)

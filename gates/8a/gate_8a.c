@@ -107,14 +107,16 @@ static void test_fusion_pass_cpu(void) {
                      "nothing fused at N = 3");
 }
 
-/* d7's marks: three one-token Q8_0 matmuls of one x in a row are marked first / next / next
- * (the dispatch gives them d7's kernels in place of 7b's), a fourth of another x starts no run,
- * and the CPU backend, which ignores the marks, computes the same bits as without the pass. */
-static int shared_x_graph(bool pass, int marks[4], float *out) {
+/* The pass's run marks on a hand-built graph (no device needed: the dispatch answers from the
+ * shapes): three one-token matmuls of type t of one x, then one of another x. d13 marks runs on
+ * 8a's Q4_K kernel or 7b's kernel defer / defer / last; with d13 off, d7 marks the Q8_0 run (7b's
+ * kernel) first / next / next; the fourth is alone. The CPU ignores the marks: its output equals
+ * the unpassed graph's. */
+static int marks_graph(mi_type t, bool pass, int marks[4], float *out) {
     enum { K = 256, M = 64 };
     void *mem[4];
     mi_tensor *w[4];
-    for (int i = 0; i < 4; i++) w[i] = leaf_w("w", MI_TYPE_Q8_0, K, M, &mem[i]);
+    for (int i = 0; i < 4; i++) w[i] = leaf_w("w", t, K, M, &mem[i]);
     float *xin = gu_rand_f32(&g_seed, K, -1.f, 1.f), *x2in = gu_rand_f32(&g_seed, K, -1.f, 1.f);
     mi_backend *cpu = NULL;
     mi_sched *sc = NULL;
@@ -141,27 +143,45 @@ static int shared_x_graph(bool pass, int marks[4], float *out) {
     return rc;
 }
 
-static void test_shared_x_pass(void) {
-    gu_begin(&R, "shared_x_pass");
-    float a[64], b[64];
+/* base: items off on both sides (the item under test is turned off on top of them) */
+static void marks_case(const char *name, mi_type t, const char *base, const char *item, const int want[4],
+                       const int want_off[4], const char *what) {
+    gu_begin(&R, name);
+    float a[64], b[64], c[64];
     int m0[4], m1[4], m2[4];
+    char off[64];
+    snprintf(off, sizeof off, "%s%s%s", base, *base ? "," : "", item);
     const unsigned long long seed = g_seed;
-    mi_status st = mi_cuda_items_set_off("");
-    int rc = st == MI_OK ? shared_x_graph(false, m0, a) : 1;
+    mi_status st = mi_cuda_items_set_off(base);
+    int rc = st == MI_OK ? marks_graph(t, false, m0, a) : 1;
     g_seed = seed;
-    if (!rc) rc = shared_x_graph(true, m1, b);
-    if (!rc) st = mi_cuda_items_set_off("d7");
+    if (!rc) rc = marks_graph(t, true, m1, b);
+    if (!rc) st = mi_cuda_items_set_off(off);
     g_seed = seed;
-    float c[64];
-    if (!rc && st == MI_OK) rc = shared_x_graph(true, m2, c);
+    if (!rc && st == MI_OK) rc = marks_graph(t, true, m2, c);
     mi_cuda_items_set_off("");
-    const bool want = m1[0] == MI_MM_X_FIRST && m1[1] == MI_MM_X_NEXT && m1[2] == MI_MM_X_NEXT && m1[3] == 0;
+    const bool marked = !memcmp(m1, want, sizeof m1), marked_off = !memcmp(m2, want_off, sizeof m2);
     if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
-    else if (!want || m2[0] || m2[1] || m2[2] || m2[3] || memcmp(a, b, sizeof a))
-        gu_fail(&R, "marks %d %d %d %d (want 1 2 2 0), with d7 off %d %d %d %d (want 0), CPU output %s", m1[0], m1[1],
-                m1[2], m1[3], m2[0], m2[1], m2[2], m2[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
-    else gu_pass(&R, "three matmuls of one x marked first / next / next, one of another x none, nothing with d7 off; "
-                     "CPU output bit-identical to the unpassed graph");
+    else if (!marked || !marked_off || memcmp(a, b, sizeof a))
+        gu_fail(&R, "marks %d %d %d %d (want %d %d %d %d), with %s off %d %d %d %d (want %d %d %d %d), CPU output %s",
+                m1[0], m1[1], m1[2], m1[3], want[0], want[1], want[2], want[3], item, m2[0], m2[1], m2[2], m2[3],
+                want_off[0], want_off[1], want_off[2], want_off[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "%s; CPU output bit-identical to the unpassed graph", what);
+}
+
+static void test_marks_pass(void) {
+    const int none[4] = {0, 0, 0, 0};
+    const int xq[4] = {MI_MM_X_FIRST, MI_MM_X_NEXT, MI_MM_X_NEXT, 0};
+    const int run[4] = {MI_MM_RUN_DEFER, MI_MM_RUN_DEFER, MI_MM_RUN_LAST, 0};
+    marks_case("shared_x_pass", MI_TYPE_Q8_0, "d13", "d7", xq, none,
+               "with d13 off: three Q8_0 matmuls of one x marked first / next / next, one of another x none; "
+               "nothing with d7 off too");
+    marks_case("run_pass", MI_TYPE_Q4_K, "", "d13", run, none,
+               "three Q4_K matmuls of one x (8a's kernel) marked defer / defer / last, one of another x none; "
+               "nothing with d13 off");
+    marks_case("run_rows_pass", MI_TYPE_Q8_0, "", "d13", run, xq,
+               "three Q8_0 matmuls of one x (7b's kernel) marked defer / defer / last, one of another x none; "
+               "with d13 off d7's marks");
 }
 
 /* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
@@ -343,6 +363,9 @@ typedef struct {
     uint64_t n_on, n_off;
 } item_ab;
 
+/* items off on both sides of an A/B (d7 is measured with d13 off: d13 takes its runs) */
+static const char *g_ab_base = "";
+
 static uint64_t ab_count(const char *item, uint64_t (*launches)(void)) {
     return launches ? launches() : mi_cuda_item_runs(item);
 }
@@ -355,11 +378,13 @@ static mi_status item_ab_run(mi_model *m, const char *item, int64_t ctx, uint64_
     uint64_t f = 0;
     g_stream_ctx = ctx;
     const uint64_t c0 = ab_count(item, launches);
-    mi_status st = mi_cuda_items_set_off("");
+    char off[64];
+    snprintf(off, sizeof off, "%s%s%s", g_ab_base, *g_ab_base ? "," : "", item);
+    mi_status st = mi_cuda_items_set_off(g_ab_base);
     if (st == MI_OK) st = run_stream(m, ab->on, ab->V, &ab->k_on, &f);
     if (st == MI_OK && again) st = run_stream(m, ab->again, ab->V, &ab->k_on, &f);
     const uint64_t c1 = ab_count(item, launches);
-    if (st == MI_OK) st = mi_cuda_items_set_off(item);
+    if (st == MI_OK) st = mi_cuda_items_set_off(off);
     if (st == MI_OK) st = run_stream(m, ab->off, ab->V, &ab->k_off, &f);
     ab->n_on = c1 - c0;
     ab->n_off = ab_count(item, launches) - c1;
@@ -415,11 +440,12 @@ static void test_item_model(const char *what, const char *item, int64_t ctx, con
     mi_model_free(m);
 }
 
-/* Programmatic dependent launch, d6 (8a's kernels) and d10 (the lower phases' small kernels):
- * the same kernels, only their launches overlap, so the logits must be bit-identical to the item
- * off, and to a second run with it on (a kernel that read an earlier kernel's output before its
- * wait would show as a difference here, run to run), with the same kernels a step and the
- * item's launches counted. A context of 8192 so split-KV attention (d4) takes part. */
+/* An item that changes only how kernels launch: programmatic dependent launch, d6 (8a's kernels)
+ * and d10 (the lower phases' small kernels), and d12 (the long-row matmuls in blocks of 32 warps).
+ * The same arithmetic, so the logits must be bit-identical to the item off, and to a second run
+ * with it on (a kernel that read an earlier kernel's output before its wait would show as a
+ * difference here, run to run), with the same kernels a step and the item's launches counted. A
+ * context of 8192 so split-KV attention (d4) takes part. */
 static void test_pdl_model(const char *what, const char *item, uint64_t (*launches)(void), const char *shape,
                            const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
@@ -446,7 +472,9 @@ static void test_pdl_model(const char *what, const char *item, uint64_t (*launch
  * step fewer (kernels < 0), as many (0) or more (> 0) than with it off.
  *   d7  one quantized x for a run of matmuls: the first of the 0.5B's q, k, v (and the tiny
  *       llama's) quantizes x, the others read its copy
- *   d8  RoPE a thread per pair */
+ *   d8  RoPE a thread per pair
+ *   d13 a run of matmuls of one x in one launch (the 7B's q, k, v on 8a's Q4_K kernel, the 0.5B's
+ *       and the tiny llama's on 7b's) */
 static void test_bitwise_item_model(const char *what, const char *item, int kernels, const char *shape,
                                     const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
@@ -529,12 +557,13 @@ int main(int argc, char **argv) {
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     test_fusion_pass_cpu();
-    test_shared_x_pass();
+    test_marks_pass();
     test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     kernels8a_fused(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
+    kernels8a_run(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -545,8 +574,12 @@ int main(int argc, char **argv) {
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
+    g_ab_base = "d13";
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("shared_x", "d7", -1, "qwen2.5-0.5b", "q4_0");
+    g_ab_base = "";
+    test_bitwise_item_model("run", "d13", -1, "tiny-llama", "q8_0");
+    test_bitwise_item_model("run", "d13", -1, "qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "tiny-llama", "q8_0");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
@@ -558,6 +591,8 @@ int main(int argc, char **argv) {
         test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
+        test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
+        test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
     cudaStreamDestroy(S);

@@ -81,6 +81,8 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
     if (st == MI_OK) st = RUN_FUSED();
 #undef RUN_FUSED
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    /* d12's blocks (Q4_K rows of MI8A_WIDE_K or more, no norm) against the unfused 7e kernel, which
+     * runs blocks of 256: bit for bit */
     if (st == MI_OK) st = unfused(t, q4k, dw, dx, pn, pb, pr, dxn, dy0, dy, K, M, ws);
     if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
     if (st != MI_OK) {
@@ -166,6 +168,99 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     ffn_case(1024, 1000);
 }
 
+/* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel
+ * the run replaces: 8a's Q4_K streaming kernel, or 7b's warp-per-row matmul when rows): bit for
+ * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
+/* rows: 7b's order, through matvec_fused's run kernel where it takes the shapes (as d13's last
+ * node chooses), else 7b's quantizer and 7b's row body */
+static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, int64_t K, void *ws) {
+    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, K);
+    int64_t M = 0;
+    for (int i = 0; i < n; i++) M += seg[i].M;
+    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, K);
+    MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
+    return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
+}
+static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, bool bias) {
+    char name[96];
+    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
+             (long long)Ms[0], bias ? "_bias" : "");
+    gu_begin(g_r, name);
+    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f);
+    void *bx;
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx);
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+    uint8_t *w[MI8A_RUN_MAX];
+    float *b[MI8A_RUN_MAX], *ref[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *one[MI8A_RUN_MAX];
+    void *bw[MI8A_RUN_MAX], *bb[MI8A_RUN_MAX];
+    float *dy[MI8A_RUN_MAX];
+    for (int i = 0; i < n; i++) {
+        size_t wb;
+        const int64_t M = Ms[i];
+        w[i] = gu_make_weights(g_seed, t, K, M, 1.0f, &wb);
+        b[i] = gu_rand_f32(g_seed, (size_t)M, -0.5f, 0.5f);
+        ref[i] = malloc((size_t)M * 4), got[i] = malloc((size_t)M * 4), got2[i] = malloc((size_t)M * 4);
+        one[i] = malloc((size_t)M * 4);
+        cpu_matmul(t, w[i], x, bias ? b[i] : NULL, ref[i], K, M, 1);
+        const void *dw = dev_up_at(w[i], wb, 0, &bw[i]);
+        const float *db = dev_up_at(b[i], (size_t)M * 4, 0, &bb[i]);
+        dy[i] = dev_poison((size_t)M * 4);
+        seg[i] = (mi8a_run_seg){dw, bias ? db : NULL, dy[i], M};
+    }
+    mi_status st = run_launch(t, rows, seg, n, dx, K, ws);
+    for (int i = 0; i < n && st == MI_OK; i++) {
+        dev_down(got[i], dy[i], (size_t)Ms[i] * 4);
+        CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
+    }
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, K, ws);
+    for (int i = 0; i < n && st == MI_OK; i++) {
+        dev_down(got2[i], dy[i], (size_t)Ms[i] * 4);
+        CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
+    }
+    for (int i = 0; i < n && st == MI_OK; i++) {
+        st = rows ? mi7b_matmul(S, t, seg[i].w, dx, seg[i].bias, dy[i], K, Ms[i], 1, ws)
+                  : mi8a_matvec_q4k_fused(S, t, seg[i].w, dx, NULL, 0.0f, seg[i].bias, NULL, dy[i], K, Ms[i]);
+        if (st == MI_OK) dev_down(one[i], dy[i], (size_t)Ms[i] * 4);
+    }
+    double worst = 0;
+    int differ = -1, differ2 = -1;
+    for (int i = 0; i < n && st == MI_OK; i++) {
+        const double e = gu_nmse(got[i], ref[i], (size_t)Ms[i]);
+        if (e > worst || e != e) worst = e;
+        if (differ < 0 && gu_first_diff(got[i], one[i], (size_t)Ms[i] * 4) != (size_t)-1) differ = i;
+        if (differ2 < 0 && gu_first_diff(got[i], got2[i], (size_t)Ms[i] * 4) != (size_t)-1) differ2 = i;
+    }
+    if (st != MI_OK) gu_fail(g_r, "launch: %s", mi_errmsg());
+    else if (!(worst <= 1e-6) || differ >= 0 || differ2 >= 0)
+        gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs a launch a weight: %s (weight %d); repeat %s", worst,
+                differ < 0 ? "bitwise" : "DIFFERS", differ, differ2 < 0 ? "bitwise" : "DIFFERS");
+    else gu_pass(g_r, "%d weights in one launch: bit-identical to a launch each and to itself; nmse vs cpu %.3g", n,
+                 worst);
+    for (int i = 0; i < n; i++) {
+        free(w[i]); free(b[i]); free(ref[i]); free(got[i]); free(got2[i]); free(one[i]);
+        cudaFree(bw[i]); cudaFree(bb[i]); cudaFree(dy[i]);
+    }
+    free(x);
+    cudaFree(bx);
+    cudaFree(ws);
+}
+
+void kernels8a_run(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+    bind(run, stream, seed);
+    const int64_t qkv[3] = {3584, 512, 512}, qk[2] = {3584, 512}, odd[4] = {77, 300, 8, 1024};
+    const int64_t qkv05[3] = {896, 128, 128};
+    run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true);    /* the 7B's q, k, v (Q4_K layers) */
+    run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true);     /* q, k (the layers whose v is Q6_K) */
+    run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false);   /* uneven segments, rows not a multiple of a block's 8 */
+    run_case(MI_TYPE_Q4_K, false, 18944, 3, qkv, false);  /* four iterations a row */
+    run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true);    /* the 0.5B's q, k, v on 7b's kernel */
+    run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false);
+    run_case(MI_TYPE_Q6_K, true, 1536, 2, qk, true);      /* a K-quant on 7b's kernel */
+    run_case(MI_TYPE_Q4_0, true, 2048, 3, qkv05, true);   /* rows too long for matvec_fused: 7b's body */
+    run_case(MI_TYPE_Q4_K, true, 4096, 2, qk, false);
+}
+
 /* d11's Q6_K kernel against the CPU (nmse), against itself on a second run (bitwise) and against
  * 7e's staged kernel plus 7b's add (the same integer unit sums added in another order: within
  * rounding); bases 4-byte aligned, rows of an odd number of super-blocks 2 mod 4 */
@@ -198,6 +293,15 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    /* rows long enough for d12: the kernel in blocks of 256 threads (d12 off) gives the same bits */
+    const bool wide = K >= MI8A_WIDE_K;
+    size_t d_narrow = (size_t)-1;
+    if (st == MI_OK && wide) {
+        st = mi_cuda_items_set_off("d12");
+        if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
+        mi_cuda_items_set_off("");
+        if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_narrow = gu_first_diff(got, old, (size_t)M * 4); }
+    }
     if (st == MI_OK) st = mi7e_matvec_staged(S, t, dw, dx, pb, res ? dy0 : dy, K, M, 1, ws);
     if (st == MI_OK && res) st = mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1);
     if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
@@ -206,13 +310,14 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     } else {
         const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
         const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1) {
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1 || d_narrow != (size_t)-1) {
             const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
             if (i != (size_t)-1 && i < (size_t)M) printf("    %s: row %zu got %.9g staged %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
-            gu_fail(g_r, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s", e_cpu, e_old,
-                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+            gu_fail(g_r, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s; d12 off %s", e_cpu, e_old,
+                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS", d_narrow == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise", e_cpu, e_old);
+            gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise%s", e_cpu, e_old,
+                    wide ? "; blocks of 256 (d12 off) bitwise" : "");
         }
     }
     free(w); free(x); free(b); free(r); free(ref); free(got); free(got2); free(old);

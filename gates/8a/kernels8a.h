@@ -8,6 +8,9 @@
 /* fused_*: the norm-folded and residual forms (every quantized format; Q4_K streaming) and the
  * norm-folded FFN head, against the unfused kernels bit for bit */
 void kernels8a_fused(gu_run *r, cudaStream_t s, unsigned long long *seed);
+/* run_q4k_*, run_rows_*: d13's one launch for several weights of one x against a launch each (8a's
+ * Q4_K kernel, 7b's warp-per-row kernel), bit for bit */
+void kernels8a_run(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* q6k_*: d11's Q6_K kernel against the CPU and 7e's staged kernel */
 void kernels8a_q6k(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* rope_pairs_*: d8's RoPE against 7b's kernel and the CPU's angle, bit for bit */
