@@ -161,6 +161,8 @@ static const mi_cuda_kernel k_attn_tiled = {"attention, prefill, query tiles", "
 static const mi_cuda_kernel k_rms_wide = {"RMS norm, eight loads in flight", "e9", mi7b_rms_node_supported,
                                           run_rms_wide, NULL, 0};
 
+const mi_cuda_kernel *mi7e_matmul_q4k_kernel(void) { return &k_mm_q4k_qx; }
+
 void mi_phase7e_install(void) {
     static const struct { const char *name, *what; } items[] = {
         {"e2", "one-token quantized matmul on staged weight rows (K >= 2048, N <= 8)"},

@@ -59,6 +59,9 @@ int mi7e_sm_count(void);
 
 /* adds the 7e kernels to the CUDA dispatch (called by the generated phases.c) */
 void mi_phase7e_install(void);
+/* the one-token Q4_K matmul with x quantized in the kernel (e12 + e14), for a later phase's
+ * pass that recognizes the dispatch's choice (8a's runs of one x) */
+const struct mi_cuda_kernel *mi7e_matmul_q4k_kernel(void);
 
 #ifdef __cplusplus
 }

@@ -190,11 +190,14 @@ static const mi_cuda_kernel k_run_last_q4k = {"matmul, one token, Q4_K streaming
 static const mi_cuda_kernel k_run_last_rows = {"matmul, one token, warp per row, every matmul of its run in one launch "
                                                "(x quantized in each block, or once before it for long rows)", "d13", sup_run_last_rows, run_run_last_rows,
                                                ws_run_rows, 0};
-bool mi8a_run_plain(const struct mi_cuda_kernel *k) { return k && (k == &k_mm_q4k || k == mi7b_matmul_kernel()); }
+/* the plain kernels a run replaces: 8a's Q4_K launcher (d6 on) or 7e's own (d6 off: the same
+ * body, launched without the programmatic dependency, as the run kernel then is), and 7b's */
+static bool plain_q4k(const struct mi_cuda_kernel *k) { return k == &k_mm_q4k || k == mi7e_matmul_q4k_kernel(); }
+bool mi8a_run_plain(const struct mi_cuda_kernel *k) { return k && (plain_q4k(k) || k == mi7b_matmul_kernel()); }
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain) {
     if (role == MI_MM_RUN_DEFER) return &k_run_defer;
-    if (role != MI_MM_RUN_LAST) return NULL;
-    return plain == &k_mm_q4k ? &k_run_last_q4k : plain && plain == mi7b_matmul_kernel() ? &k_run_last_rows : NULL;
+    if (role != MI_MM_RUN_LAST || !plain) return NULL;
+    return plain_q4k(plain) ? &k_run_last_q4k : plain == mi7b_matmul_kernel() ? &k_run_last_rows : NULL;
 }
 
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the

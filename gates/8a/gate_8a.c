@@ -179,6 +179,9 @@ static void test_marks_pass(void) {
     marks_case("run_pass", MI_TYPE_Q4_K, "", "d13", run, none,
                "three Q4_K matmuls of one x (8a's kernel) marked defer / defer / last, one of another x none; "
                "nothing with d13 off");
+    marks_case("run_pass_d6_off", MI_TYPE_Q4_K, "d6", "d13", run, none,
+               "with d6 off: three Q4_K matmuls of one x (7e's kernel) marked defer / defer / last, one of "
+               "another x none; nothing with d13 off too");
     marks_case("run_rows_pass", MI_TYPE_Q8_0, "", "d13", run, xq,
                "three Q8_0 matmuls of one x (7b's kernel) marked defer / defer / last, one of another x none; "
                "with d13 off d7's marks");
