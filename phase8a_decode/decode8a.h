@@ -112,6 +112,12 @@ const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
 bool mi8a_run_plain(const struct mi_cuda_kernel *k);
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
 
+/* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
+ * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */
+struct mi_tensor;
+const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const struct mi_tensor *n, int role);
+const struct mi_cuda_kernel *mi8a_rope_pairs_kernel(void);
+
 /* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
  * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and
  * rounding (mi_canon_rope_cs), bit-identical to 7b's kernel where the host's and the device's
@@ -120,6 +126,23 @@ const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kern
 bool mi8a_rope_pairs_supported(int64_t hd, int n_rot, int mode);
 mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t *pos, float *y, int64_t hd, int64_t H,
                           int64_t N, int mode, int n_rot, float freq_base);
+
+/* ---- rope_pairs_exact.cu, item d14: one token's RoPE of q [hd*Hq] and k [hd*Hkv] (d8's
+ * arithmetic), k's rotated row and v [hd*Hkv] stored to row n_past of the K and V caches (F16 by
+ * mi_f32_to_f16, or F32), in one launch: every output equals what d8's RoPE and 7b's stores
+ * write. n_past from the device where *_dev is set (7d's step params), else the value; a row at
+ * or past n_ctx is not written. */
+typedef struct {
+    const float *q, *k, *v;
+    float *q_rope, *k_rope;
+    void *cache_k, *cache_v;          /* [hd*Hkv, n_ctx_*], of one type */
+    const int32_t *pos;               /* [1] */
+    const int32_t *n_past_k_dev, *n_past_v_dev;
+    int64_t n_past_k, n_past_v, n_ctx_k, n_ctx_v;
+} mi8a_rope_kv_io;
+bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype);
+mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq, int64_t Hkv,
+                       int mode, int n_rot, float freq_base);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

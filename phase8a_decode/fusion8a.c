@@ -8,7 +8,8 @@
  * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
  * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7) and runs of
- * Q4_K matmuls of one x computed in one launch (d13), below. Runs after 7c's FFN fusion
+ * Q4_K matmuls of one x computed in one launch (d13), and a step's RoPE and KV stores done by
+ * one launch (d14), below. Runs after 7c's FFN fusion
  * (mi7c_add_fusion). */
 #include "phase8a_decode/decode8a.h"
 #include "phase7c_wiring/wiring7c.h"
@@ -190,6 +191,39 @@ static int mark_runs(mi_graph *g) {
     return marked;
 }
 
+/* d14: a one-token step's q RoPE, k RoPE, K store of that k and V store, consecutive (the
+ * builder's order), each of which the dispatch would give d14's kernel for its role, with both
+ * RoPEs on d8's kernel alone (d14 repeats its arithmetic): the first three marked MI_RKV_DEFER,
+ * the V store MI_RKV_LAST. Runs on the compacted graph. */
+static bool rkv_role_ok(const mi_tensor *n, int role) {
+    mi_tensor probe = *n;
+    mi_rope_kv_set_role(&probe, role);
+    const struct mi_cuda_kernel *k = mi8a_rope_kv_kernel(n, role);
+    return k && mi_cuda_choice(&probe) == k;
+}
+static bool rkv_quad(mi_tensor *const *q) {
+    const mi_tensor *rq = q[0], *rk = q[1], *sk = q[2], *sv = q[3];
+    if (rq->op != MI_OP_ROPE || rk->op != MI_OP_ROPE || sk->op != MI_OP_KV_STORE || sv->op != MI_OP_KV_STORE) return false;
+    if (!one_token(rq->src[0]) || !one_token(rk->src[0]) || !one_token(sv->src[0]) || sk->src[0] != rk) return false;
+    if (rq->src[1] != rk->src[1] || memcmp(rq->p, rk->p, 4 * sizeof rq->p[0])) return false;   /* positions, hd, mode, n_rot, base */
+    const mi_tensor *ck = sk->src[1], *cv = sv->src[1];
+    if (!ck || !cv || ck->type != cv->type || ck->ne[0] != cv->ne[0] || sv->src[0]->ne[0] != ck->ne[0]) return false;
+    if (mi_cuda_choice(rq) != mi8a_rope_pairs_kernel() || mi_cuda_choice(rk) != mi8a_rope_pairs_kernel()) return false;
+    for (int k = 0; k < 4; k++)
+        if (!rkv_role_ok(q[k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST)) return false;
+    return true;
+}
+static int mark_rope_kv(mi_graph *g) {
+    int marked = 0;
+    for (int i = 0; i + 3 < g->n_nodes; i++) {
+        if (!rkv_quad(g->nodes + i)) continue;
+        for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST);
+        marked += 4;
+        i += 3;
+    }
+    return marked;
+}
+
 /* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
  * than MI8A_PDL_MIN_EMBD. Measured on the H200 (results/notes/PHASE8A.md), the small kernels as
  * programmatic dependents: 7B (3,584 wide) tg128 +5.6%, pp512 +1.1%; 0.5B (896) pp512 +2.4% but
@@ -237,6 +271,7 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     free(p.dead);
     mark_runs(g);
     mark_shared_x(g);
+    mark_rope_kv(g);
     mark_early(g);
     return fused;
 }

@@ -255,6 +255,99 @@ static mi_status run_rope_pairs(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static const mi_cuda_kernel k_rope_pairs = {"RoPE, a thread per pair, inverse frequencies from the host", "d8",
                                             sup_rope_pairs, run_rope_pairs, NULL, 0};
 
+/* ROPE and KV_STORE marked by the pass (d14): a one-token step's q RoPE, k RoPE and K store
+ * (MI_RKV_DEFER) launch nothing and leave what they would compute in a thread-local record; the
+ * V store (MI_RKV_LAST) launches d14's kernel for all four. The nodes run back to back on one
+ * thread; the last checks the record (same context, its three predecessors in order, the K
+ * store reading the k RoPE) and fails the step rather than leave an output unwritten. The RoPE
+ * outputs are allocated before any later node's and stay live past the last, so writing them
+ * there is safe; a captured graph replays the launch, n_past read from the step params. */
+static _Thread_local struct {
+    const mi_cuda_ctx *c;
+    int n, last_id;
+    const mi_tensor *k_rope;
+    mi8a_rope_kv_io io;
+    int64_t Hq;
+} g_rkv;
+
+static bool rkv_shape_ok(const mi_tensor *rope, const mi_tensor *store) {
+    const int64_t hd = mi_rope_head_dim(rope);
+    return hd > 0 && mi8a_rope_kv_supported(hd, rope->src[0]->ne[0] / hd, store->src[0]->ne[0] / hd,
+                                            mi_rope_n_rot(rope), mi_rope_mode(rope), store->src[1]->type);
+}
+static bool sup_rkv_rope(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0];
+    const int64_t hd = mi_rope_head_dim(n);
+    return mi_rope_kv_role(n) == MI_RKV_DEFER && sup_rope_pairs(n) && mi_nrows(x) == 1 &&
+           mi8a_rope_kv_supported(hd, x->ne[0] / hd, 1, mi_rope_n_rot(n), mi_rope_mode(n), MI_TYPE_F16);
+}
+static bool rkv_store_ok(const mi_tensor *n, int role) {
+    const mi_tensor *x = n->src[0], *cache = n->src[1];
+    return mi_rope_kv_role(n) == role && x && cache && mi_nrows(x) == 1 && mi7b_kv_store_node_supported(n) &&
+           (cache->type == MI_TYPE_F16 || cache->type == MI_TYPE_F32);
+}
+static bool sup_rkv_store(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_DEFER); }
+static bool sup_rkv_last(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_LAST); }
+static bool rkv_follows(const mi_cuda_ctx *c, const mi_tensor *n, int have) {
+    return g_rkv.n == have && g_rkv.c == c && g_rkv.last_id == n->id - 1;
+}
+static mi_status run_rkv_rope(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const bool is_k = rkv_follows(c, n, 1);
+    if (!is_k) g_rkv.n = 0, g_rkv.c = c;   /* the q RoPE starts the record */
+    float *const y = n->data;
+    const float *const x = n->src[0]->data;
+    if (is_k) g_rkv.io.k = x, g_rkv.io.k_rope = y, g_rkv.k_rope = n;
+    else g_rkv.io.q = x, g_rkv.io.q_rope = y, g_rkv.io.pos = n->src[1]->data,
+         g_rkv.Hq = n->src[0]->ne[0] / mi_rope_head_dim(n);
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+static mi_status run_rkv_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    if (!rkv_follows(c, n, 2) || n->src[0] != g_rkv.k_rope) {
+        g_rkv.n = 0;
+        return MI_OK;   /* the last finds the record incomplete and fails the step */
+    }
+    g_rkv.io.cache_k = n->src[1]->data;
+    g_rkv.io.n_past_k_dev = mi_cuda_step_param(c, n);
+    g_rkv.io.n_past_k = mi_node_n_past(n);
+    g_rkv.io.n_ctx_k = n->src[1]->ne[1];
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const bool ok = rkv_follows(c, n, 3);
+    g_rkv.n = 0;
+    if (!ok)
+        return mi_err(MI_ERR_INTERNAL, "d14: the V store %s (#%d) found no record of the RoPE and K store before it",
+                      n->name, n->id);
+    const mi_tensor *rope = g_rkv.k_rope;
+    if (!rkv_shape_ok(rope, n))
+        return mi_err(MI_ERR_INTERNAL, "d14: node %s (#%d): shapes its kernel does not take", n->name, n->id);
+    mi8a_rope_kv_io io = g_rkv.io;
+    io.v = n->src[0]->data;
+    io.cache_v = n->src[1]->data;
+    io.n_past_v_dev = mi_cuda_step_param(c, n);
+    io.n_past_v = mi_node_n_past(n);
+    io.n_ctx_v = n->src[1]->ne[1];
+    const int64_t hd = mi_rope_head_dim(rope);
+    return mi8a_rope_kv(mi_cuda_stream(c), &io, n->src[1]->type, hd, g_rkv.Hq, rope->src[0]->ne[0] / hd,
+                        mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope));
+}
+static const mi_cuda_kernel k_rkv_rope = {"RoPE, one token: computed by its step's V store (d14's kernel)", "d8,d14",
+                                          sup_rkv_rope, run_rkv_rope, NULL, 0};
+static const mi_cuda_kernel k_rkv_store = {"KV store, one token: done by its step's V store (d14's kernel)", "d8,d14",
+                                           sup_rkv_store, run_rkv_store, NULL, MI_CUDA_K_STEP_PARAMS};
+static const mi_cuda_kernel k_rkv_last = {"V store, one token: q's and k's RoPE and the K and V stores in one launch",
+                                          "d8,d14", sup_rkv_last, run_rkv_last, NULL, MI_CUDA_K_STEP_PARAMS};
+const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const mi_tensor *n, int role) {
+    if (n->op == MI_OP_ROPE) return role == MI_RKV_DEFER ? &k_rkv_rope : NULL;
+    if (n->op != MI_OP_KV_STORE) return NULL;
+    return role == MI_RKV_DEFER ? &k_rkv_store : role == MI_RKV_LAST ? &k_rkv_last : NULL;
+}
+const struct mi_cuda_kernel *mi8a_rope_pairs_kernel(void) { return &k_rope_pairs; }
+
 /* d6: read at each launch (a switch changes the dispatch epoch, so no captured graph outlives it) */
 static _Atomic uint64_t g_pdl_launches;
 bool mi8a_pdl_on(void) {
@@ -366,6 +459,11 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d8", "RoPE with a thread per rotated pair and the inverse frequencies computed once on the "
                                "host (7b's kernel: a thread per element, each with a double pow, cos and sin)");
     mi_cuda_add_kernel(MI_OP_ROPE, &k_rope_pairs);
+    mi_cuda_item_declare("d14", "one token's RoPE of q and k and the KV store of k and v in one launch (4 kernels a "
+                                "layer become 1)");
+    mi_cuda_add_kernel(MI_OP_ROPE, &k_rkv_rope);
+    mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_store);
+    mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_last);
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);

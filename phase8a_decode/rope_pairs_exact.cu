@@ -1,5 +1,5 @@
 /* RoPE with the angle of docs/NUMERICS.md (mi_canon_rope_cs), a thread per rotated pair
- * (item d8). 7b's kernel gives every output element a thread that computes the pair's
+ * (item d8), and one token's RoPE of q and k with the KV store of k and v in one launch (d14). 7b's kernel gives every output element a thread that computes the pair's
  * inverse frequency (a double pow), then cos and sin in double: at one token the launch is
  * a few blocks whose time is that chain of double-precision calls. Here the inverse
  * frequencies, which depend only on (base, n_rot), come with the launch, computed on the
@@ -19,6 +19,16 @@ typedef struct {
     float f[MI8A_ROPE_MAX_PAIRS];
 } rope_freqs;
 
+/* elements d0, d1 of one head rotated by theta: cos and sin in double, rounded to float, the
+ * products and sums rounded one by one (this file is built without FMA contraction) */
+__device__ __forceinline__ float2 rotate_pair(const float *__restrict__ xh, int64_t d0, int64_t d1, float theta) {
+    double sd, cd;
+    sincos((double)theta, &sd, &cd);
+    const float c = (float)cd, s = (float)sd;
+    const float x0 = xh[d0], x1 = xh[d1];
+    return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
 /* x [hd*H, N], pos [N] -> y. Thread t < pairs * H * N: pair t % half of head (t / half) % H of
  * token t / (half * H); threads past that copy the unrotated dims (hd - n_rot of each head). */
 __global__ void kernel_rope_pairs(const float *__restrict__ x, const int32_t *__restrict__ pos,
@@ -35,14 +45,9 @@ __global__ void kernel_rope_pairs(const float *__restrict__ x, const int32_t *__
         }
         const int64_t i = t % half, row = t / half, n = row / H;   /* row: head (token n, head row % H) */
         const int64_t d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
-        const float theta = (float)pos[n] * fq.f[i];
-        double sd, cd;
-        sincos((double)theta, &sd, &cd);
-        const float c = (float)cd, s = (float)sd;
-        const float *xh = x + row * hd;
-        const float x0 = xh[d0], x1 = xh[d1];
-        y[row * hd + d0] = x0 * c - x1 * s;
-        y[row * hd + d1] = x0 * s + x1 * c;
+        const float2 r = rotate_pair(x + row * hd, d0, d1, (float)pos[n] * fq.f[i]);
+        y[row * hd + d0] = r.x;
+        y[row * hd + d1] = r.y;
     }
 }
 
@@ -74,5 +79,80 @@ extern "C" mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t
     MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_pairs, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, x, pos, y, hd,
                               H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_pairs");
+    return MI_OK;
+}
+
+/* ---------------- d14: q's and k's RoPE, the K and V stores, one token, one launch ----------------
+ * Thread t takes, in this order: a rotated pair of one of the Hq + Hkv heads (q's heads, then
+ * k's), an unrotated dim of one of them, or one element of v. A k element goes to k's RoPE output
+ * and, converted as 7b's store converts it (mi_f32_to_f16, or copied for an F32 cache), to row
+ * n_past of the K cache; v's to row n_past of the V cache. Every value is the one the four
+ * kernels it replaces write: the pair is d8's expression, the store 7b's conversion of that
+ * float. n_past comes from the device (7d's step params) where the split has a slot, else from
+ * the node; a row at or past n_ctx is not written (7d's store drops it too). */
+__device__ __forceinline__ void store_kv(void *cache, bool f16, int64_t i, float v) {
+    if (f16) ((uint16_t *)cache)[i] = mi_f32_to_f16(v);
+    else ((float *)cache)[i] = v;
+}
+
+__global__ void kernel_rope_kv(const mi8a_rope_kv_io io, int hd, int Hq, int Hkv, int neox, int n_rot, int f16,
+                               const rope_freqs fq) {
+    MI_PDL_ENTRY();
+    const int half = n_rot / 2, w = hd - n_rot, H = Hq + Hkv;
+    const int64_t rot = (int64_t)half * H, pass = (int64_t)w * H, row = (int64_t)hd * Hkv;
+    const int64_t npk = io.n_past_k_dev ? (int64_t)io.n_past_k_dev[0] : io.n_past_k;
+    const int64_t npv = io.n_past_v_dev ? (int64_t)io.n_past_v_dev[0] : io.n_past_v;
+    const bool k_in = npk >= 0 && npk < io.n_ctx_k, v_in = npv >= 0 && npv < io.n_ctx_v;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < rot + pass + row; t += stride) {
+        if (t >= rot + pass) {   /* v */
+            const int64_t j = t - rot - pass;
+            if (v_in) store_kv(io.cache_v, f16, npv * row + j, io.v[j]);
+            continue;
+        }
+        int64_t h, d0, d1 = -1;
+        if (t < rot) {
+            const int64_t i = t % half;
+            h = t / half;
+            d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
+        } else {
+            const int64_t u = t - rot;
+            h = u / w, d0 = n_rot + u % w;
+        }
+        const bool is_k = h >= Hq;
+        const int64_t hh = is_k ? h - Hq : h;
+        const float *xh = (is_k ? io.k : io.q) + hh * hd;
+        float *yh = (is_k ? io.k_rope : io.q_rope) + hh * hd;
+        float y0, y1 = 0.0f;
+        if (d1 >= 0) {
+            const float2 r = rotate_pair(xh, d0, d1, (float)io.pos[0] * fq.f[t % half]);
+            y0 = r.x, y1 = r.y;
+            yh[d1] = y1;
+        } else {
+            y0 = xh[d0];
+        }
+        yh[d0] = y0;
+        if (is_k && k_in) {
+            store_kv(io.cache_k, f16, npk * row + hh * hd + d0, y0);
+            if (d1 >= 0) store_kv(io.cache_k, f16, npk * row + hh * hd + d1, y1);
+        }
+    }
+}
+
+extern "C" bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype) {
+    return mi8a_rope_pairs_supported(hd, n_rot, mode) && Hq > 0 && Hkv > 0 && (Hq + Hkv) * hd <= INT32_MAX &&
+           (ctype == MI_TYPE_F16 || ctype == MI_TYPE_F32);
+}
+
+extern "C" mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq,
+                                  int64_t Hkv, int mode, int n_rot, float freq_base) {
+    if (!mi8a_rope_kv_supported(hd, Hq, Hkv, n_rot, mode, ctype))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_rope_kv: hd %lld, heads %lld + %lld, n_rot %d, mode %d, cache %s",
+                      (long long)hd, (long long)Hq, (long long)Hkv, n_rot, mode, mi_type_name(ctype));
+    const int64_t total = (int64_t)(n_rot / 2) * (Hq + Hkv) + (hd - n_rot) * (Hq + Hkv) + hd * Hkv;
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_kv, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, *io, (int)hd,
+                              (int)Hq, (int)Hkv, mode == MI_ROPE_NEOX, n_rot, ctype == MI_TYPE_F16,
+                              *freqs_for(freq_base, n_rot)));
+    MI_CU_CHECK_LAUNCH("kernel_rope_kv");
     return MI_OK;
 }

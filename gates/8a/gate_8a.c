@@ -187,6 +187,79 @@ static void test_marks_pass(void) {
                "with d13 off d7's marks");
 }
 
+/* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
+ * V store, then attention over the caches. One token: marked defer / defer / defer / last;
+ * nothing with d14 off, nor with d8 off (d14 repeats d8's arithmetic), nor at two tokens. The
+ * CPU ignores the marks: its output equals the unpassed graph's. */
+static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
+    enum { HD = 64, HQ = 4, HKV = 2, CTX = 16, NP = 5 };
+    const int64_t row = HD * HKV, cne[2] = {row, CTX};
+    float *q = gu_rand_f32(&g_seed, (size_t)(HD * HQ * N), -1.f, 1.f), *k = gu_rand_f32(&g_seed, (size_t)(row * N), -1.f, 1.f),
+          *v = gu_rand_f32(&g_seed, (size_t)(row * N), -1.f, 1.f);
+    int32_t pos[2] = {NP, NP + 1};
+    mi_tensor kc, vc;
+    tensor_init(&kc, "cache_k", MI_TYPE_F16, 2, cne);
+    tensor_init(&vc, "cache_v", MI_TYPE_F16, 2, cne);
+    kc.flags = vc.flags = MI_T_PERSIST;
+    kc.data = calloc((size_t)(row * CTX), 2);
+    vc.data = calloc((size_t)(row * CTX), 2);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (kc.data && vc.data && mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *xq = graph_input(g, "q", MI_TYPE_F32, HD * HQ, N, q), *xk = graph_input(g, "k", MI_TYPE_F32, row, N, k);
+        mi_tensor *xv = graph_input(g, "v", MI_TYPE_F32, row, N, v), *xp = graph_input(g, "pos", MI_TYPE_I32, N, 1, pos);
+        mi_tensor *n[4];
+        n[0] = graph_rope(g, xq, xp, HD, MI_ROPE_NEOX, HD, 1000000.f);
+        n[1] = graph_rope(g, xk, xp, HD, MI_ROPE_NEOX, HD, 1000000.f);
+        n[2] = graph_kv_store(g, n[1], &kc, NP);
+        n[3] = graph_kv_store(g, xv, &vc, NP);
+        mi_tensor *y = graph_attn(g, n[0], n[2], n[3], NP, HD, HQ, HKV, 0.125f);
+        if (y) {
+            y->flags |= MI_T_OUTPUT;
+            g->output = y;
+            if (pass) mi8a_fuse_decode_with(g, cpu, 1);
+            for (int i = 0; i < 4; i++) marks[i] = mi_rope_kv_role(n[i]);
+            if (sched_compute(sc, g) == MI_OK && (!out || sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK)) rc = 0;
+        }
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    free(kc.data), free(vc.data), free(q), free(k), free(v);
+    return rc;
+}
+
+static void test_rope_kv_pass(void) {
+    gu_begin(&R, "rope_kv_pass");
+    const int want[4] = {MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_LAST}, none[4] = {0, 0, 0, 0};
+    float a[256], b[256], c[256];   /* attention's output: hd * Hq */
+    int m0[4], m1[4], m_off[4], m_d8[4], m_n2[4];
+    const unsigned long long seed = g_seed;
+    int rc = rkv_graph(1, false, m0, a);
+    g_seed = seed;
+    if (!rc) rc = rkv_graph(1, true, m1, b);
+    mi_status st = mi_cuda_items_set_off("d14");
+    g_seed = seed;
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, m_off, c);
+    if (st == MI_OK) st = mi_cuda_items_set_off("d8");
+    g_seed = seed;
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, m_d8, c);
+    mi_cuda_items_set_off("");
+    if (!rc && st == MI_OK) rc = rkv_graph(2, true, m_n2, NULL);   /* only its marks */
+    const bool ok = !memcmp(m1, want, sizeof m1) && !memcmp(m_off, none, sizeof m_off) &&
+                    !memcmp(m_d8, none, sizeof m_d8) && !memcmp(m_n2, none, sizeof m_n2);
+    if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
+    else if (!ok || memcmp(a, b, sizeof a))
+        gu_fail(&R, "marks %d %d %d %d (want %d %d %d %d); d14 off %d %d %d %d, d8 off %d %d %d %d, two tokens "
+                    "%d %d %d %d (want none); CPU output %s", m1[0], m1[1], m1[2], m1[3], want[0], want[1], want[2],
+                want[3], m_off[0], m_off[1], m_off[2], m_off[3], m_d8[0], m_d8[1], m_d8[2], m_d8[3], m_n2[0], m_n2[1],
+                m_n2[2], m_n2[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last; nothing with "
+                     "d14 or d8 off or at two tokens; CPU output bit-identical to the unpassed graph");
+}
+
 /* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
  * step of several tokens get MI_T_EARLY on every node */
 static int early_flags(int64_t K, int64_t N) {
@@ -561,10 +634,12 @@ int main(int argc, char **argv) {
     mi_phases_install();
     test_fusion_pass_cpu();
     test_marks_pass();
+    test_rope_kv_pass();
     test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     kernels8a_fused(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
+    kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
@@ -585,14 +660,22 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("run", "d13", -1, "qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "tiny-llama", "q8_0");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("rope_kv", "d14", -1, "tiny-llama", "q8_0");
+    test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
+    test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
+    g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
+    g_ab_base = "";
     const char *no7 = getenv("MINFER_GATE_NO_7B");
     if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else {
         test_model("qwen2.5-7b", "q4_k_m", -1, true);
         test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
+        g_ab_base = "d14";
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
+        g_ab_base = "";
+        test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");

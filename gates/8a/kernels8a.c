@@ -7,6 +7,7 @@
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7b_ops/ops7b.h"
+#include "phase7d_graphs/graphs7d.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/core/mi_canon.h"
 #include "common/core/mi_fp16.h"
@@ -402,6 +403,92 @@ void kernels8a_rope(gu_run *run, cudaStream_t stream, unsigned long long *seed) 
     rope_case(128, 8, 1024, 128, MI_ROPE_NORMAL, 500000.0f);/* Llama 3's base */
     rope_case(128, 3, 17, 64, MI_ROPE_NEOX, 10000.0f);      /* partial rotation: dims 64..127 copied */
     rope_case(80, 5, 33, 32, MI_ROPE_NORMAL, 10000.0f);
+}
+
+/* d14's one launch against the four it replaces (d8's RoPE of q and of k, 7b's stores of the
+ * rotated k and of v; with a device n_past, 7d's stores): q's and k's RoPE outputs and both whole
+ * caches bit for bit (rows other than n_past keep their contents), and against itself on a
+ * second run. The caches start as random rows. */
+static void rope_kv_case(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, float base, mi_type ct,
+                         int64_t n_past, int64_t n_ctx, bool dev_np) {
+    char name[128];
+    snprintf(name, sizeof name, "rope_kv_hd%lld_Hq%lld_Hkv%lld_rot%d_%s_%s_past%lld%s", (long long)hd, (long long)Hq,
+             (long long)Hkv, n_rot, mode == MI_ROPE_NEOX ? "neox" : "normal", mi_type_name(ct), (long long)n_past,
+             dev_np ? "_dev" : "");
+    gu_begin(g_r, name);
+    const int64_t nq = hd * Hq, row = hd * Hkv;
+    const size_t es = ct == MI_TYPE_F16 ? 2 : 4, cb = (size_t)(row * n_ctx) * es;
+    float *q = gu_rand_f32(g_seed, (size_t)nq, -4.f, 4.f), *k = gu_rand_f32(g_seed, (size_t)row, -4.f, 4.f),
+          *v = gu_rand_f32(g_seed, (size_t)row, -4.f, 4.f);
+    uint8_t *c0 = malloc(cb);
+    for (size_t i = 0; i < cb; i++) c0[i] = (uint8_t)(gu_rng(g_seed) & 0x3Bu);   /* finite halves and floats */
+    int32_t pos = (int32_t)(n_past + 7), np32 = (int32_t)n_past;
+    void *bq, *bk, *bv, *bp, *bn, *bkc, *bvc;
+    float *dq = dev_up_at(q, (size_t)nq * 4, 0, &bq), *dk = dev_up_at(k, (size_t)row * 4, 0, &bk);
+    float *dv = dev_up_at(v, (size_t)row * 4, 0, &bv);
+    int32_t *dp = dev_up_at(&pos, 4, 0, &bp), *dnp = dev_up_at(&np32, 4, 0, &bn);
+    void *dkc = dev_up_at(c0, cb, 0, &bkc), *dvc = dev_up_at(c0, cb, 0, &bvc);
+    float *dyq = dev_poison((size_t)nq * 4), *dyk = dev_poison((size_t)row * 4);
+    float *yq[3] = {malloc((size_t)nq * 4), malloc((size_t)nq * 4), malloc((size_t)nq * 4)};
+    float *yk[3] = {malloc((size_t)row * 4), malloc((size_t)row * 4), malloc((size_t)row * 4)};
+    uint8_t *ck[3] = {malloc(cb), malloc(cb), malloc(cb)}, *cv[3] = {malloc(cb), malloc(cb), malloc(cb)};
+    mi8a_rope_kv_io io = {dq, dk, dv, dyq, dyk, dkc, dvc, dp, dev_np ? dnp : NULL, dev_np ? dnp : NULL,
+                          dev_np ? -1 : n_past, dev_np ? -1 : n_past, n_ctx, n_ctx};
+    mi_status st = MI_OK;
+    for (int r = 0; r < 3 && st == MI_OK; r++) {   /* 0, 1: d14 twice; 2: the four launches */
+        CK(cudaMemcpy(dkc, c0, cb, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dvc, c0, cb, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dyq, 0xFF, (size_t)nq * 4));
+        CK(cudaMemset(dyk, 0xFF, (size_t)row * 4));
+        if (r < 2) {
+            st = mi8a_rope_kv(S, &io, ct, hd, Hq, Hkv, mode, n_rot, base);
+        } else {
+            st = mi8a_rope_pairs(S, dq, dp, dyq, hd, Hq, 1, mode, n_rot, base);
+            if (st == MI_OK) st = mi8a_rope_pairs(S, dk, dp, dyk, hd, Hkv, 1, mode, n_rot, base);
+            if (st == MI_OK)
+                st = dev_np ? mi7d_kv_store(S, dyk, dkc, ct, row, 1, dnp, n_ctx) : mi7b_kv_store(S, dyk, dkc, ct, row, 1, n_past);
+            if (st == MI_OK)
+                st = dev_np ? mi7d_kv_store(S, dv, dvc, ct, row, 1, dnp, n_ctx) : mi7b_kv_store(S, dv, dvc, ct, row, 1, n_past);
+        }
+        if (st == MI_OK) {
+            dev_down(yq[r], dyq, (size_t)nq * 4);
+            dev_down(yk[r], dyk, (size_t)row * 4);
+            dev_down(ck[r], dkc, cb);
+            dev_down(cv[r], dvc, cb);
+        }
+    }
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        const size_t dq4 = gu_first_diff(yq[0], yq[2], (size_t)nq * 4), dk4 = gu_first_diff(yk[0], yk[2], (size_t)row * 4),
+                     dck = gu_first_diff(ck[0], ck[2], cb), dcv = gu_first_diff(cv[0], cv[2], cb);
+        const bool rep = !memcmp(yq[0], yq[1], (size_t)nq * 4) && !memcmp(yk[0], yk[1], (size_t)row * 4) &&
+                         !memcmp(ck[0], ck[1], cb) && !memcmp(cv[0], cv[1], cb);
+        const bool wrote = memcmp(ck[2], c0, cb) && memcmp(cv[2], c0, cb);   /* the reference stored something */
+        if (dq4 != (size_t)-1 || dk4 != (size_t)-1 || dck != (size_t)-1 || dcv != (size_t)-1 || !rep || !wrote)
+            gu_fail(g_r, "vs d8 + the stores: q RoPE %s (first byte %zd), k RoPE %s (%zd), K cache %s (%zd), V cache %s "
+                         "(%zd); repeat %s; reference wrote the caches: %s", dq4 == (size_t)-1 ? "bitwise" : "DIFFERS",
+                    (ssize_t)dq4, dk4 == (size_t)-1 ? "bitwise" : "DIFFERS", (ssize_t)dk4,
+                    dck == (size_t)-1 ? "bitwise" : "DIFFERS", (ssize_t)dck, dcv == (size_t)-1 ? "bitwise" : "DIFFERS",
+                    (ssize_t)dcv, rep ? "bitwise" : "DIFFERS", wrote ? "yes" : "NO");
+        else
+            gu_pass(g_r, "q and k RoPE and both caches (%lld rows) bit-identical to d8's RoPE and %s stores, and to "
+                         "itself", (long long)n_ctx, dev_np ? "7d's" : "7b's");
+    }
+    free(q), free(k), free(v), free(c0);
+    for (int r = 0; r < 3; r++) free(yq[r]), free(yk[r]), free(ck[r]), free(cv[r]);
+    cudaFree(bq), cudaFree(bk), cudaFree(bv), cudaFree(bp), cudaFree(bn), cudaFree(bkc), cudaFree(bvc);
+    cudaFree(dyq), cudaFree(dyk);
+}
+
+void kernels8a_rope_kv(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+    bind(run, stream, seed);
+    rope_kv_case(128, 28, 4, 128, MI_ROPE_NEOX, 1000000.0f, MI_TYPE_F16, 9, 64, true);    /* the 7B's step */
+    rope_kv_case(128, 28, 4, 128, MI_ROPE_NEOX, 1000000.0f, MI_TYPE_F16, 63, 64, false);  /* the last row */
+    rope_kv_case(64, 14, 2, 64, MI_ROPE_NEOX, 1000000.0f, MI_TYPE_F16, 0, 32, true);      /* the 0.5B's */
+    rope_kv_case(64, 8, 4, 64, MI_ROPE_NORMAL, 10000.0f, MI_TYPE_F32, 5, 16, false);      /* llama order, F32 */
+    rope_kv_case(128, 6, 2, 64, MI_ROPE_NEOX, 10000.0f, MI_TYPE_F16, 30, 40, true);       /* partial rotation */
+    rope_kv_case(80, 5, 5, 32, MI_ROPE_NORMAL, 500000.0f, MI_TYPE_F32, 3, 8, true);
 }
 
 static int32_t host_argmax(const float *x, int64_t V) {
