@@ -194,10 +194,16 @@ static int mark_runs(mi_graph *g) {
 /* d14: a one-token step's q RoPE, k RoPE, K store of that k and V store, consecutive (the
  * builder's order), each of which the dispatch would give d14's kernel for its role, with both
  * RoPEs on d8's kernel alone (d14 repeats its arithmetic): the first three marked MI_RKV_DEFER,
- * the V store MI_RKV_LAST. Runs on the compacted graph. */
-static bool rkv_role_ok(const mi_tensor *n, int role) {
+ * the V store MI_RKV_LAST, which also takes the RoPEs' inputs as sources (src[2], src[3]): its
+ * launch reads them, so the allocator must keep them until it runs (else the k RoPE's output
+ * could be given the memory of q, whose last reader would be the deferred q RoPE). The q RoPE's
+ * output is read by attention, after it; the k RoPE's only by the K store, and memory released
+ * there can go only to nodes after the V store (the V store aliases its cache), which run after
+ * the launch. Runs on the compacted graph. */
+static bool rkv_role_ok(const mi_tensor *n, int role, mi_tensor *xq, mi_tensor *xk) {
     mi_tensor probe = *n;
     mi_rope_kv_set_role(&probe, role);
+    if (role == MI_RKV_LAST) probe.src[2] = xq, probe.src[3] = xk;
     const struct mi_cuda_kernel *k = mi8a_rope_kv_kernel(n, role);
     return k && mi_cuda_choice(&probe) == k;
 }
@@ -207,10 +213,11 @@ static bool rkv_quad(mi_tensor *const *q) {
     if (!one_token(rq->src[0]) || !one_token(rk->src[0]) || !one_token(sv->src[0]) || sk->src[0] != rk) return false;
     if (rq->src[1] != rk->src[1] || memcmp(rq->p, rk->p, 4 * sizeof rq->p[0])) return false;   /* positions, hd, mode, n_rot, base */
     const mi_tensor *ck = sk->src[1], *cv = sv->src[1];
+    if (sv->src[2] || sv->src[3]) return false;
     if (!ck || !cv || ck->type != cv->type || ck->ne[0] != cv->ne[0] || sv->src[0]->ne[0] != ck->ne[0]) return false;
     if (mi_cuda_choice(rq) != mi8a_rope_pairs_kernel() || mi_cuda_choice(rk) != mi8a_rope_pairs_kernel()) return false;
     for (int k = 0; k < 4; k++)
-        if (!rkv_role_ok(q[k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST)) return false;
+        if (!rkv_role_ok(q[k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST, rq->src[0], rk->src[0])) return false;
     return true;
 }
 static int mark_rope_kv(mi_graph *g) {
@@ -218,6 +225,8 @@ static int mark_rope_kv(mi_graph *g) {
     for (int i = 0; i + 3 < g->n_nodes; i++) {
         if (!rkv_quad(g->nodes + i)) continue;
         for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST);
+        g->nodes[i + 3]->src[2] = g->nodes[i]->src[0];
+        g->nodes[i + 3]->src[3] = g->nodes[i + 1]->src[0];
         marked += 4;
         i += 3;
     }

@@ -259,9 +259,10 @@ static const mi_cuda_kernel k_rope_pairs = {"RoPE, a thread per pair, inverse fr
  * (MI_RKV_DEFER) launch nothing and leave what they would compute in a thread-local record; the
  * V store (MI_RKV_LAST) launches d14's kernel for all four. The nodes run back to back on one
  * thread; the last checks the record (same context, its three predecessors in order, the K
- * store reading the k RoPE) and fails the step rather than leave an output unwritten. The RoPE
- * outputs are allocated before any later node's and stay live past the last, so writing them
- * there is safe; a captured graph replays the launch, n_past read from the step params. */
+ * store reading the k RoPE, its own src[2] and src[3] the RoPEs' inputs) and fails the step
+ * rather than leave an output unwritten. Memory: the RoPEs' inputs are the last's sources and
+ * their outputs are read after it (fusion8a.c), so everything it reads and writes is allocated
+ * while it runs; a captured graph replays the launch, n_past read from the step params. */
 static _Thread_local struct {
     const mi_cuda_ctx *c;
     int n, last_id;
@@ -287,7 +288,7 @@ static bool rkv_store_ok(const mi_tensor *n, int role) {
            (cache->type == MI_TYPE_F16 || cache->type == MI_TYPE_F32);
 }
 static bool sup_rkv_store(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_DEFER); }
-static bool sup_rkv_last(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_LAST); }
+static bool sup_rkv_last(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_LAST) && n->src[2] && n->src[3]; }
 static bool rkv_follows(const mi_cuda_ctx *c, const mi_tensor *n, int have) {
     return g_rkv.n == have && g_rkv.c == c && g_rkv.last_id == n->id - 1;
 }
@@ -317,7 +318,7 @@ static mi_status run_rkv_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return MI_OK;
 }
 static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const bool ok = rkv_follows(c, n, 3);
+    const bool ok = rkv_follows(c, n, 3) && n->src[2]->data == g_rkv.io.q && n->src[3]->data == g_rkv.io.k;
     g_rkv.n = 0;
     if (!ok)
         return mi_err(MI_ERR_INTERNAL, "d14: the V store %s (#%d) found no record of the RoPE and K store before it",

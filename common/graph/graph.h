@@ -142,8 +142,9 @@ enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2, MI_MM_RUN_DEFER = 3, MI_MM_RUN_LAST 
 static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
 /* ROPE p[4], KV_STORE p[1]: the node is one of a one-token step's four that one launch can do
  * (q's RoPE, k's RoPE, the K store of k's RoPE, the V store, consecutive): the V store
- * (MI_RKV_LAST) does all four, the others (MI_RKV_DEFER) launch nothing. 0: none. Hints of a
- * device's pass: the CPU computes each node itself. */
+ * (MI_RKV_LAST) does all four, the others (MI_RKV_DEFER) launch nothing; the V store then
+ * has the two RoPEs' inputs as src[2] and src[3], so they stay allocated until it runs. 0: none.
+ * Hints of a device's pass: the CPU computes each node itself. */
 enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2 };
 static inline int mi_rope_kv_role(const mi_tensor *n) {
     return n->op == MI_OP_ROPE ? (int)n->p[4] : n->op == MI_OP_KV_STORE ? (int)n->p[1] : 0;

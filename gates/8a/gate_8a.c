@@ -221,6 +221,7 @@ static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
             g->output = y;
             if (pass) mi8a_fuse_decode_with(g, cpu, 1);
             for (int i = 0; i < 4; i++) marks[i] = mi_rope_kv_role(n[i]);
+            if (marks[3] == MI_RKV_LAST && (n[3]->src[2] != xq || n[3]->src[3] != xk)) marks[3] = -1;   /* sources */
             if (sched_compute(sc, g) == MI_OK && (!out || sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK)) rc = 0;
         }
     }
@@ -256,8 +257,9 @@ static void test_rope_kv_pass(void) {
                     "%d %d %d %d (want none); CPU output %s", m1[0], m1[1], m1[2], m1[3], want[0], want[1], want[2],
                 want[3], m_off[0], m_off[1], m_off[2], m_off[3], m_d8[0], m_d8[1], m_d8[2], m_d8[3], m_n2[0], m_n2[1],
                 m_n2[2], m_n2[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
-    else gu_pass(&R, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last; nothing with "
-                     "d14 or d8 off or at two tokens; CPU output bit-identical to the unpassed graph");
+    else gu_pass(&R, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last, the last "
+                     "with q and k as sources; nothing with d14 or d8 off or at two tokens; CPU output bit-identical "
+                     "to the unpassed graph");
 }
 
 /* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
