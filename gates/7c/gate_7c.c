@@ -3,7 +3,9 @@
  *                    in MINFER_GATE_REAL_MODELS): weights resident, "cuda" session vs "cpu" session,
  *                    logits NMSE <= max(1e-5, 4 x the CPU's own ISA-to-ISA floor), greedy top-1
  *                    identical but for near-ties (margin <= 2 x noise), no weight operand on the host
- *   session_turns    prefill -> decode -> second turn -> decode == one prefill of the same tokens
+ *   session_turns    prefill -> decode -> second turn -> decode == one prefill of the same tokens,
+ *                    logits NMSE <= 1e-5 (e2e's floor: the one-token kernels and the prompt's GEMMs
+ *                    sum in other orders; a broken KV is far above it)
  *   registry_*       idempotent registration, replacement keeps the old copy (retired), release
  *   fusion_*         MINFER_NO_FUSION=1 vs fused: same tokens; decode tok/s both ways (A B A B)
  *   parallel_loads   8 threads, 100 loads of the same and different models: every result equal
@@ -221,13 +223,13 @@ static void test_session_turns(const char *path) {
         for (int64_t i = 0; i < V; i++) noise = fmax(noise, fabs((double)l1[i] - l2[i]));
         const bool top_ok = gate_argmax(l1, V) == gate_argmax(l2, V) || margin_of(l2, V) <= 2 * noise;
         mi7c_weights_stats(&w1);
-        if (e <= 1e-6 && top_ok && w1.n_uploads == w0.n_uploads)
+        if (e <= 1e-5 && top_ok && w1.n_uploads == w0.n_uploads)
             gu_pass(&R, "prefill 16 -> 4 decodes -> turn 2 (8) -> 4 decodes (KV 0..%d) vs one prefill of %d: nmse %.3g "
-                        "(<= 1e-6), max |dlogit| %.3g, top-1 %s; no weight uploaded during the session (device graphs are "
+                        "(<= 1e-5), max |dlogit| %.3g, top-1 %s; no weight uploaded during the session (device graphs are "
                         "rebuilt per step until 7d captures them)", ns, ns, e, noise,
                     gate_argmax(l1, V) == gate_argmax(l2, V) ? "equal" : "near-tie");
         else
-            gu_fail(&R, "nmse %.3g (<= 1e-6), top-1 %lld vs %lld, uploads during session %llu", e, (long long)gate_argmax(l1, V),
+            gu_fail(&R, "nmse %.3g (<= 1e-5), top-1 %lld vs %lld, uploads during session %llu", e, (long long)gate_argmax(l1, V),
                     (long long)gate_argmax(l2, V), (unsigned long long)(w1.n_uploads - w0.n_uploads));
     }
 done:

@@ -1,8 +1,10 @@
 /* gates/support/dispatch_mask.h: a MATMUL dispatch without one weight type. */
 #include "gates/support/dispatch_mask.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
+#include <stdio.h>
+#include <stdlib.h>
 
-#define SAVED_MAX 16
+#define SAVED_MAX 64   /* above the dispatch's candidates per op: every one is masked */
 static const mi_cuda_kernel *g_saved[SAVED_MAX];
 static int g_n_saved;
 static mi_type g_refused;
@@ -27,7 +29,10 @@ static const mi_cuda_kernel k_masked = {"gate: matmul without one weight type", 
 void gate_matmul_refuse(mi_type t) {
     if (g_active) gate_matmul_restore();
     g_n_saved = mi_cuda_kernels(MI_OP_MATMUL, g_saved, SAVED_MAX);
-    if (g_n_saved > SAVED_MAX) g_n_saved = SAVED_MAX;
+    if (g_n_saved > SAVED_MAX) {   /* a candidate left in place would still take the refused type */
+        fprintf(stderr, "gate_matmul_refuse: %d MATMUL candidates, room for %d\n", g_n_saved, SAVED_MAX);
+        abort();
+    }
     for (int i = 0; i < g_n_saved; i++) mi_cuda_remove_kernel(MI_OP_MATMUL, g_saved[i]);
     g_refused = t;
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_masked);
