@@ -40,14 +40,18 @@ static const gate7a_test k_run[] = {
 
 /* Higher phases add kernels; the 7a claims (Input on CUDA, everything else on the CPU)
  * are tested with the dispatch emptied again, so this gate means the same at 7b..7e. */
-#define SAVED_MAX 16
+#define SAVED_MAX 64   /* above the dispatch's candidates per op: every one is set aside */
 static const mi_cuda_kernel *g_saved[MI_OP_COUNT][SAVED_MAX];
 static int g_n_saved[MI_OP_COUNT];
 static int ops_input_only(void) {
     int n = 0;
     for (int op = MI_OP_INPUT + 1; op < MI_OP_COUNT; op++) {
         g_n_saved[op] = mi_cuda_kernels((mi_op)op, g_saved[op], SAVED_MAX);
-        if (g_n_saved[op] > SAVED_MAX) g_n_saved[op] = SAVED_MAX;
+        if (g_n_saved[op] > SAVED_MAX) {   /* a candidate left in place would run its op on CUDA */
+            fprintf(stderr, "gate_7a: %d candidates of op %s, room for %d\n", g_n_saved[op], mi_op_name((mi_op)op),
+                    SAVED_MAX);
+            abort();
+        }
         n += g_n_saved[op];
         for (int i = 0; i < g_n_saved[op]; i++) mi_cuda_remove_kernel((mi_op)op, g_saved[op][i]);
     }

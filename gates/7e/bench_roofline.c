@@ -182,9 +182,9 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
     node.src[0] = &tw;
     node.src[1] = sh->ffn ? &tw2 : &tx;
     node.src[2] = sh->ffn ? &tx : NULL;
-    const mi_cuda_kernel *ks[16];
-    int nk = mi_cuda_kernels(node.op, ks, 16);
-    if (nk > 16) nk = 16;
+    const mi_cuda_kernel *ks[64];   /* above the dispatch's candidates per op: every one is measured */
+    int nk = mi_cuda_kernels(node.op, ks, 64);
+    if (nk > 64) nk = 64;
     int taken = 0;
     for (int i = 0; i < nk; i++) {
         if (!ks[i]->supports(&node)) continue;
