@@ -15,6 +15,8 @@
  *       (MI_OP_MATMUL, MI_OP_MATMUL_ADD)
  *   d12 the long-row one-token Q4_K and Q6_K matmuls in one block of 32 warps an SM
  *   d13 a run of one-token matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
+ *   d14 a step's RoPE of q and k and its K and V stores in one launch (MI_OP_ROPE and
+ *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
