@@ -153,7 +153,7 @@ mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, i
  * weight w [K], and the activation quantization of weight type wt's matmul, into xq
  * (mi7b_act_row_bytes(wt, K) bytes): the bytes 7e's (or 7b's) norm followed by mi7b_quantize_act
  * write, in one kernel. */
-#define MI8A_NORM_QUANT_MAX_K 12288   /* the row in 48 KB of shared memory */
+#define MI8A_NORM_QUANT_MAX_K 8192   /* the row in shared memory, under the 48 KB a launch gets unasked */
 bool mi8a_norm_quant_supported(mi_type wt, int64_t K);
 mi_status mi8a_norm_quant(void *stream, mi_type wt, const float *x, const float *w, float eps, int64_t K, void *xq);
 

@@ -536,7 +536,7 @@ void kernels8a_norm_quant(gu_run *run, cudaStream_t stream, unsigned long long *
     norm_quant_case(MI_TYPE_Q4_0, 1056);    /* 33 blocks: warps with one block more than others */
     norm_quant_case(MI_TYPE_Q4_K, 3584);    /* Q8_K super-blocks */
     norm_quant_case(MI_TYPE_Q6_K, 256);
-    norm_quant_case(MI_TYPE_Q8_0, 12288);   /* the kernel's limit */
+    norm_quant_case(MI_TYPE_Q8_0, MI8A_NORM_QUANT_MAX_K);   /* the kernel's limit */
 }
 
 static int32_t host_argmax(const float *x, int64_t V) {
