@@ -265,7 +265,7 @@ static void rms_case(int64_t G, int64_t rows) {
     mi_status st = mi7e_rms_norm(S, dx, dw, dy, G, rows, 1e-6f);
     if (st == MI_OK) { dev_down(got, dy, n * 4); st = mi7b_rms_norm(S, dx, dw, dy, G, rows, 1e-6f); }
     if (st == MI_OK) dev_down(old, dy, n * 4);
-    /* then time both (warm, 200 launches each); rows past 12288 floats take 7b's kernel in both */
+    /* then time both (warm, 200 launches each); rows past 12280 floats take 7b's kernel in both */
     char tdet[200] = "";
     size_t tl = 0;
     for (int v = 0; v < 2 && st == MI_OK; v++) {   /* 0: 7e's wide-row kernel, 1: 7b's */
@@ -323,6 +323,8 @@ static void test_kernels(void) {
     rms_case(3584, 37);
     rms_case(896, 5);
     rms_case(100, 3);
+    rms_case(12280, 2);   /* the longest row in shared memory */
+    rms_case(12288, 1);   /* just past it: 7b's kernel */
     rms_case(13000, 2);   /* past the shared-memory row: 7b's kernel */
     attn_case(MI_TYPE_F16, 128, 28, 4, 200, 0);
     attn_case(MI_TYPE_F16, 128, 28, 4, 70, 37);
