@@ -17,6 +17,9 @@
  *   d13 a run of one-token matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
  *   d14 a step's RoPE of q and k and its K and V stores in one launch (MI_OP_ROPE and
  *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
+ *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
+ *   d16 the norm before 7e's staged FFN or matmul and 7b's matmul in the kernel that quantizes
+ *       their x (MI_OP_NORM_FFN_SWIGLU, MI_OP_NORM_MATMUL)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -145,6 +148,14 @@ typedef struct {
 bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype);
 mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq, int64_t Hkv,
                        int mode, int n_rot, float freq_base);
+
+/* ---- norm_quant_exact.cu, item d16: one token's RMS norm over its K elements, x [K] with
+ * weight w [K], and the activation quantization of weight type wt's matmul, into xq
+ * (mi7b_act_row_bytes(wt, K) bytes): the bytes 7e's (or 7b's) norm followed by mi7b_quantize_act
+ * write, in one kernel. */
+#define MI8A_NORM_QUANT_MAX_K 8192   /* the row in shared memory, under the 48 KB a launch gets unasked */
+bool mi8a_norm_quant_supported(mi_type wt, int64_t K);
+mi_status mi8a_norm_quant(void *stream, mi_type wt, const float *x, const float *w, float eps, int64_t K, void *xq);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

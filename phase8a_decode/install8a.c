@@ -403,6 +403,73 @@ static const mi_cuda_kernel k_mm_add_fused = {"matmul + residual add, one token,
 static const mi_cuda_kernel k_mm_add_q4k = {"matmul + residual add, one token, Q4_K streaming rows", "d2",
                                             sup_add_q4k, run_add_q4k, NULL, 0};
 
+/* d15, d16: the lower phases' one-token kernels that read x quantized by 7b's quantizer (7e's
+ * staged rows, 7b's warp per row) with the nodes around them. Each candidate takes a node only
+ * where the dispatch gives its plain part that very kernel, so the bits are that kernel's. */
+static const mi_cuda_kernel *plain_matmul(const mi_tensor *n, bool with_bias) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    if (!with_bias) mm.src[2] = NULL;
+    mm.src[3] = NULL;
+    mm.p[0] = 0;
+    return mi_cuda_choice(&mm);
+}
+/* MATMUL_ADD on staged rows (d15): r + W @ x as the staged kernel's W @ x + bias with r as the
+ * bias (one float add, commutative: the bits of the matmul followed by the add) */
+static bool sup_add_staged(const mi_tensor *n) {
+    return mm_add_ok(n) && plain_matmul(n, false) == mi7e_matmul_staged_kernel();
+}
+static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi7e_matvec_staged(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
+                              w->ne[1], 1, ws);
+}
+/* NORM_FFN_SWIGLU and NORM_MATMUL (d16): the norm and the quantization of x in one kernel
+ * (norm_quant_exact.cu), then the staged FFN, the staged matmul or 7b's matmul on that row */
+static bool sup_norm_ffn_quant(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0], *x = n->src[2];
+    if (!wg || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
+        !mi8a_norm_quant_supported(wg->type, wg->ne[0]))
+        return false;
+    mi_tensor ffn = *n;
+    ffn.op = MI_OP_FFN_SWIGLU;
+    ffn.src[3] = NULL;
+    return mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
+}
+static size_t ws_norm_quant(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static mi_status run_norm_ffn_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0];
+    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), wg->type, n->src[2]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                           wg->ne[0], ws));
+    return mi7e_ffn_staged_quantized(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, ws, n->data, wg->ne[0],
+                                     wg->ne[1], 1);
+}
+static bool sup_norm_mm_quant(const mi_tensor *n) {
+    if (!norm_mm_ok(n) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
+    const mi_cuda_kernel *k = plain_matmul(n, true);
+    return k && (k == mi7e_matmul_staged_kernel() || k == mi7b_matmul_kernel());
+}
+static mi_status run_norm_mm_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                           w->ne[0], ws));
+    if (plain_matmul(n, true) == mi7e_matmul_staged_kernel())
+        return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0],
+                                            w->ne[1], 1);
+    return mi7b_matmul_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0], w->ne[1],
+                                 1);
+}
+static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token, staged weight rows (the residual "
+                                               "as the kernel's bias)", "e2,d2,d15", sup_add_staged, run_add_staged,
+                                               ws_add_staged, 0};
+static const mi_cuda_kernel k_norm_ffn_quant = {"norm + fused FFN, one token: norm and quantization in one kernel, "
+                                                "then staged weight rows", "e5,d1,d16", sup_norm_ffn_quant,
+                                                run_norm_ffn_quant, ws_norm_quant, 0};
+static const mi_cuda_kernel k_norm_mm_quant = {"norm + matmul, one token: norm and quantization in one kernel, then "
+                                               "staged rows or 7b's warp per row", "d1,d16", sup_norm_mm_quant,
+                                               run_norm_mm_quant, ws_norm_quant, 0};
+
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
     const mi_tensor *x = n->src[0];
@@ -468,6 +535,13 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);
+    mi_cuda_item_declare("d15", "the residual add after 7e's staged one-token matmul done by it, as its bias (the "
+                                "0.5B's down projection)");
+    mi_cuda_item_declare("d16", "the RMS norm before 7e's staged FFN or matmul or 7b's matmul, one token, in the kernel "
+                                "that quantizes their x (the 0.5B's FFN and output head)");
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged);
+    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_quant);
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_quant);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
