@@ -20,6 +20,7 @@
  *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
  *   d16 the norm before 7e's staged FFN or matmul and 7b's matmul in the kernel that quantizes
  *       their x (MI_OP_NORM_FFN_SWIGLU, MI_OP_NORM_MATMUL)
+ *   d17 the norm before a d13 run in the run's kernel (MI_OP_NORM_MATMUL marked by the pass)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -67,7 +68,10 @@ typedef struct {
     float *y;             /* y_i [M_i] */
     int64_t M;
 } mi8a_run_seg;
-mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+/* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
+ * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm. */
+mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                              const float *nw, float eps, int64_t K);
 /* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
  * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
  * each output equals mi7b_matmul_quantized's bit for bit. */
@@ -75,7 +79,8 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
 /* ---- matvec_fused.cu, item d13: the same in one kernel that quantizes x in every block, for the
  * shapes mi8a_matvec_fused takes (K < MI8A_FUSED_MAX_K, the run's rows <= MI8A_FUSED_MAX_M):
  * every output equals 7b's matmul's bit for bit. */
-mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                const float *nw, float eps, int64_t K);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
@@ -116,6 +121,8 @@ const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
  * MI_MM_RUN_LAST of such a run gets (else NULL) */
 bool mi8a_run_plain(const struct mi_cuda_kernel *k);
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
+/* d17: the same for the run's nodes as NORM_MATMUL (the norm of x folded into the run) */
+const struct mi_cuda_kernel *mi8a_run_norm_kernel(int role, const struct mi_cuda_kernel *plain);
 
 /* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
  * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */

@@ -187,6 +187,79 @@ static void test_marks_pass(void) {
                "with d13 off d7's marks");
 }
 
+/* d17 on a hand-built graph (no device needed): x -> rms_norm -> three one-token matmuls of type t
+ * (a d13 run) -> their product. The norm read by the run alone is folded: the three become
+ * NORM_MATMUL of x marked defer / defer / last and the norm leaves the graph; with d17 off, or
+ * with the norm read by another node too, the run stays MATMUL on the norm's output. The CPU's
+ * output equals the unpassed graph's. */
+static int run_norm_graph(mi_type t, bool pass, bool extra_reader, int ops[3], int roles[3], int *has_norm,
+                          float *out) {
+    enum { K = 256, M = 64 };
+    void *mem[5];
+    mi_tensor *w[3];
+    for (int i = 0; i < 3; i++) w[i] = leaf_w("w", t, K, M, &mem[i]);
+    mi_tensor *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mem[3]), *wf = leaf_w("wf", MI_TYPE_F32, K, M, &mem[4]);
+    float *xin = gu_rand_f32(&g_seed, K, -1.f, 1.f);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, 1, xin);
+        mi_tensor *h = graph_rms_norm(g, x, wn, K, 1e-6f), *mm[3];
+        for (int i = 0; i < 3; i++) mm[i] = graph_matmul(g, w[i], h, NULL);
+        mi_tensor *y = graph_mul(g, graph_mul(g, mm[0], mm[1]), mm[2]);
+        if (extra_reader) y = graph_mul(g, y, graph_matmul(g, wf, h, NULL));   /* another type: no part of the run */
+        y->flags |= MI_T_OUTPUT;
+        g->output = y;
+        if (pass) mi8a_fuse_decode_with(g, cpu, 1);
+        *has_norm = 0;
+        for (int i = 0; i < g->n_nodes; i++) *has_norm |= g->nodes[i] == h;
+        for (int i = 0; i < 3; i++) ops[i] = (int)mm[i]->op, roles[i] = mi_matmul_shared_x(mm[i]);
+        if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    for (int i = 0; i < 5; i++) free(mem[i]);
+    for (int i = 0; i < 3; i++) free(w[i]);
+    free(wn), free(wf), free(xin);
+    return rc;
+}
+
+static void run_norm_case(const char *name, mi_type t, const char *off, bool extra_reader, bool want_fold) {
+    gu_begin(&R, name);
+    float a[64], b[64];
+    int ops0[3], r0[3], n0, ops1[3], r1[3], n1;
+    const unsigned long long seed = g_seed;
+    mi_status st = mi_cuda_items_set_off(off);
+    int rc = st == MI_OK ? run_norm_graph(t, false, extra_reader, ops0, r0, &n0, a) : 1;
+    g_seed = seed;
+    if (!rc) rc = run_norm_graph(t, true, extra_reader, ops1, r1, &n1, b);
+    mi_cuda_items_set_off("");
+    const int want_op = want_fold ? MI_OP_NORM_MATMUL : MI_OP_MATMUL;
+    bool ok = n1 == !want_fold;
+    for (int i = 0; i < 3; i++)
+        ok = ok && ops1[i] == want_op && r1[i] == (i < 2 ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST);
+    const size_t nout = 64;   /* y: M floats */
+    if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
+    else if (!ok || memcmp(a, b, nout * 4))
+        gu_fail(&R, "ops %s %s %s, roles %d %d %d, norm %s (want %s, defer / defer / last, norm %s); CPU output %s",
+                mi_op_name((mi_op)ops1[0]), mi_op_name((mi_op)ops1[1]), mi_op_name((mi_op)ops1[2]), r1[0], r1[1], r1[2],
+                n1 ? "kept" : "gone", mi_op_name((mi_op)want_op), want_fold ? "gone" : "kept",
+                memcmp(a, b, nout * 4) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "the run %s (%s, defer / defer / last), the norm %s; CPU output bit-identical to the unpassed graph",
+                 want_fold ? "took the norm" : "kept the norm's output", mi_op_name((mi_op)want_op),
+                 want_fold ? "gone" : "kept");
+}
+
+static void test_run_norm_pass(void) {
+    run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, "", false, true);
+    run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, "", false, true);
+    run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, "d17", false, false);
+    run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, "", true, false);
+}
+
 /* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
  * V store, then attention over the caches. One token: marked defer / defer / defer / last;
  * nothing with d14 off, nor with d8 off (d14 repeats d8's arithmetic), nor at two tokens. The
@@ -711,6 +784,7 @@ int main(int argc, char **argv) {
     test_fusion_pass_cpu();
     test_marks_pass();
     test_rope_kv_pass();
+    test_run_norm_pass();
     test_staged_pass();
     test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
@@ -743,6 +817,8 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
+    test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
@@ -758,6 +834,7 @@ int main(int argc, char **argv) {
         test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
+        test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
