@@ -91,6 +91,9 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
+/* the same on x already quantized into xq (7b's Q8_K row: mi7b_quantize_act, or d16's norm kernel) */
+mi_status mi8a_matvec_q6k_quantized(void *stream, const void *w, const void *xq, const float *bias, const float *r,
+                                    float *y, int64_t K, int64_t M);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four

@@ -498,15 +498,19 @@ static mi_status run_norm_ffn_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws
 static bool sup_norm_mm_quant(const mi_tensor *n) {
     if (mi_matmul_shared_x(n) != 0 || !norm_mm_ok(n) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
     const mi_cuda_kernel *k = plain_matmul(n, true);
-    return k && (k == mi7e_matmul_staged_kernel() || k == mi7b_matmul_kernel());
+    return k && (k == mi7e_matmul_staged_kernel() || k == mi7b_matmul_kernel() || k == &k_mm_q6k);
 }
 static mi_status run_norm_mm_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
                            w->ne[0], ws));
-    if (plain_matmul(n, true) == mi7e_matmul_staged_kernel())
+    const mi_cuda_kernel *plain = plain_matmul(n, true);
+    if (plain == mi7e_matmul_staged_kernel())
         return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0],
                                             w->ne[1], 1);
+    if (plain == &k_mm_q6k)
+        return mi8a_matvec_q6k_quantized(mi_cuda_stream(c), w->data, ws, ptr(n->src[2]), NULL, n->data, w->ne[0],
+                                         w->ne[1]);
     return mi7b_matmul_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0], w->ne[1],
                                  1);
 }
@@ -517,7 +521,7 @@ static const mi_cuda_kernel k_norm_ffn_quant = {"norm + fused FFN, one token: no
                                                 "then staged weight rows", "e5,d1,d16", sup_norm_ffn_quant,
                                                 run_norm_ffn_quant, ws_norm_quant, 0};
 static const mi_cuda_kernel k_norm_mm_quant = {"norm + matmul, one token: norm and quantization in one kernel, then "
-                                               "staged rows or 7b's warp per row", "d1,d16", sup_norm_mm_quant,
+                                               "staged rows, d11's Q6_K rows or 7b's warp per row", "d1,d16", sup_norm_mm_quant,
                                                run_norm_mm_quant, ws_norm_quant, 0};
 
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */

@@ -187,17 +187,17 @@ static void test_marks_pass(void) {
                "with d13 off d7's marks");
 }
 
-/* d17 on a hand-built graph (no device needed): x -> rms_norm -> three one-token matmuls of type t
- * (a d13 run) -> their product. The norm read by the run alone is folded: the three become
- * NORM_MATMUL of x marked defer / defer / last and the norm leaves the graph; with d17 off, or
- * with the norm read by another node too, the run stays MATMUL on the norm's output. The CPU's
- * output equals the unpassed graph's. */
-static int run_norm_graph(mi_type t, bool pass, bool extra_reader, int ops[3], int roles[3], int *has_norm,
-                          float *out) {
+/* d17 on a hand-built graph (no device needed): x -> rms_norm -> three one-token matmuls (a d13
+ * run) -> their product. A norm read by the run (and by matmuls a NORM_MATMUL candidate takes) is
+ * folded: they become NORM_MATMUL of x, the run still marked defer ... last, and the norm leaves
+ * the graph; with d17 off, or with another kind of reader of the norm, the run stays MATMUL on
+ * the norm's output. The CPU's output equals the unpassed graph's. */
+static int run_norm_graph(mi_type t, mi_type t3, bool pass, bool extra_reader, int ops[3], int roles[3],
+                          int *has_norm, float *out) {
     enum { K = 256, M = 64 };
     void *mem[5];
     mi_tensor *w[3];
-    for (int i = 0; i < 3; i++) w[i] = leaf_w("w", t, K, M, &mem[i]);
+    for (int i = 0; i < 3; i++) w[i] = leaf_w("w", i < 2 ? t : t3, K, M, &mem[i]);
     mi_tensor *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mem[3]), *wf = leaf_w("wf", MI_TYPE_F32, K, M, &mem[4]);
     float *xin = gu_rand_f32(&g_seed, K, -1.f, 1.f);
     mi_backend *cpu = NULL;
@@ -227,37 +227,47 @@ static int run_norm_graph(mi_type t, bool pass, bool extra_reader, int ops[3], i
     return rc;
 }
 
-static void run_norm_case(const char *name, mi_type t, const char *off, bool extra_reader, bool want_fold) {
+/* t3: the third matmul's type (another type: v outside the q, k run). want: each matmul's op and
+ * role after the pass, and whether the norm stays */
+typedef struct {
+    int op[3], role[3];
+    bool norm_kept;
+} run_norm_want;
+static void run_norm_case(const char *name, mi_type t, mi_type t3, const char *off, bool extra_reader,
+                          const run_norm_want *want) {
     gu_begin(&R, name);
-    float a[64], b[64];
+    float a[64], b[64];   /* y: M floats */
     int ops0[3], r0[3], n0, ops1[3], r1[3], n1;
     const unsigned long long seed = g_seed;
     mi_status st = mi_cuda_items_set_off(off);
-    int rc = st == MI_OK ? run_norm_graph(t, false, extra_reader, ops0, r0, &n0, a) : 1;
+    int rc = st == MI_OK ? run_norm_graph(t, t3, false, extra_reader, ops0, r0, &n0, a) : 1;
     g_seed = seed;
-    if (!rc) rc = run_norm_graph(t, true, extra_reader, ops1, r1, &n1, b);
+    if (!rc) rc = run_norm_graph(t, t3, true, extra_reader, ops1, r1, &n1, b);
     mi_cuda_items_set_off("");
-    const int want_op = want_fold ? MI_OP_NORM_MATMUL : MI_OP_MATMUL;
-    bool ok = n1 == !want_fold;
-    for (int i = 0; i < 3; i++)
-        ok = ok && ops1[i] == want_op && r1[i] == (i < 2 ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST);
-    const size_t nout = 64;   /* y: M floats */
+    bool ok = (n1 != 0) == want->norm_kept;
+    for (int i = 0; i < 3; i++) ok = ok && ops1[i] == want->op[i] && r1[i] == want->role[i];
     if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
-    else if (!ok || memcmp(a, b, nout * 4))
-        gu_fail(&R, "ops %s %s %s, roles %d %d %d, norm %s (want %s, defer / defer / last, norm %s); CPU output %s",
+    else if (!ok || memcmp(a, b, sizeof a))
+        gu_fail(&R, "ops %s %s %s, roles %d %d %d, norm %s (want %s %s %s, %d %d %d, %s); CPU output %s",
                 mi_op_name((mi_op)ops1[0]), mi_op_name((mi_op)ops1[1]), mi_op_name((mi_op)ops1[2]), r1[0], r1[1], r1[2],
-                n1 ? "kept" : "gone", mi_op_name((mi_op)want_op), want_fold ? "gone" : "kept",
-                memcmp(a, b, nout * 4) ? "DIFFERS" : "bit-identical");
-    else gu_pass(&R, "the run %s (%s, defer / defer / last), the norm %s; CPU output bit-identical to the unpassed graph",
-                 want_fold ? "took the norm" : "kept the norm's output", mi_op_name((mi_op)want_op),
-                 want_fold ? "gone" : "kept");
+                n1 ? "kept" : "gone", mi_op_name((mi_op)want->op[0]), mi_op_name((mi_op)want->op[1]),
+                mi_op_name((mi_op)want->op[2]), want->role[0], want->role[1], want->role[2],
+                want->norm_kept ? "kept" : "gone", memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "ops %s %s %s, roles %d %d %d, the norm %s; CPU output bit-identical to the unpassed graph",
+                 mi_op_name((mi_op)ops1[0]), mi_op_name((mi_op)ops1[1]), mi_op_name((mi_op)ops1[2]), r1[0], r1[1],
+                 r1[2], n1 ? "kept" : "gone");
 }
 
 static void test_run_norm_pass(void) {
-    run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, "", false, true);
-    run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, "", false, true);
-    run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, "d17", false, false);
-    run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, "", true, false);
+    enum { MM = MI_OP_MATMUL, NM = MI_OP_NORM_MATMUL, D = MI_MM_RUN_DEFER, L = MI_MM_RUN_LAST };
+    const run_norm_want folded = {{NM, NM, NM}, {D, D, L}, false}, kept = {{MM, MM, MM}, {D, D, L}, true};
+    const run_norm_want v_apart = {{NM, NM, NM}, {D, L, 0}, false};
+    run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "", false, &folded);
+    run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", false, &folded);
+    run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "d17", false, &kept);
+    run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", true, &kept);
+    /* the 7B's layers whose v is Q6_K: the q, k run takes the norm, v d16's norm + quantizer */
+    run_norm_case("run_norm_pass_q6k_v", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "", false, &v_apart);
 }
 
 /* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
@@ -835,6 +845,7 @@ int main(int argc, char **argv) {
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
+        test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-7b", "q4_k_m");   /* the Q6_K head and v */
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }
