@@ -276,6 +276,8 @@ static bool rkv_shape_ok(const mi_tensor *rope, const mi_tensor *store) {
     return hd > 0 && mi8a_rope_kv_supported(hd, rope->src[0]->ne[0] / hd, store->src[0]->ne[0] / hd,
                                             mi_rope_n_rot(rope), mi_rope_mode(rope), store->src[1]->type);
 }
+/* a RoPE's own part of the rule (its heads as q's; k's heads and the cache type are the V store's
+ * to check, in rkv_shape_ok) */
 static bool sup_rkv_rope(const mi_tensor *n) {
     const mi_tensor *x = n->src[0];
     const int64_t hd = mi_rope_head_dim(n);
