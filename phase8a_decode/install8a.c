@@ -127,10 +127,8 @@ static _Thread_local struct {
     mi8a_run_seg seg[MI8A_RUN_MAX];
 } g_run;
 
-static bool run_q4k_ok(const mi_tensor *n) {
-    return q4k_rule(n, false) && n->src[1] && mi_nrows(n->src[1]) == 1 && aligned16(n->src[1]) &&
-           mi7b_matmul_node_supported(n);
-}
+/* the plain Q4_K matmul's rule, with x 16-byte aligned (the run kernel reads x as float4) */
+static bool run_q4k_ok(const mi_tensor *n) { return sup_mm_q4k(n) && aligned16(n->src[1]); }
 static bool run_rows_ok(const mi_tensor *n) {
     const mi_tensor *w = n->src[0], *x = n->src[1];
     return w && x && mi_nrows(x) == 1 && mi7b_act_row_bytes(w->type, w->ne[0]) > 0 && mi7b_matmul_node_supported(n);

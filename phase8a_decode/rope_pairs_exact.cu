@@ -1,5 +1,6 @@
 /* RoPE with the angle of docs/NUMERICS.md (mi_canon_rope_cs), a thread per rotated pair
- * (item d8), and one token's RoPE of q and k with the KV store of k and v in one launch (d14). 7b's kernel gives every output element a thread that computes the pair's
+ * (item d8), and one token's RoPE of q and k with the KV store of k and v in one launch (d14).
+ * 7b's kernel gives every output element a thread that computes the pair's
  * inverse frequency (a double pow), then cos and sin in double: at one token the launch is
  * a few blocks whose time is that chain of double-precision calls. Here the inverse
  * frequencies, which depend only on (base, n_rot), come with the launch, computed on the
