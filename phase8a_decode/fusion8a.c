@@ -9,7 +9,8 @@
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
  * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7) and runs of
  * Q4_K matmuls of one x computed in one launch (d13), and a step's RoPE and KV stores done by
- * one launch (d14), below. Runs after 7c's FFN fusion (mi7c_add_fusion). */
+ * one launch (d14), below. Runs after 7c's FFN fusion
+ * (mi7c_add_fusion). */
 #include "phase8a_decode/decode8a.h"
 #include "phase7c_wiring/wiring7c.h"
 #include "common/graph/graph.h"
