@@ -17,6 +17,10 @@
  *   d13 a run of one-token matmuls of one x in one launch (MI_OP_MATMUL marked by the pass)
  *   d14 a step's RoPE of q and k and its K and V stores in one launch (MI_OP_ROPE and
  *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
+ *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
+ *   d16 the norm before 7e's staged FFN or matmul and 7b's matmul in the kernel that quantizes
+ *       their x (MI_OP_NORM_FFN_SWIGLU, MI_OP_NORM_MATMUL)
+ *   d17 the norm before a d13 run in the run's kernel (MI_OP_NORM_MATMUL marked by the pass)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -64,7 +68,10 @@ typedef struct {
     float *y;             /* y_i [M_i] */
     int64_t M;
 } mi8a_run_seg;
-mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+/* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
+ * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm. */
+mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                              const float *nw, float eps, int64_t K);
 /* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
  * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
  * each output equals mi7b_matmul_quantized's bit for bit. */
@@ -72,7 +79,8 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
 /* ---- matvec_fused.cu, item d13: the same in one kernel that quantizes x in every block, for the
  * shapes mi8a_matvec_fused takes (K < MI8A_FUSED_MAX_K, the run's rows <= MI8A_FUSED_MAX_M):
  * every output equals 7b's matmul's bit for bit. */
-mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K);
+mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                const float *nw, float eps, int64_t K);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
@@ -83,6 +91,9 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
+/* the same on x already quantized into xq (7b's Q8_K row: mi7b_quantize_act, or d16's norm kernel) */
+mi_status mi8a_matvec_q6k_quantized(void *stream, const void *w, const void *xq, const float *bias, const float *r,
+                                    float *y, int64_t K, int64_t M);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four
@@ -113,6 +124,8 @@ const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
  * MI_MM_RUN_LAST of such a run gets (else NULL) */
 bool mi8a_run_plain(const struct mi_cuda_kernel *k);
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
+/* d17: the same for the run's nodes as NORM_MATMUL (the norm of x folded into the run) */
+const struct mi_cuda_kernel *mi8a_run_norm_kernel(int role, const struct mi_cuda_kernel *plain);
 
 /* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
  * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */
@@ -145,6 +158,14 @@ typedef struct {
 bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype);
 mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq, int64_t Hkv,
                        int mode, int n_rot, float freq_base);
+
+/* ---- norm_quant_exact.cu, item d16: one token's RMS norm over its K elements, x [K] with
+ * weight w [K], and the activation quantization of weight type wt's matmul, into xq
+ * (mi7b_act_row_bytes(wt, K) bytes): the bytes 7e's (or 7b's) norm followed by mi7b_quantize_act
+ * write, in one kernel. */
+#define MI8A_NORM_QUANT_MAX_K 8192   /* the row in shared memory, under the 48 KB a launch gets unasked */
+bool mi8a_norm_quant_supported(mi_type wt, int64_t K);
+mi_status mi8a_norm_quant(void *stream, mi_type wt, const float *x, const float *w, float eps, int64_t K, void *xq);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

@@ -8,8 +8,8 @@
  * dispatch: items d1 and d2 off leave the graph as it was). The fused node takes the place
  * (and the name) of the node it replaces, so readers keep their pointers; the folded node
  * leaves the graph. Then it marks runs of matmuls sharing one quantized x (d7) and runs of
- * Q4_K matmuls of one x computed in one launch (d13), and a step's RoPE and KV stores done by
- * one launch (d14), below. Runs after 7c's FFN fusion
+ * Q4_K matmuls of one x computed in one launch (d13; with the norm of x folded in where the run
+ * alone reads it, d17), and a step's RoPE and KV stores done by one launch (d14), below. Runs after 7c's FFN fusion
  * (mi7c_add_fusion). */
 #include "phase8a_decode/decode8a.h"
 #include "phase7c_wiring/wiring7c.h"
@@ -167,8 +167,63 @@ static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kerne
     probe.p[0] = role;
     return mi_cuda_choice(&probe) == mi8a_run_kernel(role, plain);
 }
+/* d17: the run [i, j) reads x = rms_norm(x0, w), which is no output and no tap, and every other
+ * reader of x is a one-token matmul that a NORM_MATMUL candidate takes (the 7B's Q6_K v beside a
+ * run of q and k: d16's norm + quantizer before d11's kernel). The run's nodes become NORM_MATMUL
+ * of x0 (the norm's weight src[3], its eps pf(1)), each marked as before, where the dispatch gives
+ * them d17's candidates; the other readers become NORM_MATMUL too; the norm leaves the graph
+ * (dead[]). Every form applies MI_OP_RMS_NORM's arithmetic, so the bits do not change. */
+#define FOLD_MAX_OTHERS 4
+static void as_norm_mm(mi_tensor *n, const mi_tensor *norm, int role) {
+    n->op = MI_OP_NORM_MATMUL;
+    n->src[1] = norm->src[0];
+    n->src[3] = norm->src[1];
+    mi_tensor_set_pf(n, 1, mi_norm_eps(norm));
+    n->p[0] = role;
+}
+static bool other_reader_ok(const mi_tensor *n, const mi_tensor *norm) {
+    if (n->op != MI_OP_MATMUL || n->p[0] != 0 || n->src[1] != norm || n->src[3] || (n->flags & MI_T_OUTPUT)) return false;
+    mi_tensor probe = *n;
+    as_norm_mm(&probe, norm, 0);
+    return mi_cuda_choice(&probe) != NULL;
+}
+/* the readers of x outside [i, j) into others (at most FOLD_MAX_OTHERS); false when x cannot go */
+static bool norm_readers(const mi_graph *g, const mi_tensor *x, int i, int j, mi_tensor **others, int *n_others) {
+    *n_others = 0;
+    if (!x || x->op != MI_OP_RMS_NORM || x->id < 0 || x->id >= g->n_nodes || g->nodes[x->id] != x ||
+        (x->flags & MI_T_OUTPUT) || x == g->output || !x->src[0] || !x->src[1] || !one_token(x->src[0]) ||
+        mi_norm_group(x) != x->ne[0])
+        return false;
+    int in_run = 0;
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int s = 0; s < MI_MAX_SRC; s++)
+            if (g->nodes[k]->src[s] == x) {
+                if (k >= i && k < j) in_run++;
+                else if (*n_others == FOLD_MAX_OTHERS || !other_reader_ok(g->nodes[k], x)) return false;
+                else others[(*n_others)++] = g->nodes[k];
+                break;
+            }
+    return in_run == j - i;
+}
+static bool fold_norm(mi_graph *g, int i, int j, const struct mi_cuda_kernel *plain, bool *dead) {
+    mi_tensor *norm = g->nodes[i]->src[1], *others[FOLD_MAX_OTHERS];
+    int n_others;
+    if (!norm_readers(g, norm, i, j, others, &n_others)) return false;
+    for (int k = i; k < j; k++) {
+        mi_tensor probe = *g->nodes[k];
+        const int role = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
+        as_norm_mm(&probe, norm, role);
+        if (mi_cuda_choice(&probe) != mi8a_run_norm_kernel(role, plain)) return false;
+    }
+    for (int k = i; k < j; k++) as_norm_mm(g->nodes[k], norm, k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST);
+    for (int k = 0; k < n_others; k++) as_norm_mm(others[k], norm, 0);
+    dead[norm->id] = true;
+    return true;
+}
 static int mark_runs(mi_graph *g) {
     int marked = 0;
+    bool *dead = calloc((size_t)g->n_nodes + 1, sizeof *dead);   /* no memory: no norm folded */
+    for (int k = 0; k < g->n_nodes; k++) g->nodes[k]->id = k;
     for (int i = 0; i + 1 < g->n_nodes; i++) {
         mi_tensor *a = g->nodes[i];
         const struct mi_cuda_kernel *plain = run_plain(a);
@@ -184,9 +239,18 @@ static int mark_runs(mi_graph *g) {
         for (int k = i; ok && k < j; k++)
             ok = run_role_ok(g->nodes[k], k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST, plain);
         if (!ok) continue;
-        for (int k = i; k < j; k++) g->nodes[k]->p[0] = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
+        if (!dead || !fold_norm(g, i, j, plain, dead))
+            for (int k = i; k < j; k++) g->nodes[k]->p[0] = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
         marked += j - i;
         i = j - 1;
+    }
+    if (dead) {   /* the folded norms leave the graph */
+        int w = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!dead[i]) g->nodes[w++] = g->nodes[i];
+        g->n_nodes = w;
+        for (int i = 0; i < w; i++) g->nodes[i]->id = i;
+        free(dead);
     }
     return marked;
 }

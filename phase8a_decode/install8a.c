@@ -48,7 +48,9 @@ static bool fused_rule(const mi_tensor *n) {
     return w && mi8a_matvec_fused_supported(w->type, w->ne[0], w->ne[1]);
 }
 
-static bool sup_norm_q4k(const mi_tensor *n) { return q4k_rule(n, true) && aligned16(n->src[3]) && norm_mm_ok(n); }
+static bool sup_norm_q4k(const mi_tensor *n) {
+    return mi_matmul_shared_x(n) == 0 && q4k_rule(n, true) && aligned16(n->src[3]) && norm_mm_ok(n);
+}
 static bool sup_add_q4k(const mi_tensor *n) { return q4k_rule(n, false) && mm_add_ok(n); }
 static bool sup_add_fused(const mi_tensor *n) { return fused_rule(n) && mm_add_ok(n); }
 
@@ -138,6 +140,36 @@ static bool sup_run_defer(const mi_tensor *n) {
 }
 static bool sup_run_last_q4k(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && run_q4k_ok(n); }
 static bool sup_run_last_rows(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && run_rows_ok(n); }
+/* d17: a run whose x the pass found normalized for it alone is a run of NORM_MATMUL nodes (x the
+ * norm's input, src[3] its weight): the last applies the norm in every block of its kernel */
+static mi_tensor mm_part(const mi_tensor *n) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    mm.src[3] = NULL;
+    return mm;
+}
+static bool run_norm_ok(const mi_tensor *n, int role) {
+    return n->op == MI_OP_NORM_MATMUL && mi_matmul_shared_x(n) == role && n->src[0] && n->src[3] && n->src[3]->data &&
+           f32_vec(n->src[3], n->src[0]->ne[0]);
+}
+static bool sup_run_defer_norm(const mi_tensor *n) {
+    if (!run_norm_ok(n, MI_MM_RUN_DEFER)) return false;
+    const mi_tensor mm = mm_part(n);
+    return run_q4k_ok(&mm) || run_rows_ok(&mm);
+}
+static bool sup_run_last_q4k_norm(const mi_tensor *n) {
+    if (!run_norm_ok(n, MI_MM_RUN_LAST) || !q4k_rule(n, true) || !aligned16(n->src[3])) return false;
+    const mi_tensor mm = mm_part(n);
+    return run_q4k_ok(&mm);
+}
+static bool sup_run_last_rows_norm(const mi_tensor *n) {
+    if (!run_norm_ok(n, MI_MM_RUN_LAST) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
+    const mi_tensor mm = mm_part(n);
+    return run_rows_ok(&mm);
+}
+/* the norm of a d17 run (NULL for a plain run) */
+static const float *run_nw(const mi_tensor *n) { return n->op == MI_OP_NORM_MATMUL ? n->src[3]->data : NULL; }
+static float run_eps(const mi_tensor *n) { return n->op == MI_OP_NORM_MATMUL ? mi_fused_norm_eps(n) : 0.0f; }
 static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
     return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && g_run.wt == w->type && g_run.K == w->ne[0] &&
@@ -165,19 +197,24 @@ static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) 
     const mi_tensor *w = n->src[0];
     int k;
     MI_TRY(run_close(c, n, &k));
-    return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, w->ne[0]);
+    return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, run_nw(n), run_eps(n),
+                               w->ne[0]);
 }
 /* one kernel that quantizes x in every block where matvec_fused takes the shapes (short rows: the
- * 0.5B's q, k, v), else 7b's quantizer and one launch of 7b's row body for the run */
+ * 0.5B's q, k, v), else 7b's quantizer (d17: d16's norm + quantizer) and one launch of 7b's row
+ * body for the run */
 static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     int k;
     MI_TRY(run_close(c, n, &k));
     int64_t M = 0;
     for (int i = 0; i < k; i++) M += g_run.seg[i].M;
+    const float *nw = run_nw(n);
     if (mi8a_matvec_fused_supported(w->type, w->ne[0], M))
-        return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, w->ne[0]);
-    MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
+        return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, nw, run_eps(n),
+                                     w->ne[0]);
+    if (nw) MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, nw, run_eps(n), w->ne[0], ws));
+    else MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
     return mi8a_matmul_rows_run(mi_cuda_stream(c), w->type, g_run.seg, k, ws, w->ne[0]);
 }
 static size_t ws_run_rows(const mi_tensor *n) { return mi7b_matmul_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
@@ -188,6 +225,14 @@ static const mi_cuda_kernel k_run_last_q4k = {"matmul, one token, Q4_K streaming
 static const mi_cuda_kernel k_run_last_rows = {"matmul, one token, warp per row, every matmul of its run in one launch "
                                                "(x quantized in each block, or once before it for long rows)", "d13", sup_run_last_rows, run_run_last_rows,
                                                ws_run_rows, 0};
+static const mi_cuda_kernel k_run_defer_norm = {"norm + matmul, one token: its rows computed by its run's last node",
+                                                "d13,d17", sup_run_defer_norm, run_run_defer, NULL, 0};
+static const mi_cuda_kernel k_run_last_q4k_norm = {"norm + matmul, one token, Q4_K streaming rows of every matmul of its "
+                                                   "run in one launch, the norm in every block", "e12,e14,d13,d17",
+                                                   sup_run_last_q4k_norm, run_run_last_q4k, NULL, 0};
+static const mi_cuda_kernel k_run_last_rows_norm = {"norm + matmul, one token, warp per row, every matmul of its run in "
+                                                    "one launch, the norm in every block", "d13,d17",
+                                                    sup_run_last_rows_norm, run_run_last_rows, ws_run_rows, 0};
 /* the plain kernels a run replaces: 8a's Q4_K launcher (d6 on) or 7e's own (d6 off: the same
  * body, launched without the programmatic dependency, as the run kernel then is), and 7b's */
 static bool plain_q4k(const struct mi_cuda_kernel *k) { return k == &k_mm_q4k || k == mi7e_matmul_q4k_kernel(); }
@@ -196,6 +241,11 @@ const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kern
     if (role == MI_MM_RUN_DEFER) return &k_run_defer;
     if (role != MI_MM_RUN_LAST || !plain) return NULL;
     return plain_q4k(plain) ? &k_run_last_q4k : plain == mi7b_matmul_kernel() ? &k_run_last_rows : NULL;
+}
+const struct mi_cuda_kernel *mi8a_run_norm_kernel(int role, const struct mi_cuda_kernel *plain) {
+    if (role == MI_MM_RUN_DEFER) return &k_run_defer_norm;
+    if (role != MI_MM_RUN_LAST || !plain) return NULL;
+    return plain_q4k(plain) ? &k_run_last_q4k_norm : plain == mi7b_matmul_kernel() ? &k_run_last_rows_norm : NULL;
 }
 
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
@@ -403,6 +453,77 @@ static const mi_cuda_kernel k_mm_add_fused = {"matmul + residual add, one token,
 static const mi_cuda_kernel k_mm_add_q4k = {"matmul + residual add, one token, Q4_K streaming rows", "d2",
                                             sup_add_q4k, run_add_q4k, NULL, 0};
 
+/* d15, d16: the lower phases' one-token kernels that read x quantized by 7b's quantizer (7e's
+ * staged rows, 7b's warp per row) with the nodes around them. Each candidate takes a node only
+ * where the dispatch gives its plain part that very kernel, so the bits are that kernel's. */
+static const mi_cuda_kernel *plain_matmul(const mi_tensor *n, bool with_bias) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    if (!with_bias) mm.src[2] = NULL;
+    mm.src[3] = NULL;
+    mm.p[0] = 0;
+    return mi_cuda_choice(&mm);
+}
+/* MATMUL_ADD on staged rows (d15): r + W @ x as the staged kernel's W @ x + bias with r as the
+ * bias (one float add, commutative: the bits of the matmul followed by the add) */
+static bool sup_add_staged(const mi_tensor *n) {
+    return mm_add_ok(n) && plain_matmul(n, false) == mi7e_matmul_staged_kernel();
+}
+static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi7e_matvec_staged(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
+                              w->ne[1], 1, ws);
+}
+/* NORM_FFN_SWIGLU and NORM_MATMUL (d16): the norm and the quantization of x in one kernel
+ * (norm_quant_exact.cu), then the staged FFN, the staged matmul or 7b's matmul on that row */
+static bool sup_norm_ffn_quant(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0], *x = n->src[2];
+    if (!wg || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
+        !mi8a_norm_quant_supported(wg->type, wg->ne[0]))
+        return false;
+    mi_tensor ffn = *n;
+    ffn.op = MI_OP_FFN_SWIGLU;
+    ffn.src[3] = NULL;
+    return mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
+}
+static size_t ws_norm_quant(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+static mi_status run_norm_ffn_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0];
+    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), wg->type, n->src[2]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                           wg->ne[0], ws));
+    return mi7e_ffn_staged_quantized(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, ws, n->data, wg->ne[0],
+                                     wg->ne[1], 1);
+}
+static bool sup_norm_mm_quant(const mi_tensor *n) {
+    if (mi_matmul_shared_x(n) != 0 || !norm_mm_ok(n) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
+    const mi_cuda_kernel *k = plain_matmul(n, true);
+    return k && (k == mi7e_matmul_staged_kernel() || k == mi7b_matmul_kernel() || k == &k_mm_q6k);
+}
+static mi_status run_norm_mm_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                           w->ne[0], ws));
+    const mi_cuda_kernel *plain = plain_matmul(n, true);
+    if (plain == mi7e_matmul_staged_kernel())
+        return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0],
+                                            w->ne[1], 1);
+    if (plain == &k_mm_q6k)
+        return mi8a_matvec_q6k_quantized(mi_cuda_stream(c), w->data, ws, ptr(n->src[2]), NULL, n->data, w->ne[0],
+                                         w->ne[1]);
+    return mi7b_matmul_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0], w->ne[1],
+                                 1);
+}
+static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token, staged weight rows (the residual "
+                                               "as the kernel's bias)", "e2,d2,d15", sup_add_staged, run_add_staged,
+                                               ws_add_staged, 0};
+static const mi_cuda_kernel k_norm_ffn_quant = {"norm + fused FFN, one token: norm and quantization in one kernel, "
+                                                "then staged weight rows", "e5,d1,d16", sup_norm_ffn_quant,
+                                                run_norm_ffn_quant, ws_norm_quant, 0};
+static const mi_cuda_kernel k_norm_mm_quant = {"norm + matmul, one token: norm and quantization in one kernel, then "
+                                               "staged rows, d11's Q6_K rows or 7b's warp per row", "d1,d16", sup_norm_mm_quant,
+                                               run_norm_mm_quant, ws_norm_quant, 0};
+
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
     const mi_tensor *x = n->src[0];
@@ -468,6 +589,13 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);
+    mi_cuda_item_declare("d15", "the residual add after 7e's staged one-token matmul done by it, as its bias (the "
+                                "0.5B's down projection)");
+    mi_cuda_item_declare("d16", "the RMS norm before 7e's staged FFN or matmul or 7b's matmul, one token, in the kernel "
+                                "that quantizes their x (the 0.5B's FFN and output head)");
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged);
+    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_quant);
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_quant);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
@@ -483,6 +611,11 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_defer);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_last_rows);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_last_q4k);   /* in front: a Q4_K run on 8a's kernel */
+    mi_cuda_item_declare("d17", "the RMS norm before a d13 run, when the run's matmuls are its only readers, applied in "
+                                "every block of the run's kernel (the q, k, v of the 7B and the 0.5B)");
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_defer_norm);
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_last_rows_norm);
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_last_q4k_norm);
     mi_cuda_item_declare("d11", "one-token Q6_K matmuls (and their residual add) on streaming rows: an octet of lanes a "
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);

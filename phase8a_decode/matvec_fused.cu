@@ -165,25 +165,32 @@ extern "C" mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, 
  * quantizes x as above, then its warps dot the run's rows (run_rows.cuh) in 7b's order, so each
  * output equals 7b's matmul bit for bit; one kernel where 7b takes a quantization and one
  * launch a weight. */
-template <int WT>
+template <int WT, bool NORM>
 __global__ void __launch_bounds__(FZ_THREADS)
-kernel_matvec_fused_run(const run_rows rowmap, int64_t M, int64_t K, const float *__restrict__ X, int rows) {
-    matvec_fused_rows<WT, false, false>(rowmap, rowmap.wrow, M, K, X, NULL, 0.0f, NULL, rows);
+kernel_matvec_fused_run(const run_rows rowmap, int64_t M, int64_t K, const float *__restrict__ X,
+                        const float *__restrict__ nw, float eps, int rows) {
+    matvec_fused_rows<WT, NORM, false>(rowmap, rowmap.wrow, M, K, X, nw, eps, NULL, rows);
 }
 
+/* nw: d17, x RMS-normalized with weight nw first (NORM's prologue above) */
 template <int WT>
-static mi_status launch_fused_run(cudaStream_t st, const run_rows &rowmap, int64_t M, int64_t K, const float *x) {
-    const size_t smem = fused_smem((mi_type)WT, K, false);
+static mi_status launch_fused_run(cudaStream_t st, const run_rows &rowmap, int64_t M, int64_t K, const float *x,
+                                  const float *nw, float eps) {
+    const size_t smem = fused_smem((mi_type)WT, K, nw != NULL);
     const int rows = fused_rows(M);
     const int64_t nb = (M + rows - 1) / rows;
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT>, dim3((unsigned)nb), dim3(FZ_THREADS), smem, st,
-                           rowmap, M, K, x, rows));
+    if (nw)
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, true>, dim3((unsigned)nb), dim3(FZ_THREADS),
+                               smem, st, rowmap, M, K, x, nw, eps, rows));
+    else
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, false>, dim3((unsigned)nb), dim3(FZ_THREADS),
+                               smem, st, rowmap, M, K, x, nw, eps, rows));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused_run");
     return MI_OK;
 }
 
 extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                           int64_t K) {
+                                           const float *nw, float eps, int64_t K) {
     if (!seg || !x || n < 1 || n > MI8A_RUN_MAX) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: %d weights", n);
     run_rows rowmap;
     int64_t M = 0;
@@ -192,5 +199,5 @@ extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_
     if (!mi8a_matvec_fused_supported(wt, K, M))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_fused_run: type %s, K = %lld, %lld rows", mi_type_name(wt),
                       (long long)K, (long long)M);
-    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x));
+    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x, nw, eps));
 }

@@ -58,23 +58,40 @@ __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
     matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
+/* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
+ * the NORM form of the single matmul applies it: the outputs equal a norm kernel followed by the
+ * run above, bit for bit */
+__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
+                           const float *__restrict__ nw, float eps) {
+    matvec_q4k_rows<false, true, true, false, true>(rows, M, nsb, NULL, X, nw, eps, NULL);
+}
 
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                         int64_t K) {
-    if (!mi8a_matvec_q4k_fused_supported(wt, K, false) || n < 1 || n > MI8A_RUN_MAX)
+                                         const float *nw, float eps, int64_t K) {
+    if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || n < 1 || n > MI8A_RUN_MAX)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
                       (long long)K, n);
-    if (!x || !seg || !aligned16(x)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: x null or not 16-byte aligned");
+    if (!x || !seg || !aligned16(x) || (nw && !aligned16(nw)))
+        return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: x or the norm weight null or not 16-byte aligned");
     run_rows rows;
     int64_t M = 0;
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
-    static wave_cache occ;
-    const size_t smem = q4k_smem(K, false);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
-                           (cudaStream_t)stream, rows, M, (int)(K / 256), x));
+    const size_t smem = q4k_smem(K, nw != NULL);
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (nw) {
+        static wave_cache occ_norm;
+        const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm, Q4K_THREADS, smem, M);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
+                               st, rows, M, (int)(K / 256), x, nw, eps));
+    } else {
+        static wave_cache occ;
+        const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem, st,
+                               rows, M, (int)(K / 256), x));
+    }
     MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
     return MI_OK;
 }

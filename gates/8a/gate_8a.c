@@ -187,6 +187,89 @@ static void test_marks_pass(void) {
                "with d13 off d7's marks");
 }
 
+/* d17 on a hand-built graph (no device needed): x -> rms_norm -> three one-token matmuls (a d13
+ * run) -> their product. A norm read by the run (and by matmuls a NORM_MATMUL candidate takes) is
+ * folded: they become NORM_MATMUL of x, the run still marked defer ... last, and the norm leaves
+ * the graph; with d17 off, or with another kind of reader of the norm, the run stays MATMUL on
+ * the norm's output. The CPU's output equals the unpassed graph's. */
+static int run_norm_graph(mi_type t, mi_type t3, bool pass, bool extra_reader, int ops[3], int roles[3],
+                          int *has_norm, float *out) {
+    enum { K = 256, M = 64 };
+    void *mem[5];
+    mi_tensor *w[3];
+    for (int i = 0; i < 3; i++) w[i] = leaf_w("w", i < 2 ? t : t3, K, M, &mem[i]);
+    mi_tensor *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mem[3]), *wf = leaf_w("wf", MI_TYPE_F32, K, M, &mem[4]);
+    float *xin = gu_rand_f32(&g_seed, K, -1.f, 1.f);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, 1, xin);
+        mi_tensor *h = graph_rms_norm(g, x, wn, K, 1e-6f), *mm[3];
+        for (int i = 0; i < 3; i++) mm[i] = graph_matmul(g, w[i], h, NULL);
+        mi_tensor *y = graph_mul(g, graph_mul(g, mm[0], mm[1]), mm[2]);
+        if (extra_reader) y = graph_mul(g, y, graph_matmul(g, wf, h, NULL));   /* another type: no part of the run */
+        y->flags |= MI_T_OUTPUT;
+        g->output = y;
+        if (pass) mi8a_fuse_decode_with(g, cpu, 1);
+        *has_norm = 0;
+        for (int i = 0; i < g->n_nodes; i++) *has_norm |= g->nodes[i] == h;
+        for (int i = 0; i < 3; i++) ops[i] = (int)mm[i]->op, roles[i] = mi_matmul_shared_x(mm[i]);
+        if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    for (int i = 0; i < 5; i++) free(mem[i]);
+    for (int i = 0; i < 3; i++) free(w[i]);
+    free(wn), free(wf), free(xin);
+    return rc;
+}
+
+/* t3: the third matmul's type (another type: v outside the q, k run). want: each matmul's op and
+ * role after the pass, and whether the norm stays */
+typedef struct {
+    int op[3], role[3];
+    bool norm_kept;
+} run_norm_want;
+static void run_norm_case(const char *name, mi_type t, mi_type t3, const char *off, bool extra_reader,
+                          const run_norm_want *want) {
+    gu_begin(&R, name);
+    float a[64], b[64];   /* y: M floats */
+    int ops0[3], r0[3], n0, ops1[3], r1[3], n1;
+    const unsigned long long seed = g_seed;
+    mi_status st = mi_cuda_items_set_off(off);
+    int rc = st == MI_OK ? run_norm_graph(t, t3, false, extra_reader, ops0, r0, &n0, a) : 1;
+    g_seed = seed;
+    if (!rc) rc = run_norm_graph(t, t3, true, extra_reader, ops1, r1, &n1, b);
+    mi_cuda_items_set_off("");
+    bool ok = (n1 != 0) == want->norm_kept;
+    for (int i = 0; i < 3; i++) ok = ok && ops1[i] == want->op[i] && r1[i] == want->role[i];
+    if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
+    else if (!ok || memcmp(a, b, sizeof a))
+        gu_fail(&R, "ops %s %s %s, roles %d %d %d, norm %s (want %s %s %s, %d %d %d, %s); CPU output %s",
+                mi_op_name((mi_op)ops1[0]), mi_op_name((mi_op)ops1[1]), mi_op_name((mi_op)ops1[2]), r1[0], r1[1], r1[2],
+                n1 ? "kept" : "gone", mi_op_name((mi_op)want->op[0]), mi_op_name((mi_op)want->op[1]),
+                mi_op_name((mi_op)want->op[2]), want->role[0], want->role[1], want->role[2],
+                want->norm_kept ? "kept" : "gone", memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "ops %s %s %s, roles %d %d %d, the norm %s; CPU output bit-identical to the unpassed graph",
+                 mi_op_name((mi_op)ops1[0]), mi_op_name((mi_op)ops1[1]), mi_op_name((mi_op)ops1[2]), r1[0], r1[1],
+                 r1[2], n1 ? "kept" : "gone");
+}
+
+static void test_run_norm_pass(void) {
+    enum { MM = MI_OP_MATMUL, NM = MI_OP_NORM_MATMUL, D = MI_MM_RUN_DEFER, L = MI_MM_RUN_LAST };
+    const run_norm_want folded = {{NM, NM, NM}, {D, D, L}, false}, kept = {{MM, MM, MM}, {D, D, L}, true};
+    const run_norm_want v_apart = {{NM, NM, NM}, {D, L, 0}, false};
+    run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "", false, &folded);
+    run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", false, &folded);
+    run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "d17", false, &kept);
+    run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", true, &kept);
+    /* the 7B's layers whose v is Q6_K: the q, k run takes the norm, v d16's norm + quantizer */
+    run_norm_case("run_norm_pass_q6k_v", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "", false, &v_apart);
+}
+
 /* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
  * V store, then attention over the caches. One token: marked defer / defer / defer / last;
  * nothing with d14 off, nor with d8 off (d14 repeats d8's arithmetic), nor at two tokens. The
@@ -260,6 +343,80 @@ static void test_rope_kv_pass(void) {
     else gu_pass(&R, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last, the last "
                      "with q and k as sources; nothing with d14 or d8 off or at two tokens; CPU output bit-identical "
                      "to the unpassed graph");
+}
+
+/* d15 and d16 on a hand-built one-token FFN and head in the 0.5B's shapes (no device needed: the
+ * dispatch answers from the shapes): norm -> gate/up/SwiGLU (7c's FFN node on 7e's staged rows),
+ * the down projection (K = 4864: staged rows) + the residual add, the final norm -> a Q8_0 head
+ * (7b's kernel). The pass (given the CPU backend, which runs every fused form) makes
+ * NORM_FFN_SWIGLU, MATMUL_ADD and NORM_MATMUL; the CUDA dispatch gives them d16's, d15's and d16's
+ * candidates, and none with the items off (so on CUDA the pass leaves them unfused). The CPU's
+ * output equals the unpassed graph's. */
+static int staged_graph(bool pass, const char **kinds, float *out) {
+    enum { E = 896, F = 4864, V = 1000 };
+    void *m[6];
+    mi_tensor *wg = leaf_w("wg", MI_TYPE_Q4_0, E, F, &m[0]), *wu = leaf_w("wu", MI_TYPE_Q4_0, E, F, &m[1]);
+    mi_tensor *wd = leaf_w("wd", MI_TYPE_Q4_0, F, E, &m[2]), *wh = leaf_w("wh", MI_TYPE_Q8_0, E, V, &m[3]);
+    mi_tensor *n1 = leaf_w("n1", MI_TYPE_F32, E, 1, &m[4]), *n2 = leaf_w("n2", MI_TYPE_F32, E, 1, &m[5]);
+    float *xin = gu_rand_f32(&g_seed, E, -1.f, 1.f);
+    mi_backend *cpu = NULL;
+    mi_sched *sc = NULL;
+    mi_graph *g = graph_new(64);
+    int rc = 1;
+    if (mi_backend_cpu_new(2, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+        mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, E, 1, xin);
+        mi_tensor *h = graph_rms_norm(g, x, n1, E, 1e-6f);
+        mi_tensor *f = graph_swiglu(g, graph_matmul(g, wg, h, NULL), graph_matmul(g, wu, h, NULL));
+        mi_tensor *y = graph_add(g, x, graph_matmul(g, wd, f, NULL));
+        mi_tensor *logits = graph_matmul(g, wh, graph_rms_norm(g, y, n2, E, 1e-6f), NULL);
+        if (logits) {
+            logits->flags |= MI_T_OUTPUT;
+            g->output = logits;
+            if (pass) {
+                m7c_fuse_ffn(g, cpu);
+                mi8a_fuse_decode_with(g, cpu, 1);
+            }
+            for (int k = 0; k < 3; k++) kinds[k] = "none";
+            for (int i = 0; i < g->n_nodes; i++) {
+                const mi_tensor *t = g->nodes[i];
+                const struct mi_cuda_kernel *kn = mi_cuda_choice(t);
+                const char *it = !kn ? "no candidate" : kn->items ? kn->items : "";
+                if (t->op == MI_OP_NORM_FFN_SWIGLU) kinds[0] = strstr(it, "d16") ? "d16" : it;
+                if (t->op == MI_OP_MATMUL_ADD) kinds[1] = strstr(it, "d15") ? "d15" : it;
+                if (t->op == MI_OP_NORM_MATMUL) kinds[2] = strstr(it, "d16") ? "d16" : it;
+            }
+            if (sched_compute(sc, g) == MI_OK && sched_read(sc, logits, out, 0, mi_nbytes(logits)) == MI_OK) rc = 0;
+        }
+    }
+    graph_free(g);
+    if (sc) sched_free(sc);
+    if (cpu) cpu->iface->destroy(cpu);
+    for (int i = 0; i < 6; i++) free(m[i]);
+    free(wg), free(wu), free(wd), free(wh), free(n1), free(n2), free(xin);
+    return rc;
+}
+
+static void test_staged_pass(void) {
+    gu_begin(&R, "staged_pass");
+    static float a[1000], b[1000], c[1000];
+    const char *k0[3], *k1[3], *k2[3];
+    const unsigned long long seed = g_seed;
+    int rc = staged_graph(false, k0, a);
+    g_seed = seed;
+    if (!rc) rc = staged_graph(true, k1, b);
+    mi_status st = mi_cuda_items_set_off("d15,d16");
+    g_seed = seed;
+    if (!rc && st == MI_OK) rc = staged_graph(true, k2, c);
+    mi_cuda_items_set_off("");
+    const bool on_ok = !strcmp(k1[0], "d16") && !strcmp(k1[1], "d15") && !strcmp(k1[2], "d16");
+    const bool off_ok = !strcmp(k2[0], "no candidate") && !strcmp(k2[1], "no candidate") && !strcmp(k2[2], "no candidate");
+    if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
+    else if (!on_ok || !off_ok || memcmp(a, b, sizeof a) || memcmp(a, c, sizeof a))
+        gu_fail(&R, "norm+FFN / matmul+add / norm+head: %s / %s / %s (want d16 / d15 / d16); with d15, d16 off: %s / %s "
+                    "/ %s (want no candidate); CPU output %s", k1[0], k1[1], k1[2], k2[0], k2[1], k2[2],
+                memcmp(a, b, sizeof a) || memcmp(a, c, sizeof a) ? "DIFFERS" : "bit-identical");
+    else gu_pass(&R, "the 0.5B's FFN norm, down + residual and head norm: d16 / d15 / d16's candidates take the fused "
+                     "nodes, no CUDA candidate with them off; CPU output bit-identical to the unpassed graph");
 }
 
 /* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
@@ -637,11 +794,14 @@ int main(int argc, char **argv) {
     test_fusion_pass_cpu();
     test_marks_pass();
     test_rope_kv_pass();
+    test_run_norm_pass();
+    test_staged_pass();
     test_early_flags();
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
     kernels8a_fused(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
     kernels8a_rope_kv(&R, S, &g_seed);
+    kernels8a_norm_quant(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
@@ -665,6 +825,10 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
+    test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
@@ -680,6 +844,8 @@ int main(int argc, char **argv) {
         test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
+        test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
+        test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-7b", "q4_k_m");   /* the Q6_K head and v */
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }

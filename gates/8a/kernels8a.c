@@ -174,23 +174,34 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
  * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
 /* rows: 7b's order, through matvec_fused's run kernel where it takes the shapes (as d13's last
  * node chooses), else 7b's quantizer and 7b's row body */
-static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, int64_t K, void *ws) {
-    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, K);
+/* dnw: d17, x normalized in the run's kernel (weight dnw) */
+static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, const float *dnw,
+                            int64_t K, void *ws) {
+    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, dnw, EPS, K);
     int64_t M = 0;
     for (int i = 0; i < n; i++) M += seg[i].M;
-    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, K);
-    MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
+    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K);
+    if (dnw) MI_TRY(mi8a_norm_quant(S, t, dx, dnw, EPS, K, ws));
+    else MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
     return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
 }
-static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, bool bias) {
+/* norm (d17): the run normalizes x itself; the launches a weight read 7e's norm of x, the CPU
+ * reference the CPU's */
+static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, bool bias, bool norm) {
     char name[96];
-    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
-             (long long)Ms[0], bias ? "_bias" : "");
+    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
+             (long long)Ms[0], bias ? "_bias" : "", norm ? "_norm" : "");
     gu_begin(g_r, name);
     void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
-    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f);
-    void *bx;
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
+    float *xr = malloc((size_t)K * 4);   /* what the matmuls read: x, or its norm */
+    if (norm) host_norm(x, nw, xr, K);
+    else memcpy(xr, x, (size_t)K * 4);
+    void *bx, *bnw;
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bnw);
+    float *dxn = dev_poison((size_t)K * 4);
+    mi_status st = norm ? mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS) : MI_OK;
+    const float *dxr = norm ? dxn : dx;
     mi8a_run_seg seg[MI8A_RUN_MAX];
     uint8_t *w[MI8A_RUN_MAX];
     float *b[MI8A_RUN_MAX], *ref[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *one[MI8A_RUN_MAX];
@@ -203,25 +214,25 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
         b[i] = gu_rand_f32(g_seed, (size_t)M, -0.5f, 0.5f);
         ref[i] = malloc((size_t)M * 4), got[i] = malloc((size_t)M * 4), got2[i] = malloc((size_t)M * 4);
         one[i] = malloc((size_t)M * 4);
-        cpu_matmul(t, w[i], x, bias ? b[i] : NULL, ref[i], K, M, 1);
+        cpu_matmul(t, w[i], xr, bias ? b[i] : NULL, ref[i], K, M, 1);
         const void *dw = dev_up_at(w[i], wb, 0, &bw[i]);
         const float *db = dev_up_at(b[i], (size_t)M * 4, 0, &bb[i]);
         dy[i] = dev_poison((size_t)M * 4);
         seg[i] = (mi8a_run_seg){dw, bias ? db : NULL, dy[i], M};
     }
-    mi_status st = run_launch(t, rows, seg, n, dx, K, ws);
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
     }
-    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, K, ws);
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got2[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
     }
     for (int i = 0; i < n && st == MI_OK; i++) {
-        st = rows ? mi7b_matmul(S, t, seg[i].w, dx, seg[i].bias, dy[i], K, Ms[i], 1, ws)
-                  : mi8a_matvec_q4k_fused(S, t, seg[i].w, dx, NULL, 0.0f, seg[i].bias, NULL, dy[i], K, Ms[i]);
+        st = rows ? mi7b_matmul(S, t, seg[i].w, dxr, seg[i].bias, dy[i], K, Ms[i], 1, ws)
+                  : mi8a_matvec_q4k_fused(S, t, seg[i].w, dxr, NULL, 0.0f, seg[i].bias, NULL, dy[i], K, Ms[i]);
         if (st == MI_OK) dev_down(one[i], dy[i], (size_t)Ms[i] * 4);
     }
     double worst = 0;
@@ -242,8 +253,8 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
         free(w[i]); free(b[i]); free(ref[i]); free(got[i]); free(got2[i]); free(one[i]);
         cudaFree(bw[i]); cudaFree(bb[i]); cudaFree(dy[i]);
     }
-    free(x);
-    cudaFree(bx);
+    free(x), free(nw), free(xr);
+    cudaFree(bx), cudaFree(bnw), cudaFree(dxn);
     cudaFree(ws);
 }
 
@@ -251,15 +262,20 @@ void kernels8a_run(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     const int64_t qkv[3] = {3584, 512, 512}, qk[2] = {3584, 512}, odd[4] = {77, 300, 8, 1024};
     const int64_t qkv05[3] = {896, 128, 128};
-    run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true);    /* the 7B's q, k, v (Q4_K layers) */
-    run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true);     /* q, k (the layers whose v is Q6_K) */
-    run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false);   /* uneven segments, rows not a multiple of a block's 8 */
-    run_case(MI_TYPE_Q4_K, false, 18944, 3, qkv, false);  /* four iterations a row */
-    run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true);    /* the 0.5B's q, k, v on 7b's kernel */
-    run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false);
-    run_case(MI_TYPE_Q6_K, true, 1536, 2, qk, true);      /* a K-quant on 7b's kernel */
-    run_case(MI_TYPE_Q4_0, true, 2048, 3, qkv05, true);   /* rows too long for matvec_fused: 7b's body */
-    run_case(MI_TYPE_Q4_K, true, 4096, 2, qk, false);
+    run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true, false);    /* the 7B's q, k, v (Q4_K layers) */
+    run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true, false);     /* q, k (the layers whose v is Q6_K) */
+    run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false, false);   /* uneven segments, rows not a multiple of a block's 8 */
+    run_case(MI_TYPE_Q4_K, false, 18944, 3, qkv, false, false);  /* four iterations a row */
+    run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true, false);    /* the 0.5B's q, k, v on 7b's kernel */
+    run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false, false);
+    run_case(MI_TYPE_Q6_K, true, 1536, 2, qk, true, false);      /* a K-quant on 7b's kernel */
+    run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true, true);     /* d17: the 7B's q, k, v with the attention norm */
+    run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true, true);
+    run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true, true);     /* the 0.5B's */
+    run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false, true);
+    run_case(MI_TYPE_Q4_0, true, 4096, 2, qk, false, true);      /* rows of 2,048 or more: d16's norm + quantizer */
+    run_case(MI_TYPE_Q4_0, true, 2048, 3, qkv05, true, false);   /* rows too long for matvec_fused: 7b's body */
+    run_case(MI_TYPE_Q4_K, true, 4096, 2, qk, false, false);
 }
 
 /* d11's Q6_K kernel against the CPU (nmse), against itself on a second run (bitwise) and against
@@ -489,6 +505,54 @@ void kernels8a_rope_kv(gu_run *run, cudaStream_t stream, unsigned long long *see
     rope_kv_case(64, 8, 4, 64, MI_ROPE_NORMAL, 10000.0f, MI_TYPE_F32, 5, 16, false);      /* llama order, F32 */
     rope_kv_case(128, 6, 2, 64, MI_ROPE_NEOX, 10000.0f, MI_TYPE_F16, 30, 40, true);       /* partial rotation */
     rope_kv_case(80, 5, 5, 32, MI_ROPE_NORMAL, 500000.0f, MI_TYPE_F32, 3, 8, true);
+}
+
+/* d16's norm + quantization against 7e's norm followed by 7b's quantizer, byte for byte, and
+ * against itself on a second run: every activation format (Q8_1 blocks for the 32-element
+ * types, Q8_K super-blocks for the K types), rows from one block to the kernel's limit. */
+static void norm_quant_case(mi_type wt, int64_t K) {
+    char name[96];
+    snprintf(name, sizeof name, "norm_quant_%s_K%lld", mi_type_name(wt), (long long)K);
+    gu_begin(g_r, name);
+    const size_t ab = mi7b_act_row_bytes(wt, K);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -3.f, 3.f), *w = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
+    x[K / 3] = 0.0f;   /* a zero and a large value inside the row */
+    x[K - 1] = 40.0f;
+    uint8_t *got = malloc(ab), *got2 = malloc(ab), *want = malloc(ab);
+    void *bx, *bw;
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dw = dev_up_at(w, (size_t)K * 4, 0, &bw);
+    float *dy = dev_poison((size_t)K * 4);
+    uint8_t *dq = dev_poison(ab);
+    const float eps = 1e-6f;
+    mi_status st = mi8a_norm_quant(S, wt, dx, dw, eps, K, dq);
+    if (st == MI_OK) { dev_down(got, dq, ab); CK(cudaMemset(dq, 0xFF, ab)); }
+    if (st == MI_OK) st = mi8a_norm_quant(S, wt, dx, dw, eps, K, dq);
+    if (st == MI_OK) { dev_down(got2, dq, ab); CK(cudaMemset(dq, 0xFF, ab)); }
+    if (st == MI_OK) st = mi7e_rms_norm(S, dx, dw, dy, K, 1, eps);
+    if (st == MI_OK) st = mi7b_quantize_act(S, wt, dy, K, 1, dq);
+    if (st == MI_OK) dev_down(want, dq, ab);
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        const size_t d = gu_first_diff(got, want, ab), d2 = gu_first_diff(got, got2, ab);
+        if (d != (size_t)-1 || d2 != (size_t)-1)
+            gu_fail(g_r, "vs 7e's norm + 7b's quantizer: %s (first byte %zd of %zu); repeat %s",
+                    d == (size_t)-1 ? "bytewise" : "DIFFERS", (ssize_t)d, ab, d2 == (size_t)-1 ? "bytewise" : "DIFFERS");
+        else gu_pass(g_r, "%zu bytes equal to 7e's norm + 7b's quantizer, and to itself", ab);
+    }
+    free(x), free(w), free(got), free(got2), free(want);
+    cudaFree(bx), cudaFree(bw), cudaFree(dy), cudaFree(dq);
+}
+
+void kernels8a_norm_quant(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+    bind(run, stream, seed);
+    norm_quant_case(MI_TYPE_Q4_0, 896);     /* the 0.5B's FFN and head */
+    norm_quant_case(MI_TYPE_Q8_0, 1024);
+    norm_quant_case(MI_TYPE_Q5_1, 32);
+    norm_quant_case(MI_TYPE_Q4_0, 1056);    /* 33 blocks: warps with one block more than others */
+    norm_quant_case(MI_TYPE_Q4_K, 3584);    /* Q8_K super-blocks */
+    norm_quant_case(MI_TYPE_Q6_K, 256);
+    norm_quant_case(MI_TYPE_Q8_0, MI8A_NORM_QUANT_MAX_K);   /* the kernel's limit */
 }
 
 static int32_t host_argmax(const float *x, int64_t V) {
