@@ -31,12 +31,6 @@ mi_status mi7e_matvec_staged(void *stream, mi_type wt, const void *w, const floa
  * same supports() and workspace as mi7e_matvec_staged */
 mi_status mi7e_ffn_staged(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,
                           int64_t K, int64_t F, int64_t N, void *workspace);
-/* the same two on x already quantized into xq (mi7b_quantize_act's rows, or a kernel that writes
- * the same bytes): a higher phase that makes the quantized row in a kernel of its own */
-mi_status mi7e_matvec_staged_quantized(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
-                                       float *y, int64_t K, int64_t M, int64_t N);
-mi_status mi7e_ffn_staged_quantized(void *stream, mi_type wt, const void *wg, const void *wu, const void *xq, float *y,
-                                    int64_t K, int64_t F, int64_t N);
 
 /* ---- gemm_int8.cu: int8 tensor-core matmul for N > 8, same activation quantization and
  * the same bound as 7b's matmul (NMSE <= 1e-6 vs the CPU) */
@@ -68,9 +62,8 @@ void mi_phase7e_install(void);
 /* the one-token Q4_K matmul with x quantized in the kernel (e12 + e14), for a later phase's
  * pass or candidate that recognizes the dispatch's choice (8a's runs of one x) */
 const struct mi_cuda_kernel *mi7e_matmul_q4k_kernel(void);
-/* the staged-row one-token matmul (e2) and fused FFN (e5), likewise */
+/* the staged-row one-token matmul (e2), likewise (8a's residual add in its bias) */
 const struct mi_cuda_kernel *mi7e_matmul_staged_kernel(void);
-const struct mi_cuda_kernel *mi7e_ffn_staged_kernel(void);
 
 #ifdef __cplusplus
 }

@@ -18,8 +18,6 @@
  *   d14 a step's RoPE of q and k and its K and V stores in one launch (MI_OP_ROPE and
  *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
  *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
- *   d16 the norm before 7e's staged FFN or matmul and 7b's matmul in the kernel that quantizes
- *       their x (MI_OP_NORM_FFN_SWIGLU, MI_OP_NORM_MATMUL)
  *   d17 the norm before a d13 run in the run's kernel (MI_OP_NORM_MATMUL marked by the pass)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
@@ -91,9 +89,6 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
-/* the same on x already quantized into xq (7b's Q8_K row: mi7b_quantize_act, or d16's norm kernel) */
-mi_status mi8a_matvec_q6k_quantized(void *stream, const void *w, const void *xq, const float *bias, const float *r,
-                                    float *y, int64_t K, int64_t M);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four
@@ -158,14 +153,6 @@ typedef struct {
 bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype);
 mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq, int64_t Hkv,
                        int mode, int n_rot, float freq_base);
-
-/* ---- norm_quant_exact.cu, item d16: one token's RMS norm over its K elements, x [K] with
- * weight w [K], and the activation quantization of weight type wt's matmul, into xq
- * (mi7b_act_row_bytes(wt, K) bytes): the bytes 7e's (or 7b's) norm followed by mi7b_quantize_act
- * write, in one kernel. */
-#define MI8A_NORM_QUANT_MAX_K 8192   /* the row in shared memory, under the 48 KB a launch gets unasked */
-bool mi8a_norm_quant_supported(mi_type wt, int64_t K);
-mi_status mi8a_norm_quant(void *stream, mi_type wt, const float *x, const float *w, float eps, int64_t K, void *xq);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

@@ -152,10 +152,16 @@ static bool run_norm_ok(const mi_tensor *n, int role) {
     return n->op == MI_OP_NORM_MATMUL && mi_matmul_shared_x(n) == role && n->src[0] && n->src[3] && n->src[3]->data &&
            f32_vec(n->src[3], n->src[0]->ne[0]);
 }
+/* a 7b-order run with its norm runs on matvec_fused's run kernel alone: rows it takes, each
+ * matmul at most a MI8A_RUN_MAX-th of its rows so the run's total fits */
+static bool run_rows_norm_ok(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_fused_supported(w->type, w->ne[0], w->ne[1]) && w->ne[1] <= MI8A_FUSED_MAX_M / MI8A_RUN_MAX;
+}
 static bool sup_run_defer_norm(const mi_tensor *n) {
     if (!run_norm_ok(n, MI_MM_RUN_DEFER)) return false;
     const mi_tensor mm = mm_part(n);
-    return run_q4k_ok(&mm) || run_rows_ok(&mm);
+    return run_q4k_ok(&mm) || (run_rows_ok(&mm) && run_rows_norm_ok(n));
 }
 static bool sup_run_last_q4k_norm(const mi_tensor *n) {
     if (!run_norm_ok(n, MI_MM_RUN_LAST) || !q4k_rule(n, true) || !aligned16(n->src[3])) return false;
@@ -163,7 +169,7 @@ static bool sup_run_last_q4k_norm(const mi_tensor *n) {
     return run_q4k_ok(&mm);
 }
 static bool sup_run_last_rows_norm(const mi_tensor *n) {
-    if (!run_norm_ok(n, MI_MM_RUN_LAST) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
+    if (!run_norm_ok(n, MI_MM_RUN_LAST) || !run_rows_norm_ok(n)) return false;
     const mi_tensor mm = mm_part(n);
     return run_rows_ok(&mm);
 }
@@ -200,9 +206,9 @@ static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) 
     return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, run_nw(n), run_eps(n),
                                w->ne[0]);
 }
-/* one kernel that quantizes x in every block where matvec_fused takes the shapes (short rows: the
- * 0.5B's q, k, v), else 7b's quantizer (d17: d16's norm + quantizer) and one launch of 7b's row
- * body for the run */
+/* one kernel that quantizes x (d17: after the norm) in every block where matvec_fused takes the
+ * shapes (short rows: the 0.5B's q, k, v), else 7b's quantizer and one launch of 7b's row body
+ * for the run */
 static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     int k;
@@ -213,8 +219,10 @@ static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     if (mi8a_matvec_fused_supported(w->type, w->ne[0], M))
         return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, nw, run_eps(n),
                                      w->ne[0]);
-    if (nw) MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, nw, run_eps(n), w->ne[0], ws));
-    else MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
+    if (nw)   /* run_rows_norm_ok held for every node of the run */
+        return mi_err(MI_ERR_INTERNAL, "d17: the run ending at node %s (#%d) has %lld rows, past the norm kernel's %d",
+                      n->name, n->id, (long long)M, MI8A_FUSED_MAX_M);
+    MI_TRY(mi7b_quantize_act(mi_cuda_stream(c), w->type, n->src[1]->data, w->ne[0], 1, ws));
     return mi8a_matmul_rows_run(mi_cuda_stream(c), w->type, g_run.seg, k, ws, w->ne[0]);
 }
 static size_t ws_run_rows(const mi_tensor *n) { return mi7b_matmul_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
@@ -453,13 +461,12 @@ static const mi_cuda_kernel k_mm_add_fused = {"matmul + residual add, one token,
 static const mi_cuda_kernel k_mm_add_q4k = {"matmul + residual add, one token, Q4_K streaming rows", "d2",
                                             sup_add_q4k, run_add_q4k, NULL, 0};
 
-/* d15, d16: the lower phases' one-token kernels that read x quantized by 7b's quantizer (7e's
- * staged rows, 7b's warp per row) with the nodes around them. Each candidate takes a node only
- * where the dispatch gives its plain part that very kernel, so the bits are that kernel's. */
-static const mi_cuda_kernel *plain_matmul(const mi_tensor *n, bool with_bias) {
+/* d15: 7e's staged one-token matmul with the residual add after it. The candidate takes a node
+ * only where the dispatch gives its plain part that very kernel, so the bits are that kernel's. */
+static const mi_cuda_kernel *plain_matmul(const mi_tensor *n) {
     mi_tensor mm = *n;
     mm.op = MI_OP_MATMUL;
-    if (!with_bias) mm.src[2] = NULL;
+    mm.src[2] = NULL;
     mm.src[3] = NULL;
     mm.p[0] = 0;
     return mi_cuda_choice(&mm);
@@ -467,7 +474,7 @@ static const mi_cuda_kernel *plain_matmul(const mi_tensor *n, bool with_bias) {
 /* MATMUL_ADD on staged rows (d15): r + W @ x as the staged kernel's W @ x + bias with r as the
  * bias (one float add, commutative: the bits of the matmul followed by the add) */
 static bool sup_add_staged(const mi_tensor *n) {
-    return mm_add_ok(n) && plain_matmul(n, false) == mi7e_matmul_staged_kernel();
+    return mm_add_ok(n) && plain_matmul(n) == mi7e_matmul_staged_kernel();
 }
 static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
 static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -475,54 +482,9 @@ static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi7e_matvec_staged(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
                               w->ne[1], 1, ws);
 }
-/* NORM_FFN_SWIGLU and NORM_MATMUL (d16): the norm and the quantization of x in one kernel
- * (norm_quant_exact.cu), then the staged FFN, the staged matmul or 7b's matmul on that row */
-static bool sup_norm_ffn_quant(const mi_tensor *n) {
-    const mi_tensor *wg = n->src[0], *x = n->src[2];
-    if (!wg || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
-        !mi8a_norm_quant_supported(wg->type, wg->ne[0]))
-        return false;
-    mi_tensor ffn = *n;
-    ffn.op = MI_OP_FFN_SWIGLU;
-    ffn.src[3] = NULL;
-    return mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
-}
-static size_t ws_norm_quant(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
-static mi_status run_norm_ffn_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *wg = n->src[0];
-    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), wg->type, n->src[2]->data, n->src[3]->data, mi_fused_norm_eps(n),
-                           wg->ne[0], ws));
-    return mi7e_ffn_staged_quantized(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, ws, n->data, wg->ne[0],
-                                     wg->ne[1], 1);
-}
-static bool sup_norm_mm_quant(const mi_tensor *n) {
-    if (mi_matmul_shared_x(n) != 0 || !norm_mm_ok(n) || !mi8a_norm_quant_supported(n->src[0]->type, n->src[0]->ne[0])) return false;
-    const mi_cuda_kernel *k = plain_matmul(n, true);
-    return k && (k == mi7e_matmul_staged_kernel() || k == mi7b_matmul_kernel() || k == &k_mm_q6k);
-}
-static mi_status run_norm_mm_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    MI_TRY(mi8a_norm_quant(mi_cuda_stream(c), w->type, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
-                           w->ne[0], ws));
-    const mi_cuda_kernel *plain = plain_matmul(n, true);
-    if (plain == mi7e_matmul_staged_kernel())
-        return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0],
-                                            w->ne[1], 1);
-    if (plain == &k_mm_q6k)
-        return mi8a_matvec_q6k_quantized(mi_cuda_stream(c), w->data, ws, ptr(n->src[2]), NULL, n->data, w->ne[0],
-                                         w->ne[1]);
-    return mi7b_matmul_quantized(mi_cuda_stream(c), w->type, w->data, ws, ptr(n->src[2]), n->data, w->ne[0], w->ne[1],
-                                 1);
-}
 static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token, staged weight rows (the residual "
                                                "as the kernel's bias)", "e2,d2,d15", sup_add_staged, run_add_staged,
                                                ws_add_staged, 0};
-static const mi_cuda_kernel k_norm_ffn_quant = {"norm + fused FFN, one token: norm and quantization in one kernel, "
-                                                "then staged weight rows", "e5,d1,d16", sup_norm_ffn_quant,
-                                                run_norm_ffn_quant, ws_norm_quant, 0};
-static const mi_cuda_kernel k_norm_mm_quant = {"norm + matmul, one token: norm and quantization in one kernel, then "
-                                               "staged rows, d11's Q6_K rows or 7b's warp per row", "d1,d16", sup_norm_mm_quant,
-                                               run_norm_mm_quant, ws_norm_quant, 0};
 
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
@@ -591,11 +553,7 @@ void mi_phase8a_install(void) {
     mi_cuda_pdl_set_policy(pdl_small_policy);
     mi_cuda_item_declare("d15", "the residual add after 7e's staged one-token matmul done by it, as its bias (the "
                                 "0.5B's down projection)");
-    mi_cuda_item_declare("d16", "the RMS norm before 7e's staged FFN or matmul or 7b's matmul, one token, in the kernel "
-                                "that quantizes their x (the 0.5B's FFN and output head)");
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged);
-    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_quant);
-    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_quant);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

@@ -217,19 +217,13 @@ static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a,
 
 extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r,
                                      float *y, int64_t K, int64_t M, void *ws) {
-    if (!x || !ws) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k: null pointer");
-    if (mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K)) MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
-    return mi8a_matvec_q6k_quantized(stream, w, ws, bias, r, y, K, M);
-}
-
-extern "C" mi_status mi8a_matvec_q6k_quantized(void *stream, const void *w, const void *xq, const float *bias,
-                                               const float *r, float *y, int64_t K, int64_t M) {
     if (!mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: K = %lld, M = %lld", (long long)K, (long long)M);
-    if (!w || !xq || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k: null pointer");
+    if (!w || !x || !y || !ws) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k: null pointer");
     if ((uintptr_t)w & 3u) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: weights not 4-byte aligned");
+    MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
     const cudaStream_t st = (cudaStream_t)stream;
-    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
+    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
     if (mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
         if (r) return launch_q6k<true, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, r, pdl);

@@ -261,12 +261,12 @@ static void run_norm_case(const char *name, mi_type t, mi_type t3, const char *o
 static void test_run_norm_pass(void) {
     enum { MM = MI_OP_MATMUL, NM = MI_OP_NORM_MATMUL, D = MI_MM_RUN_DEFER, L = MI_MM_RUN_LAST };
     const run_norm_want folded = {{NM, NM, NM}, {D, D, L}, false}, kept = {{MM, MM, MM}, {D, D, L}, true};
-    const run_norm_want v_apart = {{NM, NM, NM}, {D, L, 0}, false};
+    const run_norm_want v_apart = {{MM, MM, MM}, {D, L, 0}, true};
     run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "", false, &folded);
     run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", false, &folded);
     run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "d17", false, &kept);
     run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", true, &kept);
-    /* the 7B's layers whose v is Q6_K: the q, k run takes the norm, v d16's norm + quantizer */
+    /* the 7B's layers whose v is Q6_K: no NORM_MATMUL candidate takes v, so the norm stays */
     run_norm_case("run_norm_pass_q6k_v", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "", false, &v_apart);
 }
 
@@ -345,14 +345,13 @@ static void test_rope_kv_pass(void) {
                      "to the unpassed graph");
 }
 
-/* d15 and d16 on a hand-built one-token FFN and head in the 0.5B's shapes (no device needed: the
- * dispatch answers from the shapes): norm -> gate/up/SwiGLU (7c's FFN node on 7e's staged rows),
- * the down projection (K = 4864: staged rows) + the residual add, the final norm -> a Q8_0 head
- * (7b's kernel). The pass (given the CPU backend, which runs every fused form) makes
- * NORM_FFN_SWIGLU, MATMUL_ADD and NORM_MATMUL; the CUDA dispatch gives them d16's, d15's and d16's
- * candidates, and none with the items off (so on CUDA the pass leaves them unfused). The CPU's
- * output equals the unpassed graph's. */
-static int staged_graph(bool pass, const char **kinds, float *out) {
+/* d15 on a hand-built one-token FFN and head in the 0.5B's shapes (no device needed: the dispatch
+ * answers from the shapes): norm -> gate/up/SwiGLU, the down projection (K = 4864: 7e's staged
+ * rows) + the residual add, the final norm -> a Q8_0 head. The pass (given the CPU backend, which
+ * runs every fused form) makes the down's MATMUL_ADD; the CUDA dispatch gives it d15's candidate,
+ * and none with d15 off (so on CUDA the pass leaves it unfused). The CPU's output equals the
+ * unpassed graph's. */
+static int staged_graph(bool pass, const char **kind, float *out) {
     enum { E = 896, F = 4864, V = 1000 };
     void *m[6];
     mi_tensor *wg = leaf_w("wg", MI_TYPE_Q4_0, E, F, &m[0]), *wu = leaf_w("wu", MI_TYPE_Q4_0, E, F, &m[1]);
@@ -376,14 +375,12 @@ static int staged_graph(bool pass, const char **kinds, float *out) {
                 m7c_fuse_ffn(g, cpu);
                 mi8a_fuse_decode_with(g, cpu, 1);
             }
-            for (int k = 0; k < 3; k++) kinds[k] = "none";
+            *kind = "none";
             for (int i = 0; i < g->n_nodes; i++) {
                 const mi_tensor *t = g->nodes[i];
                 const struct mi_cuda_kernel *kn = mi_cuda_choice(t);
                 const char *it = !kn ? "no candidate" : kn->items ? kn->items : "";
-                if (t->op == MI_OP_NORM_FFN_SWIGLU) kinds[0] = strstr(it, "d16") ? "d16" : it;
-                if (t->op == MI_OP_MATMUL_ADD) kinds[1] = strstr(it, "d15") ? "d15" : it;
-                if (t->op == MI_OP_NORM_MATMUL) kinds[2] = strstr(it, "d16") ? "d16" : it;
+                if (t->op == MI_OP_MATMUL_ADD) *kind = strstr(it, "d15") ? "d15" : it;
             }
             if (sched_compute(sc, g) == MI_OK && sched_read(sc, logits, out, 0, mi_nbytes(logits)) == MI_OK) rc = 0;
         }
@@ -399,24 +396,21 @@ static int staged_graph(bool pass, const char **kinds, float *out) {
 static void test_staged_pass(void) {
     gu_begin(&R, "staged_pass");
     static float a[1000], b[1000], c[1000];
-    const char *k0[3], *k1[3], *k2[3];
+    const char *k0, *k1, *k2;
     const unsigned long long seed = g_seed;
-    int rc = staged_graph(false, k0, a);
+    int rc = staged_graph(false, &k0, a);
     g_seed = seed;
-    if (!rc) rc = staged_graph(true, k1, b);
-    mi_status st = mi_cuda_items_set_off("d15,d16");
+    if (!rc) rc = staged_graph(true, &k1, b);
+    mi_status st = mi_cuda_items_set_off("d15");
     g_seed = seed;
-    if (!rc && st == MI_OK) rc = staged_graph(true, k2, c);
+    if (!rc && st == MI_OK) rc = staged_graph(true, &k2, c);
     mi_cuda_items_set_off("");
-    const bool on_ok = !strcmp(k1[0], "d16") && !strcmp(k1[1], "d15") && !strcmp(k1[2], "d16");
-    const bool off_ok = !strcmp(k2[0], "no candidate") && !strcmp(k2[1], "no candidate") && !strcmp(k2[2], "no candidate");
     if (rc || st != MI_OK) gu_fail(&R, "run failed: %s", mi_errmsg());
-    else if (!on_ok || !off_ok || memcmp(a, b, sizeof a) || memcmp(a, c, sizeof a))
-        gu_fail(&R, "norm+FFN / matmul+add / norm+head: %s / %s / %s (want d16 / d15 / d16); with d15, d16 off: %s / %s "
-                    "/ %s (want no candidate); CPU output %s", k1[0], k1[1], k1[2], k2[0], k2[1], k2[2],
+    else if (strcmp(k1, "d15") || strcmp(k2, "no candidate") || memcmp(a, b, sizeof a) || memcmp(a, c, sizeof a))
+        gu_fail(&R, "matmul+add: %s (want d15); with d15 off: %s (want no candidate); CPU output %s", k1, k2,
                 memcmp(a, b, sizeof a) || memcmp(a, c, sizeof a) ? "DIFFERS" : "bit-identical");
-    else gu_pass(&R, "the 0.5B's FFN norm, down + residual and head norm: d16 / d15 / d16's candidates take the fused "
-                     "nodes, no CUDA candidate with them off; CPU output bit-identical to the unpassed graph");
+    else gu_pass(&R, "the 0.5B's down + residual: d15's candidate takes the fused node, no CUDA candidate with it "
+                     "off; CPU output bit-identical to the unpassed graph");
 }
 
 /* d10's flags: a one-token step narrower than MI8A_PDL_MIN_EMBD gets none, a wider one and a
@@ -801,7 +795,6 @@ int main(int argc, char **argv) {
     kernels8a_fused(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
     kernels8a_rope_kv(&R, S, &g_seed);
-    kernels8a_norm_quant(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
@@ -826,7 +819,6 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
-    test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
@@ -845,7 +837,6 @@ int main(int argc, char **argv) {
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
-        test_bitwise_item_model("norm_quant", "d16", -1, "qwen2.5-7b", "q4_k_m");   /* the Q6_K head and v */
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }

@@ -181,8 +181,8 @@ static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n
     int64_t M = 0;
     for (int i = 0; i < n; i++) M += seg[i].M;
     if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K);
-    if (dnw) MI_TRY(mi8a_norm_quant(S, t, dx, dnw, EPS, K, ws));
-    else MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
+    if (dnw) return mi_err(MI_ERR_UNSUPPORTED, "d17 takes no 7b-order run matvec_fused does not");
+    MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
     return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
 }
 /* norm (d17): the run normalizes x itself; the launches a weight read 7e's norm of x, the CPU
@@ -273,7 +273,6 @@ void kernels8a_run(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true, true);
     run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true, true);     /* the 0.5B's */
     run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false, true);
-    run_case(MI_TYPE_Q4_0, true, 4096, 2, qk, false, true);      /* rows of 2,048 or more: d16's norm + quantizer */
     run_case(MI_TYPE_Q4_0, true, 2048, 3, qkv05, true, false);   /* rows too long for matvec_fused: 7b's body */
     run_case(MI_TYPE_Q4_K, true, 4096, 2, qk, false, false);
 }
@@ -505,54 +504,6 @@ void kernels8a_rope_kv(gu_run *run, cudaStream_t stream, unsigned long long *see
     rope_kv_case(64, 8, 4, 64, MI_ROPE_NORMAL, 10000.0f, MI_TYPE_F32, 5, 16, false);      /* llama order, F32 */
     rope_kv_case(128, 6, 2, 64, MI_ROPE_NEOX, 10000.0f, MI_TYPE_F16, 30, 40, true);       /* partial rotation */
     rope_kv_case(80, 5, 5, 32, MI_ROPE_NORMAL, 500000.0f, MI_TYPE_F32, 3, 8, true);
-}
-
-/* d16's norm + quantization against 7e's norm followed by 7b's quantizer, byte for byte, and
- * against itself on a second run: every activation format (Q8_1 blocks for the 32-element
- * types, Q8_K super-blocks for the K types), rows from one block to the kernel's limit. */
-static void norm_quant_case(mi_type wt, int64_t K) {
-    char name[96];
-    snprintf(name, sizeof name, "norm_quant_%s_K%lld", mi_type_name(wt), (long long)K);
-    gu_begin(g_r, name);
-    const size_t ab = mi7b_act_row_bytes(wt, K);
-    float *x = gu_rand_f32(g_seed, (size_t)K, -3.f, 3.f), *w = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
-    x[K / 3] = 0.0f;   /* a zero and a large value inside the row */
-    x[K - 1] = 40.0f;
-    uint8_t *got = malloc(ab), *got2 = malloc(ab), *want = malloc(ab);
-    void *bx, *bw;
-    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dw = dev_up_at(w, (size_t)K * 4, 0, &bw);
-    float *dy = dev_poison((size_t)K * 4);
-    uint8_t *dq = dev_poison(ab);
-    const float eps = 1e-6f;
-    mi_status st = mi8a_norm_quant(S, wt, dx, dw, eps, K, dq);
-    if (st == MI_OK) { dev_down(got, dq, ab); CK(cudaMemset(dq, 0xFF, ab)); }
-    if (st == MI_OK) st = mi8a_norm_quant(S, wt, dx, dw, eps, K, dq);
-    if (st == MI_OK) { dev_down(got2, dq, ab); CK(cudaMemset(dq, 0xFF, ab)); }
-    if (st == MI_OK) st = mi7e_rms_norm(S, dx, dw, dy, K, 1, eps);
-    if (st == MI_OK) st = mi7b_quantize_act(S, wt, dy, K, 1, dq);
-    if (st == MI_OK) dev_down(want, dq, ab);
-    if (st != MI_OK) {
-        gu_fail(g_r, "launch: %s", mi_errmsg());
-    } else {
-        const size_t d = gu_first_diff(got, want, ab), d2 = gu_first_diff(got, got2, ab);
-        if (d != (size_t)-1 || d2 != (size_t)-1)
-            gu_fail(g_r, "vs 7e's norm + 7b's quantizer: %s (first byte %zd of %zu); repeat %s",
-                    d == (size_t)-1 ? "bytewise" : "DIFFERS", (ssize_t)d, ab, d2 == (size_t)-1 ? "bytewise" : "DIFFERS");
-        else gu_pass(g_r, "%zu bytes equal to 7e's norm + 7b's quantizer, and to itself", ab);
-    }
-    free(x), free(w), free(got), free(got2), free(want);
-    cudaFree(bx), cudaFree(bw), cudaFree(dy), cudaFree(dq);
-}
-
-void kernels8a_norm_quant(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
-    bind(run, stream, seed);
-    norm_quant_case(MI_TYPE_Q4_0, 896);     /* the 0.5B's FFN and head */
-    norm_quant_case(MI_TYPE_Q8_0, 1024);
-    norm_quant_case(MI_TYPE_Q5_1, 32);
-    norm_quant_case(MI_TYPE_Q4_0, 1056);    /* 33 blocks: warps with one block more than others */
-    norm_quant_case(MI_TYPE_Q4_K, 3584);    /* Q8_K super-blocks */
-    norm_quant_case(MI_TYPE_Q6_K, 256);
-    norm_quant_case(MI_TYPE_Q8_0, MI8A_NORM_QUANT_MAX_K);   /* the kernel's limit */
 }
 
 static int32_t host_argmax(const float *x, int64_t V) {

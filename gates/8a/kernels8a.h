@@ -17,8 +17,6 @@ void kernels8a_q6k(gu_run *r, cudaStream_t s, unsigned long long *seed);
 void kernels8a_rope(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* rope_kv_*: d14's one launch against d8's RoPE and the lower phases' KV stores, bit for bit */
 void kernels8a_rope_kv(gu_run *r, cudaStream_t s, unsigned long long *seed);
-/* norm_quant_*: d16's norm + quantization against 7e's norm and 7b's quantizer, byte for byte */
-void kernels8a_norm_quant(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* argmax_rows: d3's argmax against the rule's index on ties, NaN and infinities */
 void kernels8a_argmax(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* attn_split_*: d4's split attention against a double reference and 7b's kernel */
