@@ -19,6 +19,7 @@
 #ifndef MI_MATVEC_Q4K_BULK_CUH
 #define MI_MATVEC_Q4K_BULK_CUH
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
+#include "common/core/mi_settings.h"
 
 #define BULK_MAX_WARPS 32
 #define BULK_MAX_STAGES 4
@@ -177,15 +178,18 @@ static inline bool bulk_plan(int64_t M, int64_t K, bool fused, bool norm, bulk_p
         (void)cudaGetLastError();
         smem_max = v;
     }
+    static long max_warps = -1, max_stages = -1;   /* MINFER_BULK_WARPS, _STAGES: for measurements */
+    const int mw = (int)mi_setting_int_once("MINFER_BULK_WARPS", 1, BULK_MAX_WARPS, BULK_MAX_WARPS, &max_warps);
+    const int ms = (int)mi_setting_int_once("MINFER_BULK_STAGES", 1, BULK_MAX_STAGES, BULK_MAX_STAGES, &max_stages);
     const int64_t nsm = mi7e_sm_count(), per_sm = (M + nsm - 1) / nsm;
-    const int64_t per_warp = (per_sm + BULK_MAX_WARPS - 1) / BULK_MAX_WARPS;
+    const int64_t per_warp = (per_sm + mw - 1) / mw;
     const int u4 = fused ? 8 : 16, nsb = (int)(K / 256), nit = (nsb + u4 - 1) / u4;
     int warps = (int)((per_sm + per_warp - 1) / per_warp);
     const int64_t jobs = per_warp * nit;
     for (; warps >= 1; warps--) {
-        int nst = jobs < BULK_MAX_STAGES ? (int)jobs : BULK_MAX_STAGES;
+        int nst = jobs < ms ? (int)jobs : ms;
         while (nst >= 1 && bulk_smem(warps, nst, K, norm) > (size_t)smem_max) nst--;
-        if (nst >= (jobs > 1 ? 2 : 1)) {
+        if (nst >= (jobs > 1 && ms > 1 ? 2 : 1)) {
             p->warps = warps;
             p->nst = nst;
             p->smem = bulk_smem(warps, nst, K, norm);

@@ -8,7 +8,8 @@
  * its own copy of the weights (copies enough for 256 MB, so no call finds its weights in the
  * 60 MB L2, as in a decode step, where every weight is read once), per call the median of 20
  * runs after 3 warm-ups. Prints per kernel µs, GB/s of weight bytes and the fraction of the HBM read rate
- * (--peak-gbs, default 4600: TARGETS.md's measured H200 read); one JSON line each to
+ * (measured first by a plain streaming kernel over 2 GB, read_rate.cu; --peak-gbs G instead
+ * sets it); one JSON line each to
  * --json PATH. Not a gate (run_device_gates.sh runs gate_* only).
  * With --n N (2..64) every node has N rows instead of one (a batch's decode step: 8b's b3 and b1
  * against 7e's int8 and f16 kernels); the fused FFN shapes are left out there, and the CPU
@@ -207,7 +208,7 @@ static void ladder_shape(mi_cuda_ctx *c, const shape *sh, unsigned long long *se
 }
 
 int main(int argc, char **argv) {
-    bench_opts o = {NULL, 4600.0, 20, 1, "", "", ""};
+    bench_opts o = {NULL, 0.0, 20, 1, "", "", ""};
     const char *only_type = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) o.json = argv[++i];
@@ -221,8 +222,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (o.peak_gbs <= 0 || o.reps < 1 || o.reps > 32 || o.n < 1 || o.n > 64) {
-        fprintf(stderr, "bench_roofline: --peak-gbs must be > 0, --reps 1..32 and --n 1..64\n");
+    if (o.peak_gbs < 0 || o.reps < 1 || o.reps > 32 || o.n < 1 || o.n > 64) {
+        fprintf(stderr, "bench_roofline: --peak-gbs must be > 0 (unset: measured), --reps 1..32 and --n 1..64\n");
         return 2;
     }
     mi_phases_install();
@@ -242,6 +243,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_roofline: cannot append to '%s'\n", o.json);
         be->iface->destroy(be);
         return 1;
+    }
+    if (o.peak_gbs == 0) {   /* the ceiling measured on this device, now */
+        o.peak_gbs = dev7e_read_rate_gbs((size_t)2 << 30, 9);
+        if (o.peak_gbs <= 0) {
+            fprintf(stderr, "bench_roofline: the read-rate kernel did not run: %s\n", cudaGetErrorString(cudaGetLastError()));
+            if (jf) fclose(jf);
+            be->iface->destroy(be);
+            return 1;
+        }
+        printf("HBM read rate measured: %.0f GB/s (a plain streaming kernel over 2 GB, median of 9)\n", o.peak_gbs);
     }
     printf("matmul of %d row%s, each kernel alone, against %.0f GB/s of weights (%s)\n", o.n, o.n > 1 ? "s" : "",
            o.peak_gbs, o.gpu);

@@ -35,6 +35,9 @@ void cpu_matmul_par(mi_type t, const uint8_t *w, const float *x, const float *bi
                     int64_t N);
 /* median of n timings (sorts v in place) */
 float median_f(float *v, int n);
+/* GB/s a plain streaming kernel reads from a device buffer of `bytes` (the median of `passes`,
+ * at most 32); 0 when it could not run (read_rate.cu) */
+double dev7e_read_rate_gbs(size_t bytes, int passes);
 
 /* A device gate's start: no CUDA device records "skipped: no CUDA device" under the gate's
  * name and returns false (the caller then returns gu_finish); else notes the GPU and driver in
