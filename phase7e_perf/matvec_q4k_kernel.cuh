@@ -165,18 +165,16 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
  * the super-block (act_perm: each half-warp stores 128 contiguous bytes, conflict-free); even
  * lanes store bsums[l >> 1] (16-bit halves of the sbs words); lane 0 stores d. Warp-uniform
  * loop: every lane reaches the shuffles. NORM: x is read from sx, the shared copy that
- * norm_scale_block made (no second trip to L2); nw from global memory. warps: W, or the block's
- * warp count where only the launch knows it. */
+ * norm_scale_block made (no second trip to L2); nw from global memory. */
 template <int NB, bool NORM, int W = Q4K_WARPS>
 __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, const float *sx, int nsb, uint4 *sq,
-                                                 float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale,
-                                                 int warps = W) {
+                                                 float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int s0 = w; s0 < nsb; s0 += NB * warps) {
+    for (int s0 = w; s0 < nsb; s0 += NB * W) {
         float v[NB][8];
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            const int s = s0 + b * warps;
+            const int s = s0 + b * W;
             float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
             if (s < nsb) {
                 if constexpr (NORM) {   /* the block's shared copy (norm_scale_block): generic loads */
@@ -201,7 +199,7 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, co
         }
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            const int s = s0 + b * warps;
+            const int s = s0 + b * W;
             if (s < nsb) {   /* warp-uniform */
                 uint32_t q[2];
                 int pair;

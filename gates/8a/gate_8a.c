@@ -821,7 +821,6 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
-    test_pdl_model("bulk", "d18", mi8a_bulk_launches, "tiny-qwen3", "q4_k_m");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
@@ -838,7 +837,6 @@ int main(int argc, char **argv) {
         test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
-        test_pdl_model("bulk", "d18", mi8a_bulk_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     }

@@ -167,14 +167,6 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
     ffn_case(3584, 2048);   /* 7B's rows */
     ffn_case(1024, 1000);
-    /* d18's launch shapes (one block an SM, warps and stages from the rows; on by default): the
-     * 7B's whole matrices, a row of one super-block, fewer rows than SMs */
-    ffn_case(3584, 18944);
-    fused_case(MI_TYPE_Q4_K, true, 3584, 3584, false, false, true);   /* 7B o */
-    fused_case(MI_TYPE_Q4_K, true, 18944, 3584, false, false, true);  /* 7B down */
-    fused_case(MI_TYPE_Q4_K, true, 3584, 3584, true, true, false);    /* 7B q */
-    fused_case(MI_TYPE_Q4_K, true, 256, 4099, true, false, true);
-    fused_case(MI_TYPE_Q4_K, true, 2304, 37, false, true, false);
 }
 
 /* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel
