@@ -298,22 +298,26 @@ static int mark_rope_kv(mi_graph *g) {
 }
 
 /* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
- * than MI8A_PDL_MIN_EMBD. Measured on the H200 (results/notes/PHASE8A.md), the small kernels as
- * programmatic dependents: 7B (3,584 wide) tg128 +5.6%, pp512 +1.1%; 0.5B (896) pp512 +2.4% but
- * tg128 -7.6%. The width is the first RMS norm's. */
+ * than MI8A_PDL_MIN_EMBD (MINFER_PDL_MIN_EMBD moves it, for measurements). Measured on the H200
+ * (results/notes/PHASE8A.md), the small kernels as programmatic dependents: 7B (3,584 wide)
+ * tg128 +5.6%, pp512 +1.1%; 0.5B (896) pp512 +2.4% but tg128 -7.6%. The width is the first RMS
+ * norm's, read before the folds take norms out of the graph. */
 static void mark_early(mi_graph *g) {
+    static long min_embd = -1;
+    const int64_t lim = mi_setting_int_once("MINFER_PDL_MIN_EMBD", 1, 1L << 30, MI8A_PDL_MIN_EMBD, &min_embd);
     int64_t width = -1, rows = 0;
     for (int i = 0; i < g->n_nodes && width < 0; i++) {
         const mi_tensor *t = g->nodes[i];
         if (t->op == MI_OP_RMS_NORM && t->src[0]) width = t->ne[0], rows = mi_nrows(t->src[0]);
     }
-    if (rows == 1 && width < MI8A_PDL_MIN_EMBD) return;
+    if (rows == 1 && width < lim) return;
     for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->flags |= MI_T_EARLY;
 }
 
 int mi8a_fuse_decode(mi_graph *g, mi_backend *cuda) { return mi8a_fuse_decode_with(g, cuda, fold_readers_max()); }
 
 int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
+    mark_early(g);
     const int n = g->n_nodes;
     pass p = {g, cuda, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof *p.readers),
               calloc((size_t)n + 1, sizeof(bool))};
@@ -345,6 +349,5 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     mark_runs(g);
     mark_shared_x(g);
     mark_rope_kv(g);
-    mark_early(g);
     return fused;
 }

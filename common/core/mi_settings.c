@@ -62,6 +62,8 @@ static const mi_setting_info g_settings[] = {
      "KV cache length from which one-token attention is split over the sequence (8a's d4), 1..2147483647; default 2048 (read once per process; for measurements)"},
     {"MINFER_SKV_GB", MI_SETTING_INT,
      "query heads a block of the split attention takes of its GQA group (d4), 1..64; default 2 under 16384 positions, the whole group from there (read once per process; for measurements)"},
+    {"MINFER_PDL_MIN_EMBD", MI_SETTING_INT,
+     "narrowest model (its first RMS norm's width) whose one-token steps launch the small kernels as programmatic dependents (8a's d10), 1..2^30; default 2048 (read once per process; for measurements)"},
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
      "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..128; default 32 (read once per process; for measurements)"},
     {"MINFER_NORM_FOLD_READERS", MI_SETTING_INT,
