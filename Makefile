@@ -102,6 +102,16 @@ TEST_BIN := $(patsubst gates/common/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 GATE_SRC := $(wildcard gates/common/gate_*.c gates/common/bench_*.c) \
             $(foreach p,$(PHASES),$(wildcard gates/$(p)/gate_*.c gates/$(p)/bench_*.c))
 GATE_CU  := $(foreach p,$(PHASES),$(wildcard gates/$(p)/gate_*.cu))
+# the decode-step timeline (gates/8a/bench_trace.c) reads kernel times through CUPTI, which comes
+# with the CUDA toolkit: built where its header and library are found, left out elsewhere
+CUPTI_INC := $(firstword $(foreach d,$(CUDA_HOME)/include $(CUDA_HOME)/extras/CUPTI/include,$(if $(wildcard $(d)/cupti.h),$(d))))
+CUPTI_LIB := $(firstword $(foreach d,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(CUDA_HOME)/extras/CUPTI/lib64,$(if $(wildcard $(d)/libcupti.so),$(d))))
+ifeq ($(and $(CUPTI_INC),$(CUPTI_LIB)),)
+GATE_SRC := $(filter-out gates/8a/bench_trace.c,$(GATE_SRC))
+else
+$(BUILD)/gates/8a/bench_trace: CFLAGS += -I$(CUPTI_INC)
+$(BUILD)/gates/8a/bench_trace: LDLIBS += -L$(CUPTI_LIB) -Wl,-rpath,$(CUPTI_LIB) -lcupti
+endif
 GATE_BIN := $(patsubst gates/%.c,$(BUILD)/gates/%,$(GATE_SRC)) $(patsubst gates/%.cu,$(BUILD)/gates/%,$(GATE_CU))
 # compiled units the gate programs link from one archive (a program pulls in only what it
 # calls): gates/support/*.c, shared by all; gates/<phase>/*.c not named gate_* or bench_*,

@@ -8,6 +8,8 @@
 #   bench-8a-items-<commit>.jsonl          bench_7e --only ITEMS -p 512 -n 128 -r 5, both models
 #   ncu-step-<model>-<commit>.txt          with NCU=1: 16 decode steps under Nsight Compute (graphs
 #                                          off, clocks and caches left alone), summed per kernel
+#   trace-<model>-<commit>.txt             with TRACE=1: 32 decode steps as the GPU ran them (graphs
+#                                          on; gates/8a/bench_trace, where CUPTI is found)
 # and prints each part's summary as it finishes. MINFER_COMMIT names the tree (the device's copy
 # of the working tree may carry another commit's git metadata).
 set -u
@@ -58,5 +60,17 @@ if [ -n "${NCU:-}" ]; then
         head -14 "$OUT/ncu-step-${name#minfer-7b-}-$C.txt"
     done
     say "ncu done ($(($(date +%s) - t0)) s)"
+fi
+if [ -n "${TRACE:-}" ]; then
+    if make --no-print-directory PHASE=8b BUILD="$BUILD" CUDA_ARCH=sm_90 "$BUILD/gates/8a/bench_trace" >>"$BUILD.log" 2>&1; then
+        for m in "$M5" "$M7"; do
+            name=$(basename "$m" .gguf)
+            timeout 120 "$BUILD/gates/8a/bench_trace" "$m" -p 32 -n 32 >"$OUT/trace-${name#minfer-7e-}-$C.txt" 2>&1
+            head -30 "$OUT/trace-${name#minfer-7e-}-$C.txt"
+        done
+    else
+        say "bench_trace not built (no CUPTI found by the Makefile)"
+    fi
+    say "trace done ($(($(date +%s) - t0)) s)"
 fi
 exit $rc

@@ -1,0 +1,225 @@
+/* bench_trace: decode steps as the GPU ran them, CUDA graphs, programmatic launches and all.
+ * Nsight Compute times each kernel alone (serialized, replayed), which hides what a captured step
+ * loses between its kernels, and Nsight Systems is not on the lent H200. This records every
+ * kernel's start and end through CUPTI's activity API (CONCURRENT_KERNEL: kernels launched from
+ * a graph are reported node by node, concurrency kept) over n one-token steps after a p-token
+ * prompt, then prints
+ *   - a step: its span (first start to last end), the kernels' summed time, the time no kernel
+ *     ran inside the span, and the time between steps (the host: logits, sampling, the next
+ *     step's set-up and launch);
+ *   - per kernel, in step order, merged by name: launches a step, mean time, and the mean gap
+ *     before it (its start minus the latest end before it: negative where it overlapped the one
+ *     before, as a programmatic dependent may).
+ * A step starts at the embedding row kernel (a name holding "get_rows"), as tools/ncu_step_sum.py
+ * splits. Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
+ *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] */
+#include <cupti.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/model/mi.h"
+#include "common/core/mi_err.h"
+
+typedef struct {
+    uint64_t start, end;
+    const char *name;   /* CUPTI's string, shared by the records of one kernel, kept for the process */
+} krec;
+
+static krec *g_rec;
+static size_t g_n, g_cap;
+static int g_on;          /* records outside the measured steps are dropped */
+static size_t g_dropped;
+
+#define BUF_BYTES (8u << 20)
+
+static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = aligned_alloc(8, BUF_BYTES);
+    *size = *buffer ? BUF_BYTES : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    CUpti_Activity *r = NULL;
+    while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+        if (!g_on) continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+        if (g_n == g_cap) {
+            size_t cap = g_cap ? 2 * g_cap : 65536;
+            krec *p = realloc(g_rec, cap * sizeof *p);
+            if (!p) { g_dropped++; continue; }
+            g_rec = p, g_cap = cap;
+        }
+        g_rec[g_n++] = (krec){k->start, k->end, k->name ? k->name : "?"};
+    }
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
+    free(buffer);
+}
+
+static int by_start(const void *a, const void *b) {
+    const krec *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+typedef struct {
+    const char *name;
+    double n, dur_ns, gap_ns;
+    int first_pos;   /* where it first ran in a step: the table's order */
+} kstat;
+
+static void cupti_check(CUptiResult r, const char *what) {
+    if (r == CUPTI_SUCCESS) return;
+    const char *s = NULL;
+    cuptiGetResultString(r, &s);
+    fprintf(stderr, "bench_trace: %s: %s\n", what, s ? s : "CUPTI error");
+    exit(1);
+}
+
+/* libstdc++'s demangler (the gate programs link it with the CUDA runtime) */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* a kernel's name as Nsight Compute prints it: demangled, without its parameter list */
+static void short_name(const char *n, char *out, size_t cap) {
+    int status = -1;
+    char *d = __cxa_demangle(n, NULL, NULL, &status);
+    snprintf(out, cap, "%s", status == 0 && d ? d : n);
+    free(d);
+    int depth = 0;
+    for (char *c = out; *c; c++) {
+        if (*c == '<') depth++;
+        else if (*c == '>') depth--;
+        else if (*c == '(' && depth == 0) {
+            *c = 0;
+            break;
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL;
+    long p = 32, n = 32, top = 24;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc) p = atol(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atol(argv[++i]);
+        else if (argv[i][0] != '-' && !model) model = argv[i];
+        else model = NULL, i = argc;
+    }
+    if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1) {
+        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K]\n");
+        return 2;
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+        printf("skipped: no CUDA device\n");
+        return 0;
+    }
+    cupti_check(cuptiActivityRegisterCallbacks(buf_request, buf_complete), "cuptiActivityRegisterCallbacks");
+    cupti_check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL");
+
+    mi_model *m = NULL;
+    mi_model_params mp = {"cuda"};
+    if (mi_model_load_params(model, &mp, &m) != MI_OK) {
+        fprintf(stderr, "bench_trace: %s\n", mi_errmsg());
+        return 1;
+    }
+    mi_session_params sp;
+    mi_session_params_default(&sp);
+    sp.backend = "cuda";
+    sp.n_ctx = p + n + 16;
+    mi_session *s = NULL;
+    if (mi_session_new(m, &sp, &s) != MI_OK) {
+        printf("skipped: %s\n", mi_errmsg());   /* no CUDA device: nothing to trace */
+        mi_model_free(m);
+        return 0;
+    }
+    const int64_t V = mi_model_hparams(m)->n_vocab, total = p + n + 8;
+    int32_t *ids = malloc((size_t)total * sizeof *ids);
+    if (!ids) return 1;
+    for (int64_t i = 0; i < total; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
+    mi_status st = mi_session_decode(s, ids, p, false);
+    for (int64_t i = 0; st == MI_OK && i < 8; i++) st = mi_session_decode(s, ids + p + i, 1, false);   /* captures */
+    cuptiActivityFlushAll(1);
+    g_on = 1;
+    for (int64_t i = 0; st == MI_OK && i < n; i++) st = mi_session_decode(s, ids + p + 8 + i, 1, false);
+    cuptiActivityFlushAll(1);
+    g_on = 0;
+    const char *backend = mi_session_backend(s);
+    if (st != MI_OK) {
+        fprintf(stderr, "bench_trace: %s\n", mi_errmsg());
+        return 1;
+    }
+    qsort(g_rec, g_n, sizeof *g_rec, by_start);
+
+    /* steps: from one embedding kernel to the next */
+    size_t *step0 = malloc((g_n + 1) * sizeof *step0), ns = 0;
+    for (size_t i = 0; i < g_n; i++)
+        if (strstr(g_rec[i].name, "get_rows")) step0[ns++] = i;
+    step0[ns] = g_n;
+    if (ns < 2) {
+        fprintf(stderr, "bench_trace: %zu kernels, %zu steps found (backend %s): nothing to show\n", g_n, ns, backend);
+        return 1;
+    }
+    kstat *ks = calloc(256, sizeof *ks);
+    int nk = 0;
+    double span = 0, busy = 0, ksum = 0, between = 0;
+    const size_t steps = ns - 1;   /* the last step's end is not followed by another: left out */
+    for (size_t t = 0; t < steps; t++) {
+        const size_t a = step0[t], b = step0[t + 1];
+        uint64_t latest = g_rec[a].start, covered_to = g_rec[a].start;
+        double cover = 0;
+        for (size_t i = a; i < b; i++) {
+            const krec *r = &g_rec[i];
+            const double gap = (double)r->start - (double)latest;
+            ksum += (double)(r->end - r->start);
+            if (r->end > covered_to) {   /* union of the intervals */
+                cover += (double)(r->end - (r->start > covered_to ? r->start : covered_to));
+                covered_to = r->end;
+            }
+            int k = 0;
+            while (k < nk && strcmp(ks[k].name, r->name)) k++;
+            if (k == nk && nk < 256) ks[nk] = (kstat){r->name, 0, 0, 0, (int)(i - a)}, nk++;
+            if (k < nk) {
+                ks[k].n += 1;
+                ks[k].dur_ns += (double)(r->end - r->start);
+                ks[k].gap_ns += gap;
+            }
+            if (r->end > latest) latest = r->end;
+        }
+        span += (double)(latest - g_rec[a].start);
+        busy += cover;
+        between += (double)g_rec[b].start - (double)latest;
+    }
+    const double S = (double)steps;
+    printf("%s, backend %s: %zu one-token steps after a %ld-token prompt, %.1f kernels a step (CUPTI records "
+           "dropped: %zu)\n", model, backend, steps, p, (double)(step0[steps] - step0[0]) / S, g_dropped);
+    printf("a step: span %.1f us, kernels summed %.1f us, no kernel running %.1f us; between steps %.1f us; "
+           "%.1f us a token (%.1f tok/s)\n", span / S / 1e3, ksum / S / 1e3, (span - busy) / S / 1e3,
+           between / S / 1e3, (span + between) / S / 1e3, 1e9 * S / (span + between));
+    /* the kernels with the largest gaps before them, then the rest by time */
+    for (int i = 0; i < nk; i++)
+        for (int j = i + 1; j < nk; j++)
+            if (ks[j].gap_ns + ks[j].dur_ns > ks[i].gap_ns + ks[i].dur_ns) {
+                kstat x = ks[i];
+                ks[i] = ks[j];
+                ks[j] = x;
+            }
+    printf("| kernel | a step | us each | gap before, us each | us a step (time + gap) |\n"
+           "| --- | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < nk && i < top; i++) {
+        char nm[96];
+        short_name(ks[i].name, nm, sizeof nm);
+        printf("| %s | %.1f | %.2f | %.2f | %.1f |\n", nm, ks[i].n / S, ks[i].dur_ns / ks[i].n / 1e3,
+               ks[i].gap_ns / ks[i].n / 1e3, (ks[i].dur_ns + ks[i].gap_ns) / S / 1e3);
+    }
+    free(ks);
+    free(step0);
+    free(ids);
+    free(g_rec);
+    mi_session_free(s);
+    mi_model_free(m);
+    return 0;
+}
