@@ -15,6 +15,23 @@
 static gu_run *g_r;
 static unsigned long long *g_seed;
 
+/* a CPU backend of `threads` threads, a scheduler on it and an empty graph: the frame of the cases
+ * below; false when one could not be made (frame_close frees what was) */
+typedef struct {
+    mi_backend *cpu;
+    mi_sched *sc;
+    mi_graph *g;
+} cpu_frame;
+static bool frame_open(cpu_frame *f, int threads) {
+    f->cpu = NULL, f->sc = NULL, f->g = graph_new(64);
+    return f->g && mi_backend_cpu_new(threads, &f->cpu) == MI_OK && sched_new(&f->cpu, 1, &f->sc) == MI_OK;
+}
+static void frame_close(cpu_frame *f) {
+    graph_free(f->g);
+    if (f->sc) sched_free(f->sc);
+    if (f->cpu) f->cpu->iface->destroy(f->cpu);
+}
+
 /* ---------------- the fusion pass on the CPU (runs without a device) ----------------
  * A hand-built layer: h = rms_norm(x), q = Wq h + b, k = Wk h, o = Wo q, y = (x + o) * k, and
  * (extra_reader) + h, a second reader of h that no fused form takes. Run by a [cpu] scheduler unfused and after
@@ -40,11 +57,12 @@ static int fuse_layer(int64_t N, bool extra_reader, int fuse, float *out, int *n
     mi_tensor *wo = leaf_w("wo", MI_TYPE_Q8_0, M, K, &mo), *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mn);
     mi_tensor *bq = leaf_w("bq", MI_TYPE_F32, M, 1, &mb);
     float *xin = gu_rand_f32(g_seed, (size_t)(K * N), -1.f, 1.f);
-    mi_backend *cpu = NULL;
-    mi_sched *sc = NULL;
-    mi_graph *g = graph_new(64);
+    cpu_frame fr;
     int rc = 1;
-    if (mi_backend_cpu_new(2, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+    if (frame_open(&fr, 2)) {
+        mi_graph *g = fr.g;
+        mi_sched *sc = fr.sc;
+        mi_backend *cpu = fr.cpu;
         mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, N, xin);
         mi_tensor *h = graph_rms_norm(g, x, wn, K, 1e-6f);
         mi_tensor *q = graph_matmul(g, wq, h, bq), *k = graph_matmul(g, wk, h, NULL);
@@ -56,9 +74,7 @@ static int fuse_layer(int64_t N, bool extra_reader, int fuse, float *out, int *n
         *n_fused = fuse ? mi8a_fuse_decode_with(g, cpu, fuse) : 0;
         if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
     }
-    graph_free(g);
-    if (sc) sched_free(sc);
-    if (cpu) cpu->iface->destroy(cpu);
+    frame_close(&fr);
     free(mq); free(mk); free(mo); free(mn); free(mb); free(xin);
     free(wq); free(wk); free(wo); free(wn); free(bq);
     return rc;
@@ -99,11 +115,12 @@ static int marks_graph(mi_type t, bool pass, int marks[4], float *out) {
     mi_tensor *w[4];
     for (int i = 0; i < 4; i++) w[i] = leaf_w("w", t, K, M, &mem[i]);
     float *xin = gu_rand_f32(g_seed, K, -1.f, 1.f), *x2in = gu_rand_f32(g_seed, K, -1.f, 1.f);
-    mi_backend *cpu = NULL;
-    mi_sched *sc = NULL;
-    mi_graph *g = graph_new(64);
+    cpu_frame fr;
     int rc = 1;
-    if (mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+    if (frame_open(&fr, 1)) {
+        mi_graph *g = fr.g;
+        mi_sched *sc = fr.sc;
+        mi_backend *cpu = fr.cpu;
         mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, 1, xin), *x2 = graph_input(g, "x2", MI_TYPE_F32, K, 1, x2in);
         mi_tensor *mm[4];   /* in this order in the graph */
         for (int i = 0; i < 4; i++) mm[i] = graph_matmul(g, w[i], i < 3 ? x : x2, NULL);
@@ -115,9 +132,7 @@ static int marks_graph(mi_type t, bool pass, int marks[4], float *out) {
         for (int i = 0; i < 4; i++) marks[i] = mi_matmul_shared_x(mm[i]);
         if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
     }
-    graph_free(g);
-    if (sc) sched_free(sc);
-    if (cpu) cpu->iface->destroy(cpu);
+    frame_close(&fr);
     for (int i = 0; i < 4; i++) free(mem[i]), free(w[i]);
     free(xin);
     free(x2in);
@@ -181,11 +196,12 @@ static int run_norm_graph(mi_type t, mi_type t3, bool pass, bool extra_reader, i
     for (int i = 0; i < 3; i++) w[i] = leaf_w("w", i < 2 ? t : t3, K, M, &mem[i]);
     mi_tensor *wn = leaf_w("norm", MI_TYPE_F32, K, 1, &mem[3]), *wf = leaf_w("wf", MI_TYPE_F32, K, M, &mem[4]);
     float *xin = gu_rand_f32(g_seed, K, -1.f, 1.f);
-    mi_backend *cpu = NULL;
-    mi_sched *sc = NULL;
-    mi_graph *g = graph_new(64);
+    cpu_frame fr;
     int rc = 1;
-    if (mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+    if (frame_open(&fr, 1)) {
+        mi_graph *g = fr.g;
+        mi_sched *sc = fr.sc;
+        mi_backend *cpu = fr.cpu;
         mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, K, 1, xin);
         mi_tensor *h = graph_rms_norm(g, x, wn, K, 1e-6f), *mm[3];
         for (int i = 0; i < 3; i++) mm[i] = graph_matmul(g, w[i], h, NULL);
@@ -199,9 +215,7 @@ static int run_norm_graph(mi_type t, mi_type t3, bool pass, bool extra_reader, i
         for (int i = 0; i < 3; i++) ops[i] = (int)mm[i]->op, roles[i] = mi_matmul_shared_x(mm[i]);
         if (sched_compute(sc, g) == MI_OK && sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK) rc = 0;
     }
-    graph_free(g);
-    if (sc) sched_free(sc);
-    if (cpu) cpu->iface->destroy(cpu);
+    frame_close(&fr);
     for (int i = 0; i < 5; i++) free(mem[i]);
     for (int i = 0; i < 3; i++) free(w[i]);
     free(wn), free(wf), free(xin);
@@ -267,11 +281,12 @@ static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
     kc.flags = vc.flags = MI_T_PERSIST;
     kc.data = calloc((size_t)(row * CTX), 2);
     vc.data = calloc((size_t)(row * CTX), 2);
-    mi_backend *cpu = NULL;
-    mi_sched *sc = NULL;
-    mi_graph *g = graph_new(64);
+    cpu_frame fr;
     int rc = 1;
-    if (kc.data && vc.data && mi_backend_cpu_new(1, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+    if (kc.data && vc.data && frame_open(&fr, 1)) {
+        mi_graph *g = fr.g;
+        mi_sched *sc = fr.sc;
+        mi_backend *cpu = fr.cpu;
         mi_tensor *xq = graph_input(g, "q", MI_TYPE_F32, HD * HQ, N, q), *xk = graph_input(g, "k", MI_TYPE_F32, row, N, k);
         mi_tensor *xv = graph_input(g, "v", MI_TYPE_F32, row, N, v), *xp = graph_input(g, "pos", MI_TYPE_I32, N, 1, pos);
         mi_tensor *n[4];
@@ -289,9 +304,7 @@ static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
             if (sched_compute(sc, g) == MI_OK && (!out || sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK)) rc = 0;
         }
     }
-    graph_free(g);
-    if (sc) sched_free(sc);
-    if (cpu) cpu->iface->destroy(cpu);
+    frame_close(&fr);
     free(kc.data), free(vc.data), free(q), free(k), free(v);
     return rc;
 }
@@ -339,11 +352,12 @@ static int staged_graph(bool pass, const char **kind, float *out) {
     mi_tensor *wd = leaf_w("wd", MI_TYPE_Q4_0, F, E, &m[2]), *wh = leaf_w("wh", MI_TYPE_Q8_0, E, V, &m[3]);
     mi_tensor *n1 = leaf_w("n1", MI_TYPE_F32, E, 1, &m[4]), *n2 = leaf_w("n2", MI_TYPE_F32, E, 1, &m[5]);
     float *xin = gu_rand_f32(g_seed, E, -1.f, 1.f);
-    mi_backend *cpu = NULL;
-    mi_sched *sc = NULL;
-    mi_graph *g = graph_new(64);
+    cpu_frame fr;
     int rc = 1;
-    if (mi_backend_cpu_new(2, &cpu) == MI_OK && sched_new(&cpu, 1, &sc) == MI_OK && g) {
+    if (frame_open(&fr, 2)) {
+        mi_graph *g = fr.g;
+        mi_sched *sc = fr.sc;
+        mi_backend *cpu = fr.cpu;
         mi_tensor *x = graph_input(g, "x", MI_TYPE_F32, E, 1, xin);
         mi_tensor *h = graph_rms_norm(g, x, n1, E, 1e-6f);
         mi_tensor *f = graph_swiglu(g, graph_matmul(g, wg, h, NULL), graph_matmul(g, wu, h, NULL));
@@ -366,9 +380,7 @@ static int staged_graph(bool pass, const char **kind, float *out) {
             if (sched_compute(sc, g) == MI_OK && sched_read(sc, logits, out, 0, mi_nbytes(logits)) == MI_OK) rc = 0;
         }
     }
-    graph_free(g);
-    if (sc) sched_free(sc);
-    if (cpu) cpu->iface->destroy(cpu);
+    frame_close(&fr);
     for (int i = 0; i < 6; i++) free(m[i]);
     free(wg), free(wu), free(wd), free(wh), free(n1), free(n2), free(xin);
     return rc;
