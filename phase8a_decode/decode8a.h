@@ -116,11 +116,10 @@ struct mi_cuda_kernel;
 const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
 /* d13: whether a node that the dispatch gives kernel k alone can be part of a run (8a's Q4_K
  * streaming matmul, 7b's warp-per-row matmul); the candidate a node of role MI_MM_RUN_DEFER /
- * MI_MM_RUN_LAST of such a run gets (else NULL) */
+ * MI_MM_RUN_LAST of such a run gets (else NULL); norm: the run's nodes as NORM_MATMUL (d17: the
+ * norm of x folded into the run) */
 bool mi8a_run_plain(const struct mi_cuda_kernel *k);
-const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain);
-/* d17: the same for the run's nodes as NORM_MATMUL (the norm of x folded into the run) */
-const struct mi_cuda_kernel *mi8a_run_norm_kernel(int role, const struct mi_cuda_kernel *plain);
+const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm);
 
 /* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
  * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */

@@ -150,6 +150,16 @@ static int mark_shared_x(mi_graph *g) {
     return marked;
 }
 
+/* the nodes marked dead[] (by node id) leave the graph; the rest keep their order and are
+ * numbered again */
+static void drop_dead(mi_graph *g, const bool *dead) {
+    int w = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!dead[i]) g->nodes[w++] = g->nodes[i];
+    g->n_nodes = w;
+    for (int i = 0; i < w; i++) g->nodes[i]->id = i;
+}
+
 /* d13: consecutive one-token matmuls of one x and weight format that the dispatch gives to 8a's
  * Q4_K streaming kernel (the 7B's q, k and, where Q4_K, v) or to 7b's warp-per-row kernel (the
  * 0.5B's q, k, v): all but the last marked MI_MM_RUN_DEFER, the last MI_MM_RUN_LAST, where the
@@ -165,7 +175,7 @@ static const struct mi_cuda_kernel *run_plain(const mi_tensor *n) {
 static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kernel *plain) {
     mi_tensor probe = *n;
     probe.p[0] = role;
-    return mi_cuda_choice(&probe) == mi8a_run_kernel(role, plain);
+    return mi_cuda_choice(&probe) == mi8a_run_kernel(role, plain, false);
 }
 /* d17: the run [i, j) reads x = rms_norm(x0, w), which is no output and no tap, and every other
  * reader of x is a one-token matmul that a NORM_MATMUL candidate takes (none takes the 7B's Q6_K
@@ -213,7 +223,7 @@ static bool fold_norm(mi_graph *g, int i, int j, const struct mi_cuda_kernel *pl
         mi_tensor probe = *g->nodes[k];
         const int role = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
         as_norm_mm(&probe, norm, role);
-        if (mi_cuda_choice(&probe) != mi8a_run_norm_kernel(role, plain)) return false;
+        if (mi_cuda_choice(&probe) != mi8a_run_kernel(role, plain, true)) return false;
     }
     for (int k = i; k < j; k++) as_norm_mm(g->nodes[k], norm, k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST);
     for (int k = 0; k < n_others; k++) as_norm_mm(others[k], norm, 0);
@@ -245,11 +255,7 @@ static int mark_runs(mi_graph *g) {
         i = j - 1;
     }
     if (dead) {   /* the folded norms leave the graph */
-        int w = 0;
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!dead[i]) g->nodes[w++] = g->nodes[i];
-        g->n_nodes = w;
-        for (int i = 0; i < w; i++) g->nodes[i]->id = i;
+        drop_dead(g, dead);
         free(dead);
     }
     return marked;
@@ -336,13 +342,7 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
             }
         fused = fuse_residuals(&p) + fuse_norms(&p, max_norm_readers);
     }
-    if (fused) {
-        int w = 0;
-        for (int i = 0; i < n; i++)
-            if (!p.dead[i]) g->nodes[w++] = g->nodes[i];
-        g->n_nodes = w;
-        for (int i = 0; i < w; i++) g->nodes[i]->id = i;
-    }
+    if (fused) drop_dead(g, p.dead);
     free(p.uses);
     free(p.readers);
     free(p.dead);

@@ -245,15 +245,11 @@ static const mi_cuda_kernel k_run_last_rows_norm = {"norm + matmul, one token, w
  * body, launched without the programmatic dependency, as the run kernel then is), and 7b's */
 static bool plain_q4k(const struct mi_cuda_kernel *k) { return k == &k_mm_q4k || k == mi7e_matmul_q4k_kernel(); }
 bool mi8a_run_plain(const struct mi_cuda_kernel *k) { return k && (plain_q4k(k) || k == mi7b_matmul_kernel()); }
-const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain) {
-    if (role == MI_MM_RUN_DEFER) return &k_run_defer;
+const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm) {
+    if (role == MI_MM_RUN_DEFER) return norm ? &k_run_defer_norm : &k_run_defer;
     if (role != MI_MM_RUN_LAST || !plain) return NULL;
-    return plain_q4k(plain) ? &k_run_last_q4k : plain == mi7b_matmul_kernel() ? &k_run_last_rows : NULL;
-}
-const struct mi_cuda_kernel *mi8a_run_norm_kernel(int role, const struct mi_cuda_kernel *plain) {
-    if (role == MI_MM_RUN_DEFER) return &k_run_defer_norm;
-    if (role != MI_MM_RUN_LAST || !plain) return NULL;
-    return plain_q4k(plain) ? &k_run_last_q4k_norm : plain == mi7b_matmul_kernel() ? &k_run_last_rows_norm : NULL;
+    if (plain_q4k(plain)) return norm ? &k_run_last_q4k_norm : &k_run_last_q4k;
+    return plain == mi7b_matmul_kernel() ? (norm ? &k_run_last_rows_norm : &k_run_last_rows) : NULL;
 }
 
 /* MATMUL marked by the pass as a run sharing x (mi_matmul_shared_x, d7), on 7b's kernel: the
