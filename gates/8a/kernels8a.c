@@ -169,6 +169,82 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     ffn_case(1024, 1000);
 }
 
+/* d19: one Q4_K launch (matmul with the norm, bias and residual forms, or the fused FFN with its
+ * norm) with d19 on against the CPU (nmse <= 1e-6), against itself (bitwise) and against d19 off,
+ * 7e's kernel body (each unit's value the same, their sum in another order: nmse <= 1e-12) */
+static mi_status pairs_launch(bool ffn, const void *dw, const void *dw2, const float *dx, const float *pn,
+                              const float *pb, const float *pr, float *dy, int64_t K, int64_t M, bool on) {
+    MI_TRY(mi_cuda_items_set_off(on ? "" : "d19"));
+    const mi_status st = ffn ? mi8a_ffn_q4k_fused(S, MI_TYPE_Q4_K, dw, dw2, dx, pn, EPS, dy, K, M)
+                             : mi8a_matvec_q4k_fused(S, MI_TYPE_Q4_K, dw, dx, pn, EPS, pb, pr, dy, K, M);
+    mi_cuda_items_set_off("");
+    return st;
+}
+static void pairs_case(int64_t K, int64_t M, bool ffn, bool norm, bool bias, bool res) {
+    char name[96];
+    snprintf(name, sizeof name, "pairs_%s_K%lld_M%lld%s%s%s", ffn ? "ffn" : "mm", (long long)K, (long long)M,
+             norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "");
+    gu_begin(g_r, name);
+    const mi_type t = MI_TYPE_Q4_K;
+    size_t wb;
+    uint8_t *w = gu_make_weights(g_seed, t, K, M, 1.0f, &wb), *w2 = gu_make_weights(g_seed, t, K, M, 1.0f, NULL);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
+    float *b = gu_rand_f32(g_seed, (size_t)M, -0.5f, 0.5f), *r = gu_rand_f32(g_seed, (size_t)M, -1.f, 1.f);
+    float *xn = malloc((size_t)K * 4), *ref = malloc((size_t)M * 4), *u = malloc((size_t)M * 4);
+    float *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4), *old = malloc((size_t)M * 4);
+    if (norm) host_norm(x, nw, xn, K);
+    else memcpy(xn, x, (size_t)K * 4);
+    cpu_matmul(t, w, xn, bias && !ffn ? b : NULL, ref, K, M, 1);
+    if (ffn) {
+        cpu_matmul(t, w2, xn, NULL, u, K, M, 1);
+        for (int64_t m = 0; m < M; m++) ref[m] = mi_canon_swiglu(ref[m], u[m]);
+    } else if (res) {
+        for (int64_t m = 0; m < M; m++) ref[m] = r[m] + ref[m];
+    }
+    void *bw, *bw2, *bx, *bn, *bb, *br;
+    void *dw = dev_up_at(w, wb, 0, &bw), *dw2 = dev_up_at(w2, wb, 0, &bw2);
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
+    float *db = dev_up_at(b, (size_t)M * 4, 0, &bb), *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
+    float *dy = dev_poison((size_t)M * 4);
+    const float *pn = norm ? dnw : NULL, *pb = bias ? db : NULL, *pr = res ? dr : NULL;
+    const uint64_t n0 = mi8a_pairs_launches();
+    mi_status st = pairs_launch(ffn, dw, dw2, dx, pn, pb, pr, dy, K, M, true);
+    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = pairs_launch(ffn, dw, dw2, dx, pn, pb, pr, dy, K, M, true);
+    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    const uint64_t n_on = mi8a_pairs_launches() - n0;
+    if (st == MI_OK) st = pairs_launch(ffn, dw, dw2, dx, pn, pb, pr, dy, K, M, false);
+    if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
+        const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
+        if (n_on != 2 || !(e_cpu <= 1e-6) || !(e_old <= 1e-12) || d_rep != (size_t)-1) {
+            const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
+            if (i != (size_t)-1) printf("    %s: row %zu d19 %.9g 7e %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
+            gu_fail(g_r, "d19 launches %llu (want 2); nmse vs cpu %.3g (bound 1e-6), vs 7e's body %.3g (bound 1e-12); "
+                         "repeat %s", (unsigned long long)n_on, e_cpu, e_old, d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's body %.3g; repeat bitwise", e_cpu, e_old);
+        }
+    }
+    free(w); free(w2); free(x); free(nw); free(b); free(r); free(xn); free(ref); free(u); free(got); free(got2);
+    free(old);
+    cudaFree(bw); cudaFree(bw2); cudaFree(bx); cudaFree(bn); cudaFree(bb); cudaFree(br); cudaFree(dy);
+}
+
+void kernels8a_pairs(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+    bind(run, stream, seed);
+    pairs_case(3584, 2048, true, true, false, false);     /* the 7B's fused gate/up rows, its FFN norm */
+    pairs_case(3584, 1024, false, true, true, false);     /* q with the attention norm and bias */
+    pairs_case(3584, 1024, false, false, false, true);    /* o + residual */
+    pairs_case(18944, 256, false, false, false, true);    /* down + residual: d12's wide blocks */
+    pairs_case(2304, 37, false, false, true, false);      /* 9 super-blocks: bsum words 4-byte aligned only */
+    pairs_case(256, 4099, false, true, false, true);      /* one super-block a row */
+    pairs_case(1024, 300, true, true, false, false);
+}
+
 /* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel
  * the run replaces: 8a's Q4_K streaming kernel, or 7b's warp-per-row matmul when rows): bit for
  * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
