@@ -19,7 +19,6 @@
  *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
  *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
  *   d17 the norm before a d13 run in the run's kernel (MI_OP_NORM_MATMUL marked by the pass)
- *   d19 the one-token Q4_K kernels with a lane a pair of units (fewer instructions a weight)
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -99,13 +98,6 @@ mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const flo
 #define MI8A_WIDE_THREADS 1024
 bool mi8a_wide_on(int64_t K);   /* counts the launches it answered yes */
 uint64_t mi8a_wide_launches(void);
-
-/* ---- item d19: 8a's one-token Q4_K launches (mi8a_matvec_q4k_fused, mi8a_ffn_q4k_fused,
- * mi8a_matvec_q4k_run) on a body whose lane takes a super-block's 32-byte chunk whole, two units
- * and no shuffle (matvec_q4k_pairs.cuh): fewer instructions a weight; each unit's value is 7e's,
- * their sum in another order (within rounding of 7e's kernel). Read at each launch, like d6. */
-bool mi8a_pairs_on(void);   /* counts the launches it answered yes */
-uint64_t mi8a_pairs_launches(void);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

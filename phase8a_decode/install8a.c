@@ -421,15 +421,6 @@ bool mi8a_wide_on(int64_t K) {
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
-/* d19: read at each launch like d6 */
-static _Atomic uint64_t g_pairs_launches;
-bool mi8a_pairs_on(void) {
-    if (!mi_cuda_item_on("d19")) return false;
-    g_pairs_launches++;
-    return true;
-}
-uint64_t mi8a_pairs_launches(void) { return g_pairs_launches; }
-
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
 static bool pdl_small_policy(const mi_tensor *node) {
@@ -579,8 +570,6 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_defer_norm);
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_last_rows_norm);
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_run_last_q4k_norm);
-    mi_cuda_item_declare("d19", "8a's one-token Q4_K matmuls (fused FFN, norm and residual forms, runs) with a lane a "
-                                "super-block's 32-byte chunk: two units, no shuffle, one header decoded for both");
     mi_cuda_item_declare("d11", "one-token Q6_K matmuls (and their residual add) on streaming rows: an octet of lanes a "
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);

@@ -3,14 +3,11 @@
  * block (NORM), and the residual add after them (RES: y = r + W @ x). Same kernel, same
  * per-row order: the results equal 7e's _qx forms after a separate RMS norm and before a
  * separate add, bit for bit (built with --fmad=false, as they are). Every form is built to be
- * launched as a programmatic dependent, and is when item d6 is on (mi8a_pdl_on). With item d19
- * on (mi8a_pairs_on) every form runs on the lane-a-unit-pair body instead (matvec_q4k_pairs.cuh):
- * the same unit values added in another order. */
+ * launched as a programmatic dependent, and is when item d6 is on (mi8a_pdl_on). */
 #include "phase7e_perf/matvec_q4k.h"
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/run_rows.cuh"
-#include "phase8a_decode/matvec_q4k_pairs.cuh"
 
 extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm) {
     return mi7e_matvec_q4k_supported(wt, K, 1) && q4k_smem(K, norm) <= Q4K_SMEM_MAX;
@@ -31,17 +28,6 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
     const bool pdl = mi8a_pdl_on();
-    if (mi8a_pairs_on()) {   /* d19 */
-        const q4k_rows_one rows = {wb, wb, bias, y};
-        if (!nw && mi8a_wide_on(K)) {
-            if (r) return launch_q4k_pairs<false, false, true, q4k_rows_one, Q4K_WIDE>(st, rows, K, M, x, NULL, 0.0f, r, pdl);
-            return launch_q4k_pairs<false, false, false, q4k_rows_one, Q4K_WIDE>(st, rows, K, M, x, NULL, 0.0f, NULL, pdl);
-        }
-        if (nw && r) return launch_q4k_pairs<false, true, true>(st, rows, K, M, x, nw, eps, r, pdl);
-        if (nw) return launch_q4k_pairs<false, true, false>(st, rows, K, M, x, nw, eps, NULL, pdl);
-        if (r) return launch_q4k_pairs<false, false, true>(st, rows, K, M, x, NULL, 0.0f, r, pdl);
-        return launch_q4k_pairs<false, false, false>(st, rows, K, M, x, NULL, 0.0f, NULL, pdl);
-    }
     if (!nw && mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
@@ -60,13 +46,8 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
     if (!wg || !wu || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_ffn_q4k_fused: null pointer");
     if (!aligned16(wg) || !aligned16(wu) || !aligned16(x) || !aligned16(nw))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
-    const bool pdl = mi8a_pdl_on();
-    if (mi8a_pairs_on()) {   /* d19 */
-        const q4k_rows_one rows = {(const uint8_t *)wg, (const uint8_t *)wu, NULL, y};
-        return launch_q4k_pairs<true, true, false>((cudaStream_t)stream, rows, K, F, x, nw, eps, NULL, pdl);
-    }
     return launch_q4k<true, true, true, false, true>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, NULL,
-                                                     x, NULL, y, K, F, nw, eps, NULL, pdl);
+                                                     x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
 }
 
 /* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----
@@ -98,12 +79,8 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (mi8a_pairs_on()) {   /* d19 */
-        if (nw) return launch_q4k_pairs<false, true, false>(st, rows, K, M, x, nw, eps, NULL, mi8a_pdl_on());
-        return launch_q4k_pairs<false, false, false>(st, rows, K, M, x, NULL, 0.0f, NULL, mi8a_pdl_on());
-    }
     const size_t smem = q4k_smem(K, nw != NULL);
+    const cudaStream_t st = (cudaStream_t)stream;
     if (nw) {
         static wave_cache occ_norm;
         const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm, Q4K_THREADS, smem, M);

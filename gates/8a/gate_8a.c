@@ -235,14 +235,12 @@ static int same_steps(const float *a, const float *b, const float *c, int64_t V,
  * 1e-6); d11's Q6_K rows on the 7B, whose random weights turn a last-bit difference into other
  * 8-bit activation codes layer after layer: gate_7e's bound for it (5e-2; two CPU ISAs differ by
  * ~1e-2 there, gate_7c). */
-/* launches: the item's own launch count where it is a switch inside a launcher (NULL: the runs of
- * the dispatch candidates that name it) */
 static void test_item_model(const char *what, const char *item, int64_t ctx, const char *shape, const char *type,
-                            double bound, uint64_t (*launches)(void)) {
+                            double bound) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     item_ab ab;
-    const mi_status st = item_ab_run(m, item, ctx, launches, false, &ab);
+    const mi_status st = item_ab_run(m, item, ctx, NULL, false, &ab);
     double worst = 0;
     for (int k = 0; st == MI_OK && k <= STEPS; k++) {
         const double e = gu_nmse(ab.on + (size_t)k * (size_t)ab.V, ab.off + (size_t)k * (size_t)ab.V, (size_t)ab.V);
@@ -377,14 +375,11 @@ int main(int argc, char **argv) {
     mi_phases_install();
     passes8a_run(&R, &g_seed);
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
-    mi_cuda_items_set_off("d19");   /* these hold 8a's Q4_K forms to 7e's kernel bit for bit */
     kernels8a_fused(&R, S, &g_seed);
-    kernels8a_run(&R, S, &g_seed);
-    mi_cuda_items_set_off("");
-    kernels8a_pairs(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
     kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
+    kernels8a_run(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -392,7 +387,7 @@ int main(int argc, char **argv) {
     test_graph_reuse("qwen2.5-0.5b", "q4_0");
     kernels8a_argmax(&R, S, &g_seed);
     kernels8a_attn_split(&R, S, &g_seed);
-    test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6, NULL);
+    test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d13";
@@ -422,8 +417,7 @@ int main(int argc, char **argv) {
         test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
         g_ab_base = "";
         test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
-        test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2, NULL);
-        test_item_model("pairs", "d19", 128, "qwen2.5-7b", "q4_k_m", 5e-2, mi8a_pairs_launches);
+        test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
         test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
         test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
         test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");

@@ -11,9 +11,6 @@ void kernels8a_fused(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* run_q4k_*, run_rows_*: d13's one launch for several weights of one x against a launch each (8a's
  * Q4_K kernel, 7b's warp-per-row kernel), bit for bit */
 void kernels8a_run(gu_run *r, cudaStream_t s, unsigned long long *seed);
-/* pairs_*: d19's Q4_K forms (a lane a pair of units) against the CPU, against themselves on a
- * second run (bitwise) and against 7e's kernel body (the same unit values in another order) */
-void kernels8a_pairs(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* q6k_*: d11's Q6_K kernel against the CPU and 7e's staged kernel */
 void kernels8a_q6k(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* rope_pairs_*: d8's RoPE against 7b's kernel and the CPU's angle, bit for bit */
