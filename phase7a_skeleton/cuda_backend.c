@@ -184,6 +184,21 @@ static mi_status cuda_read(mi_backend *be, void *host_dst, const void *src, size
     return mi_cudev_stream_sync(c->stream);   /* the contract: complete on return */
 }
 
+/* page-locked: a decode step's logits row crosses by DMA, not through the driver's staging */
+static void *cuda_host_alloc(mi_backend *be, size_t size) {
+    void *p = NULL;
+    if (mi_cudev_select(ctx(be)->device) != MI_OK || mi_cudev_host_alloc(&p, size) != MI_OK) {
+        mi_err_clear();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(mi_backend *be, void *p) {
+    (void)be;
+    mi_cudev_host_free(p);
+}
+
 static mi_status cuda_copy(mi_backend *be, void *dst, const void *src, size_t n) {
     return mi_cudev_d2d_async(dst, src, n, ctx(be)->stream);
 }
@@ -255,6 +270,8 @@ static const mi_backend_iface g_cuda_iface = {
     .write = cuda_write,
     .read = cuda_read,
     .copy = cuda_copy,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .split_begin = cuda_split_begin,
     .execute_node = cuda_execute_node,
     .split_end = NULL,

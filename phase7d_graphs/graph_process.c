@@ -62,6 +62,9 @@ bool mi_cuda_graph_enabled(void) { return __atomic_load_n(&g_enabled, __ATOMIC_R
 
 bool mi_cuda_graph_input_staging(void) { return mi_cuda_item_on("e6"); }
 
+static bool g_key_each_step;
+bool g7_key_each_step(void) { return g_key_each_step; }
+
 void mi_cuda_graph_set_fail(mi_graph_fail mode, int count) {
     pthread_mutex_lock(&g7_st_mu);
     g_fail_mode = mode;
@@ -112,9 +115,10 @@ void g7_log_append(const mi_cuda_graph_capture_rec *r, bool npast_in_key) {
     pthread_mutex_unlock(&g7_st_mu);
 }
 
-/* MINFER_NO_CUDA_GRAPH, MINFER_CUDA_GRAPH_FAIL: read once, at install */
+/* MINFER_NO_CUDA_GRAPH, MINFER_CUDA_GRAPH_FAIL, MINFER_GRAPH_KEY_EACH_STEP: read once, at install */
 void g7_parse_env(void) {
     if (mi_setting_on("MINFER_NO_CUDA_GRAPH")) mi_cuda_graph_set_enabled(false);
+    g_key_each_step = mi_setting_on("MINFER_GRAPH_KEY_EACH_STEP");
     const char *e = mi_setting("MINFER_CUDA_GRAPH_FAIL");
     if (e && *e) {
         mi_graph_fail m = !strncmp(e, "begin", 5) ? MI_GRAPH_FAIL_BEGIN

@@ -16,6 +16,7 @@ void g7_log_append(const mi_cuda_graph_capture_rec *r, bool npast_in_key);
 
 bool g7_take_fail(mi_graph_fail mode);
 void g7_loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void g7_parse_env(void);   /* MINFER_NO_CUDA_GRAPH, MINFER_CUDA_GRAPH_FAIL */
+void g7_parse_env(void);   /* MINFER_NO_CUDA_GRAPH, MINFER_CUDA_GRAPH_FAIL, MINFER_GRAPH_KEY_EACH_STEP */
+bool g7_key_each_step(void);   /* MINFER_GRAPH_KEY_EACH_STEP=1: no split memo (graphs7d.c) */
 
 #endif

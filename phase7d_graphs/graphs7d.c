@@ -21,6 +21,23 @@
 
 enum { M_NONE = 0, M_DIRECT, M_PENDING, M_CAPTURING, M_REPLAY };
 
+/* The last eligible split's scan and key, kept under its graph's version (graph_version). A
+ * step graph run again comes back with only its Inputs' data and its slots' n_past moved, so
+ * the same version, split, dispatch epoch, pool generation and workspace give the same slots
+ * and key: the scan, its hash over every node and the workspace sizing are skipped (tens of
+ * microseconds of host time between two decode steps). A split with n_past in its key is
+ * never kept. MINFER_GRAPH_KEY_EACH_STEP=1 turns this off. */
+typedef struct {
+    bool valid;
+    uint64_t version, epoch, gen;
+    mi_split sp;
+    void *ws;
+    size_t ws_size;
+    int first_compute, n_compute, n_slots;
+    g7_hash shape;
+    const mi_tensor **slot_node;     /* [G7_MAX_SLOTS] */
+} split_memo;
+
 typedef struct g7_state {
     mi_backend_iface iface;          /* our copy, installed as be->iface (first member) */
     const mi_backend_iface *orig;    /* the CUDA backend's own */
@@ -51,6 +68,7 @@ typedef struct g7_state {
     g7_hash bo_shape;
     int bo_left, bo_fails;
     int64_t step_kernels;            /* kernels of the graph last captured or replayed, -1 none */
+    split_memo memo;
     struct g7_state *next;
 } g7_state;
 
@@ -519,6 +537,49 @@ const int32_t *mi_cuda_step_param(mi_cuda_ctx *c, const mi_tensor *node) {
     return NULL;
 }
 
+/* ---------------- the split memo ---------------- */
+static bool memo_holds(const g7_state *s, const mi_graph *g, const mi_split *sp) {
+    const split_memo *m = &s->memo;
+    if (!m->valid || g7_key_each_step() || !mi_cuda_graph_enabled()) return false;
+    if (m->version != graph_version(g) || m->sp.backend != sp->backend || m->sp.first != sp->first || m->sp.n != sp->n)
+        return false;
+    if (m->epoch != mi_cuda_dispatch_epoch()) return false;
+    if (m->gen != (s->orig->generation ? s->orig->generation(s->be) : 0)) return false;
+    size_t ws_size = 0;
+    void *ws = mi_cuda_workspace(s->c, &ws_size);
+    return ws == m->ws && ws_size == m->ws_size;   /* the workspace only grows: its need was met */
+}
+
+static bool memo_restore(g7_state *s) {
+    const split_memo *m = &s->memo;
+    s->first_compute = m->first_compute;
+    s->n_compute = m->n_compute;
+    s->n_slots = m->n_slots;
+    s->slot_cursor = 0;
+    s->npast_in_key = false;
+    memcpy(s->slot_node, m->slot_node, (size_t)m->n_slots * sizeof *s->slot_node);
+    s->key.shape = m->shape;
+    STAT_ADD(memo_splits, 1);
+    return true;
+}
+
+/* after split_scan, with the key's generation and workspace filled in */
+static void memo_keep(g7_state *s, const mi_graph *g, const mi_split *sp) {
+    split_memo *m = &s->memo;
+    m->valid = true;
+    m->version = graph_version(g);
+    m->sp = *sp;
+    m->epoch = mi_cuda_dispatch_epoch();
+    m->gen = s->key.gen;
+    m->ws = s->key.ws;
+    m->ws_size = s->key.ws_size;
+    m->first_compute = s->first_compute;
+    m->n_compute = s->n_compute;
+    m->n_slots = s->n_slots;
+    memcpy(m->slot_node, s->slot_node, (size_t)s->n_slots * sizeof *m->slot_node);
+    m->shape = s->key.shape;
+}
+
 /* ---------------- the wrapped interface ---------------- */
 static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp) {
     g7_state *s = g7_state_of(be);
@@ -530,7 +591,8 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     int cur = -1;
     if (cudaGetDevice(&cur) != cudaSuccess || cur != s->device) MI_CU_CHECK(cudaSetDevice(s->device));
     MI_TRY(staging_ring_advance(&s->ring, s->stream));
-    if (s->orig->split_begin) {   /* sizes the workspace: may allocate, so before any window */
+    const bool known = memo_holds(s, g, sp);
+    if (!known && s->orig->split_begin) {   /* sizes the workspace: may allocate, so before any window */
         lock();
         mi_status st = s->orig->split_begin(be, g, sp);
         unlock();
@@ -540,9 +602,10 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     s->sp = *sp;
     s->split_serial++;
     s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
-    const bool eligible = split_scan(s);
+    const bool eligible = known ? memo_restore(s) : split_scan(s);
     s->key.gen = s->orig->generation ? s->orig->generation(be) : 0;
     s->key.ws = mi_cuda_workspace(s->c, &s->key.ws_size);
+    if (!known && eligible && !s->npast_in_key) memo_keep(s, g, sp);
     if (s->n_slots) MI_TRY(params_fill(s));
     if (!eligible) {
         s->mode = M_DIRECT;
@@ -666,6 +729,7 @@ static void state_release(g7_state *s) {
     if (s->sync_ev) MI_CU_WARN(cudaEventDestroy(s->sync_ev));
     staging_ring_free(&s->ring);
     free(s->slot_node);
+    free(s->memo.slot_node);
     free(s);
 }
 
@@ -706,13 +770,14 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     g7_state *s = calloc(1, sizeof *s);
     if (!s) return mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
     s->slot_node = calloc(G7_MAX_SLOTS, sizeof *s->slot_node);
+    s->memo.slot_node = calloc(G7_MAX_SLOTS, sizeof *s->memo.slot_node);
     s->be = be;
     s->c = c;
     s->stream = (cudaStream_t)mi_cuda_stream(c);
     s->device = mi_cuda_device_id(c);
     s->step_kernels = -1;
     s->orig = be->iface;
-    mi_status st = s->slot_node ? MI_OK : mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
+    mi_status st = s->slot_node && s->memo.slot_node ? MI_OK : mi_err(MI_ERR_NOMEM, "cuda graph: out of host memory");
     lock();
     if (st == MI_OK) st = mi_cudev_select(s->device);
     if (st == MI_OK) {

@@ -34,6 +34,8 @@ typedef struct {
     uint64_t cached;              /* graphs cached now, all backends */
     uint64_t staged_inputs;       /* Input copies through the pinned staging ring */
     uint64_t param_fills;         /* step-params uploads */
+    uint64_t memo_splits;         /* decode splits that took the scan and key of the split before
+                                     them (same graph version: the host skipped the hash) */
     uint64_t retired_freed_bytes; /* retired weight copies freed once no cached graph was left (7c) */
     uint64_t last_graph_nodes, max_graph_nodes;
 } mi_cuda_graph_counters;

@@ -47,6 +47,10 @@ typedef struct mi_backend_iface {
     mi_status (*write)(mi_backend *be, void *dst, const void *host_src, size_t n);
     /* backend memory -> host; complete when it returns */
     mi_status (*read)(mi_backend *be, void *host_dst, const void *src, size_t n);
+    /* Host memory that read() fills fastest (page-locked, for a GPU), or NULL where it has
+     * none to give; freed with host_free (both optional: plain malloc is as good elsewhere). */
+    void *(*host_alloc)(mi_backend *be, size_t size);
+    void (*host_free)(mi_backend *be, void *p);
     /* backend memory -> backend memory, same backend */
     mi_status (*copy)(mi_backend *be, void *dst, const void *src, size_t n);
 

@@ -37,7 +37,10 @@ void mi_hook_session_close(void *state) {
 }
 
 mi_status mi_hook_graph_pass(void *state, mi_graph *g) {
-    return (state && mi_hooks.graph_pass) ? mi_hooks.graph_pass(state, g) : MI_OK;
+    if (!state || !mi_hooks.graph_pass) return MI_OK;
+    mi_status st = mi_hooks.graph_pass(state, g);
+    graph_touch(g);   /* the pass rewrites nodes in place */
+    return st;
 }
 
 uint64_t mi_hook_graph_epoch(void *state) {

@@ -252,6 +252,7 @@ mi_status sched_assign(mi_sched *s, mi_graph *g) {
     free(old);
     free(ce);
     free(ce_split);
+    graph_touch(g);   /* backends and boundary copies changed */
     return st;
 }
 
@@ -425,6 +426,7 @@ mi_status sched_alloc(mi_sched *s, mi_graph *g) {
         }
         graph_sched_state(g)->alloc_epoch = s->epoch;
         s->rec_graph = g;
+        graph_touch(g);   /* new data pointers */
     }
     for (int b = 0; b < SCHED_MAX_BE; b++) free(fl[b].b);
     free(last);

@@ -2,6 +2,7 @@
  * Builders reject impossible shapes here (NULL + mi_err message) so that no backend
  * ever sees one at execution time. Arena chunks never move: node pointers are stable. */
 #include "graph.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,10 @@ typedef struct {
     mi_graph g;
     arena_chunk *extra;          /* overflow chunks once the first block is full */
     mi_graph_sched_state sched;
+    uint64_t version;            /* graph_version: unique in the process, moved by graph_touch */
 } graph_priv;
+
+static atomic_uint_fast64_t g_versions;
 
 static const char *const g_op_names[MI_OP_COUNT] = {
     [MI_OP_NONE] = "none",         [MI_OP_INPUT] = "input",       [MI_OP_GET_ROWS] = "get_rows",
@@ -41,6 +45,9 @@ size_t mi_nbytes(const mi_tensor *t) {
 
 mi_graph_sched_state *graph_sched_state(mi_graph *g) { return &((graph_priv *)g)->sched; }
 
+uint64_t graph_version(const mi_graph *g) { return ((const graph_priv *)g)->version; }
+void graph_touch(mi_graph *g) { ((graph_priv *)g)->version = atomic_fetch_add(&g_versions, 1) + 1; }
+
 mi_graph *graph_new(int max_nodes) {
     if (max_nodes < 16) max_nodes = 16;
     graph_priv *p = calloc(1, sizeof *p);
@@ -57,6 +64,7 @@ mi_graph *graph_new(int max_nodes) {
         free(p);
         return NULL;
     }
+    graph_touch(g);
     return g;
 }
 

@@ -212,6 +212,14 @@ mi_tensor *graph_new_node(mi_graph *g, mi_op op, mi_type type, int n_dims, const
  * is the caller's. Used to run one decode graph for many steps. */
 mi_status graph_set_n_past(mi_graph *g, int64_t n_past);
 
+/* A number no state of any graph of this process has had before: new at graph_new and at
+ * every graph_touch, which whatever changes a graph after its build calls (the hook pass, the
+ * scheduler's assignment and allocation); graph_set_n_past and the Inputs' data leave it.
+ * A backend may keep what it worked out about a graph under this number and use it again
+ * while the number holds (7d's split key). */
+uint64_t graph_version(const mi_graph *g);
+void graph_touch(mi_graph *g);
+
 /* Print nodes (op, type, shape, backend, srcs) to f; used by MINFER_DUMP_GRAPH=1. */
 void graph_dump(const mi_graph *g, void *file /* FILE* */);
 

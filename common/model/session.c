@@ -29,6 +29,8 @@ struct mi_session {
     int64_t cap;
     float *logits;               /* [n_vocab * logits_rows] */
     int64_t logits_rows, logits_cap_rows;
+    mi_backend *logits_owner;    /* the backend whose host_alloc gave s->logits; NULL: malloc */
+    bool pageable_logits;        /* MINFER_PAGEABLE_LOGITS */
     FILE *debug;                 /* MINFER_DEBUG_LAYERS: per-op tap records */
     mi_tensor **taps;
     void *hook_state;            /* a phase's per-session state (hooks.h) */
@@ -177,6 +179,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     s->n_ubatch = p.n_ubatch;
     /* a dump of a reused graph would show the scheduler's records of another graph */
     s->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE") || mi_setting_on("MINFER_DUMP_GRAPH");
+    s->pageable_logits = mi_setting_on("MINFER_PAGEABLE_LOGITS");
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (s->n_ctx > hp->n_ctx_train)
         mi_log("note: context %lld is longer than the trained context %lld", (long long)s->n_ctx, (long long)hp->n_ctx_train);
@@ -233,8 +236,39 @@ fail:
     return st;
 }
 
+static void logits_release(mi_session *s) {
+    if (s->logits_owner) s->logits_owner->iface->host_free(s->logits_owner, s->logits);
+    else free(s->logits);
+    s->logits = NULL;
+    s->logits_owner = NULL;
+    s->logits_cap_rows = 0;
+    s->logits_rows = 0;
+}
+
+/* Room for rows of logits. Up to LOGITS_PINNED_ROWS rows live in page-locked memory from the
+ * device backend where it gives some: a decode step's 600 KB row then crosses by DMA instead of
+ * through the driver's pageable staging, which the host waits on between steps. Longer (prompt
+ * logits) take plain memory: pinning hundreds of MB costs more than it saves. The contents are
+ * not kept (every decode writes its rows anew). */
+#define LOGITS_PINNED_ROWS 64
+static mi_status logits_reserve(mi_session *s, int64_t rows) {
+    if (rows <= s->logits_cap_rows) return MI_OK;
+    logits_release(s);
+    const size_t bytes = (size_t)rows * (size_t)s->m->hp.n_vocab * sizeof(float);
+    mi_backend *dev = accel_backend(s);
+    if (dev && !s->pageable_logits && rows <= LOGITS_PINNED_ROWS && dev->iface->host_alloc && dev->iface->host_free) {
+        s->logits = dev->iface->host_alloc(dev, bytes);
+        if (s->logits) s->logits_owner = dev;
+    }
+    if (!s->logits) s->logits = malloc(bytes);
+    if (!s->logits) return mi_err(MI_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
+    s->logits_cap_rows = rows;
+    return MI_OK;
+}
+
 void mi_session_free(mi_session *s) {
     if (!s) return;
+    logits_release(s);   /* before the backend that may own it */
     graph_free(s->step_graph);
     kv_cache_free(&s->kv);
     mi_hook_session_close(s->hook_state);
@@ -244,7 +278,6 @@ void mi_session_free(mi_session *s) {
     free(s->taps);
     free(s->ids);
     free(s->pos);
-    free(s->logits);
     free(s);
 }
 
@@ -428,12 +461,7 @@ static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, boo
         s->cap = per_graph;
     }
     int64_t rows = all_logits ? n : 1;
-    if (out == OUT_LOGITS && rows > s->logits_cap_rows) {
-        float *l = realloc(s->logits, (size_t)rows * (size_t)hp->n_vocab * sizeof(float));
-        if (!l) return mi_err(MI_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
-        s->logits = l;
-        s->logits_cap_rows = rows;
-    }
+    if (out == OUT_LOGITS) MI_TRY(logits_reserve(s, rows));
     s->logits_rows = 0;
     s->top_k = 0;
     const int64_t n_past0 = s->n_past;

@@ -29,6 +29,7 @@
 #include "common/backend/backend.h"
 #include "common/model/mi.h"
 #include "common/core/mi_fp16.h"
+#include "common/core/mi_settings.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7d_graphs/graphs7d.h"
@@ -128,7 +129,8 @@ static mi_cuda_graph_counters stats_now(void) {
 
 static void counters_str(const mi_cuda_graph_counters *a, const mi_cuda_graph_counters *b, char *out, size_t n) {
     snprintf(out, n, "captures %llu, recaptures %llu (generation %llu), replays %llu, aborted %llu, begin_failures "
-             "%llu, end_failures %llu, multi_step_rejected %llu, direct_splits %llu, backoff %llu, npast_key_captures %llu",
+             "%llu, end_failures %llu, multi_step_rejected %llu, direct_splits %llu, backoff %llu, npast_key_captures %llu, "
+             "memo_splits %llu",
              (unsigned long long)(b->captures - a->captures), (unsigned long long)(b->recaptures - a->recaptures),
              (unsigned long long)(b->recaptures_generation - a->recaptures_generation),
              (unsigned long long)(b->replays - a->replays), (unsigned long long)(b->aborted_windows - a->aborted_windows),
@@ -137,7 +139,8 @@ static void counters_str(const mi_cuda_graph_counters *a, const mi_cuda_graph_co
              (unsigned long long)(b->multi_step_rejected - a->multi_step_rejected),
              (unsigned long long)(b->direct_splits - a->direct_splits),
              (unsigned long long)(b->backoff_splits - a->backoff_splits),
-             (unsigned long long)(b->npast_key_captures - a->npast_key_captures));
+             (unsigned long long)(b->npast_key_captures - a->npast_key_captures),
+             (unsigned long long)(b->memo_splits - a->memo_splits));
 }
 
 /* graph node counts of the last k captures must all equal want (0: report only) */
@@ -356,6 +359,13 @@ static void test_replay(model_ent *me, int steps, bool bump) {
         ok = false;
         snprintf(why, sizeof why, "; want %llu capture(s) and %llu replays (n_past is read on the device)",
                  (unsigned long long)want_caps, (unsigned long long)steps - want_caps);
+    }
+    /* the session runs its step graph again: after its first steps 7d takes the split's key from
+     * its memo (so the bit-identity above covers replays found through it) */
+    if (dev_np && steps >= 4 && D(memo_splits) == 0 && !mi_setting_on("MINFER_GRAPH_KEY_EACH_STEP") &&
+        !mi_setting_on("MINFER_NO_GRAPH_REUSE")) {
+        ok = false;
+        snprintf(why, sizeof why, "; no split took its key from 7d's memo in %d steps of one step graph", steps);
     }
     if (rc) gu_fail(&R, "%s; %s", a.err, cs);
     else if (!ok)
