@@ -174,6 +174,13 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
 #define MI8A_SKV_HEADS 2
 #define MI8A_SKV_GROUP_CTX 16384  /* caches of this many positions: the whole group a block */
 #define MI8A_SKV_MIN_CTX 2048
+/* ---- attn_step.cu: one-token attention, 7b's arithmetic (bit for bit) with a tile's
+ * K rows, V rows and q loaded together (d20); F16 caches, hd 64 or 128, 16-byte aligned ---- */
+bool mi8a_attn_step_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k, const void *v);
+mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
+                         const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
+                         float scale);
+
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);

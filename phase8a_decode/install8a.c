@@ -522,11 +522,34 @@ static mi_status run_attn_split(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static const mi_cuda_kernel k_attn_split = {"attention, one token, split over the KV sequence", "d4", sup_attn_split,
                                             run_attn_split, ws_attn_split, MI_CUDA_K_STEP_PARAMS};
 
+/* ATTN, one token, caches the split does not take: 7b's arithmetic with its loads in flight.
+ * The cache's address is known at assignment (a persistent region), so alignment is part of
+ * the rule; n_past from the step params as 7d's candidate. */
+static bool sup_attn_step(const mi_tensor *n) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return q && k && v && mi_nrows(q) == 1 && k->data && v->data &&
+           mi8a_attn_step_supported(mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n), k->type, k->data,
+                                    v->data) &&
+           mi7b_attn_node_supported(n);
+}
+static mi_status run_attn_step(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return mi8a_attn_step(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, mi_cuda_step_param(c, n),
+                          mi_node_n_past(n), k->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
+                          mi_attn_scale(n));
+}
+static const mi_cuda_kernel k_attn_step = {"attention, one token, a tile's loads in flight (7b's arithmetic)", "d20",
+                                           sup_attn_step, run_attn_step, NULL, MI_CUDA_K_STEP_PARAMS};
+
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
     mi_cuda_item_declare("d3", "greedy argmax on the device: only the token id crosses back (argmax)");
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
+    mi_cuda_item_declare("d20", "one-token attention with a tile's K rows, V rows and q loaded together (7b's "
+                                "arithmetic, bit for bit; F16 caches the split does not take)");
+    mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step);   /* behind the split: tried after it */
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "

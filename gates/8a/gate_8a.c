@@ -387,6 +387,7 @@ int main(int argc, char **argv) {
     test_graph_reuse("qwen2.5-0.5b", "q4_0");
     kernels8a_argmax(&R, S, &g_seed);
     kernels8a_attn_split(&R, S, &g_seed);
+    kernels8a_attn_step(&R, S, &g_seed);
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");

@@ -577,6 +577,64 @@ static void host_attn(const float *q, const float *K, const float *V, double *o,
     free(sc);
 }
 
+/* One token's attention data: q, K and V caches of random values (as the cache holds them),
+ * the double reference over keys 0 .. n_past, and the device copies (the caches off bytes past
+ * their allocations). */
+typedef struct {
+    size_t no, cells, esz;
+    float scale, *q, *K, *V, *refd;
+    void *kh, *vh;
+    double *ref;
+    float *dq, *dout;
+    void *dk, *dv, *bq, *bk, *bv, *bnp;
+    int32_t *dnp;
+} attn_data;
+
+static void attn_data_make(attn_data *a, mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off) {
+    const size_t row = (size_t)hd * Hkv;
+    a->cells = row * (size_t)n_ctx;
+    a->esz = ct == MI_TYPE_F16 ? 2 : 4;
+    a->no = (size_t)hd * Hq;
+    a->scale = 1.0f / sqrtf((float)hd);
+    a->q = gu_rand_f32(g_seed, a->no, -1.f, 1.f);
+    a->K = gu_rand_f32(g_seed, a->cells, -1.f, 1.f);
+    a->V = gu_rand_f32(g_seed, a->cells, -1.f, 1.f);
+    a->kh = malloc(a->cells * a->esz);
+    a->vh = malloc(a->cells * a->esz);
+    for (size_t i = 0; i < a->cells; i++) {   /* the cache's values, as the reference sees them */
+        if (ct == MI_TYPE_F16) {
+            ((uint16_t *)a->kh)[i] = mi_f32_to_f16(a->K[i]);
+            ((uint16_t *)a->vh)[i] = mi_f32_to_f16(a->V[i]);
+            a->K[i] = mi_f16_to_f32(((uint16_t *)a->kh)[i]);
+            a->V[i] = mi_f16_to_f32(((uint16_t *)a->vh)[i]);
+        } else {
+            ((float *)a->kh)[i] = a->K[i];
+            ((float *)a->vh)[i] = a->V[i];
+        }
+    }
+    a->ref = malloc(sizeof(double) * a->no);
+    host_attn(a->q, a->K, a->V, a->ref, n_past + 1, hd, Hq, Hkv, a->scale);
+    a->refd = malloc(a->no * 4);
+    for (size_t i = 0; i < a->no; i++) a->refd[i] = (float)a->ref[i];
+    a->dq = dev_up_at(a->q, a->no * 4, 0, &a->bq);
+    a->dk = dev_up_at(a->kh, a->cells * a->esz, off, &a->bk);
+    a->dv = dev_up_at(a->vh, a->cells * a->esz, off, &a->bv);
+    const int32_t np32 = (int32_t)n_past;
+    a->dnp = dev_up_at(&np32, 4, 0, &a->bnp);
+    a->dout = dev_poison(a->no * 4);
+}
+
+static void attn_data_free(attn_data *a) {
+    free(a->q); free(a->K); free(a->V); free(a->kh); free(a->vh); free(a->ref); free(a->refd);
+    cudaFree(a->bq); cudaFree(a->bk); cudaFree(a->bv); cudaFree(a->bnp); cudaFree(a->dout);
+}
+
+/* the output to host, then poisoned for the next run */
+static void attn_take(attn_data *a, float *h) {
+    dev_down(h, a->dout, a->no * 4);
+    CK(cudaMemset(a->dout, 0xFF, a->no * 4));
+}
+
 /* off: the K and V caches start off bytes past an allocation (4: not 16-byte aligned, so the
  * kernel reads V from global memory instead of staging it in shared memory) */
 static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off, int gb) {
@@ -584,50 +642,27 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s_gb%d", mi_type_name(ct), hd, Hq, Hkv,
              (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "", gb);
     gu_begin(g_r, name);
-    const size_t row = (size_t)hd * Hkv, cells = row * (size_t)n_ctx, esz = ct == MI_TYPE_F16 ? 2 : 4;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *q = gu_rand_f32(g_seed, (size_t)hd * Hq, -1.f, 1.f);
-    float *K = gu_rand_f32(g_seed, cells, -1.f, 1.f), *V = gu_rand_f32(g_seed, cells, -1.f, 1.f);
-    void *kh = malloc(cells * esz), *vh = malloc(cells * esz);
-    for (size_t i = 0; i < cells; i++) {   /* the cache's values, as the reference sees them */
-        if (ct == MI_TYPE_F16) {
-            ((uint16_t *)kh)[i] = mi_f32_to_f16(K[i]);
-            ((uint16_t *)vh)[i] = mi_f32_to_f16(V[i]);
-            K[i] = mi_f16_to_f32(((uint16_t *)kh)[i]);
-            V[i] = mi_f16_to_f32(((uint16_t *)vh)[i]);
-        } else {
-            ((float *)kh)[i] = K[i];
-            ((float *)vh)[i] = V[i];
-        }
-    }
-    const size_t no = (size_t)hd * Hq;
-    double *ref = malloc(sizeof(double) * no);
-    host_attn(q, K, V, ref, n_past + 1, hd, Hq, Hkv, scale);
-    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4), *refd = malloc(no * 4);
-    for (size_t i = 0; i < no; i++) refd[i] = (float)ref[i];
-    void *bq, *bk, *bv, *bnp;
-    float *dq = dev_up_at(q, no * 4, 0, &bq);
-    void *dk = dev_up_at(kh, cells * esz, off, &bk), *dvv = dev_up_at(vh, cells * esz, off, &bv);
-    const int32_t np32 = (int32_t)n_past;
-    int32_t *dnp = dev_up_at(&np32, 4, 0, &bnp);
-    float *dout = dev_poison(no * 4);
+    attn_data A;
+    attn_data_make(&A, ct, hd, Hq, Hkv, n_ctx, n_past, off);
+    const size_t no = A.no;
+    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4);
     void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
-    mi_status st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(a, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, NULL, n_past, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(b, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi8a_attn_split(S, dq, dk, dvv, ct, dout, dnp, 0, n_ctx, hd, Hq, Hkv, scale, gb, ws);
-    if (st == MI_OK) { dev_down(dv, dout, no * 4); CK(cudaMemset(dout, 0xFF, no * 4)); }
-    if (st == MI_OK) st = mi7b_attn(S, dq, dk, dvv, ct, dout, 1, n_past, hd, Hq, Hkv, scale);
-    if (st == MI_OK) dev_down(c7, dout, no * 4);
+    mi_status st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
+    if (st == MI_OK) attn_take(&A, a);
+    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
+    if (st == MI_OK) attn_take(&A, b);
+    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, A.dnp, 0, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
+    if (st == MI_OK) attn_take(&A, dv);
+    if (st == MI_OK) st = mi7b_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, n_past, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, c7);
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
     } else {
-        const double e_ref = gu_nmse(a, refd, no), e_7b = gu_nmse(a, c7, no);
+        const double e_ref = gu_nmse(a, A.refd, no), e_7b = gu_nmse(a, c7, no);
         const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4);
         if (!(e_ref <= 1e-8) || !(e_7b <= 1e-8) || !rep || !devnp) {
-            const size_t i = first_bad(a, refd, no, 1e-4, 1e-3);
-            if (i != (size_t)-1) printf("    %s: first mismatch %zu got %.9g want %.9g (7b %.9g)\n", name, i, a[i], refd[i], c7[i]);
+            const size_t i = first_bad(a, A.refd, no, 1e-4, 1e-3);
+            if (i != (size_t)-1) printf("    %s: first mismatch %zu got %.9g want %.9g (7b %.9g)\n", name, i, a[i], A.refd[i], c7[i]);
             gu_fail(g_r, "nmse vs reference %.3g, vs 7b %.3g (bound 1e-8); repeat %s; device n_past %s", e_ref, e_7b,
                     rep ? "bitwise" : "DIFFERS", devnp ? "bitwise" : "DIFFERS");
         } else {
@@ -635,8 +670,66 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
                     mi8a_attn_split_count(n_ctx, Hkv), e_ref, e_7b);
         }
     }
-    free(q); free(K); free(V); free(kh); free(vh); free(ref); free(a); free(b); free(c7); free(dv); free(refd);
-    cudaFree(bq); cudaFree(bk); cudaFree(bv); cudaFree(bnp); cudaFree(dout); cudaFree(ws);
+    free(a); free(b); free(c7); free(dv);
+    cudaFree(ws);
+    attn_data_free(&A);
+}
+
+/* ---------------- one-token attention, loads in flight (d20) ----------------
+ * 7b's arithmetic: bit for bit against 7b's kernel (n_past from the launch) and 7d's (n_past from
+ * a device int), against itself on a second run and with n_past on the device; NMSE <= 1e-8
+ * against the double reference. */
+static void step_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
+    char name[128];
+    snprintf(name, sizeof name, "attn_step_f16_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld", hd, Hq, Hkv, (long long)n_ctx,
+             (long long)n_past);
+    gu_begin(g_r, name);
+    attn_data A;
+    attn_data_make(&A, MI_TYPE_F16, hd, Hq, Hkv, n_ctx, n_past, 0);
+    const size_t no = A.no;
+    float *a = malloc(no * 4), *b = malloc(no * 4), *dv = malloc(no * 4), *c7 = malloc(no * 4), *c7d = malloc(no * 4);
+    const mi_type ct = MI_TYPE_F16;
+    mi_status st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, a);
+    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, b);
+    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, A.dnp, 0, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, dv);
+    if (st == MI_OK) st = mi7b_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, n_past, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, c7);
+    if (st == MI_OK) st = mi7d_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, A.dnp, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) attn_take(&A, c7d);
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        const double e_ref = gu_nmse(a, A.refd, no);
+        const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4);
+        const bool is7b = !memcmp(a, c7, no * 4), is7d = !memcmp(a, c7d, no * 4);
+        if (!(e_ref <= 1e-8) || !rep || !devnp || !is7b || !is7d) {
+            size_t i = 0;
+            while (i < no && !memcmp(&a[i], &c7[i], 4)) i++;
+            if (i < no) printf("    %s: first difference from 7b at %zu: %.9g, 7b %.9g\n", name, i, a[i], c7[i]);
+            gu_fail(g_r, "nmse vs reference %.3g (bound 1e-8); vs 7b %s, vs 7d %s; repeat %s; device n_past %s", e_ref,
+                    is7b ? "bitwise" : "DIFFERS", is7d ? "bitwise" : "DIFFERS", rep ? "bitwise" : "DIFFERS",
+                    devnp ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(g_r, "bit for bit 7b's and 7d's kernels, itself again and with n_past on the device; nmse vs "
+                         "reference %.3g", e_ref);
+        }
+    }
+    free(a); free(b); free(dv); free(c7); free(c7d);
+    attn_data_free(&A);
+}
+
+void kernels8a_attn_step(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+    bind(run, stream, seed);
+    const int64_t past[] = {0, 1, 126, 127, 128, 300, 2047};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        step_case(128, 28, 4, 2048, past[i]);   /* the 7B's heads */
+        step_case(64, 14, 2, 2048, past[i]);    /* the 0.5B's */
+    }
+    step_case(128, 16, 16, 512, 200);   /* no GQA */
+    step_case(64, 32, 4, 4096, 3000);   /* a cache past the split's threshold, longer n_kv */
 }
 
 void kernels8a_attn_split(gu_run *run, cudaStream_t stream, unsigned long long *seed) {

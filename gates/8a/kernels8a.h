@@ -21,5 +21,7 @@ void kernels8a_rope_kv(gu_run *r, cudaStream_t s, unsigned long long *seed);
 void kernels8a_argmax(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* attn_split_*: d4's split attention against a double reference and 7b's kernel */
 void kernels8a_attn_split(gu_run *r, cudaStream_t s, unsigned long long *seed);
+/* attn_step_*: d20's one-token attention against 7b's and 7d's kernels bit for bit */
+void kernels8a_attn_step(gu_run *r, cudaStream_t s, unsigned long long *seed);
 
 #endif
