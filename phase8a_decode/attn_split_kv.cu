@@ -54,10 +54,42 @@ __device__ __forceinline__ float2 skv_h2(uint32_t w) {
 
 /* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order (pairs as 7b's ld2); GM: the
  * heads' slots compiled (>= G), so no unused slot issues instructions beyond G's next power of two */
-template <typename KT, bool VS, int GM>
+/* one 16-byte chunk of the K row: dot[g] += q_g[d] * k[d] for its 8 dims, in increasing order */
+template <int GM>
+__device__ __forceinline__ void skv_chunk_dots(uint4 raw, const float *qs, int hd, int c, int G, float (&dot)[GM]) {
+    const float2 kv[4] = {skv_h2(raw.x), skv_h2(raw.y), skv_h2(raw.z), skv_h2(raw.w)};
+#pragma unroll
+    for (int g = 0; g < GM; g++)
+        if (g < G) {
+            const float4 qa = *(const float4 *)(qs + g * hd + 8 * c), qb = *(const float4 *)(qs + g * hd + 8 * c + 4);
+            dot[g] += qa.x * kv[0].x;
+            dot[g] += qa.y * kv[0].y;
+            dot[g] += qa.z * kv[1].x;
+            dot[g] += qa.w * kv[1].y;
+            dot[g] += qb.x * kv[2].x;
+            dot[g] += qb.y * kv[2].y;
+            dot[g] += qb.z * kv[3].x;
+            dot[g] += qb.w * kv[3].y;
+        }
+}
+
+/* WHOLE (item d21): the thread's K row loaded into registers at once (hd / 8 <= 16 loads in
+ * flight, one round trip), then the dots; else four chunks in flight at a time (four round trips
+ * a row of 128). The dots run in the same order either way. */
+template <typename KT, bool VS, bool WHOLE, int GM>
 __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const float *qs, int hd, int G,
                                            float (&dot)[GM]) {
-    if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load, q 8 floats a pair of loads */
+    if constexpr (VS && WHOLE) {
+        constexpr int CMAX = SKV_VS_MAX_HD / 8;
+        const uint4 *k4 = (const uint4 *)kr;
+        uint4 raw[CMAX];
+#pragma unroll
+        for (int c = 0; c < CMAX; c++)
+            if (c < hd / 8) raw[c] = __ldg(k4 + c);
+#pragma unroll
+        for (int c = 0; c < CMAX; c++)
+            if (c < hd / 8) skv_chunk_dots<GM>(raw[c], qs, hd, c, G, dot);
+    } else if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load, q 8 floats a pair of loads */
         const uint4 *k4 = (const uint4 *)kr;
 #pragma unroll 4
         for (int c = 0; c < hd / 8; c++) {
@@ -91,7 +123,7 @@ __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const floa
     }
 }
 
-template <typename KT, bool VS, int GM>
+template <typename KT, bool VS, bool WHOLE, int GM>
 __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restrict__ Q, const KT *__restrict__ Kc,
                                                            const KT *__restrict__ Vc, float *__restrict__ part,
                                                            float *__restrict__ O,
@@ -151,7 +183,7 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
             float dot[GM];
 #pragma unroll
             for (int g = 0; g < GM; g++) dot[g] = 0.0f;
-            skv_scores<KT, VS, GM>(Kc + (size_t)t * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
+            skv_scores<KT, VS, WHOLE, GM>(Kc + (size_t)t * kvrow + (size_t)kvh * hd, qs, hd, G, dot);
 #pragma unroll
             for (int g = 0; g < GM; g++)
                 if (g < G) ps[g * SKV_T + tid] = scale * dot[g];
@@ -323,21 +355,22 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
     const int GM = GB <= 1 ? 1 : GB <= 2 ? 2 : GB <= 4 ? 4 : GB <= 8 ? 8 : 16;
-    const bool pdl = mi8a_pdl_on();
-#define SKV_LAUNCH(KT, VS, G_)                                                                                      \
-    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split<KT, VS, G_>, grid, dim3(SKV_T), smem, st, q, (const KT *)k,         \
+    const bool pdl = mi8a_pdl_on(), whole = mi8a_skv_whole_row_on();
+#define SKV_LAUNCH(KT, VS, W, G_)                                                                                   \
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split<KT, VS, W, G_>, grid, dim3(SKV_T), smem, st, q, (const KT *)k,      \
                            (const KT *)v, part, o, n_past_dev, n_past, n_ctx, (int)hd, (int)Hq, (int)Hkv, S, GB, scale))
-#define SKV_LAUNCH_GM(KT, VS)                  \
-    switch (GM) {                              \
-    case 1: SKV_LAUNCH(KT, VS, 1); break;      \
-    case 2: SKV_LAUNCH(KT, VS, 2); break;      \
-    case 4: SKV_LAUNCH(KT, VS, 4); break;      \
-    case 8: SKV_LAUNCH(KT, VS, 8); break;      \
-    default: SKV_LAUNCH(KT, VS, 16); break;    \
+#define SKV_LAUNCH_GM(KT, VS, W)                  \
+    switch (GM) {                                 \
+    case 1: SKV_LAUNCH(KT, VS, W, 1); break;      \
+    case 2: SKV_LAUNCH(KT, VS, W, 2); break;      \
+    case 4: SKV_LAUNCH(KT, VS, W, 4); break;      \
+    case 8: SKV_LAUNCH(KT, VS, W, 8); break;      \
+    default: SKV_LAUNCH(KT, VS, W, 16); break;    \
     }
-    if (vs) SKV_LAUNCH_GM(uint16_t, true)
-    else if (ctype == MI_TYPE_F16) SKV_LAUNCH_GM(uint16_t, false)
-    else SKV_LAUNCH_GM(float, false)
+    if (vs && whole) SKV_LAUNCH_GM(uint16_t, true, true)
+    else if (vs) SKV_LAUNCH_GM(uint16_t, true, false)
+    else if (ctype == MI_TYPE_F16) SKV_LAUNCH_GM(uint16_t, false, false)
+    else SKV_LAUNCH_GM(float, false, false)
 #undef SKV_LAUNCH_GM
 #undef SKV_LAUNCH
     MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, (const float *)part, o,

@@ -102,6 +102,7 @@ uint64_t mi8a_wide_launches(void);
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
 bool mi8a_pdl_on(void);
+bool mi8a_skv_whole_row_on(void);   /* d21: d4's K row loaded whole (attn_split_kv.cu) */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */

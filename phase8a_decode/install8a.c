@@ -421,6 +421,9 @@ bool mi8a_wide_on(int64_t K) {
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
+/* d21: the split attention's K row whole in registers, read at each launch like d6 */
+bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }
+
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
 static bool pdl_small_policy(const mi_tensor *node) {
@@ -552,6 +555,8 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step);   /* behind the split: tried after it */
     mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_split);
+    mi_cuda_item_declare("d21", "d4's split attention loads a thread's whole K row at once (one round trip a tile, "
+                                "not four); read at each launch");
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
                                "while it runs and issues its weight loads before it waits for the one before it");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);
