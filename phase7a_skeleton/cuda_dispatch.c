@@ -10,11 +10,11 @@
 #include <string.h>
 
 #define MAX_KERNELS 24   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
-#define MAX_ITEMS 32
+#define MAX_ITEMS 64   /* the masks below are 64-bit */
 
 typedef struct {
     const mi_cuda_kernel *k;
-    uint32_t items;          /* bit i: item i must be on */
+    uint64_t items;          /* bit i: item i must be on */
     _Atomic uint64_t runs;
 } slot;
 
@@ -25,7 +25,7 @@ static struct {
     const char *name, *what;
 } g_items[MAX_ITEMS];
 static int g_n_items;
-static _Atomic uint32_t g_off;                 /* bit i: item i off */
+static _Atomic uint64_t g_off;                 /* bit i: item i off */
 static _Atomic uint64_t g_epoch = 1;
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 
@@ -40,7 +40,10 @@ static int item_index(const char *name, size_t len) {
 
 void mi_cuda_item_declare(const char *name, const char *what) {
     if (item_index(name, strlen(name)) >= 0) return;
-    if (g_n_items == MAX_ITEMS) abort();   /* a fixed, small set: more is a build mistake */
+    if (g_n_items == MAX_ITEMS) {   /* a fixed, small set: more is a build mistake */
+        fprintf(stderr, "minfer: internal error: item %s is one more than the %d the dispatch holds\n", name, MAX_ITEMS);
+        abort();
+    }
     g_items[g_n_items].name = name;
     g_items[g_n_items].what = what;
     g_n_items++;
@@ -53,11 +56,11 @@ bool mi_cuda_item_at(int i, const char **name, const char **what) {
     return true;
 }
 
-static mi_status parse_items(const char *list, uint32_t *out);
+static mi_status parse_items(const char *list, uint64_t *out);
 
 /* a kernel's "e12,e14" -> bits; an item a kernel names is declared by the install that adds it */
-static uint32_t items_mask(const char *list) {
-    uint32_t m = 0;
+static uint64_t items_mask(const char *list) {
+    uint64_t m = 0;
     if (parse_items(list, &m) != MI_OK) {
         fprintf(stderr, "minfer: internal error: %s (a kernel names an undeclared item)\n", mi_errmsg());
         abort();
@@ -114,12 +117,12 @@ int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max) {
     return g_n[op];
 }
 
-static uint32_t off_mask(void);
-static void describe(uint32_t m, char *buf, size_t n);
+static uint64_t off_mask(void);
+static void describe(uint64_t m, char *buf, size_t n);
 
 static slot *pick(const mi_tensor *node) {
     if (!node || !op_ok(node->op)) return NULL;
-    const uint32_t off = off_mask();
+    const uint64_t off = off_mask();
     slot *s = g_ops[node->op];
     for (int i = 0; i < g_n[node->op]; i++)
         if (!(s[i].items & off) && s[i].k->supports(node)) return &s[i];
@@ -186,24 +189,24 @@ uint64_t mi_cuda_item_runs(const char *item) {
     for (int op = 0; op < MI_OP_COUNT; op++)
         for (int i = 0; i < g_n[op]; i++) {
             const slot *s = &g_ops[op][i];
-            if (item ? (s->items >> want) & 1u : s->items == 0) n += atomic_load(&s->runs);
+            if (item ? (s->items >> want) & 1ull : s->items == 0) n += atomic_load(&s->runs);
         }
     return n;
 }
 
 /* "e2,e7" | "all" | "none" | "" -> the off mask */
-static mi_status parse_items(const char *list, uint32_t *out) {
-    uint32_t m = 0;
+static mi_status parse_items(const char *list, uint64_t *out) {
+    uint64_t m = 0;
     for (const char *p = list ? list : ""; *p;) {
         while (*p == ',' || *p == ' ') p++;
         size_t l = strcspn(p, ", ");
         if (!l) break;
         if (l == 3 && !strncmp(p, "all", 3)) {
-            m = g_n_items == 32 ? ~0u : (1u << g_n_items) - 1;
+            m = g_n_items == 64 ? ~0ull : (1ull << g_n_items) - 1;
         } else if (!(l == 4 && !strncmp(p, "none", 4))) {
             int i = item_index(p, l);
             if (i < 0) {
-                char names[200] = "";
+                char names[400] = "";
                 for (int j = 0; j < g_n_items; j++) {
                     size_t u = strlen(names);
                     snprintf(names + u, sizeof names - u, "%s%s", j ? "," : "", g_items[j].name);
@@ -211,7 +214,7 @@ static mi_status parse_items(const char *list, uint32_t *out) {
                 return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items of this build: %s, all)",
                               (int)l, p, g_n_items ? names : "none");
             }
-            m |= 1u << i;
+            m |= 1ull << i;
         }
         p += l;
     }
@@ -222,7 +225,7 @@ static mi_status parse_items(const char *list, uint32_t *out) {
 /* MINFER_PERF_OFF, applied once, after every phase declared its items */
 static void apply_env(void) {
     const char *e = mi_setting("MINFER_PERF_OFF");
-    uint32_t m = 0;
+    uint64_t m = 0;
     if (!e) return;
     if (parse_items(e, &m) != MI_OK) {
         mi_log("warning: %s; every performance item stays on", mi_errmsg());
@@ -231,19 +234,19 @@ static void apply_env(void) {
     atomic_store(&g_off, m);
     bump();
     if (m) {   /* the default state is not news: said only when asked for */
-        char d[200];
+        char d[400];
         describe(m, d, sizeof d);
         mi_log("performance items: %s (MINFER_PERF_OFF=%s)", d, e);
     }
 }
 
-static uint32_t off_mask(void) {
+static uint64_t off_mask(void) {
     pthread_once(&g_env_once, apply_env);
     return atomic_load(&g_off);
 }
 
 mi_status mi_cuda_items_set_off(const char *list) {
-    uint32_t m = 0;
+    uint64_t m = 0;
     MI_TRY(parse_items(list, &m));
     pthread_once(&g_env_once, apply_env);   /* an explicit set wins over the environment */
     if (atomic_exchange(&g_off, m) != m) bump();
@@ -252,17 +255,17 @@ mi_status mi_cuda_items_set_off(const char *list) {
 
 bool mi_cuda_item_on(const char *name) {
     const int i = item_index(name, strlen(name));
-    return i < 0 || !((off_mask() >> i) & 1u);
+    return i < 0 || !((off_mask() >> i) & 1ull);
 }
 
 bool mi_cuda_items_on(const char *items) { return !(items_mask(items) & off_mask()); }
 
 void mi_cuda_items_describe(char *buf, size_t n) { describe(off_mask(), buf, n); }
 
-static void describe(uint32_t m, char *buf, size_t n) {
-    char on[160] = "", off[160] = "";
+static void describe(uint64_t m, char *buf, size_t n) {
+    char on[320] = "", off[320] = "";
     for (int i = 0; i < g_n_items; i++) {
-        char *d = (m >> i) & 1u ? off : on;
+        char *d = (m >> i) & 1ull ? off : on;
         size_t l = strlen(d);
         snprintf(d + l, sizeof on - l, "%s%s", l ? "," : "", g_items[i].name);
     }

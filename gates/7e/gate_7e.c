@@ -526,7 +526,7 @@ int main(int argc, char **argv) {
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     if (!dev_gate_start(&R, "gate_7e", &S)) return gu_finish(&R);
-    char d[256];
+    char d[640];
     mi_cuda_items_describe(d, sizeof d);
     printf("switch items at start: %s\n", d);
     test_kernels();
