@@ -16,9 +16,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def variant(r):
-    off = "MINFER_PERF_OFF=d4" in r.get("switches", "")
+    sw = r.get("switches", "")
+    if "MINFER_PERF_OFF=d4" in sw:
+        path = "7d kernel (d4 off)"
+    elif "MINFER_SKV_MIN_CTX=1000000" in sw:
+        path = "d20 at every depth"
+    elif "MINFER_SKV_MIN_CTX=1," in sw + "," :
+        path = "split-KV (d4) at every depth"
+    elif "MINFER_PERF_OFF=d21" in sw:
+        path = "split-KV, d21 off"
+    else:
+        path = "split-KV (d4) where the cache is long enough"
     size = f"context {r['n_ctx']}" if "n_ctx" in r else f"{r.get('kv_mb', 0):.0f} MB KV cache"
-    return f"{'7d kernel (d4 off)' if off else 'split-KV (d4)'}, {size}, {r.get('commit', '?')}"
+    return f"{path}, {size}, {r.get('commit', '?')}"
 
 
 def main():
