@@ -26,6 +26,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/async_copy.cuh"
+#include "phase8a_decode/attn_split.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define SKV_T MI8A_SKV_T   /* keys per tile = threads per block */
@@ -33,18 +34,7 @@
 #define SKV_VS_MAX_HD 128  /* VS: the V tile (SKV_T x hd halves) fits 32 KB of shared memory */
 #define SKV_HD_REGS (MI7B_ATT_MAX_HD / SKV_T)
 
-/* n_kv of the step: keys 0 .. n_past, clamped to the cache */
-__device__ __forceinline__ int64_t skv_n_kv(const int32_t *np_dev, int64_t np_host, int64_t n_ctx) {
-    const int64_t n_kv = (np_dev ? (int64_t)np_dev[0] : np_host) + 1;
-    return n_kv < n_ctx ? n_kv : n_ctx;
-}
 
-/* keys a split takes: the S splits share n_kv, none takes less than a tile (fewer, fuller blocks
- * near the start of the context) */
-__device__ __forceinline__ int64_t skv_chunk(int64_t n_kv, int S) {
-    const int64_t c = (n_kv + S - 1) / S;
-    return c > SKV_T ? c : SKV_T;
-}
 
 /* two halves packed in a word (element 2i low) as floats, exactly */
 __device__ __forceinline__ float2 skv_h2(uint32_t w) {
@@ -331,6 +321,13 @@ extern "C" size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t H
     return (size_t)Hq * (size_t)mi8a_attn_split_count(n_ctx, Hkv) * ((size_t)hd + 2) * sizeof(float);
 }
 
+static mi_status launch_combine(cudaStream_t st, bool pdl, const float *part, float *o, int64_t hd, int64_t Hq, int S,
+                                const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx) {
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, part, o, (int)hd, S,
+                           n_past_dev, n_past, n_ctx));
+    return MI_OK;
+}
+
 extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                                      const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
                                      int64_t Hkv, float scale, int heads_a_block, void *workspace) {
@@ -339,6 +336,12 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
+    if (mi8a_skv_mma_on() && mi8a_attn_split_mma_supported(hd, Hq, Hkv, ctype, k, v)) {   /* d22: tensor cores */
+        const bool pdl = mi8a_pdl_on();
+        MI_TRY(mi8a_attn_split_mma_launch(stream, q, k, v, (float *)workspace, o, n_past_dev, n_past, n_ctx, hd, Hq, Hkv,
+                                          S, scale, pdl));
+        return launch_combine((cudaStream_t)stream, pdl, (const float *)workspace, o, hd, Hq, S, n_past_dev, n_past, n_ctx);
+    }
     const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
     const int GB = want < G ? want : G;
     const int NZ = (G + GB - 1) / GB;
@@ -373,7 +376,5 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
     else SKV_LAUNCH_GM(float, false, false)
 #undef SKV_LAUNCH_GM
 #undef SKV_LAUNCH
-    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, (const float *)part, o,
-                           (int)hd, S, n_past_dev, n_past, n_ctx));
-    return MI_OK;
+    return launch_combine(st, pdl, part, o, hd, Hq, S, n_past_dev, n_past, n_ctx);
 }

@@ -103,6 +103,7 @@ uint64_t mi8a_wide_launches(void);
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
 bool mi8a_pdl_on(void);
 bool mi8a_skv_whole_row_on(void);   /* d21: d4's K row loaded whole (attn_split_kv.cu) */
+bool mi8a_skv_mma_on(void);         /* d22: d4's split on the tensor cores (attn_split_mma.cu) */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */
@@ -183,6 +184,12 @@ mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void
                          float scale);
 
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
+/* attn_split_mma.cu (d22): the split's blocks on the tensor cores, the same partials; F16 caches,
+ * hd 64 or 128, GQA groups <= 16, 16-byte aligned. mi8a_attn_split calls it (and the combine). */
+bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k, const void *v);
+mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part, float *o,
+                                     const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
+                                     int64_t Hkv, int S, float scale, bool pdl);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,

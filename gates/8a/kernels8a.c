@@ -645,7 +645,8 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     attn_data A;
     attn_data_make(&A, ct, hd, Hq, Hkv, n_ctx, n_past, off);
     const size_t no = A.no;
-    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4), *w4 = malloc(no * 4);
+    float *a = malloc(no * 4), *b = malloc(no * 4), *c7 = malloc(no * 4), *dv = malloc(no * 4), *s1 = malloc(no * 4),
+          *s2 = malloc(no * 4);
     void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
     mi_status st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
     if (st == MI_OK) attn_take(&A, a);
@@ -655,27 +656,33 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     if (st == MI_OK) attn_take(&A, dv);
     if (st == MI_OK) st = mi7b_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, n_past, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, c7);
-    /* d21 off: the K row four chunks at a time, the same sums */
-    if (st == MI_OK) st = mi_cuda_items_set_off("d21");
+    /* d22 off: the scalar kernel, against the reference too; and with d21 off as well (its K row
+     * four chunks at a time): the same sums, the same bits */
+    if (st == MI_OK) st = mi_cuda_items_set_off("d22");
     if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, w4);
+    if (st == MI_OK) attn_take(&A, s1);
+    if (st == MI_OK) st = mi_cuda_items_set_off("d21,d22");
+    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
+    if (st == MI_OK) attn_take(&A, s2);
     mi_cuda_items_set_off("");
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
     } else {
-        const double e_ref = gu_nmse(a, A.refd, no), e_7b = gu_nmse(a, c7, no);
-        const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4), d21 = !memcmp(a, w4, no * 4);
-        if (!(e_ref <= 1e-8) || !(e_7b <= 1e-8) || !rep || !devnp || !d21) {
+        const double e_ref = gu_nmse(a, A.refd, no), e_7b = gu_nmse(a, c7, no), e_s = gu_nmse(s1, A.refd, no);
+        const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4), d21 = !memcmp(s1, s2, no * 4);
+        if (!(e_ref <= 1e-8) || !(e_7b <= 1e-8) || !(e_s <= 1e-8) || !rep || !devnp || !d21) {
             const size_t i = first_bad(a, A.refd, no, 1e-4, 1e-3);
             if (i != (size_t)-1) printf("    %s: first mismatch %zu got %.9g want %.9g (7b %.9g)\n", name, i, a[i], A.refd[i], c7[i]);
-            gu_fail(g_r, "nmse vs reference %.3g, vs 7b %.3g (bound 1e-8); repeat %s; device n_past %s; d21 off %s",
-                    e_ref, e_7b, rep ? "bitwise" : "DIFFERS", devnp ? "bitwise" : "DIFFERS", d21 ? "bitwise" : "DIFFERS");
+            gu_fail(g_r, "nmse vs reference %.3g, vs 7b %.3g, scalar (d22 off) vs reference %.3g (bound 1e-8); repeat %s; "
+                    "device n_past %s; scalar with d21 off %s", e_ref, e_7b, e_s, rep ? "bitwise" : "DIFFERS",
+                    devnp ? "bitwise" : "DIFFERS", d21 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(g_r, "%d splits; nmse vs reference %.3g, vs 7b %.3g; repeat, device n_past and d21 off bitwise",
-                    mi8a_attn_split_count(n_ctx, Hkv), e_ref, e_7b);
+            gu_pass(g_r, "%d splits%s; nmse vs reference %.3g, vs 7b %.3g, scalar kernel vs reference %.3g; repeat, device "
+                         "n_past, scalar d21 off bitwise", mi8a_attn_split_count(n_ctx, Hkv),
+                    mi8a_attn_split_mma_supported(hd, Hq, Hkv, ct, A.dk, A.dv) ? ", tensor cores" : "", e_ref, e_7b, e_s);
         }
     }
-    free(a); free(b); free(c7); free(dv); free(w4);
+    free(a); free(b); free(c7); free(dv); free(s1); free(s2);
     cudaFree(ws);
     attn_data_free(&A);
 }
@@ -748,5 +755,8 @@ void kernels8a_attn_split(gu_run *run, cudaStream_t stream, unsigned long long *
     split_case(MI_TYPE_F32, 64, 8, 8, 8192, 3000, 0, 0);       /* no GQA, F32 cache */
     split_case(MI_TYPE_F16, 256, 16, 1, 8192, 700, 0, 2);      /* one KV head, the widest head */
     split_case(MI_TYPE_F16, 128, 32, 2, 8192, 4000, 0, 16);    /* G = 16: no room to stage V */
+    split_case(MI_TYPE_F16, 64, 14, 2, 4096, 63, 0, 0);        /* one split, a part tile */
+    split_case(MI_TYPE_F16, 64, 14, 2, 32768, 30000, 0, 0);    /* the 0.5B at depth */
+    split_case(MI_TYPE_F16, 128, 16, 16, 4096, 2500, 0, 0);    /* no GQA */
 }
 
