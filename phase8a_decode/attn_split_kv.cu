@@ -336,14 +336,14 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
+    const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
+    const int GB = want < G ? want : G;
     if (mi8a_skv_mma_on() && mi8a_attn_split_mma_supported(hd, Hq, Hkv, ctype, k, v)) {   /* d22: tensor cores */
         const bool pdl = mi8a_pdl_on();
         MI_TRY(mi8a_attn_split_mma_launch(stream, q, k, v, (float *)workspace, o, n_past_dev, n_past, n_ctx, hd, Hq, Hkv,
-                                          S, scale, pdl));
+                                          S, GB, scale, pdl));
         return launch_combine((cudaStream_t)stream, pdl, (const float *)workspace, o, hd, Hq, S, n_past_dev, n_past, n_ctx);
     }
-    const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
-    const int GB = want < G ? want : G;
     const int NZ = (G + GB - 1) / GB;
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
     const size_t smem_f = ((size_t)GB * (size_t)hd + (size_t)GB * SKV_T + 2 * SKV_MAX_G) * sizeof(float);

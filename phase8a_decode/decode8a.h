@@ -189,7 +189,7 @@ bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctyp
 bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k, const void *v);
 mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part, float *o,
                                      const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
-                                     int64_t Hkv, int S, float scale, bool pdl);
+                                     int64_t Hkv, int S, int heads_a_block, float scale, bool pdl);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
