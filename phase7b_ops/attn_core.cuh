@@ -32,6 +32,31 @@ __device__ __forceinline__ float mi7b_block_reduce(float v, float *red) {
     return MAX ? fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3])) : (red[0] + red[1]) + (red[2] + red[3]);
 }
 
+/* One tile's online softmax: s, this thread's key's score (valid: the key is below n_kv); p goes
+ * to ps[tid], m and l move to the tile; returns the factor the accumulators are rescaled by.
+ * Shared with 8a's one-token kernel (attn_step.cu), which must give the same bits. */
+__device__ __forceinline__ float mi7b_attn_softmax(float s, bool valid, float *ps, float *red, float &m, float &l) {
+    const float mt = mi7b_block_reduce<true>(s, red);
+    const float m_new = fmaxf(m, mt);
+    const float p = valid ? expf(s - m_new) : 0.0f;
+    ps[threadIdx.x] = p;
+    const float lt = mi7b_block_reduce<false>(p, red + 4);
+    const float corr = expf(m - m_new);
+    l = l * corr + lt;
+    m = m_new;
+    return corr;
+}
+
+/* acc * corr plus p[tt] * V[tt][d] over the tile's tn keys in key order; vb: the tile's first V
+ * row (this head's dims), vstride: elements from one row to the next */
+template <typename VT>
+__device__ __forceinline__ float mi7b_attn_values(float acc, float corr, const float *ps, const VT *vb, size_t vstride,
+                                                  int d, int tn) {
+    float a = acc * corr;
+    for (int tt = 0; tt < tn; tt++) a += ps[tt] * mi7b_ld1(vb + (size_t)tt * vstride + d);
+    return a;
+}
+
 /* Attention of query i (blockIdx.y) of head h (blockIdx.x) over keys 0 .. n_kv-1. */
 template <typename KT>
 __device__ __forceinline__ void mi7b_attn_body(const float *__restrict__ Q, const KT *__restrict__ Kc,
@@ -63,26 +88,11 @@ __device__ __forceinline__ void mi7b_attn_body(const float *__restrict__ Q, cons
             }
             s = scale * dot;
         }
-        const float mt = mi7b_block_reduce<true>(s, red);
-        const float m_new = fmaxf(m, mt);
-        const float p = t < n_kv ? expf(s - m_new) : 0.0f;
-        ps[tid] = p;
-        const float lt = mi7b_block_reduce<false>(p, red + 4);
-        const float corr = expf(m - m_new);
-        l = l * corr + lt;
-        m = m_new;
+        const float corr = mi7b_attn_softmax(s, t < n_kv, ps, red, m, l);
         const int tn = (int)(n_kv - t0 < MI7B_ATT_T ? n_kv - t0 : MI7B_ATT_T);
         const KT *vb = Vc + (size_t)t0 * kvrow + (size_t)kvh * hd;
-        if (tid < hd) {
-            float a = acc0 * corr;
-            for (int tt = 0; tt < tn; tt++) a += ps[tt] * mi7b_ld1(vb + (size_t)tt * kvrow + tid);
-            acc0 = a;
-        }
-        if (tid + MI7B_ATT_T < hd) {
-            float a = acc1 * corr;
-            for (int tt = 0; tt < tn; tt++) a += ps[tt] * mi7b_ld1(vb + (size_t)tt * kvrow + tid + MI7B_ATT_T);
-            acc1 = a;
-        }
+        if (tid < hd) acc0 = mi7b_attn_values(acc0, corr, ps, vb, kvrow, tid, tn);
+        if (tid + MI7B_ATT_T < hd) acc1 = mi7b_attn_values(acc1, corr, ps, vb, kvrow, tid + MI7B_ATT_T, tn);
         __syncthreads(); /* ps and red are rewritten by the next tile */
     }
     float *orow = O + (size_t)i * hd * Hq + (size_t)h * hd;

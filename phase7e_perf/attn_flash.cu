@@ -9,6 +9,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase7e_perf/attn_flash.h"
+#include "phase7e_perf/mma_f16.cuh"
 
 #define FA_BQ 64       /* queries per block: 4 warps x 16 rows */
 #define FA_BK 64       /* keys per tile */
@@ -34,22 +35,6 @@
  *   P's A operand for keys 16kk .. 16kk+15 is S's accumulator of n-tiles 2kk and 2kk+1:
  *     reg0 = (c0,c1) of 2kk, reg1 = (c2,c3) of 2kk, reg2 = (c0,c1) of 2kk+1, reg3 = (c2,c3). */
 
-__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const __half *p) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-}
 __device__ __forceinline__ void cp_async16(__half *dst, const __half *src) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));

@@ -82,23 +82,7 @@ __device__ __forceinline__ void skv_scores(const KT *__restrict__ kr, const floa
     } else if constexpr (VS) {   /* F16, 16-byte aligned rows: 8 halves a load, q 8 floats a pair of loads */
         const uint4 *k4 = (const uint4 *)kr;
 #pragma unroll 4
-        for (int c = 0; c < hd / 8; c++) {
-            const uint4 raw = __ldg(k4 + c);
-            const float2 kv[4] = {skv_h2(raw.x), skv_h2(raw.y), skv_h2(raw.z), skv_h2(raw.w)};
-#pragma unroll
-            for (int g = 0; g < GM; g++)
-                if (g < G) {
-                    const float4 qa = *(const float4 *)(qs + g * hd + 8 * c), qb = *(const float4 *)(qs + g * hd + 8 * c + 4);
-                    dot[g] += qa.x * kv[0].x;
-                    dot[g] += qa.y * kv[0].y;
-                    dot[g] += qa.z * kv[1].x;
-                    dot[g] += qa.w * kv[1].y;
-                    dot[g] += qb.x * kv[2].x;
-                    dot[g] += qb.y * kv[2].y;
-                    dot[g] += qb.z * kv[3].x;
-                    dot[g] += qb.w * kv[3].y;
-                }
-        }
+        for (int c = 0; c < hd / 8; c++) skv_chunk_dots<GM>(__ldg(k4 + c), qs, hd, c, G, dot);
     } else {
 #pragma unroll 8
         for (int d = 0; d < hd; d += 2) {

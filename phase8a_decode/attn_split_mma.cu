@@ -20,27 +20,12 @@
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/async_copy.cuh"
 #include "phase8a_decode/attn_split.cuh"
+#include "phase7e_perf/mma_f16.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define SM_T 128   /* threads: four warps */
 #define SM_TK 64   /* keys a tile: 16 a warp */
 
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
 /* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing read) */
 __device__ __forceinline__ void cp16_or_zero(void *smem, const void *gmem, bool ok) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
@@ -130,10 +115,10 @@ __global__ void __launch_bounds__(SM_T, 3) kernel_attn_split_mma(const float *__
         for (int k = 0; k < KS; k++) {
             uint32_t b[4];
             ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
-            mma16816(sc[0], qh[k], b[0], b[1]);
-            mma16816(sc[0], ql[k], b[0], b[1]);
-            mma16816(sc[1], qh[k], b[2], b[3]);
-            mma16816(sc[1], ql[k], b[2], b[3]);
+            mma_f16_16816(sc[0], qh[k], b[0], b[1]);
+            mma_f16_16816(sc[0], ql[k], b[0], b[1]);
+            mma_f16_16816(sc[1], qh[k], b[2], b[3]);
+            mma_f16_16816(sc[1], ql[k], b[2], b[3]);
         }
         const int64_t kw = t0 + warp * 16;
         float mx[2] = {-INFINITY, -INFINITY};
@@ -185,11 +170,11 @@ __global__ void __launch_bounds__(SM_T, 3) kernel_attn_split_mma(const float *__
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
             uint32_t b[4];
-            ldsm_x4_t(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
-            mma16816(o[n], ph, b[0], b[1]);
-            mma16816(o[n], pl, b[0], b[1]);
-            mma16816(o[n + 1], ph, b[2], b[3]);
-            mma16816(o[n + 1], pl, b[2], b[3]);
+            ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
+            mma_f16_16816(o[n], ph, b[0], b[1]);
+            mma_f16_16816(o[n], pl, b[0], b[1]);
+            mma_f16_16816(o[n + 1], ph, b[2], b[3]);
+            mma_f16_16816(o[n + 1], pl, b[2], b[3]);
         }
         __syncthreads();   /* this buffer is refilled by the next iteration's load */
     }

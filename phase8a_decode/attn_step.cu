@@ -8,10 +8,9 @@
  *   - thread t loads key t's whole K row into registers (16-byte loads, hd / 8 of them in flight);
  *   - q goes to shared memory (first tile) while those loads fly;
  * so a tile costs about one round trip to memory instead of dozens. The arithmetic is 7b's to
- * the operation: the same dot order over hd, the same block reductions (mi7b_block_reduce), the
- * same expf and rescaling, each output dim summed over the tile's keys in key order, so the
- * output equals 7b's (and 7d's) bit for bit. n_past comes from 7d's step params when the split
- * has a slot, else from the node. Block per query head, MI8A_AST_T threads; hd 64 or 128. */
+ * the operation: the same dot order over hd, the softmax and the value sums through 7b's own
+ * device functions (mi7b_attn_softmax, mi7b_attn_values), so the output equals 7b's (and 7d's)
+ * bit for bit. n_past comes from 7d's step params when the split has a slot, else from the node. Block per query head, MI8A_AST_T threads; hd 64 or 128. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
@@ -70,21 +69,10 @@ __global__ void __launch_bounds__(AST_T) kernel_attn_step(const float *__restric
             }
             s = scale * dot;
         }
-        const float mt = mi7b_block_reduce<true>(s, red);
-        const float m_new = fmaxf(m, mt);
-        const float p = t < n_kv ? expf(s - m_new) : 0.0f;
-        ps[tid] = p;
-        const float lt = mi7b_block_reduce<false>(p, red + 4);
-        const float corr = expf(m - m_new);
-        l = l * corr + lt;
-        m = m_new;
+        const float corr = mi7b_attn_softmax(s, t < n_kv, ps, red, m, l);
         async_wait<0>();
         __syncthreads();   /* every thread's V rows landed */
-        if (tid < HD) {
-            float a = acc * corr;
-            for (int tt = 0; tt < tn; tt++) a += ps[tt] * __half2float(__ushort_as_half(vs[tt * HD + tid]));
-            acc = a;
-        }
+        if (tid < HD) acc = mi7b_attn_values(acc, corr, ps, (const uint16_t *)vs, (size_t)HD, tid, tn);
         __syncthreads();   /* vs, ps and red are rewritten by the next tile */
     }
     if (tid < HD) O[(size_t)h * HD + tid] = acc / l;
