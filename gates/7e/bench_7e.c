@@ -21,7 +21,7 @@ typedef struct {
 
 /* "<item>_off" for every declared item, then "all_off" and "no_cuda_graph"; with only (a
  * comma list of items), "<item>_off" for each listed item and "<list>_off" for all of them */
-#define MAX_STATES 40
+#define MAX_STATES 72   /* every item (up to 64), all off, graphs off */
 static int make_states(ab_state *st, const char *only) {
     int n = 0;
     if (only) {

@@ -411,7 +411,7 @@ static void test_copies(mi_model *m, const char *label) {
         gu_pass(&R, "cross_backend_copies prefill 0 decode 0; one CUDA split each (embedding lookup on the device)");
 }
 
-#define AB_MAX_ITEMS 32
+#define AB_MAX_ITEMS 64   /* the dispatch holds up to 64 items */
 /* runs of the kernels carrying item it between the two snapshots (0 for an undeclared item) */
 static uint64_t ab_runs(const char *const *items, int n, const uint64_t *r0, const uint64_t *r1, const char *it) {
     for (int i = 0; i < n; i++)
@@ -454,7 +454,7 @@ static void test_model(const char *shape, const char *type, double bound) {
         for (int i = 0; i < n_items; i++) r1[i] = mi_cuda_item_runs(items[i]);
         r1[n_items] = mi_cuda_item_runs(NULL);
         /* with every item on, the 7e kernels must actually have run */
-        char used[512];
+        char used[1024];
         size_t ul = (size_t)snprintf(used, sizeof used, "kernel runs");
         for (int i = 0; i <= n_items && ul < sizeof used; i++)
             ul += (size_t)snprintf(used + ul, sizeof used - ul, " %s %llu", i < n_items ? items[i] : "(no item)",
