@@ -305,6 +305,23 @@ extern "C" size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t H
     return (size_t)Hq * (size_t)mi8a_attn_split_count(n_ctx, Hkv) * ((size_t)hd + 2) * sizeof(float);
 }
 
+/* query heads a block of the split takes: heads_a_block when given, else two under
+ * MI8A_SKV_GROUP_CTX positions and the whole group from there; never more than the group */
+static int split_heads_a_block(int64_t n_ctx, int G, int heads_a_block) {
+    const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
+    return want < G ? want : G;
+}
+
+/* d22 takes the split where its blocks hold the whole group, as it was measured: the caches of
+ * MI8A_SKV_GROUP_CTX positions and more (under them the scalar kernel's two heads a block give
+ * short caches more blocks than one a kv head) */
+extern "C" bool mi8a_attn_split_on_mma(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k,
+                                       const void *v, int heads_a_block) {
+    if (!mi8a_skv_mma_on() || !mi8a_attn_split_mma_supported(hd, Hq, Hkv, ctype, k, v)) return false;
+    const int G = (int)(Hq / Hkv);
+    return split_heads_a_block(n_ctx, G, heads_a_block) == G;
+}
+
 static mi_status launch_combine(cudaStream_t st, bool pdl, const float *part, float *o, int64_t hd, int64_t Hq, int S,
                                 const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx) {
     MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, part, o, (int)hd, S,
@@ -320,14 +337,13 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
     const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
-    const int want = heads_a_block > 0 ? heads_a_block : n_ctx >= MI8A_SKV_GROUP_CTX ? G : MI8A_SKV_HEADS;
-    const int GB = want < G ? want : G;
-    if (mi8a_skv_mma_on() && mi8a_attn_split_mma_supported(hd, Hq, Hkv, ctype, k, v)) {   /* d22: tensor cores */
+    if (mi8a_attn_split_on_mma(n_ctx, hd, Hq, Hkv, ctype, k, v, heads_a_block)) {   /* d22: tensor cores */
         const bool pdl = mi8a_pdl_on();
         MI_TRY(mi8a_attn_split_mma_launch(stream, q, k, v, (float *)workspace, o, n_past_dev, n_past, n_ctx, hd, Hq, Hkv,
-                                          S, GB, scale, pdl));
+                                          S, scale, pdl));
         return launch_combine((cudaStream_t)stream, pdl, (const float *)workspace, o, hd, Hq, S, n_past_dev, n_past, n_ctx);
     }
+    const int GB = split_heads_a_block(n_ctx, G, heads_a_block);
     const int NZ = (G + GB - 1) / GB;
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
     const size_t smem_f = ((size_t)GB * (size_t)hd + (size_t)GB * SKV_T + 2 * SKV_MAX_G) * sizeof(float);

@@ -46,16 +46,12 @@ __global__ void __launch_bounds__(SM_T, 3) kernel_attn_split_mma(const float *__
                                                                  const uint16_t *__restrict__ Vc,
                                                                  float *__restrict__ part, float *__restrict__ O,
                                                                  const int32_t *__restrict__ np_dev, int64_t np_host,
-                                                                 int64_t n_ctx, int Hq, int Hkv, int S, int GB,
-                                                                 float scale) {
+                                                                 int64_t n_ctx, int Hq, int Hkv, int S, float scale) {
     constexpr int LD = HD + 8, KS = HD / 16, NT = HD / 8, CPR = HD / 8;
     extern __shared__ uint4 sm_smem4[];
     uint16_t *ks = (uint16_t *)sm_smem4;     /* [2][SM_TK][LD] */
     uint16_t *vs = ks + 2 * SM_TK * LD;      /* [2][SM_TK][LD] */
-    /* block x = (kv head, head group z): query heads h0 .. h0 + G - 1 of the kv head's group, as the
-     * scalar kernel's blocks (more blocks while the cache is short, the whole group at depth) */
-    const int GQ = Hq / Hkv, NZ = (GQ + GB - 1) / GB, kvh = blockIdx.x / NZ, z = blockIdx.x - kvh * NZ;
-    const int h0 = kvh * GQ + z * GB, G = min(GB, GQ - z * GB), s = blockIdx.y;
+    const int G = Hq / Hkv, kvh = blockIdx.x, h0 = kvh * G, s = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3, mi = lane >> 3;
     pdl_trigger();
     pdl_wait();   /* q, the caches and n_past: written before this kernel */
@@ -230,16 +226,13 @@ extern "C" bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hk
 
 extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part,
                                                 float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx,
-                                                int64_t hd, int64_t Hq, int64_t Hkv, int S, int GB, float scale,
-                                                bool pdl) {
+                                                int64_t hd, int64_t Hq, int64_t Hkv, int S, float scale, bool pdl) {
     const cudaStream_t st = (cudaStream_t)stream;
-    const int64_t G = Hq / Hkv, NZ = (G + GB - 1) / GB;
-    if (GB < 1 || Hkv * NZ > INT32_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split_mma: %d heads a block", GB);
-    const dim3 grid((unsigned)(Hkv * NZ), (unsigned)S);
+    const dim3 grid((unsigned)Hkv, (unsigned)S);
     const size_t smem = (size_t)4 * SM_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
     if (hd == 64) {
         MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<64>, grid, dim3(SM_T), smem, st, q, (const uint16_t *)k,
-                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, GB, scale));
+                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, scale));
     } else {
         static bool opted;   /* more than 48 KB of dynamic shared memory: asked for once */
         if (!opted) {
@@ -248,7 +241,7 @@ extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, co
             opted = true;
         }
         MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<128>, grid, dim3(SM_T), smem, st, q, (const uint16_t *)k,
-                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, GB, scale));
+                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, scale));
     }
     return MI_OK;
 }

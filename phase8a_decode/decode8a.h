@@ -187,9 +187,13 @@ bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctyp
 /* attn_split_mma.cu (d22): the split's blocks on the tensor cores, the same partials; F16 caches,
  * hd 64 or 128, GQA groups <= 16, 16-byte aligned. mi8a_attn_split calls it (and the combine). */
 bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k, const void *v);
+/* whether mi8a_attn_split runs this shape on the tensor cores: d22 on, supported, and the whole
+ * group a block (caches of MI8A_SKV_GROUP_CTX positions and more, or heads_a_block >= the group) */
+bool mi8a_attn_split_on_mma(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k,
+                            const void *v, int heads_a_block);
 mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part, float *o,
                                      const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
-                                     int64_t Hkv, int S, int heads_a_block, float scale, bool pdl);
+                                     int64_t Hkv, int S, float scale, bool pdl);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,

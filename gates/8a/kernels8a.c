@@ -679,7 +679,7 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
         } else {
             gu_pass(g_r, "%d splits%s; nmse vs reference %.3g, vs 7b %.3g, scalar kernel vs reference %.3g; repeat, device "
                          "n_past, scalar d21 off bitwise", mi8a_attn_split_count(n_ctx, Hkv),
-                    mi8a_attn_split_mma_supported(hd, Hq, Hkv, ct, A.dk, A.dv) ? ", tensor cores" : "", e_ref, e_7b, e_s);
+                    mi8a_attn_split_on_mma(n_ctx, hd, Hq, Hkv, ct, A.dk, A.dv, gb) ? ", tensor cores" : "", e_ref, e_7b, e_s);
         }
     }
     free(a); free(b); free(c7); free(dv); free(s1); free(s2);
