@@ -16,17 +16,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def variant(r):
-    sw = r.get("switches", "")
-    if "MINFER_PERF_OFF=d4" in sw:
+    sw, key = {}, None   # "A=x,y,B=z": a piece without '=' continues the value before it
+    for piece in r.get("switches", "").split(","):
+        if "=" in piece:
+            key, val = piece.split("=", 1)
+            sw[key] = val
+        elif key:
+            sw[key] += "," + piece
+    off = set(sw.get("MINFER_PERF_OFF", "").split(",")) - {"", "none"}
+    skv = sw.get("MINFER_SKV_MIN_CTX")
+    if "d4" in off:
         path = "7d kernel (d4 off)"
-    elif "MINFER_SKV_MIN_CTX=1000000" in sw:
+    elif skv == "1000000":
         path = "d20 at every depth"
-    elif "MINFER_SKV_MIN_CTX=1," in sw + "," :
-        path = "split-KV (d4) at every depth"
-    elif "MINFER_PERF_OFF=d21" in sw:
-        path = "split-KV, d21 off"
     else:
-        path = "split-KV (d4) where the cache is long enough"
+        path = "split-KV (d4)" + (" at every depth" if skv == "1" else "")
+        path += "".join(f", {i} off" for i in sorted(off))
     size = f"context {r['n_ctx']}" if "n_ctx" in r else f"{r.get('kv_mb', 0):.0f} MB KV cache"
     return f"{path}, {size}, {r.get('commit', '?')}"
 
