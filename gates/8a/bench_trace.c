@@ -6,7 +6,9 @@
  * prompt, then prints
  *   - a step: its span (first start to last end), the kernels' summed time, the time no kernel
  *     ran inside the span, and the time between steps (the host: logits, sampling, the next
- *     step's set-up and launch);
+ *     step's set-up and launch, and CUPTI's own work a step, which dominates it: 260-360 us here
+ *     on the H200 where `minfer bench`'s untraced token is the span plus 30-100 us, so read the
+ *     host's share as bench's token time minus the span);
  *   - per kernel, in step order, merged by name: launches a step, mean time, and the mean gap
  *     before it (its start minus the latest end before it: negative where it overlapped the one
  *     before, as a programmatic dependent may).
