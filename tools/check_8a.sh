@@ -10,6 +10,9 @@
 #                                          off, clocks and caches left alone), summed per kernel
 #   trace-<model>-<commit>.txt             with TRACE=1: 32 decode steps as the GPU ran them (graphs
 #                                          on; gates/8a/bench_trace, where CUPTI is found)
+#   bench-8a-depth-items-<commit>.jsonl    with DEPTHS=4096,32768: tg128 of the 7B at those depths
+#                                          with all on and each of ITEMS off, alternated twice
+#                                          (items that act only at depth: d4, d21, d22)
 # and prints each part's summary as it finishes. MINFER_COMMIT names the tree (the device's copy
 # of the working tree may carry another commit's git metadata).
 set -u
@@ -47,6 +50,15 @@ say "gate_8a: $(tail -1 "$BUILD-gate.log") ($(($(date +%s) - t0)) s)"
 "$BUILD/gates/7e/bench_7e" --only "$ITEMS" -p 512 -n 128 -r 5 --json "$OUT/bench-8a-items-$C.jsonl" "$M7" "$M5" 2>&1 |
     grep -E '^\|' || rc=1
 say "items $ITEMS measured ($(($(date +%s) - t0)) s)"
+if [ -n "${DEPTHS:-}" ]; then
+    for round in 1 2; do
+        for off in none ${ITEMS//,/ }; do
+            MINFER_PERF_OFF=$off "$MINFER" bench -m "$M7" -p 0 -n 128 -d "$DEPTHS" -r 3 \
+                --json "$OUT/bench-8a-depth-items-$C.jsonl" 2>&1 | grep -E '^\| .*tg128' | sed "s/^/$off off, round $round: /"
+        done
+    done
+    say "depths $DEPTHS measured ($(($(date +%s) - t0)) s)"
+fi
 if [ -n "${NCU:-}" ]; then
     for m in "$M5" "$M7"; do
         k=$("$MINFER" bench -m "$m" -p 0 -n 8 -r 1 2>&1 | sed -n 's/.*tg8: \([0-9]*\) kernels per decode step.*/\1/p' | head -1)
