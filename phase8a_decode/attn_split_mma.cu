@@ -14,7 +14,9 @@
  * the tensor cores' f32 accumulation. K and V tiles come by cp.async, two stages, rows padded by
  * 16 bytes so ldmatrix's eight row addresses fall in distinct banks. At the end the four warps'
  * states merge in warp order in shared memory. Fixed orders throughout: bit-identical run to run,
- * within the attention bound of the reference (gate_8a's attn_split cases), not 7b's bits. */
+ * within the attention bound of the reference (gate_8a's attn_split cases), not 7b's bits. A block
+ * takes its kv head's whole group, so mi8a_attn_split sends it the shapes where the scalar
+ * kernel's blocks do too (caches of MI8A_SKV_GROUP_CTX positions and more: mi8a_attn_split_on_mma). */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8a_decode/decode8a.h"
