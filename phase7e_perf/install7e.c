@@ -163,6 +163,7 @@ static const mi_cuda_kernel k_rms_wide = {"RMS norm, eight loads in flight", "e9
 
 const mi_cuda_kernel *mi7e_matmul_q4k_kernel(void) { return &k_mm_q4k_qx; }
 const mi_cuda_kernel *mi7e_matmul_staged_kernel(void) { return &k_mm_staged; }
+const mi_cuda_kernel *mi7e_ffn_staged_kernel(void) { return &k_ffn_staged; }
 
 void mi_phase7e_install(void) {
     static const struct { const char *name, *what; } items[] = {

@@ -64,6 +64,8 @@ void mi_phase7e_install(void);
 const struct mi_cuda_kernel *mi7e_matmul_q4k_kernel(void);
 /* the staged-row one-token matmul (e2), likewise (8a's residual add in its bias) */
 const struct mi_cuda_kernel *mi7e_matmul_staged_kernel(void);
+/* the staged-row fused FFN (e5), likewise (8a's norm folded into it) */
+const struct mi_cuda_kernel *mi7e_ffn_staged_kernel(void);
 
 #ifdef __cplusplus
 }

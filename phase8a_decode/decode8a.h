@@ -56,6 +56,19 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 
+/* ---- matvec_staged_quant_exact.cu: 7e's staged one-token kernels with x quantized in every block
+ * (formats of 32-element activation blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), launched as
+ * programmatic dependents (d6), bit-identical to 7b's quantizer followed by 7e's kernel:
+ *   mi8a_matvec_staged_quant  y [M] = W [K, M] @ x + bias (item d24: the bias is d15's residual)
+ *   mi8a_ffn_staged_norm      y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps) (d23),
+ *                             bit-identical to 7e's RMS norm, then 7e's staged FFN
+ * fused: the FFN's two weights. x and nw need 4-byte alignment only. */
+bool mi8a_staged_quant_supported(mi_type wt, int64_t K, int64_t M, bool fused);
+mi_status mi8a_matvec_staged_quant(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                                   int64_t K, int64_t M);
+mi_status mi8a_ffn_staged_norm(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
+                               float eps, float *y, int64_t K, int64_t F);
+
 /* ---- matvec_q4k_fused_exact.cu, item d13: the rows of up to MI8A_RUN_MAX one-token Q4_K
  * matmuls of one x (the 7B's q, k and, where Q4_K, v) in one launch: y_i [M_i] = W_i @ x + b_i,
  * x quantized once a block for all; each output equals mi8a_matvec_q4k_fused's bit for bit. */

@@ -487,6 +487,45 @@ static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token
                                                "as the kernel's bias)", "e2,d2,d15", sup_add_staged, run_add_staged,
                                                ws_add_staged, 0};
 
+/* d24: d15's kernel with x quantized in each of its blocks (the quantizer's launch saved), where
+ * the dispatch gives the plain matmul 7e's staged kernel, as d15's candidate; the same bits */
+static bool sup_add_staged_quant(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && mi8a_staged_quant_supported(w->type, w->ne[0], w->ne[1], false) && sup_add_staged(n);
+}
+static mi_status run_add_staged_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_staged_quant(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data,
+                                    w->ne[0], w->ne[1]);
+}
+static const mi_cuda_kernel k_mm_add_staged_quant = {"matmul + residual add, one token, staged weight rows, x quantized "
+                                                     "in every block", "e2,d2,d15,d24", sup_add_staged_quant,
+                                                     run_add_staged_quant, NULL, 0};
+
+/* d23: NORM_FFN_SWIGLU on 7e's staged FFN, the norm and the quantization of x in every block,
+ * where the dispatch gives the plain FFN that kernel (so its bits are the norm's, then that
+ * kernel's) */
+static bool sup_norm_ffn_staged(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
+    if (!wg || !wu || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
+        !mi8a_staged_quant_supported(wg->type, wg->ne[0], wg->ne[1], true))
+        return false;
+    mi_tensor ffn = *n;
+    ffn.op = MI_OP_FFN_SWIGLU;
+    ffn.src[3] = NULL;
+    return mi7c_ffn_node_supported(&ffn) && mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
+}
+static mi_status run_norm_ffn_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const mi_tensor *wg = n->src[0];
+    return mi8a_ffn_staged_norm(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, n->src[2]->data,
+                                n->src[3]->data, mi_fused_norm_eps(n), n->data, wg->ne[0], wg->ne[1]);
+}
+static const mi_cuda_kernel k_norm_ffn_staged = {"norm + fused FFN, one token, staged weight rows, the norm and x's "
+                                                 "quantization in every block", "e5,d23", sup_norm_ffn_staged,
+                                                 run_norm_ffn_staged, NULL, 0};
+
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
     const mi_tensor *x = n->src[0];
@@ -582,6 +621,12 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d15", "the residual add after 7e's staged one-token matmul done by it, as its bias (the "
                                 "0.5B's down projection)");
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged);
+    mi_cuda_item_declare("d23", "the RMS norm and x's quantization in every block of 7e's staged one-token FFN (the "
+                                "0.5B's FFN norm, quantizer and gate/up in one launch)");
+    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_staged);
+    mi_cuda_item_declare("d24", "x's quantization in every block of d15's staged matmul + residual (the 0.5B's down "
+                                "projection and its quantizer in one launch)");
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged_quant);   /* tried before d15's */
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

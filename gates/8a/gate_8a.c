@@ -380,6 +380,7 @@ int main(int argc, char **argv) {
     kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
+    kernels8a_staged(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -403,6 +404,8 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("staged_quant", "d24", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */

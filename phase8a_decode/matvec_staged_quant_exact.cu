@@ -1,0 +1,175 @@
+/* 7e's staged one-token matmul and fused FFN with the activation prepared in the block: the
+ * block stages its weight rows as 7e's kernel does (matvec_staged.cuh), and instead of reading x
+ * quantized by a kernel before it, it quantizes x itself into shared memory while those loads
+ * fly, after applying the RMS norm that feeds it (the FFN, item d23). The dots are 7e's body on
+ * the shared copy. The 0.5B's FFN then runs as two kernels where it ran five (norm, quantize,
+ * gate/up, quantize, down).
+ *
+ * Bits: the norm is MI_OP_RMS_NORM's canonical arithmetic (each warp sums x^2 as lane j over
+ * i = j, j + 32, ..., then the butterfly; `(x * scale) * w`, explicit round-to-nearest), the
+ * quantization gives 7b's quantizer's bytes (quant_q8_1_octet below), and the dots are
+ * staged_rows_dot in the launch shape 7e's launcher picks, so the output equals 7e's RMS norm,
+ * 7b's quantizer and 7e's staged kernel (with d15's residual as its bias) bit for bit. Built with
+ * --fmad=false, as 7e's file is. Launched as a programmatic dependent (d6): the weight rows are
+ * staged before griddepcontrol.wait (no kernel of the step writes them), x after it. */
+#include "phase7e_perf/matvec_staged.cuh"
+#include "phase7b_ops/ops7b.h"
+#include "phase8a_decode/decode8a.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
+#include "common/core/mi_fp16.h"
+
+/* One 32-element activation block quantized by an octet of lanes (sub = lane & 7 holds elements
+ * 4 sub .. 4 sub + 3 in v), in the bytes of 7b's quant_q8_1_value (quant_act.cuh): d = amax / 127,
+ * q = roundf of the clamped v / d, s = sum(q) * d. amax is a maximum and the level sum an integer
+ * sum, so neither depends on which lanes add what: a warp of 32 lanes a block and an octet give
+ * the same bytes. blk is 4-byte aligned (36-byte blocks from an aligned base). Every lane of the
+ * warp calls it (the shuffles are warp-wide; an octet past the end passes zeros and stores
+ * nothing). */
+__device__ __forceinline__ void quant_q8_1_octet(const float v[4], uint8_t *blk, int sub, bool store) {
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+    for (int off = 4; off >= 1; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t packed = 0u;
+    int sum = 0;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float c = fmaxf(-127.0f, fminf(127.0f, v[e] * id));
+        const int q = (int)roundf(c);
+        packed |= ((uint32_t)q & 0xFFu) << (8 * e);
+        sum += q;
+    }
+    for (int off = 4; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (!store) return;
+    *(uint32_t *)(blk + 4 + 4 * sub) = packed;
+    if (sub == 0) {
+        ((uint16_t *)blk)[0] = mi_f32_to_f16(d);
+        ((uint16_t *)blk)[1] = mi_f32_to_f16((float)sum * d);
+    }
+}
+
+/* x [K] (normalized with nw when NORM) quantized into A (K / 32 blocks of 36 bytes, shared
+ * memory) by the whole block: octet o of the block takes blocks o, o + 16, ... */
+template <bool NORM>
+__device__ __forceinline__ void quantize_x_block(const float *__restrict__ X, const float *__restrict__ nw, float eps,
+                                                 int64_t K, uint8_t *A) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 7;
+    float scale = 1.0f;
+    if constexpr (NORM) {   /* every warp the same bits: no barrier */
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int64_t i = lane; i < K; i += 32) {
+            const float v = __ldg(X + i);
+            acc = __fadd_rn(acc, __fmul_rn(v, v));
+        }
+        for (int off = 16; off >= 1; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+        scale = mi_canon_rms_scale(acc, K, eps);
+    }
+    const int64_t nb = K / 32;
+    const int octets = MMV_THREADS / 8;
+    for (int64_t b0 = (int64_t)warp * 4; b0 < nb; b0 += octets) {   /* warp-uniform */
+        const int64_t b = b0 + (lane >> 3);
+        const bool in = b < nb;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t i = b * 32 + 4 * sub + e;
+                v[e] = NORM ? __fmul_rn(__fmul_rn(__ldg(X + i), scale), __ldg(nw + i)) : __ldg(X + i);
+            }
+        }
+        quant_q8_1_octet(v, A + (size_t)b * A8_BYTES, sub, in);
+    }
+}
+
+/* FUSED: y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw) when NORM. Else y [M] = W @ x + bias
+ * (bias: the bias, or d15's residual). */
+template <int WT, bool FUSED, bool NORM>
+__global__ void __launch_bounds__(MMV_THREADS)
+kernel_staged_quant(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, size_t wrow, int64_t M, int64_t K,
+                    const float *__restrict__ X, const float *__restrict__ nw, float eps, const float *__restrict__ bias,
+                    float *__restrict__ Y, int RB, size_t region) {
+    extern __shared__ uint4 smem[];
+    pdl_trigger();
+    const int64_t m0 = (int64_t)blockIdx.x * RB;
+    const int rows = (int)(M - m0 < RB ? M - m0 : RB);
+    const size_t nbytes = (size_t)rows * wrow, total = (size_t)M * wrow;
+    size_t lead = 0, lead2 = 0;
+    if (FUSED)
+        stage_pair(smem, W + (size_t)m0 * wrow, W, W + total, smem + region / 16, W2 + (size_t)m0 * wrow, W2,
+                   W2 + total, nbytes, &lead, &lead2);
+    else
+        lead = stage_bytes(smem, W + (size_t)m0 * wrow, nbytes, W, W + total);
+    pdl_wait();   /* x and the residual: the kernels before this one wrote them */
+    uint8_t *A = (uint8_t *)smem + (FUSED ? 2 : 1) * region;
+    quantize_x_block<NORM>(X, nw, eps, K, A);
+    __syncthreads();
+    staged_rows_dot<WT, 1, FUSED, false>((const uint8_t *)smem + lead, (const uint8_t *)smem + region + lead2, wrow, M,
+                                         m0, rows, RB, A, (size_t)(K / 32) * A8_BYTES, bias, Y, 1, K / 32);
+}
+
+/* ---------------- launchers ---------------- */
+
+/* the launch shape of 7e's staged kernel for these rows, and its shared memory with A appended;
+ * 0 where the kernel does not take them (a format of 256-element activation blocks, a row 7e
+ * does not stage, more shared memory than the limit) */
+static size_t quant_smem(mi_type wt, int64_t K, int64_t M, bool fused, int *rb, size_t *region) {
+    const size_t arow = mi7b_act_row_bytes(wt, K);
+    if (!mi7e_matvec_staged_supported(wt, K, 1) || M <= 0 || K % 32 || arow != (size_t)(K / 32) * A8_BYTES) return 0;
+    const size_t wrow = mi_row_size(wt, K);
+    *rb = staged_rows_per_block(wrow, fused ? 2 : 1, M);
+    *region = staged_region(*rb, wrow);
+    const size_t smem = *region * (fused ? 2 : 1) + arow;
+    return smem <= MMV_SMEM_MAX && (M + *rb - 1) / *rb <= 0x7fffffff ? smem : 0;
+}
+
+extern "C" bool mi8a_staged_quant_supported(mi_type wt, int64_t K, int64_t M, bool fused) {
+    int rb;
+    size_t region;
+    return quant_smem(wt, K, M, fused, &rb, &region) > 0;
+}
+
+template <int WT, bool FUSED, bool NORM>
+static mi_status launch_quant(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const float *x, const float *nw,
+                              float eps, const float *bias, float *y, int64_t K, int64_t M) {
+    int rb;
+    size_t region;
+    const size_t smem = quant_smem((mi_type)WT, K, M, FUSED, &rb, &region);
+    if (!smem)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_staged_quant: type %s, K = %lld, M = %lld", mi_type_name((mi_type)WT),
+                      (long long)K, (long long)M);
+    const size_t wrow = mi_row_size((mi_type)WT, K);
+    const int64_t nb = (M + rb - 1) / rb;
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_staged_quant<WT, FUSED, NORM>, dim3((unsigned)nb), dim3(MMV_THREADS),
+                           smem, st, w, w2, wrow, M, K, x, nw, eps, bias, y, rb, region));
+    MI_CU_CHECK_LAUNCH("kernel_staged_quant");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8a_matvec_staged_quant(void *stream, mi_type wt, const void *w, const float *x,
+                                              const float *bias, float *y, int64_t K, int64_t M) {
+    const cudaStream_t st = (cudaStream_t)stream;
+    const uint8_t *wb = (const uint8_t *)w;
+    switch (wt) {
+    case MI_TYPE_Q4_0: return launch_quant<MI_TYPE_Q4_0, false, false>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M);
+    case MI_TYPE_Q4_1: return launch_quant<MI_TYPE_Q4_1, false, false>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M);
+    case MI_TYPE_Q5_0: return launch_quant<MI_TYPE_Q5_0, false, false>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M);
+    case MI_TYPE_Q5_1: return launch_quant<MI_TYPE_Q5_1, false, false>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M);
+    case MI_TYPE_Q8_0: return launch_quant<MI_TYPE_Q8_0, false, false>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M);
+    default: return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_staged_quant: type %s", mi_type_name(wt));
+    }
+}
+
+extern "C" mi_status mi8a_ffn_staged_norm(void *stream, mi_type wt, const void *wg, const void *wu, const float *x,
+                                          const float *nw, float eps, float *y, int64_t K, int64_t F) {
+    const cudaStream_t st = (cudaStream_t)stream;
+    const uint8_t *g = (const uint8_t *)wg, *u = (const uint8_t *)wu;
+    switch (wt) {
+    case MI_TYPE_Q4_0: return launch_quant<MI_TYPE_Q4_0, true, true>(st, g, u, x, nw, eps, NULL, y, K, F);
+    case MI_TYPE_Q4_1: return launch_quant<MI_TYPE_Q4_1, true, true>(st, g, u, x, nw, eps, NULL, y, K, F);
+    case MI_TYPE_Q5_0: return launch_quant<MI_TYPE_Q5_0, true, true>(st, g, u, x, nw, eps, NULL, y, K, F);
+    case MI_TYPE_Q5_1: return launch_quant<MI_TYPE_Q5_1, true, true>(st, g, u, x, nw, eps, NULL, y, K, F);
+    case MI_TYPE_Q8_0: return launch_quant<MI_TYPE_Q8_0, true, true>(st, g, u, x, nw, eps, NULL, y, K, F);
+    default: return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_staged_norm: type %s", mi_type_name(wt));
+    }
+}
