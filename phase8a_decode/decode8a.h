@@ -93,15 +93,20 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
 mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
                                 const float *nw, float eps, int64_t K);
 
-/* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
- * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
- * bytes). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0, K <=
- * 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal the
- * CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of them. */
+/* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x' + bias),
+ * x' = rms_norm(x, nw, eps) when nw (NORM_MATMUL, item d25), else x; r and bias may be NULL.
+ * x' is quantized with 7b's quantizer's bytes: in every block of the kernel (item d25, read at
+ * each launch; x and nw 16-byte aligned, and K <= 8,960 with the norm: x's copy in shared
+ * memory), else by 7b's quantizer into ws (mi8a_matvec_q6k_workspace bytes; the norm then by
+ * 7e's kernel). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0,
+ * K <= 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal
+ * the CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of
+ * them; with d25 on and off the bits are the same. */
 bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
+bool mi8a_matvec_q6k_norm_supported(int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
-mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
-                          int64_t K, int64_t M, void *ws);
+mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *nw, float eps, const float *bias,
+                          const float *r, float *y, int64_t K, int64_t M, void *ws);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four

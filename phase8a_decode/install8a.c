@@ -97,18 +97,33 @@ static bool sup_add_q6k(const mi_tensor *n) { return q6k_rule(n) && mm_add_ok(n)
 static size_t ws_q6k(const mi_tensor *n) { return mi8a_matvec_q6k_workspace(n->src[0]->ne[0]); }
 static mi_status run_mm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, ptr(n->src[2]), NULL, n->data, w->ne[0],
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, 0.0f, ptr(n->src[2]), NULL, n->data, w->ne[0],
                            w->ne[1], ws);
 }
 static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, n->src[2]->data, n->data, w->ne[0],
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, 0.0f, NULL, n->src[2]->data, n->data,
+                           w->ne[0],
                            w->ne[1], ws);
 }
 static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows (an octet a super-block)", "d11",
                                         sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
                                             sup_add_q6k, run_add_q6k, ws_q6k, 0};
+/* NORM_MATMUL, Q6_K, one token (d25): the norm applied and x quantized in every block (the 7B's v
+ * beside its Q4_K q and k in the Q6_K layers, so their norm folds too; the output head) */
+static bool sup_norm_q6k(const mi_tensor *n) {
+    return mi_matmul_shared_x(n) == 0 && q6k_rule(n) && mi8a_matvec_q6k_norm_supported(n->src[0]->ne[0]) &&
+           norm_mm_ok(n);
+}
+static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                           ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1], ws);
+}
+static const mi_cuda_kernel k_norm_mm_q6k = {"norm + matmul, one token, Q6_K streaming rows, the norm and x's "
+                                             "quantization in every block", "d11,d25", sup_norm_q6k, run_norm_q6k,
+                                             ws_q6k, 0};
 
 /* MATMUL marked by the pass as a run of one launch (d13): the nodes of a run of one x before its
  * last (MI_MM_RUN_DEFER) launch nothing and leave their weight, bias and output in a thread-local
@@ -651,5 +666,9 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
+    mi_cuda_item_declare("d25", "x's quantization (and the RMS norm that feeds it) in every block of d11's Q6_K "
+                                "kernel: the 7B's Q6_K v, downs and head without the quantizer's launch, their norms "
+                                "folded; read at each launch");
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -84,7 +84,9 @@ static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels
     return rc;
 }
 
-/* bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
+/* The fusions on against off: d1 and d2, and the items whose candidates also take fused nodes
+ * (d23's staged FFN and d25's Q6_K matmul with the norm), so with them off the pass fuses nothing.
+ * bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
 static void test_model(const char *shape, const char *type, double bound, bool q4k) {
     mi_model *m = begin_model_test("model", shape, type);
     if (!m) return;
@@ -97,7 +99,7 @@ static void test_model(const char *shape, const char *type, double bound, bool q
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f_on);
     const uint64_t d1_runs = mi_cuda_item_runs("d1") - d1, d2_runs = mi_cuda_item_runs("d2") - d2;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2");
+    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2,d23,d25");
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f_off);
     mi_cuda_items_set_off("");
     if (st != MI_OK) {
@@ -368,19 +370,19 @@ static void test_graph_reuse(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    gu_init(&R, "gate-8a", "8a");
-    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
-    mi_phases_install();
-    passes8a_run(&R, &g_seed);
-    if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
+/* every case but the 7B's */
+static void gate_small(void) {
     kernels8a_fused(&R, S, &g_seed);
     kernels8a_rope(&R, S, &g_seed);
     kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
-    kernels8a_staged(&R, S, &g_seed);
+    kernels8a_quant_in_block(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -412,21 +414,34 @@ int main(int argc, char **argv) {
     test_bitwise_item_model("rope_pairs", "d8", 0, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "";
-    const char *no7 = getenv("MINFER_GATE_NO_7B");
-    if (no7 && *no7 && strcmp(no7, "0")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
-    else {
-        test_model("qwen2.5-7b", "q4_k_m", -1, true);
-        test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
-        g_ab_base = "d14";
-        test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
-        g_ab_base = "";
-        test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
-        test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
-        test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
-        test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
-        test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
-        test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
-    }
+}
+
+/* the 7B's cases (MINFER_GATE_NO_7B=1 skips them, MINFER_GATE_ONLY_7B=1 runs them alone) */
+static void gate_7b(void) {
+    test_model("qwen2.5-7b", "q4_k_m", -1, true);
+    test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
+    g_ab_base = "d14";
+    test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
+    g_ab_base = "";
+    test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
+    test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
+    test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
+    test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
+    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_item_model("q6k_quant", "d25", -1, "qwen2.5-7b", "q4_k_m");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    gu_init(&R, "gate-8a", "8a");
+    gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
+    mi_phases_install();
+    passes8a_run(&R, &g_seed);
+    if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
+    if (!env_on("MINFER_GATE_ONLY_7B")) gate_small();
+    if (env_on("MINFER_GATE_NO_7B")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
+    else gate_7b();
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }

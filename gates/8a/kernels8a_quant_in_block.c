@@ -1,12 +1,13 @@
-/* gate_8a's cases for matvec_staged_quant_exact.cu (items d23, d24): 7e's staged one-token
- * kernels with x quantized (and for the FFN normalized) in every block, against the work they
- * replace done by the lower phases' kernels (7e's RMS norm, 7b's quantizer inside 7e's staged
- * matmul or FFN): bit for bit; against the CPU reference: NMSE <= 1e-6; against themselves on a
- * second run: bit for bit. */
+/* gate_8a's cases for the one-token kernels that quantize x (and apply the RMS norm before it) in
+ * every block: matvec_staged_quant_exact.cu (7e's staged kernels, items d23, d24) and d11's Q6_K
+ * kernel with item d25, against the work they replace done by the kernels before them (7e's RMS
+ * norm, 7b's quantizer, then the same matmul): bit for bit; against the CPU reference: NMSE <=
+ * 1e-6; against themselves on a second run: bit for bit. */
 #include "gates/8a/kernels8a.h"
 #include "gates/7e/dev7e.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase7e_perf/perf7e.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/core/mi_canon.h"
 #include "common/quant/mi_types.h"
 #include <stdlib.h>
@@ -94,7 +95,50 @@ static void ffn_norm_case(mi_type t, int64_t K, int64_t F) {
     cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
 }
 
-void kernels8a_staged(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
+/* d25: d11's Q6_K kernel, x (normalized when norm) quantized in every block, against the same
+ * kernel with d25 off (7e's RMS norm and 7b's quantizer first); xoff: x and nw 4 bytes past a
+ * 16-byte boundary, where d25 falls back to that path (still bit for bit) */
+static void q6k_case(int64_t K, int64_t M, bool norm, bool res, size_t xoff) {
+    char name[96];
+    const mi_type t = MI_TYPE_Q6_K;
+    snprintf(name, sizeof name, "q6k_quant_in_block_K%lld_M%lld%s%s%s", (long long)K, (long long)M, norm ? "_norm" : "",
+             res ? "_res" : "", xoff ? "_unaligned" : "");
+    gu_begin(g_r, name);
+    if (!mi8a_matvec_q6k_supported(t, K) || (norm && !mi8a_matvec_q6k_norm_supported(K))) {
+        gu_fail(g_r, "the kernel refuses a shape it is meant to cover");
+        return;
+    }
+    size_t wb;
+    uint8_t *w = gu_make_weights(g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
+    float *r = gu_rand_f32(g_seed, (size_t)M, -1.f, 1.f), *xn = malloc((size_t)K * 4);
+    float *ref = malloc((size_t)M * 4), *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4);
+    float *old = malloc((size_t)M * 4);
+    const float scale = mi_canon_rms_scale(mi_canon_sumsq_host(x, K), K, EPS);
+    for (int64_t i = 0; i < K; i++) xn[i] = norm ? (x[i] * scale) * nw[i] : x[i];
+    cpu_matmul(t, w, xn, res ? r : NULL, ref, K, M, 1);
+    void *bw, *bx, *bn, *br;
+    void *dw = dev_up_at(w, wb, 0, &bw);
+    float *dx = dev_up_at(x, (size_t)K * 4, xoff, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, xoff, &bn);
+    float *dr = dev_up_at(r, (size_t)M * 4, 0, &br), *dy = dev_poison((size_t)M * 4);
+    void *ws = dev_poison(mi8a_matvec_q6k_workspace(K) + 64);
+    const float *pn = norm ? dnw : NULL, *pr = res ? dr : NULL;
+    mi_status st = mi_cuda_items_set_off("");
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pn, EPS, NULL, pr, dy, K, M, ws);
+    if (st == MI_OK) { dev_down_on(S, got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pn, EPS, NULL, pr, dy, K, M, ws);
+    if (st == MI_OK) { dev_down_on(S, got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi_cuda_items_set_off("d25");
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pn, EPS, NULL, pr, dy, K, M, ws);
+    if (st == MI_OK) dev_down_on(S, old, dy, (size_t)M * 4);
+    mi_cuda_items_set_off("");
+    if (st != MI_OK) gu_fail(g_r, "launch: %s", mi_errmsg());
+    else judge(name, got, got2, old, ref, (size_t)M);
+    free(w); free(x); free(nw); free(r); free(xn); free(ref); free(got); free(got2); free(old);
+    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(br); cudaFree(dy); cudaFree(ws);
+}
+
+void kernels8a_quant_in_block(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     g_r = run;
     S = stream;
     g_seed = seed;
@@ -109,4 +153,11 @@ void kernels8a_staged(gu_run *run, cudaStream_t stream, unsigned long long *seed
     ffn_norm_case(MI_TYPE_Q4_0, 896, 4864);   /* the 0.5B's FFN */
     ffn_norm_case(MI_TYPE_Q4_0, 1536, 8960);  /* the 1.5B's */
     ffn_norm_case(MI_TYPE_Q8_0, 896, 4864);
+    q6k_case(3584, 512, false, false, 0);     /* the 7B's v */
+    q6k_case(3584, 512, true, false, 0);      /* the same with its norm folded */
+    q6k_case(18944, 3584, false, true, 0);    /* the 7B's down + residual (d12's blocks of 32 warps) */
+    q6k_case(3584, 4096, true, false, 0);     /* the output head's rows after the final norm */
+    q6k_case(8960, 300, true, true, 0);       /* the longest row the norm form takes */
+    q6k_case(3584, 512, true, false, 4);      /* x and nw not 16-byte aligned: the fallback */
+    q6k_case(3584, 512, false, true, 4);
 }
