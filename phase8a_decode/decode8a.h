@@ -62,7 +62,9 @@ mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const voi
  *   mi8a_matvec_staged_quant  y [M] = W [K, M] @ x + bias (item d24: the bias is d15's residual)
  *   mi8a_ffn_staged_norm      y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps) (d23),
  *                             bit-identical to 7e's RMS norm, then 7e's staged FFN
- * fused: the FFN's two weights. x and nw need 4-byte alignment only. */
+ * fused: the FFN's two weights. x is copied into shared memory (16-byte loads where aligned), so
+ * the row's shared memory (weights, quantized x, x) must fit QX_SMEM_MAX; x and nw need 4-byte
+ * alignment only. */
 bool mi8a_staged_quant_supported(mi_type wt, int64_t K, int64_t M, bool fused);
 mi_status mi8a_matvec_staged_quant(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                                    int64_t K, int64_t M);
@@ -94,10 +96,10 @@ mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *se
                                 const float *nw, float eps, int64_t K);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x' + bias),
- * x' = rms_norm(x, nw, eps) when nw (NORM_MATMUL, item d25), else x; r and bias may be NULL.
+ * x' = rms_norm(x, nw, eps) when nw (NORM_MATMUL, item d26), else x; r and bias may be NULL.
  * x' is quantized with 7b's quantizer's bytes: in every block of the kernel (item d25, read at
- * each launch; x and nw 16-byte aligned, and K <= 8,960 with the norm: x's copy in shared
- * memory), else by 7b's quantizer into ws (mi8a_matvec_q6k_workspace bytes; the norm then by
+ * each launch, and always with the norm; x and nw 16-byte aligned, and K <= 8,960 with the norm:
+ * x's copy in shared memory), else by 7b's quantizer into ws (mi8a_matvec_q6k_workspace bytes; the norm then by
  * 7e's kernel). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0,
  * K <= 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal
  * the CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of

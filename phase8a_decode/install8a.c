@@ -110,7 +110,7 @@ static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows 
                                         sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
                                             sup_add_q6k, run_add_q6k, ws_q6k, 0};
-/* NORM_MATMUL, Q6_K, one token (d25): the norm applied and x quantized in every block (the 7B's v
+/* NORM_MATMUL, Q6_K, one token (d26): the norm applied and x quantized in every block (the 7B's v
  * beside its Q4_K q and k in the Q6_K layers, so their norm folds too; the output head) */
 static bool sup_norm_q6k(const mi_tensor *n) {
     return mi_matmul_shared_x(n) == 0 && q6k_rule(n) && mi8a_matvec_q6k_norm_supported(n->src[0]->ne[0]) &&
@@ -122,7 +122,7 @@ static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                            ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1], ws);
 }
 static const mi_cuda_kernel k_norm_mm_q6k = {"norm + matmul, one token, Q6_K streaming rows, the norm and x's "
-                                             "quantization in every block", "d11,d25", sup_norm_q6k, run_norm_q6k,
+                                             "quantization in every block", "d11,d26", sup_norm_q6k, run_norm_q6k,
                                              ws_q6k, 0};
 
 /* MATMUL marked by the pass as a run of one launch (d13): the nodes of a run of one x before its
@@ -666,9 +666,10 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
-    mi_cuda_item_declare("d25", "x's quantization (and the RMS norm that feeds it) in every block of d11's Q6_K "
-                                "kernel: the 7B's Q6_K v, downs and head without the quantizer's launch, their norms "
-                                "folded; read at each launch");
+    mi_cuda_item_declare("d25", "x's quantization in every block of d11's Q6_K kernel (the 7B's Q6_K v, downs and "
+                                "head without the quantizer's launch); read at each launch");
+    mi_cuda_item_declare("d26", "the RMS norm before a Q6_K one-token matmul applied in every block of d11's kernel "
+                                "(the 7B's attention norms in its Q6_K-v layers and its final norm fold)");
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

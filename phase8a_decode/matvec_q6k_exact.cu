@@ -132,7 +132,7 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
 }
 
 /* Where the activation comes from: 7b's quantizer's row in global memory (A), or x itself
- * quantized in the block (item d25), after the RMS norm of the node (NORM_MATMUL) */
+ * quantized in the block (item d25), after the RMS norm of the node (NORM_MATMUL, item d26) */
 #define Q6S_XQ_NONE 0
 #define Q6S_XQ_QUANT 1
 #define Q6S_XQ_NORM 2
@@ -180,7 +180,7 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     if constexpr (PDL) pdl_wait();
     if constexpr (XQ == Q6S_XQ_NONE) {
         stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
-    } else {   /* d25: x (normalized) quantized here, 7b's quantizer's bytes in q6s_put's places */
+    } else {   /* d25, d26: x (normalized) quantized here, 7b's quantizer's bytes in q6s_put's places */
         float scale = 1.0f, *sx = NULL;
         if constexpr (XQ == Q6S_XQ_NORM) {
             sx = q6s_norm_row(sbs, nsb);
@@ -266,7 +266,8 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     if ((uintptr_t)w & 3u) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: weights not 4-byte aligned");
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
-    /* d25 needs x (and nw) 16-byte aligned for its float4 loads; the norm is folded either way */
+    /* d25 (and d26's norm, which quantizes in the block as d25 does) needs x and nw 16-byte
+     * aligned for its float4 loads; otherwise the same bits through the workspace */
     const bool aligned = !((uintptr_t)x & 15u) && !((uintptr_t)nw & 15u);
     const int xq = (nw || mi_cuda_item_on("d25")) && aligned ? (nw ? Q6S_XQ_NORM : Q6S_XQ_QUANT) : Q6S_XQ_NONE;
     if (xq == Q6S_XQ_NONE) {

@@ -48,20 +48,51 @@ __device__ __forceinline__ void quant_q8_1_octet(const float v[4], uint8_t *blk,
     }
 }
 
+/* x [K] into shared memory sx with every load in flight (batches of QX_NB 16-byte loads a
+ * thread: the 0.5B's 4,864-element row in one round trip; a row not 16-byte aligned as words) */
+#define QX_NB 16
+__device__ __forceinline__ void stage_x(float *sx, const float *__restrict__ X, int64_t K) {
+    const int T = MMV_THREADS, tid = threadIdx.x;
+    if (!((uintptr_t)X & 15u)) {
+        const float4 *x4 = (const float4 *)X;
+        const int64_t n4 = K / 4;
+        for (int64_t c0 = tid; c0 < n4; c0 += (int64_t)QX_NB * T) {
+            float4 v[QX_NB];
+#pragma unroll
+            for (int j = 0; j < QX_NB; j++)
+                if (c0 + j * T < n4) v[j] = __ldg(x4 + c0 + j * T);
+#pragma unroll
+            for (int j = 0; j < QX_NB; j++)
+                if (c0 + j * T < n4) ((float4 *)sx)[c0 + j * T] = v[j];
+        }
+        return;
+    }
+    for (int64_t c0 = tid; c0 < K; c0 += (int64_t)QX_NB * T) {
+        float v[QX_NB];
+#pragma unroll
+        for (int j = 0; j < QX_NB; j++)
+            if (c0 + j * T < K) v[j] = __ldg(X + c0 + j * T);
+#pragma unroll
+        for (int j = 0; j < QX_NB; j++)
+            if (c0 + j * T < K) sx[c0 + j * T] = v[j];
+    }
+}
+
 /* x [K] (normalized with nw when NORM) quantized into A (K / 32 blocks of 36 bytes, shared
- * memory) by the whole block: octet o of the block takes blocks o, o + 16, ... */
+ * memory) by the whole block from its shared copy sx (one round trip for x): each warp sums the
+ * squares itself in the canonical order, then octet o of the block takes blocks o, o + 16, ...,
+ * reading 16 bytes a lane (a warp's four blocks are 512 contiguous bytes: no bank conflicts). */
 template <bool NORM>
 __device__ __forceinline__ void quantize_x_block(const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                                                 int64_t K, uint8_t *A) {
+                                                 int64_t K, float *sx, uint8_t *A) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 7;
+    stage_x(sx, X, K);
+    __syncthreads();
     float scale = 1.0f;
-    if constexpr (NORM) {   /* every warp the same bits: no barrier */
+    if constexpr (NORM) {   /* every warp the same bits: no second barrier */
         float acc = 0.0f;
 #pragma unroll 8
-        for (int64_t i = lane; i < K; i += 32) {
-            const float v = __ldg(X + i);
-            acc = __fadd_rn(acc, __fmul_rn(v, v));
-        }
+        for (int64_t i = lane; i < K; i += 32) acc = __fadd_rn(acc, __fmul_rn(sx[i], sx[i]));
         for (int off = 16; off >= 1; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
         scale = mi_canon_rms_scale(acc, K, eps);
     }
@@ -72,15 +103,19 @@ __device__ __forceinline__ void quantize_x_block(const float *__restrict__ X, co
         const bool in = b < nb;
         float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (in) {
+            const float4 xv = *(const float4 *)(sx + b * 32 + 4 * sub);
+            v[0] = xv.x, v[1] = xv.y, v[2] = xv.z, v[3] = xv.w;
+            if (NORM) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t i = b * 32 + 4 * sub + e;
-                v[e] = NORM ? __fmul_rn(__fmul_rn(__ldg(X + i), scale), __ldg(nw + i)) : __ldg(X + i);
+                for (int e = 0; e < 4; e++) v[e] = __fmul_rn(__fmul_rn(v[e], scale), __ldg(nw + b * 32 + 4 * sub + e));
             }
         }
         quant_q8_1_octet(v, A + (size_t)b * A8_BYTES, sub, in);
     }
 }
+
+/* bytes of the quantized row (36-byte blocks), 16-byte rounded so x's copy after it is aligned */
+__host__ __device__ __forceinline__ size_t qx_arow(int64_t K) { return ((size_t)(K / 32) * A8_BYTES + 15) & ~(size_t)15; }
 
 /* FUSED: y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw) when NORM. Else y [M] = W @ x + bias
  * (bias: the bias, or d15's residual). */
@@ -102,13 +137,17 @@ kernel_staged_quant(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W
         lead = stage_bytes(smem, W + (size_t)m0 * wrow, nbytes, W, W + total);
     pdl_wait();   /* x and the residual: the kernels before this one wrote them */
     uint8_t *A = (uint8_t *)smem + (FUSED ? 2 : 1) * region;
-    quantize_x_block<NORM>(X, nw, eps, K, A);
+    float *sx = (float *)(A + qx_arow(K));
+    quantize_x_block<NORM>(X, nw, eps, K, sx, A);
     __syncthreads();
     staged_rows_dot<WT, 1, FUSED, false>((const uint8_t *)smem + lead, (const uint8_t *)smem + region + lead2, wrow, M,
                                          m0, rows, RB, A, (size_t)(K / 32) * A8_BYTES, bias, Y, 1, K / 32);
 }
 
 /* ---------------- launchers ---------------- */
+
+/* shared memory past the regions: the quantized row, rounded to 16 bytes, then x's copy */
+#define QX_SMEM_MAX (200u << 10)   /* opt-in: the largest row d15 takes (22 KB) with its x */
 
 /* the launch shape of 7e's staged kernel for these rows, and its shared memory with A appended;
  * 0 where the kernel does not take them (a format of 256-element activation blocks, a row 7e
@@ -119,8 +158,8 @@ static size_t quant_smem(mi_type wt, int64_t K, int64_t M, bool fused, int *rb, 
     const size_t wrow = mi_row_size(wt, K);
     *rb = staged_rows_per_block(wrow, fused ? 2 : 1, M);
     *region = staged_region(*rb, wrow);
-    const size_t smem = *region * (fused ? 2 : 1) + arow;
-    return smem <= MMV_SMEM_MAX && (M + *rb - 1) / *rb <= 0x7fffffff ? smem : 0;
+    const size_t smem = *region * (fused ? 2 : 1) + qx_arow(K) + (size_t)K * sizeof(float);
+    return smem <= QX_SMEM_MAX && (M + *rb - 1) / *rb <= 0x7fffffff ? smem : 0;
 }
 
 extern "C" bool mi8a_staged_quant_supported(mi_type wt, int64_t K, int64_t M, bool fused) {
@@ -140,6 +179,12 @@ static mi_status launch_quant(cudaStream_t st, const uint8_t *w, const uint8_t *
                       (long long)K, (long long)M);
     const size_t wrow = mi_row_size((mi_type)WT, K);
     const int64_t nb = (M + rb - 1) / rb;
+    static size_t opted = 0;   /* per instantiation: the shared memory opted into so far */
+    if (smem > MMV_SMEM_MAX && smem > opted) {
+        MI_CU_CHECK(cudaFuncSetAttribute(kernel_staged_quant<WT, FUSED, NORM>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
+    }
     MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_staged_quant<WT, FUSED, NORM>, dim3((unsigned)nb), dim3(MMV_THREADS),
                            smem, st, w, w2, wrow, M, K, x, nw, eps, bias, y, rb, region));
     MI_CU_CHECK_LAUNCH("kernel_staged_quant");

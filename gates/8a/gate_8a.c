@@ -85,7 +85,7 @@ static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels
 }
 
 /* The fusions on against off: d1 and d2, and the items whose candidates also take fused nodes
- * (d23's staged FFN and d25's Q6_K matmul with the norm), so with them off the pass fuses nothing.
+ * (d23's staged FFN and d26's Q6_K matmul with the norm), so with them off the pass fuses nothing.
  * bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
 static void test_model(const char *shape, const char *type, double bound, bool q4k) {
     mi_model *m = begin_model_test("model", shape, type);
@@ -99,7 +99,7 @@ static void test_model(const char *shape, const char *type, double bound, bool q
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f_on);
     const uint64_t d1_runs = mi_cuda_item_runs("d1") - d1, d2_runs = mi_cuda_item_runs("d2") - d2;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2,d23,d25");
+    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2,d23,d26");
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f_off);
     mi_cuda_items_set_off("");
     if (st != MI_OK) {
@@ -430,6 +430,7 @@ static void gate_7b(void) {
     test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("q6k_quant", "d25", -1, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_item_model("q6k_norm", "d26", -1, "qwen2.5-7b", "q4_k_m");
 }
 
 int main(int argc, char **argv) {

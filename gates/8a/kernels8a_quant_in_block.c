@@ -1,6 +1,6 @@
 /* gate_8a's cases for the one-token kernels that quantize x (and apply the RMS norm before it) in
  * every block: matvec_staged_quant_exact.cu (7e's staged kernels, items d23, d24) and d11's Q6_K
- * kernel with item d25, against the work they replace done by the kernels before them (7e's RMS
+ * kernel with items d25 and d26, against the work they replace done by the kernels before them (7e's RMS
  * norm, 7b's quantizer, then the same matmul): bit for bit; against the CPU reference: NMSE <=
  * 1e-6; against themselves on a second run: bit for bit. */
 #include "gates/8a/kernels8a.h"
@@ -95,9 +95,10 @@ static void ffn_norm_case(mi_type t, int64_t K, int64_t F) {
     cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
 }
 
-/* d25: d11's Q6_K kernel, x (normalized when norm) quantized in every block, against the same
- * kernel with d25 off (7e's RMS norm and 7b's quantizer first); xoff: x and nw 4 bytes past a
- * 16-byte boundary, where d25 falls back to that path (still bit for bit) */
+/* d25, d26: d11's Q6_K kernel, x (normalized when norm) quantized in every block, against the
+ * chain it replaces: 7e's RMS norm (norm), then the same kernel with d25 off (7b's quantizer
+ * first); xoff: x and nw 4 bytes past a 16-byte boundary, where the kernel falls back to that
+ * chain itself (still bit for bit) */
 static void q6k_case(int64_t K, int64_t M, bool norm, bool res, size_t xoff) {
     char name[96];
     const mi_type t = MI_TYPE_Q6_K;
@@ -121,6 +122,7 @@ static void q6k_case(int64_t K, int64_t M, bool norm, bool res, size_t xoff) {
     void *dw = dev_up_at(w, wb, 0, &bw);
     float *dx = dev_up_at(x, (size_t)K * 4, xoff, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, xoff, &bn);
     float *dr = dev_up_at(r, (size_t)M * 4, 0, &br), *dy = dev_poison((size_t)M * 4);
+    float *dxn = dev_poison((size_t)K * 4);
     void *ws = dev_poison(mi8a_matvec_q6k_workspace(K) + 64);
     const float *pn = norm ? dnw : NULL, *pr = res ? dr : NULL;
     mi_status st = mi_cuda_items_set_off("");
@@ -128,14 +130,15 @@ static void q6k_case(int64_t K, int64_t M, bool norm, bool res, size_t xoff) {
     if (st == MI_OK) { dev_down_on(S, got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pn, EPS, NULL, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down_on(S, got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK && norm) st = mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS);
     if (st == MI_OK) st = mi_cuda_items_set_off("d25");
-    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pn, EPS, NULL, pr, dy, K, M, ws);
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, norm ? dxn : dx, NULL, 0.0f, NULL, pr, dy, K, M, ws);
     if (st == MI_OK) dev_down_on(S, old, dy, (size_t)M * 4);
     mi_cuda_items_set_off("");
     if (st != MI_OK) gu_fail(g_r, "launch: %s", mi_errmsg());
     else judge(name, got, got2, old, ref, (size_t)M);
     free(w); free(x); free(nw); free(r); free(xn); free(ref); free(got); free(got2); free(old);
-    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(br); cudaFree(dy); cudaFree(ws);
+    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(br); cudaFree(dy); cudaFree(dxn); cudaFree(ws);
 }
 
 void kernels8a_quant_in_block(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
