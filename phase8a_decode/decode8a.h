@@ -56,18 +56,14 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 
-/* ---- matvec_staged_quant_exact.cu: 7e's staged one-token kernels with x quantized in every block
- * (formats of 32-element activation blocks: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), launched as
- * programmatic dependents (d6), bit-identical to 7b's quantizer followed by 7e's kernel:
- *   mi8a_matvec_staged_quant  y [M] = W [K, M] @ x + bias (item d24: the bias is d15's residual)
- *   mi8a_ffn_staged_norm      y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps) (d23),
- *                             bit-identical to 7e's RMS norm, then 7e's staged FFN
- * fused: the FFN's two weights. x is copied into shared memory (16-byte loads where aligned), so
- * the row's shared memory (weights, quantized x, x) must fit QX_SMEM_MAX; x and nw need 4-byte
- * alignment only. */
-bool mi8a_staged_quant_supported(mi_type wt, int64_t K, int64_t M, bool fused);
-mi_status mi8a_matvec_staged_quant(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                                   int64_t K, int64_t M);
+/* ---- ffn_staged_norm_exact.cu, item d23: the fused FFN head on norm-folded x with 7e's
+ * staged rows, y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps), the norm and x's
+ * quantization done in every block (formats of 32-element activation blocks: Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q8_0), launched as a programmatic dependent (d6); bit-identical to 7e's RMS norm, 7b's
+ * quantizer and 7e's staged FFN. x is copied into each block's shared memory (16-byte loads
+ * where aligned), so the shared memory of a block's rows, the quantized x and x must fit
+ * QX_SMEM_MAX; x and nw need 4-byte alignment only. */
+bool mi8a_ffn_staged_norm_supported(mi_type wt, int64_t K, int64_t F);
 mi_status mi8a_ffn_staged_norm(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                                float eps, float *y, int64_t K, int64_t F);
 
@@ -95,20 +91,15 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
 mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
                                 const float *nw, float eps, int64_t K);
 
-/* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x' + bias),
- * x' = rms_norm(x, nw, eps) when nw (NORM_MATMUL, item d26), else x; r and bias may be NULL.
- * x' is quantized with 7b's quantizer's bytes: in every block of the kernel (item d25, read at
- * each launch, and always with the norm; x and nw 16-byte aligned, and K <= 8,960 with the norm:
- * x's copy in shared memory), else by 7b's quantizer into ws (mi8a_matvec_q6k_workspace bytes; the norm then by
- * 7e's kernel). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0,
- * K <= 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal
- * the CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of
- * them; with d25 on and off the bits are the same. */
+/* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
+ * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
+ * bytes). Rows streamed into registers an octet of lanes a super-block (K % 256 == 0, K <=
+ * 41,216: the Q8_K row in shared memory; weights 4-byte aligned). Integer unit dots equal the
+ * CPU's; a row's units are added in another order than 7b's and 7e's, so within rounding of them. */
 bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
-bool mi8a_matvec_q6k_norm_supported(int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
-mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *nw, float eps, const float *bias,
-                          const float *r, float *y, int64_t K, int64_t M, void *ws);
+mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
+                          int64_t K, int64_t M, void *ws);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four

@@ -97,33 +97,18 @@ static bool sup_add_q6k(const mi_tensor *n) { return q6k_rule(n) && mm_add_ok(n)
 static size_t ws_q6k(const mi_tensor *n) { return mi8a_matvec_q6k_workspace(n->src[0]->ne[0]); }
 static mi_status run_mm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, 0.0f, ptr(n->src[2]), NULL, n->data, w->ne[0],
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, ptr(n->src[2]), NULL, n->data, w->ne[0],
                            w->ne[1], ws);
 }
 static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, 0.0f, NULL, n->src[2]->data, n->data,
-                           w->ne[0],
+    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, n->src[2]->data, n->data, w->ne[0],
                            w->ne[1], ws);
 }
 static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows (an octet a super-block)", "d11",
                                         sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
                                             sup_add_q6k, run_add_q6k, ws_q6k, 0};
-/* NORM_MATMUL, Q6_K, one token (d26): the norm applied and x quantized in every block (the 7B's v
- * beside its Q4_K q and k in the Q6_K layers, so their norm folds too; the output head) */
-static bool sup_norm_q6k(const mi_tensor *n) {
-    return mi_matmul_shared_x(n) == 0 && q6k_rule(n) && mi8a_matvec_q6k_norm_supported(n->src[0]->ne[0]) &&
-           norm_mm_ok(n);
-}
-static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
-                           ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1], ws);
-}
-static const mi_cuda_kernel k_norm_mm_q6k = {"norm + matmul, one token, Q6_K streaming rows, the norm and x's "
-                                             "quantization in every block", "d11,d26", sup_norm_q6k, run_norm_q6k,
-                                             ws_q6k, 0};
 
 /* MATMUL marked by the pass as a run of one launch (d13): the nodes of a run of one x before its
  * last (MI_MM_RUN_DEFER) launch nothing and leave their weight, bias and output in a thread-local
@@ -502,29 +487,13 @@ static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token
                                                "as the kernel's bias)", "e2,d2,d15", sup_add_staged, run_add_staged,
                                                ws_add_staged, 0};
 
-/* d24: d15's kernel with x quantized in each of its blocks (the quantizer's launch saved), where
- * the dispatch gives the plain matmul 7e's staged kernel, as d15's candidate; the same bits */
-static bool sup_add_staged_quant(const mi_tensor *n) {
-    const mi_tensor *w = n->src[0];
-    return w && mi8a_staged_quant_supported(w->type, w->ne[0], w->ne[1], false) && sup_add_staged(n);
-}
-static mi_status run_add_staged_quant(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    const mi_tensor *w = n->src[0];
-    return mi8a_matvec_staged_quant(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data,
-                                    w->ne[0], w->ne[1]);
-}
-static const mi_cuda_kernel k_mm_add_staged_quant = {"matmul + residual add, one token, staged weight rows, x quantized "
-                                                     "in every block", "e2,d2,d15,d24", sup_add_staged_quant,
-                                                     run_add_staged_quant, NULL, 0};
-
 /* d23: NORM_FFN_SWIGLU on 7e's staged FFN, the norm and the quantization of x in every block,
  * where the dispatch gives the plain FFN that kernel (so its bits are the norm's, then that
  * kernel's) */
 static bool sup_norm_ffn_staged(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     if (!wg || !wu || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
-        !mi8a_staged_quant_supported(wg->type, wg->ne[0], wg->ne[1], true))
+        !mi8a_ffn_staged_norm_supported(wg->type, wg->ne[0], wg->ne[1]))
         return false;
     mi_tensor ffn = *n;
     ffn.op = MI_OP_FFN_SWIGLU;
@@ -639,9 +608,6 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d23", "the RMS norm and x's quantization in every block of 7e's staged one-token FFN (the "
                                 "0.5B's FFN norm, quantizer and gate/up in one launch)");
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_staged);
-    mi_cuda_item_declare("d24", "x's quantization in every block of d15's staged matmul + residual (the 0.5B's down "
-                                "projection and its quantizer in one launch)");
-    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_staged_quant);   /* tried before d15's */
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);
@@ -666,10 +632,5 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
-    mi_cuda_item_declare("d25", "x's quantization in every block of d11's Q6_K kernel (the 7B's Q6_K v, downs and "
-                                "head without the quantizer's launch); read at each launch");
-    mi_cuda_item_declare("d26", "the RMS norm before a Q6_K one-token matmul applied in every block of d11's kernel "
-                                "(the 7B's attention norms in its Q6_K-v layers and its final norm fold)");
-    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

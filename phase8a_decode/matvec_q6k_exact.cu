@@ -131,25 +131,14 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
     return sd[s] * (wd * (float)isum - wm * (float)bsum);
 }
 
-/* Where the activation comes from: 7b's quantizer's row in global memory (A), or x itself
- * quantized in the block (item d25), after the RMS norm of the node (NORM_MATMUL, item d26) */
-#define Q6S_XQ_NONE 0
-#define Q6S_XQ_QUANT 1
-#define Q6S_XQ_NORM 2
-/* the norm's copy of x: after the 16-element sums, rounded up to 16 bytes (float4 stores) */
-__device__ __forceinline__ float *q6s_norm_row(uint32_t *sbs, int nsb) {
-    return (float *)(((uintptr_t)(sbs + (size_t)nsb * 8) + 15) & ~(uintptr_t)15);
-}
-
 /* PDL: the kernel may be launched as a programmatic dependent: it lets the next kernel launch,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
  * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
  * a row's arithmetic and order do not depend on TH. */
-template <bool RES, bool PDL, int TH, int XQ>
+template <bool RES, bool PDL, int TH>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
-                  const float *__restrict__ X, const float *__restrict__ nw, float eps,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
     constexpr int U = Q6S_U;
     extern __shared__ uint4 smem_q6s[];
@@ -178,22 +167,7 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     if constexpr (PDL) pdl_trigger();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
     if constexpr (PDL) pdl_wait();
-    if constexpr (XQ == Q6S_XQ_NONE) {
-        stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
-    } else {   /* d25, d26: x (normalized) quantized here, 7b's quantizer's bytes in q6s_put's places */
-        float scale = 1.0f, *sx = NULL;
-        if constexpr (XQ == Q6S_XQ_NORM) {
-            sx = q6s_norm_row(sbs, nsb);
-            scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
-        }
-        quant_act_rows<2, XQ == Q6S_XQ_NORM, WARPS>(X, sx, nsb, nw, scale,
-                                                    [=](int s, int l, uint2 q, int pair, float d) {
-            q6s_put(sq, sd, sbs, s * (AK_BYTES / 4) + 1 + 2 * l, q.x);
-            q6s_put(sq, sd, sbs, s * (AK_BYTES / 4) + 2 + 2 * l, q.y);
-            if (!(l & 1)) ((int16_t *)sbs)[(size_t)s * 16 + (l >> 1)] = (int16_t)pair;
-            if (l == 0) sd[s] = d;
-        });
-    }
+    stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
     __syncthreads();
     float acc = 0.0f;
     while (row < M) {   /* warp-uniform */
@@ -220,71 +194,41 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
 #undef Q6S_LOAD
 }
 
-static size_t q6s_smem(int64_t K, bool norm) {
-    const size_t act = (size_t)(K / 256) * AK_BYTES;
-    return norm ? ((act + 15) & ~(size_t)15) + (size_t)K * sizeof(float) : act;
-}
+static size_t q6s_smem(int64_t K) { return (size_t)(K / 256) * AK_BYTES; }
 
 extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
-    return wt == MI_TYPE_Q6_K && K > 0 && K % 256 == 0 && q6s_smem(K, false) <= Q6S_SMEM_MAX;
-}
-extern "C" bool mi8a_matvec_q6k_norm_supported(int64_t K) {
-    return mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K) && q6s_smem(K, true) <= Q6S_SMEM_MAX;
+    return wt == MI_TYPE_Q6_K && K > 0 && K % 256 == 0 && q6s_smem(K) <= Q6S_SMEM_MAX;
 }
 
-/* 7b's quantized row, and for the norm's fallback (x or nw not 16-byte aligned) x normalized by 7e's norm */
-extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) {
-    return ((mi7b_act_row_bytes(MI_TYPE_Q6_K, K) + 255) & ~(size_t)255) + (size_t)K * sizeof(float);
-}
+extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES, int TH, int XQ>
-static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *x, const float *nw,
-                            float eps, const float *bias, float *y, int64_t K, int64_t M, const float *r, bool pdl) {
+template <bool RES, int TH>
+static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
+                            int64_t K, int64_t M, const float *r, bool pdl) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
-    const size_t smem = q6s_smem(K, XQ == Q6S_XQ_NORM);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH, XQ>, TH, smem, M);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH, XQ>, dim3((unsigned)nb), dim3(TH), smem, st, w, M, nsb,
-                           a, x, nw, eps, bias, y, r));
+    const size_t smem = q6s_smem(K);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH>, TH, smem, M);
+    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH>, dim3((unsigned)nb), dim3(TH), smem, st, w, M, nsb, a,
+                           bias, y, r));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
     return MI_OK;
 }
 
-template <int TH, int XQ>
-static mi_status launch_q6k_res(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *x, const float *nw,
-                                float eps, const float *bias, float *y, int64_t K, int64_t M, const float *r, bool pdl) {
-    if (r) return launch_q6k<true, TH, XQ>(st, w, a, x, nw, eps, bias, y, K, M, r, pdl);
-    return launch_q6k<false, TH, XQ>(st, w, a, x, nw, eps, bias, y, K, M, NULL, pdl);
-}
-
-extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *nw, float eps,
-                                     const float *bias, const float *r, float *y, int64_t K, int64_t M, void *ws) {
-    if (!mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K) || M <= 0 || (nw && !mi8a_matvec_q6k_norm_supported(K)))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: K = %lld, M = %lld%s", (long long)K, (long long)M,
-                      nw ? ", with the norm" : "");
+extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r,
+                                     float *y, int64_t K, int64_t M, void *ws) {
+    if (!mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K) || M <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: K = %lld, M = %lld", (long long)K, (long long)M);
     if (!w || !x || !y || !ws) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k: null pointer");
     if ((uintptr_t)w & 3u) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: weights not 4-byte aligned");
+    MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
-    /* d25 (and d26's norm, which quantizes in the block as d25 does) needs x and nw 16-byte
-     * aligned for its float4 loads; otherwise the same bits through the workspace */
-    const bool aligned = !((uintptr_t)x & 15u) && !((uintptr_t)nw & 15u);
-    const int xq = (nw || mi_cuda_item_on("d25")) && aligned ? (nw ? Q6S_XQ_NORM : Q6S_XQ_QUANT) : Q6S_XQ_NONE;
-    if (xq == Q6S_XQ_NONE) {
-        const float *in = x;
-        if (nw) {   /* the norm's fallback: 7e's RMS norm (the same bits) into the workspace's tail */
-            float *xn = (float *)((uint8_t *)ws + ((mi7b_act_row_bytes(MI_TYPE_Q6_K, K) + 255) & ~(size_t)255));
-            MI_TRY(mi7e_rms_norm(stream, x, nw, xn, K, 1, eps));
-            in = xn;
-        }
-        MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, in, K, 1, ws));
-    }
     const bool pdl = mi8a_pdl_on();
-#define Q6S_LAUNCH(TH)                                                                                      \
-    (xq == Q6S_XQ_NORM    ? launch_q6k_res<TH, Q6S_XQ_NORM>(st, wb, a, x, nw, eps, bias, y, K, M, r, pdl)  \
-     : xq == Q6S_XQ_QUANT ? launch_q6k_res<TH, Q6S_XQ_QUANT>(st, wb, a, x, NULL, 0.0f, bias, y, K, M, r, pdl) \
-                          : launch_q6k_res<TH, Q6S_XQ_NONE>(st, wb, a, x, NULL, 0.0f, bias, y, K, M, r, pdl))
-    if (mi8a_wide_on(K)) return Q6S_LAUNCH(MI8A_WIDE_THREADS);   /* d12: one block of 32 warps an SM */
-    return Q6S_LAUNCH(Q6S_THREADS);
-#undef Q6S_LAUNCH
+    if (mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
+        if (r) return launch_q6k<true, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
+        return launch_q6k<false, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
+    }
+    if (r) return launch_q6k<true, Q6S_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
+    return launch_q6k<false, Q6S_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
 }

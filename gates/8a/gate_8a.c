@@ -85,7 +85,7 @@ static mi_status run_stream(mi_model *m, float *out, int64_t V, int64_t *kernels
 }
 
 /* The fusions on against off: d1 and d2, and the items whose candidates also take fused nodes
- * (d23's staged FFN and d26's Q6_K matmul with the norm), so with them off the pass fuses nothing.
+ * (d23's staged FFN with the norm), so with them off the pass fuses nothing.
  * bound < 0: bit-identical required; q4k: Q4_K weights, so d1 (norm folding) must have run too */
 static void test_model(const char *shape, const char *type, double bound, bool q4k) {
     mi_model *m = begin_model_test("model", shape, type);
@@ -99,7 +99,7 @@ static void test_model(const char *shape, const char *type, double bound, bool q
     mi_status st = mi_cuda_items_set_off("");
     if (st == MI_OK) st = run_stream(m, on, V, &k_on, &f_on);
     const uint64_t d1_runs = mi_cuda_item_runs("d1") - d1, d2_runs = mi_cuda_item_runs("d2") - d2;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2,d23,d26");
+    if (st == MI_OK) st = mi_cuda_items_set_off("d1,d2,d23");
     if (st == MI_OK) st = run_stream(m, off, V, &k_off, &f_off);
     mi_cuda_items_set_off("");
     if (st != MI_OK) {
@@ -382,7 +382,7 @@ static void gate_small(void) {
     kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
-    kernels8a_quant_in_block(&R, S, &g_seed);
+    kernels8a_ffn_staged(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);
@@ -407,7 +407,6 @@ static void gate_small(void) {
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
-    test_bitwise_item_model("staged_quant", "d24", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */
@@ -429,8 +428,6 @@ static void gate_7b(void) {
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
     test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
     test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
-    test_bitwise_item_model("q6k_quant", "d25", -1, "qwen2.5-7b", "q4_k_m");
-    test_bitwise_item_model("q6k_norm", "d26", -1, "qwen2.5-7b", "q4_k_m");
 }
 
 int main(int argc, char **argv) {

@@ -305,16 +305,16 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
                            ? mi8a_matvec_q6k_workspace(K) : mi7e_matvec_staged_workspace(t, K, 1);
     void *ws = dev_poison(wsb + 64);
     const float *pb = bias ? db : NULL, *pr = res ? dr : NULL;
-    mi_status st = mi8a_matvec_q6k(S, dw, dx, NULL, 0.0f, pb, pr, dy, K, M, ws);
+    mi_status st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, NULL, 0.0f, pb, pr, dy, K, M, ws);
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     /* rows long enough for d12: the kernel in blocks of 256 threads (d12 off) gives the same bits */
     const bool wide = K >= MI8A_WIDE_K;
     size_t d_narrow = (size_t)-1;
     if (st == MI_OK && wide) {
         st = mi_cuda_items_set_off("d12");
-        if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, NULL, 0.0f, pb, pr, dy, K, M, ws);
+        if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
         mi_cuda_items_set_off("");
         if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_narrow = gu_first_diff(got, old, (size_t)M * 4); }
     }
