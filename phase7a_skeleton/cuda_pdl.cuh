@@ -25,6 +25,23 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+/* When a kernel lets the next one launch. MI_PDL_TRIGGER (a build define, for measurements):
+ *   0  every kernel at its start (pdl_trigger_early; MI_PDL_ENTRY triggers, then waits), so a
+ *      chain of programmatic kernels can become resident many kernels ahead;
+ *   1  the small kernels (MI_PDL_ENTRY) only after their wait; 8a's kernels at their start;
+ *   2  every kernel after its wait (pdl_wait_trigger): at most one kernel ahead.
+ * The order of the step's reads and writes is the same in all three. */
+#ifndef MI_PDL_TRIGGER
+#define MI_PDL_TRIGGER 0
+#endif
+__device__ __forceinline__ void pdl_trigger_early() {
+    if (MI_PDL_TRIGGER < 2) pdl_trigger();
+}
+__device__ __forceinline__ void pdl_wait_trigger() {
+    pdl_wait();
+    if (MI_PDL_TRIGGER >= 2) pdl_trigger();
+}
+
 /* kernel<<<grid, block, smem, st>>>(args...), with the programmatic attribute when pdl. Only
  * for kernels that call pdl_wait() before their first read of an earlier kernel's output. */
 template <typename... KArgs, typename... Args>
@@ -46,10 +63,15 @@ static inline cudaError_t pdl_launch(bool pdl, void (*kernel)(KArgs...), dim3 gr
 /* the first two instructions of a small kernel that lower phases launch through
  * MI_PDL_LAUNCH: let the next kernel launch, then wait for the one before (every block, before
  * any other memory access, so the order of the step is the plain stream's) */
-#define MI_PDL_ENTRY() \
-    do {               \
-        pdl_trigger(); \
-        pdl_wait();    \
+#define MI_PDL_ENTRY()                   \
+    do {                                 \
+        if (MI_PDL_TRIGGER >= 1) {       \
+            pdl_wait();                  \
+            pdl_trigger();               \
+        } else {                         \
+            pdl_trigger();               \
+            pdl_wait();                  \
+        }                                \
     } while (0)
 /* kernel<<<grid, block, smem, st>>>(args...), a programmatic dependent when mi_cuda_pdl_small() */
 #define MI_PDL_LAUNCH(kernel, grid, block, smem, st, ...) \

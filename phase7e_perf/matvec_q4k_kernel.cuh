@@ -293,13 +293,13 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
         }                                                                             \
     } while (0)
 
-    if constexpr (PDL) pdl_trigger();
+    if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
     if constexpr (NORM) {   /* the norm weight into L1 while x is awaited: quant_act_shared reads it */
         for (int i = threadIdx.x * 32; i < nsb * 256; i += TH * 32)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
     }
-    if constexpr (PDL) pdl_wait();
+    if constexpr (PDL) pdl_wait_trigger();
     float scale = 1.0f;
     float *sx = NORM ? q4k_norm_row(sbs, nsb) : NULL;
     if constexpr (NORM) scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);

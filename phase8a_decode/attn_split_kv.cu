@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(SKV_T) kernel_attn_split(const float *__restri
     const int NZ = (Hq / Hkv + GB - 1) / GB, kvh = blockIdx.x / NZ, z = blockIdx.x - kvh * NZ;
     const int h0 = kvh * (Hq / Hkv) + z * GB, G = min(GB, Hq / Hkv - z * GB);
     const int s = blockIdx.y, tid = threadIdx.x;
-    pdl_trigger();
-    pdl_wait();   /* q, the caches and n_past: all written before this kernel (d6) */
+    pdl_trigger_early();
+    pdl_wait_trigger();   /* q, the caches and n_past: all written before this kernel (d6) */
     KT *vs = (KT *)skv_smem4;                                       /* VS: [SKV_T][hd] V tile */
     float *qs = (float *)(skv_smem4 + (VS ? (size_t)SKV_T * hd * sizeof(KT) / 16 : 0));   /* [G][hd] */
     float *ps = qs + (size_t)G * hd;       /* [G][SKV_T] scores, then probabilities */
@@ -254,8 +254,8 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
                                     const int32_t *__restrict__ np_dev, int64_t np_host, int64_t n_ctx) {
     __shared__ float wsh[MI8A_SKV_MAX_SPLITS], lsh[MI8A_SKV_MAX_SPLITS], red[32];
     const int h = blockIdx.x, tid = threadIdx.x;
-    pdl_trigger();
-    pdl_wait();
+    pdl_trigger_early();
+    pdl_wait_trigger();
     const size_t pstride = (size_t)hd + 2;
     const float *p = part + (size_t)h * S * pstride;
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);

@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(SM_T, 3) kernel_attn_split_mma(const float *__
     uint16_t *vs = ks + 2 * SM_TK * LD;      /* [2][SM_TK][LD] */
     const int G = Hq / Hkv, kvh = blockIdx.x, h0 = kvh * G, s = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3, mi = lane >> 3;
-    pdl_trigger();
-    pdl_wait();   /* q, the caches and n_past: written before this kernel */
+    pdl_trigger_early();
+    pdl_wait_trigger();   /* q, the caches and n_past: written before this kernel */
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx);
     const int64_t chunk = skv_chunk(n_kv, S), k0 = (int64_t)s * chunk;
     const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;

@@ -122,14 +122,14 @@ kernel_ffn_staged_norm(const uint8_t *__restrict__ Wg, const uint8_t *__restrict
                        int64_t K, const float *__restrict__ X, const float *__restrict__ nw, float eps,
                        float *__restrict__ Y, int RB, size_t region) {
     extern __shared__ uint4 smem[];
-    pdl_trigger();
+    pdl_trigger_early();
     const int64_t m0 = (int64_t)blockIdx.x * RB;
     const int rows = (int)(F - m0 < RB ? F - m0 : RB);
     const size_t nbytes = (size_t)rows * wrow, total = (size_t)F * wrow;
     size_t lead = 0, lead2 = 0;
     stage_pair(smem, Wg + (size_t)m0 * wrow, Wg, Wg + total, smem + region / 16, Wu + (size_t)m0 * wrow, Wu,
                Wu + total, nbytes, &lead, &lead2);
-    pdl_wait();   /* x: the kernels before this one wrote it */
+    pdl_wait_trigger();   /* x: the kernels before this one wrote it */
     uint8_t *A = (uint8_t *)smem + 2 * region;
     float *sx = (float *)(A + qx_arow(K));
     quantize_x_block(X, nw, eps, K, sx, A);

@@ -50,12 +50,12 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
     constexpr int AT = wtraits<WT>::act;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t m0 = (int64_t)blockIdx.x * rows;
-    pdl_trigger();
+    pdl_trigger_early();
     for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
         const uint8_t *wr = rowmap.w(m0 + r);
         for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
     }
-    pdl_wait();   /* x, r: the kernels before this one wrote them (d6) */
+    pdl_wait_trigger();   /* x, r: the kernels before this one wrote them (d6) */
     for (int64_t i = threadIdx.x; i < K; i += FZ_THREADS) {   /* 2 */
         sx[i] = __ldg(X + i);
         if (NORM) sw[i] = __ldg(nw + i);

@@ -164,9 +164,9 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
         }                                                                                   \
     } while (0)
 
-    if constexpr (PDL) pdl_trigger();
+    if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
-    if constexpr (PDL) pdl_wait();
+    if constexpr (PDL) pdl_wait_trigger();
     stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
     __syncthreads();
     float acc = 0.0f;
