@@ -56,9 +56,6 @@ mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const f
 mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
                              float eps, float *y, int64_t K, int64_t F);
 
-/* item d27: a one-token matmul of this many rows or more is an output head (install8a.c) */
-#define MI8A_HEAD_ROWS 65536
-
 /* ---- ffn_staged_norm_exact.cu, item d23: the fused FFN head on norm-folded x with 7e's
  * staged rows, y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps), the norm and x's
  * quantization done in every block (formats of 32-element activation blocks: Q4_0, Q4_1, Q5_0,

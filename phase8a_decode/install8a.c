@@ -510,26 +510,6 @@ static const mi_cuda_kernel k_norm_ffn_staged = {"norm + fused FFN, one token, s
                                                  "quantization in every block", "e5,d23", sup_norm_ffn_staged,
                                                  run_norm_ffn_staged, NULL, 0};
 
-/* d27: MATMUL, one token, an output head of MI8A_HEAD_ROWS rows or more in a format of 32-element
- * activation blocks (the 0.5B's Q8_0 head, K = 896): 7e's staged rows, where the dispatch would
- * give 7b's warp-per-row kernel (7e's staged kernel starts at K = 2048 for the layers' small
- * matmuls; a head's 150k rows are a long stream). The same unit order as 7b's kernel, without its
- * contractions: within rounding of it, not bit for bit. */
-static bool sup_mm_head_staged(const mi_tensor *n) {
-    const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi_nrows(n->src[1]) == 1 && w->ne[1] >= MI8A_HEAD_ROWS && mi_matmul_shared_x(n) == 0 &&
-           mi7b_act_row_bytes(w->type, w->ne[0]) == (size_t)(w->ne[0] / 32) * 36 &&
-           mi7e_matvec_staged_supported(w->type, w->ne[0], 1) && mi7b_matmul_node_supported(n);
-}
-static size_t ws_mm_head_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
-static mi_status run_mm_head_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi7e_matvec_staged(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, ptr(n->src[2]), n->data, w->ne[0],
-                              w->ne[1], 1, ws);
-}
-static const mi_cuda_kernel k_mm_head_staged = {"matmul, one token, an output head on staged weight rows", "d27",
-                                                sup_mm_head_staged, run_mm_head_staged, ws_mm_head_staged, 0};
-
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
     const mi_tensor *x = n->src[0];
@@ -652,8 +632,5 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
-    mi_cuda_item_declare("d27", "a one-token output head of 65,536 rows or more (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on 7e's "
-                                "staged rows instead of 7b's warp-per-row kernel");
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_head_staged);
     mi7c_add_fusion(mi8a_fuse_decode);
 }
