@@ -25,14 +25,17 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-/* When a kernel lets the next one launch. MI_PDL_TRIGGER (a build define, for measurements):
+/* When a kernel lets the next one launch. MI_PDL_TRIGGER (a build define; 1 by default):
  *   0  every kernel at its start (pdl_trigger_early; MI_PDL_ENTRY triggers, then waits), so a
- *      chain of programmatic kernels can become resident many kernels ahead;
- *   1  the small kernels (MI_PDL_ENTRY) only after their wait; 8a's kernels at their start;
+ *      chain of programmatic kernels can become resident many kernels ahead of the one running;
+ *   1  the small kernels (MI_PDL_ENTRY) only after their wait, 8a's kernels at their start (so
+ *      the next one stages its weights while they run);
  *   2  every kernel after its wait (pdl_wait_trigger): at most one kernel ahead.
- * The order of the step's reads and writes is the same in all three. */
+ * The order of the step's reads and writes is the same in all three. Measured
+ * (results/bench-pdl-trigger-b5c7631.jsonl): 1 against 0, the 7B's tg128 +0.9%, the 0.5B's even,
+ * and the 0.5B with every small kernel early (MINFER_PDL_MIN_EMBD=1) -1% where 0 lost 16%; 2 as 1. */
 #ifndef MI_PDL_TRIGGER
-#define MI_PDL_TRIGGER 0
+#define MI_PDL_TRIGGER 1
 #endif
 __device__ __forceinline__ void pdl_trigger_early() {
     if (MI_PDL_TRIGGER < 2) pdl_trigger();
@@ -61,7 +64,7 @@ static inline cudaError_t pdl_launch(bool pdl, void (*kernel)(KArgs...), dim3 gr
 }
 
 /* the first two instructions of a small kernel that lower phases launch through
- * MI_PDL_LAUNCH: let the next kernel launch, then wait for the one before (every block, before
+ * MI_PDL_LAUNCH: wait for the one before, then let the next kernel launch (every block, before
  * any other memory access, so the order of the step is the plain stream's) */
 #define MI_PDL_ENTRY()                   \
     do {                                 \
