@@ -6,6 +6,7 @@
  * ops' rules, so a bad table is an error of the step, as on the CPU); the kernels themselves
  * never read or write outside the cache whatever the tables say. */
 #include "phase8b_batch/batch8b.h"
+#include <string.h>
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "phase7b_ops/ops7b.h"
@@ -27,8 +28,17 @@ mi_status mi8b_check_slots(const char *name, const int32_t *slots, int64_t N, in
     return MI_OK;
 }
 
-mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
-                          int64_t block, int64_t max_kv, int64_t n_rows) {
+/* Every ATTN_PAGED node of a step reads the same table: the last table this thread found good (its
+ * parameters and a copy of its ints, for tables of up to SEQS_MEMO ints) passes again without the
+ * walk when it is the same to the byte. A replayed step of many layers then checks it once. */
+#define SEQS_MEMO 4096
+static _Thread_local struct {
+    int64_t n_seqs, seqs_len, T, block, max_kv, n_rows;   /* seqs_len 0: nothing kept */
+    int32_t tab[SEQS_MEMO];
+} g_seqs_ok;
+
+static mi_status check_seqs_walk(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
+                                 int64_t block, int64_t max_kv, int64_t n_rows) {
     for (int64_t s = 0; s < n_seqs; s++) {
         const int32_t *f = seqs + s * MI_PAGED_FIELDS;
         const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
@@ -42,12 +52,29 @@ mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs,
             return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld starts at row %lld, inside the one before", name,
                           (long long)s, (long long)first);
         const int32_t *table = seqs + f[MI_PAGED_TABLE];
+        const int64_t tail = (n_kv - 1) % block;   /* the last block's last row; the others' is block - 1 */
         for (int64_t b = 0; b < nblk; b++) {
-            const int64_t last = ((b + 1) * block < n_kv ? (b + 1) * block : n_kv) - 1;
-            if (table[b] < 0 || table[b] * block + last % block >= n_rows)
+            const int64_t last = b + 1 < nblk ? block - 1 : tail;
+            if (table[b] < 0 || table[b] * block + last >= n_rows)
                 return mi_err(MI_ERR_INVALID, "attn_paged %s: block %d of sequence %lld outside the pool", name,
                               table[b], (long long)s);
         }
+    }
+    return MI_OK;
+}
+
+mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
+                          int64_t block, int64_t max_kv, int64_t n_rows) {
+    const bool keep = seqs_len >= 1 && seqs_len <= SEQS_MEMO;
+    if (keep && g_seqs_ok.seqs_len == seqs_len && g_seqs_ok.n_seqs == n_seqs && g_seqs_ok.T == T &&
+        g_seqs_ok.block == block && g_seqs_ok.max_kv == max_kv && g_seqs_ok.n_rows == n_rows &&
+        !memcmp(g_seqs_ok.tab, seqs, (size_t)seqs_len * sizeof *seqs))
+        return MI_OK;
+    MI_TRY(check_seqs_walk(name, seqs, n_seqs, seqs_len, T, block, max_kv, n_rows));
+    if (keep) {
+        g_seqs_ok.n_seqs = n_seqs, g_seqs_ok.seqs_len = seqs_len, g_seqs_ok.T = T, g_seqs_ok.block = block;
+        g_seqs_ok.max_kv = max_kv, g_seqs_ok.n_rows = n_rows;
+        memcpy(g_seqs_ok.tab, seqs, (size_t)seqs_len * sizeof *seqs);
     }
     return MI_OK;
 }

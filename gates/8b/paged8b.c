@@ -391,9 +391,24 @@ void paged8b_host_checks(gu_run *run, unsigned long long *seed) {
         }
         *cell = keep;
     }
+    /* a table found good is kept (mi8b_check_seqs checks a step's table once for all its layers): the
+     * same table passes again, but not against a smaller pool, nor once one of its ints changes */
+    if (!err && mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, L.n_rows) != MI_OK)
+        err = "the good table refused the second time";
+    if (!err && mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, BLOCK) != MI_ERR_INVALID)
+        err = "the good table passed against a one-block pool";
+    if (!err) {
+        int32_t *cell = &L.seqs[L.seqs[1 * MI_PAGED_FIELDS + MI_PAGED_TABLE]];
+        const int32_t keep = *cell;
+        (void)mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, L.n_rows);   /* kept again */
+        *cell = (int32_t)(L.n_rows / BLOCK);   /* one block past the pool, the table otherwise the same */
+        if (mi8b_check_seqs("x", L.seqs, 3, L.seqs_len, L.T, BLOCK, L.max_kv, L.n_rows) != MI_ERR_INVALID)
+            err = "a changed block id passed after the table was kept";
+        *cell = keep;
+    }
     if (err) gu_fail(g_r, "%s", err);
     else gu_pass(g_r, "good slots and tables pass; a slot past the cache and 6 kinds of bad sequence entries are refused "
-                     "with the CPU op's message");
+                     "with the CPU op's message; a kept table is checked again when the pool or an entry changes");
     layout_free(&L);
 }
 
