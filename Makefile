@@ -48,6 +48,9 @@ LDLIBS  += -lm
 AVX2F   := -mavx2 -mfma -mf16c
 AVX512F := $(AVX2F) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 NVFLAGS := -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall,-Wno-unused-parameter -lineinfo -MMD -MP
+# NVDEFS: extra -D defines for the CUDA sources, for a measurement build of a build-time switch
+# (tools/bench_builds.sh; e.g. NVDEFS=-DMI_PDL_TRIGGER=0). Use a build folder of its own.
+NVFLAGS += $(NVDEFS)
 
 COMMON_SRC := $(shell find common -name '*.c' | sort)
 TOOLS_SRC  := $(wildcard tools/*.c)

@@ -33,7 +33,8 @@ __device__ __forceinline__ void pdl_trigger() {
  *   2  every kernel after its wait (pdl_wait_trigger): at most one kernel ahead.
  * The order of the step's reads and writes is the same in all three. Measured
  * (results/bench-pdl-trigger-b5c7631.jsonl): 1 against 0, the 7B's tg128 +0.9%, the 0.5B's even,
- * and the 0.5B with every small kernel early (MINFER_PDL_MIN_EMBD=1) -1% where 0 lost 16%; 2 as 1. */
+ * and the 0.5B with every small kernel early (MINFER_PDL_MIN_EMBD=1) -1% where 0 lost 16%; 2 as 1.
+ * Another value: `make NVDEFS=-DMI_PDL_TRIGGER=N` (tools/bench_builds.sh measures it). */
 #ifndef MI_PDL_TRIGGER
 #define MI_PDL_TRIGGER 1
 #endif
