@@ -14,7 +14,7 @@
  * griddepcontrol.wait (no kernel of the step writes them), x after it.
  *
  * Measured and not kept: the same in-block quantization for the down projection (d15's staged
- * matmul, 299 blocks each quantizing the 4,864-element row) was 6-17% slower on the 0.5B than the
+ * matmul, 299 blocks each quantizing the 4,864-element row) was 7-17% slower on the 0.5B than the
  * quantizer's own launch (results/notes/PHASE8A.md). */
 #include "phase7e_perf/matvec_staged.cuh"
 #include "phase7b_ops/ops7b.h"
@@ -53,7 +53,7 @@ __device__ __forceinline__ void quant_q8_1_octet(const float v[4], uint8_t *blk,
 }
 
 /* x [K] into shared memory sx with every load in flight (batches of QX_NB 16-byte loads a
- * thread: the 0.5B's 4,864-element row in one round trip; a row not 16-byte aligned as words) */
+ * thread: rows of up to 8,192 elements in one round trip; a row not 16-byte aligned as words) */
 #define QX_NB 16
 __device__ __forceinline__ void stage_x(float *sx, const float *__restrict__ X, int64_t K) {
     const int T = MMV_THREADS, tid = threadIdx.x;
