@@ -251,13 +251,13 @@ mi_status cpu_op_attn_paged(mi_cpu_ctx *c, mi_tensor *t) {
             return mi_err(MI_ERR_INTERNAL, "attn_paged %s: gather scratch not reserved", t->name);
         const int32_t *table = seqs + f[MI_PAGED_TABLE];
         char *kbuf = c->qbuf, *vbuf = (char *)c->qbuf + (size_t)n_kv * rb;
-        for (int64_t p = 0; p < n_kv; p++) {   /* position p: cache row table[p / B] * B + p % B */
-            const int64_t blk = table[p / B], row = blk * B + p % B;
-            if (blk < 0 || row >= kc->ne[1])
+        for (int64_t p = 0; p < n_kv; p += B) {   /* positions p .. p + B - 1: cache rows table[p / B] * B on */
+            const int64_t blk = table[p / B], row = blk * B, n = n_kv - p < B ? n_kv - p : B;
+            if (blk < 0 || row + n > kc->ne[1])
                 return mi_err(MI_ERR_INVALID, "attn_paged %s: block %lld of sequence %lld outside the pool", t->name,
                               (long long)blk, (long long)s);
-            memcpy(kbuf + (size_t)p * rb, (const char *)kc->data + (size_t)row * rb, rb);
-            memcpy(vbuf + (size_t)p * rb, (const char *)vc->data + (size_t)row * rb, rb);
+            memcpy(kbuf + (size_t)p * rb, (const char *)kc->data + (size_t)row * rb, (size_t)n * rb);
+            memcpy(vbuf + (size_t)p * rb, (const char *)vc->data + (size_t)row * rb, (size_t)n * rb);
         }
         mi_tensor qt, kt, vt, node;
         paged_node(t, &node, &qt, &kt, &vt, first, rows, n_past, kbuf, vbuf);
