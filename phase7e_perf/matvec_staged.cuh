@@ -1,5 +1,5 @@
 /* The staged-row one-token matmul's pieces (matvec_staged_exact.cu), shared with a later phase's
- * kernels that prepare the activation row themselves (8a's staged forms with the norm or the
+ * kernels that prepare the activation row themselves (8a's staged FFN with the norm and the
  * quantization in the block): the staging of whole weight rows into shared memory, the dots of
  * the staged rows in 7b's order, and the launch shape (rows a block, the shared regions). One
  * body, so a kernel that includes it computes the staged kernel's bits. Include from a file

@@ -17,6 +17,7 @@
  * matmul, 299 blocks each quantizing the 4,864-element row) was 7-17% slower on the 0.5B than the
  * quantizer's own launch (results/notes/PHASE8A.md). */
 #include "phase7e_perf/matvec_staged.cuh"
+#include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase7b_ops/ops7b.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase7a_skeleton/cuda_pdl.cuh"
@@ -52,34 +53,12 @@ __device__ __forceinline__ void quant_q8_1_octet(const float v[4], uint8_t *blk,
     }
 }
 
-/* x [K] into shared memory sx with every load in flight (batches of QX_NB 16-byte loads a
- * thread: rows of up to 8,192 elements in one round trip; a row not 16-byte aligned as words) */
+/* x [K] into shared memory sx with every load in flight: 7e's stage_words (matvec_q4k_kernel.cuh),
+ * QX_NB 16-byte loads a thread before the first store (rows of up to 8,192 elements in one round
+ * trip; a row not 16-byte aligned as words) */
 #define QX_NB 16
 __device__ __forceinline__ void stage_x(float *sx, const float *__restrict__ X, int64_t K) {
-    const int T = MMV_THREADS, tid = threadIdx.x;
-    if (!((uintptr_t)X & 15u)) {
-        const float4 *x4 = (const float4 *)X;
-        const int64_t n4 = K / 4;
-        for (int64_t c0 = tid; c0 < n4; c0 += (int64_t)QX_NB * T) {
-            float4 v[QX_NB];
-#pragma unroll
-            for (int j = 0; j < QX_NB; j++)
-                if (c0 + j * T < n4) v[j] = __ldg(x4 + c0 + j * T);
-#pragma unroll
-            for (int j = 0; j < QX_NB; j++)
-                if (c0 + j * T < n4) ((float4 *)sx)[c0 + j * T] = v[j];
-        }
-        return;
-    }
-    for (int64_t c0 = tid; c0 < K; c0 += (int64_t)QX_NB * T) {
-        float v[QX_NB];
-#pragma unroll
-        for (int j = 0; j < QX_NB; j++)
-            if (c0 + j * T < K) v[j] = __ldg(X + c0 + j * T);
-#pragma unroll
-        for (int j = 0; j < QX_NB; j++)
-            if (c0 + j * T < K) sx[c0 + j * T] = v[j];
-    }
+    stage_words<QX_NB>((const uint8_t *)X, (int)K, [=](int i, uint32_t v) { sx[i] = __uint_as_float(v); });
 }
 
 /* x [K] normalized with nw and quantized into A (K / 32 blocks of 36 bytes, shared

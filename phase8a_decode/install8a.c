@@ -437,14 +437,18 @@ uint64_t mi8a_pdl_small_launches(void) { return g_pdl_small_launches; }
 
 /* NORM_FFN_SWIGLU: src0 W_gate, src1 W_up [K, F], src2 x [K, 1], src3 norm weight [K]; the
  * FFN part is 7c's node contract */
+static mi_tensor ffn_part(const mi_tensor *n) {
+    mi_tensor ffn = *n;
+    ffn.op = MI_OP_FFN_SWIGLU;
+    ffn.src[3] = NULL;
+    return ffn;
+}
 static bool sup_norm_ffn_q4k(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     if (!wg || !wu || !x || !mi8a_matvec_q4k_fused_supported(wg->type, wg->ne[0], true) || !aligned16(wg) || !aligned16(wu))
         return false;
     if (mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !aligned16(n->src[3])) return false;
-    mi_tensor ffn = *n;
-    ffn.op = MI_OP_FFN_SWIGLU;
-    ffn.src[3] = NULL;
+    const mi_tensor ffn = ffn_part(n);
     return mi7c_ffn_node_supported(&ffn);
 }
 static mi_status run_norm_ffn_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -495,9 +499,7 @@ static bool sup_norm_ffn_staged(const mi_tensor *n) {
     if (!wg || !wu || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
         !mi8a_ffn_staged_norm_supported(wg->type, wg->ne[0], wg->ne[1]))
         return false;
-    mi_tensor ffn = *n;
-    ffn.op = MI_OP_FFN_SWIGLU;
-    ffn.src[3] = NULL;
+    const mi_tensor ffn = ffn_part(n);
     return mi7c_ffn_node_supported(&ffn) && mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
 }
 static mi_status run_norm_ffn_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {

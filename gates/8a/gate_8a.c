@@ -382,7 +382,6 @@ static void gate_small(void) {
     kernels8a_rope_kv(&R, S, &g_seed);
     kernels8a_q6k(&R, S, &g_seed);
     kernels8a_run(&R, S, &g_seed);
-    kernels8a_ffn_staged(&R, S, &g_seed);
     test_model("tiny-qwen2", "q4_0", -1, false);
     test_model("tiny-llama", "q8_0", -1, false);
     test_model("tiny-qwen3", "q4_k_m", -1, false);

@@ -106,12 +106,24 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
     cudaFree(dxn); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
 }
 
-/* norm-folded FFN head on Q4_K vs 7e's RMS norm + 7e's fused FFN (x quantized in the kernel) */
-static void ffn_case(int64_t K, int64_t F) {
+/* The norm-folded FFN head against 7e's RMS norm, then the FFN kernel it replaces: d1's Q4_K form
+ * (t = Q4_K) against 7e's fused FFN with x quantized in the kernel; d23's staged form (staged)
+ * against 7e's staged FFN (7b's quantizer first). Bit for bit; NMSE <= 1e-6 against the CPU; bit
+ * for bit against itself on a second run. */
+static mi_status ffn_fused_run(mi_type t, bool staged, const void *wg, const void *wu, const float *x, const float *nw,
+                               float *y, int64_t K, int64_t F) {
+    return staged ? mi8a_ffn_staged_norm(S, t, wg, wu, x, nw, EPS, y, K, F)
+                  : mi8a_ffn_q4k_fused(S, t, wg, wu, x, nw, EPS, y, K, F);
+}
+static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     char name[96];
-    snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
+    if (staged) snprintf(name, sizeof name, "staged_norm_ffn_%s_K%lld_F%lld", mi_type_name(t), (long long)K, (long long)F);
+    else snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
     gu_begin(g_r, name);
-    const mi_type t = MI_TYPE_Q4_K;
+    if (staged && !mi8a_ffn_staged_norm_supported(t, K, F)) {
+        gu_fail(g_r, "the kernel refuses a shape it is meant to cover");
+        return;
+    }
     size_t wb;
     uint8_t *wg = gu_make_weights(g_seed, t, K, F, 1.0f, &wb), *wu = gu_make_weights(g_seed, t, K, F, 1.0f, NULL);
     float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
@@ -125,24 +137,31 @@ static void ffn_case(int64_t K, int64_t F) {
     void *dwg = dev_up_at(wg, wb, 0, &bg), *dwu = dev_up_at(wu, wb, 0, &bu);
     float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
     float *dxn = dev_poison((size_t)K * 4), *dy = dev_poison((size_t)F * 4);
-    void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
-    mi_status st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
+    const size_t wsb = staged ? mi7e_matvec_staged_workspace(t, K, 1) : mi7b_matmul_workspace(t, K, 1);
+    void *ws = dev_poison(wsb + 64);
+    mi_status st = ffn_fused_run(t, staged, dwg, dwu, dx, dnw, dy, K, F);
     if (st == MI_OK) { dev_down(got, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
-    if (st == MI_OK) st = mi8a_ffn_q4k_fused(S, t, dwg, dwu, dx, dnw, EPS, dy, K, F);
+    if (st == MI_OK) st = ffn_fused_run(t, staged, dwg, dwu, dx, dnw, dy, K, F);
     if (st == MI_OK) { dev_down(got2, dy, (size_t)F * 4); CK(cudaMemset(dy, 0xFF, (size_t)F * 4)); }
     if (st == MI_OK) st = mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS);
-    if (st == MI_OK) st = mi7e_ffn_q4k_qx(S, t, dwg, dwu, dxn, dy, K, F, ws);
+    if (st == MI_OK) st = staged ? mi7e_ffn_staged(S, t, dwg, dwu, dxn, dy, K, F, 1, ws)
+                                 : mi7e_ffn_q4k_qx(S, t, dwg, dwu, dxn, dy, K, F, ws);
     if (st == MI_OK) dev_down(old, dy, (size_t)F * 4);
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
     } else {
         const double e_cpu = gu_nmse(got, g, (size_t)F);
         const size_t d_old = gu_first_diff(got, old, (size_t)F * 4), d_rep = gu_first_diff(got, got2, (size_t)F * 4);
-        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1)
+        if (!(e_cpu <= 1e-6) || d_old != (size_t)-1 || d_rep != (size_t)-1) {
+            const size_t i = d_old != (size_t)-1 ? d_old / 4 : first_bad(got, g, (size_t)F, 1e-3, 1.0);
+            if (i != (size_t)-1 && i < (size_t)F)
+                printf("    %s: row %zu fused %.9g unfused %.9g cpu %.9g\n", name, i, got[i], old[i], g[i]);
             gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
                     d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
-        else
-            gu_pass(g_r, "bit-identical to 7e's norm + fused FFN and to itself; nmse vs cpu %.3g", e_cpu);
+        } else {
+            gu_pass(g_r, "bit-identical to 7e's norm + %s FFN and to itself; nmse vs cpu %.3g", staged ? "staged" : "fused",
+                    e_cpu);
+        }
     }
     free(wg); free(wu); free(x); free(nw); free(xn); free(g); free(u); free(got); free(got2); free(old);
     cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
@@ -165,8 +184,17 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     fused_case(MI_TYPE_Q4_K, true, 18944, 256, false, false, true);  /* 7B down's rows */
     fused_case(MI_TYPE_Q4_K, true, 512, 300, true, true, true);
     fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
-    ffn_case(3584, 2048);   /* 7B's rows */
-    ffn_case(1024, 1000);
+    ffn_case(MI_TYPE_Q4_K, false, 3584, 2048);   /* 7B's rows */
+    ffn_case(MI_TYPE_Q4_K, false, 1024, 1000);
+    /* d23's staged form: every 32-element format, the 0.5B's and 1.5B's shapes, one row a block past
+     * 8 KB rows (x's copy then in opt-in shared memory), K not a multiple of 256 */
+    const mi_type staged[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0};
+    for (size_t i = 0; i < sizeof staged / sizeof staged[0]; i++) ffn_case(staged[i], true, 1024, 1000);
+    ffn_case(MI_TYPE_Q4_0, true, 896, 4864);
+    ffn_case(MI_TYPE_Q4_0, true, 1536, 8960);
+    ffn_case(MI_TYPE_Q8_0, true, 896, 4864);
+    ffn_case(MI_TYPE_Q8_0, true, 8960, 300);
+    ffn_case(MI_TYPE_Q4_0, true, 2080, 257);
 }
 
 /* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel

@@ -6,11 +6,9 @@
 #include "gates/gate_util.h"
 
 /* fused_*: the norm-folded and residual forms (every quantized format; Q4_K streaming) and the
- * norm-folded FFN head, against the unfused kernels bit for bit */
+ * norm-folded FFN head (Q4_K; staged_norm_ffn_*: d23's staged form), against the unfused kernels
+ * bit for bit */
 void kernels8a_fused(gu_run *r, cudaStream_t s, unsigned long long *seed);
-/* staged_norm_ffn_*: d23's staged FFN with the norm and x's quantization in the block against 7e's
- * norm and 7e's staged FFN (7b's quantizer), bit for bit (kernels8a_ffn_staged.c) */
-void kernels8a_ffn_staged(gu_run *r, cudaStream_t s, unsigned long long *seed);
 /* run_q4k_*, run_rows_*: d13's one launch for several weights of one x against a launch each (8a's
  * Q4_K kernel, 7b's warp-per-row kernel), bit for bit */
 void kernels8a_run(gu_run *r, cudaStream_t s, unsigned long long *seed);
