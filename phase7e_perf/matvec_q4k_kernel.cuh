@@ -261,12 +261,11 @@ struct q4k_rows_one {
  * rows of several weights of one x). Warp w of block b takes rows b*8 + w, then +
  * gridDim.x*8, ... (the grid is at most one resident wave, so the activation is staged once per
  * resident block). The body of the kernels below.
- * AHEAD (a higher phase's choice): a warp keeps the loads of its next iteration (or next row's
- * first) in flight while it computes on the current one, and two iterations while the activation
- * is staged; an iteration then covers half as many super-blocks (U halved: the same registers). A
- * lane adds super-blocks q, q + 4, q + 8, ... of a row whatever U is, so the bits are those of
- * AHEAD off. */
-template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS, int AHEAD = 0>
+ * AHEAD (a higher phase's choice): a warp issues the loads of its next iteration (or next row's
+ * first) before it computes on the current one, so its weights are always in flight; an iteration
+ * then covers half as many super-blocks (U halved: the same registers). A lane adds super-blocks
+ * q, q + 4, q + 8, ... of a row whatever U is, so the bits are those of AHEAD off. */
+template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS, bool AHEAD = false>
 __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int nsb, const uint8_t *__restrict__ A,
                                                 const float *__restrict__ X, const float *__restrict__ nw, float eps,
                                                 const float *__restrict__ R) {
@@ -299,22 +298,8 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
     } while (0)
 #define Q4K_LOAD() Q4K_LOAD_AT(r, it, row)
 
-    /* AHEAD: where the next loads go (an iteration ahead of row, it) */
-    int it_ld = 0;
-    int64_t row_ld = row;
-    auto advance = [&](int &i, int64_t &rw) {
-        if (++i == nit) {
-            i = 0;
-            rw += stride;
-        }
-    };
     if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
-    if constexpr (AHEAD) advance(it_ld, row_ld);
-    if constexpr (AHEAD == 2) {     /* and the next one too */
-        if (row_ld < M) Q4K_LOAD_AT(nx, it_ld, row_ld);
-        advance(it_ld, row_ld);
-    }
     if constexpr (NORM) {   /* the norm weight into L1 while x is awaited: quant_act_shared reads it */
         for (int i = threadIdx.x * 32; i < nsb * 256; i += TH * 32)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
@@ -330,9 +315,14 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
 #pragma unroll
     for (int k = 0; k < NS; k++) acc[k] = 0.0f;
     while (row < M) {   /* warp-uniform */
-        if constexpr (AHEAD == 1) {
-            if (row_ld < M) Q4K_LOAD_AT(nx, it_ld, row_ld);
-            advance(it_ld, row_ld);
+        int it_next = it + 1;   /* AHEAD: where the next loads go */
+        int64_t row_next = row;
+        if constexpr (AHEAD) {
+            if (it_next == nit) {
+                it_next = 0;
+                row_next += stride;
+            }
+            if (row_next < M) Q4K_LOAD_AT(nx, it_next, row_next);
         }
 #pragma unroll
         for (int g = 0; g < U; g++) {
@@ -356,15 +346,11 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
             it = 0;
             row += stride;
         }
-        if constexpr (AHEAD) {   /* the next iteration's weights are in flight already; issue the one after */
+        if constexpr (AHEAD) {
 #pragma unroll
             for (int g = 0; g < U; g++)
 #pragma unroll
                 for (int k = 0; k < NS; k++) r[k][g] = nx[k][g];
-            if (AHEAD == 2 && row_ld < M) {
-                Q4K_LOAD_AT(nx, it_ld, row_ld);
-                advance(it_ld, row_ld);
-            }
         } else if (row < M) {
             Q4K_LOAD();
         }
@@ -374,7 +360,7 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
 }
 
 template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
-          int AHEAD = 0>
+          bool AHEAD = false>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
                   const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
@@ -412,7 +398,7 @@ static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, siz
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
 /* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
 template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
-          int AHEAD = 0>
+          bool AHEAD = false>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
                             float eps = 0.0f, const float *r = NULL, bool pdl = false) {

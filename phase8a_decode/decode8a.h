@@ -113,11 +113,7 @@ uint64_t mi8a_wide_launches(void);
 /* ---- item d28: 8a's one-token Q4_K launches (the norm, residual, fused FFN, run and d12 forms)
  * with each warp loading its next iteration's weights before it computes on the current one
  * (matvec_q4k_kernel.cuh, AHEAD). Results do not change. Read at each launch. */
-enum { MI8A_AHEAD_FFN, MI8A_AHEAD_NORM, MI8A_AHEAD_PLAIN, MI8A_AHEAD_WIDE, MI8A_AHEAD_RUN, MI8A_AHEAD_Q6K };
-/* 0: off; 1: the next iteration's loads issued before the current one is computed; 2: the same,
- * with two iterations in flight while x is staged. MINFER_AHEAD (measurement) sets it per form. */
-int mi8a_ahead(int form);   /* counts the launches it answered non-zero */
-uint64_t mi8a_ahead_launches(void);
+bool mi8a_ahead_on(void);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

@@ -14,8 +14,6 @@
 #include "common/graph/graph.h"
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 static const void *ptr(const mi_tensor *t) { return t ? t->data : NULL; }
 static bool aligned16(const mi_tensor *t) { return t && !((uintptr_t)t->data & 15u); }
@@ -423,32 +421,8 @@ bool mi8a_wide_on(int64_t K) {
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
-/* d28: read at each launch like d6. MINFER_AHEAD="V:forms" (V 1 or 2; forms a comma list of
- * ffn, norm, plain, wide, run, q6k) limits it to those forms, read once. */
-static int g_ahead_v = -1, g_ahead_forms;
-static _Atomic uint64_t g_ahead_launches;
-int mi8a_ahead(int form) {
-    if (g_ahead_v < 0) {
-        const char *e = getenv("MINFER_AHEAD");
-        static const char *names[] = {"ffn", "norm", "plain", "wide", "run", "q6k"};
-        int v = 1, forms = 0x3f;
-        if (e && *e) {
-            v = atoi(e);
-            const char *c = strchr(e, ':');
-            if (c) {
-                forms = 0;
-                for (int i = 0; i < 6; i++)
-                    if (strstr(c + 1, names[i])) forms |= 1 << i;
-            }
-        }
-        g_ahead_forms = forms;
-        g_ahead_v = v;
-    }
-    if (!mi_cuda_item_on("d28") || !((g_ahead_forms >> form) & 1)) return 0;
-    g_ahead_launches++;
-    return g_ahead_v;
-}
-uint64_t mi8a_ahead_launches(void) { return g_ahead_launches; }
+/* d28: read at each launch like d6 */
+bool mi8a_ahead_on(void) { return mi_cuda_item_on("d28"); }
 
 /* d21: the split attention's K row whole in registers, read at each launch like d6 */
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }

@@ -22,12 +22,9 @@ template <bool FUSED, bool NORM, bool RES, int TH = Q4K_THREADS>
 static mi_status launch_8a(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const float *x, const float *bias,
                            float *y, int64_t K, int64_t M, const float *nw, float eps, const float *r) {
     const bool pdl = mi8a_pdl_on();
-    const int form = FUSED ? MI8A_AHEAD_FFN : TH == Q4K_WIDE ? MI8A_AHEAD_WIDE : NORM ? MI8A_AHEAD_NORM : MI8A_AHEAD_PLAIN;
-    switch (mi8a_ahead(form)) {
-    case 1: return launch_q4k<FUSED, true, NORM, RES, true, TH, 1>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
-    case 2: return launch_q4k<FUSED, true, NORM, RES, true, TH, 2>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
-    default: return launch_q4k<FUSED, true, NORM, RES, true, TH, 0>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
-    }
+    if (mi8a_ahead_on())
+        return launch_q4k<FUSED, true, NORM, RES, true, TH, true>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
+    return launch_q4k<FUSED, true, NORM, RES, true, TH, false>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
 }
 
 extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
@@ -67,7 +64,7 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
  * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
  * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
  * block for all of them. */
-template <int AHEAD>
+template <bool AHEAD>
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
     matvec_q4k_rows<false, true, false, false, true, run_rows, Q4K_THREADS, AHEAD>(rows, M, nsb, NULL, X, NULL, 0.0f,
@@ -76,7 +73,7 @@ kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__re
 /* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
  * the NORM form of the single matmul applies it: the outputs equal a norm kernel followed by the
  * run above, bit for bit */
-template <int AHEAD>
+template <bool AHEAD>
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
                            const float *__restrict__ nw, float eps) {
@@ -84,7 +81,7 @@ kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float 
 }
 
 /* one run launch: the norm form when nw, each kernel's own resident wave */
-template <int AHEAD>
+template <bool AHEAD>
 static mi_status launch_run(cudaStream_t st, const run_rows &rows, int64_t M, int64_t K, const float *x,
                             const float *nw, float eps) {
     const size_t smem = q4k_smem(K, nw != NULL);
@@ -116,9 +113,6 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
     const cudaStream_t st = (cudaStream_t)stream;
-    switch (mi8a_ahead(MI8A_AHEAD_RUN)) {
-    case 1: return launch_run<1>(st, rows, M, K, x, nw, eps);
-    case 2: return launch_run<2>(st, rows, M, K, x, nw, eps);
-    default: return launch_run<0>(st, rows, M, K, x, nw, eps);
-    }
+    if (mi8a_ahead_on()) return launch_run<true>(st, rows, M, K, x, nw, eps);
+    return launch_run<false>(st, rows, M, K, x, nw, eps);
 }

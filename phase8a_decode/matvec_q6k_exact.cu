@@ -136,11 +136,10 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
  * a row's arithmetic and order do not depend on TH.
- * AHEAD (item d28): a warp keeps its next iteration's loads in flight while it computes on the
- * current one (two iterations while the activation is staged), an iteration covering half the
- * super-blocks (U halved, the same registers); a lane adds super-blocks q, q + 4, ... of a row
- * either way, so the bits do not change. */
-template <bool RES, bool PDL, int TH, int AHEAD>
+ * AHEAD (item d28): a warp issues the loads of its next iteration before it computes on the
+ * current one, an iteration covering half the super-blocks (U halved, the same registers); a lane
+ * adds super-blocks q, q + 4, ... of a row either way, so the bits do not change. */
+template <bool RES, bool PDL, int TH, bool AHEAD>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
@@ -169,29 +168,17 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     } while (0)
 #define Q6S_LOAD() Q6S_LOAD_AT(r, it, row)
 
-    int it_ld = 0;   /* AHEAD: where the next loads go (an iteration ahead of row, it) */
-    int64_t row_ld = row;
-    auto advance = [&](int &i, int64_t &rw) {
-        if (++i == nit) {
-            i = 0;
-            rw += stride;
-        }
-    };
     if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
-    if constexpr (AHEAD) advance(it_ld, row_ld);
-    if constexpr (AHEAD == 2) {     /* and the next one too */
-        if (row_ld < M) Q6S_LOAD_AT(nx, it_ld, row_ld);
-        advance(it_ld, row_ld);
-    }
     if constexpr (PDL) pdl_wait_trigger();
     stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
     __syncthreads();
     float acc = 0.0f;
     while (row < M) {   /* warp-uniform */
-        if constexpr (AHEAD == 1) {
-            if (row_ld < M) Q6S_LOAD_AT(nx, it_ld, row_ld);
-            advance(it_ld, row_ld);
+        if constexpr (AHEAD) {
+            const bool last = it + 1 == nit;
+            const int64_t row_next = last ? row + stride : row;
+            if (row_next < M) Q6S_LOAD_AT(nx, last ? 0 : it + 1, row_next);
         }
 #pragma unroll
         for (int g = 0; g < U; g++) {
@@ -211,13 +198,9 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
             it = 0;
             row += stride;
         }
-        if constexpr (AHEAD) {   /* the next iteration's weights are in flight already; issue the one after */
+        if constexpr (AHEAD) {
 #pragma unroll
             for (int g = 0; g < U; g++) r[g] = nx[g];
-            if (AHEAD == 2 && row_ld < M) {
-                Q6S_LOAD_AT(nx, it_ld, row_ld);
-                advance(it_ld, row_ld);
-            }
         } else if (row < M) {
             Q6S_LOAD();
         }
@@ -234,7 +217,7 @@ extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
 
 extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES, int TH, int AHEAD>
+template <bool RES, int TH, bool AHEAD>
 static mi_status launch_q6k_as(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                                int64_t K, int64_t M, const float *r, bool pdl) {
     static wave_cache occ;   /* per instantiation */
@@ -250,11 +233,8 @@ static mi_status launch_q6k_as(cudaStream_t st, const uint8_t *w, const uint8_t 
 template <bool RES, int TH>
 static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                             int64_t K, int64_t M, const float *r, bool pdl) {
-    switch (mi8a_ahead(MI8A_AHEAD_Q6K)) {
-    case 1: return launch_q6k_as<RES, TH, 1>(st, w, a, bias, y, K, M, r, pdl);
-    case 2: return launch_q6k_as<RES, TH, 2>(st, w, a, bias, y, K, M, r, pdl);
-    default: return launch_q6k_as<RES, TH, 0>(st, w, a, bias, y, K, M, r, pdl);
-    }
+    if (mi8a_ahead_on()) return launch_q6k_as<RES, TH, true>(st, w, a, bias, y, K, M, r, pdl);
+    return launch_q6k_as<RES, TH, false>(st, w, a, bias, y, K, M, r, pdl);
 }
 
 extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r,
