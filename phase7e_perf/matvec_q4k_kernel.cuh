@@ -260,17 +260,13 @@ struct q4k_rows_one {
  * Rows: where row m's weights, bias and output are (q4k_rows_one; a higher phase may give the
  * rows of several weights of one x). Warp w of block b takes rows b*8 + w, then +
  * gridDim.x*8, ... (the grid is at most one resident wave, so the activation is staged once per
- * resident block). The body of the kernels below.
- * AHEAD (a higher phase's choice): a warp issues the loads of its next iteration (or next row's
- * first) before it computes on the current one, so its weights are always in flight; an iteration
- * then covers half as many super-blocks (U halved: the same registers). A lane adds super-blocks
- * q, q + 4, q + 8, ... of a row whatever U is, so the bits are those of AHEAD off. */
-template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS, bool AHEAD = false>
+ * resident block). The body of the kernels below. */
+template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS>
 __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int nsb, const uint8_t *__restrict__ A,
                                                 const float *__restrict__ X, const float *__restrict__ nw, float eps,
                                                 const float *__restrict__ R) {
     static_assert(QX || !NORM, "the norm is applied while quantizing x in the kernel");
-    constexpr int U = (FUSED ? 2 : 4) >> (AHEAD ? 1 : 0);   /* the lane map's U */
+    constexpr int U = FUSED ? 2 : 4;   /* the lane map's U */
     constexpr int NS = FUSED ? 2 : 1;
     constexpr int SB = 144;            /* bytes per super-block */
     extern __shared__ uint4 smem_q4k[];
@@ -284,19 +280,18 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
     const int64_t stride = (int64_t)gridDim.x * WARPS;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
-    raw_q4k r[NS][U], nx[AHEAD ? NS : 1][AHEAD ? U : 1];
+    raw_q4k r[NS][U];
 
-#define Q4K_LOAD_AT(buf, IT, ROW)                                                     \
+#define Q4K_LOAD()                                                                    \
     do {                                                                              \
         _Pragma("unroll") for (int g = 0; g < U; g++) {                               \
-            const int s = (IT) * 4 * U + 4 * g + q;                                   \
+            const int s = it * 4 * U + 4 * g + q;                                     \
             _Pragma("unroll") for (int k = 0; k < NS; k++) {                          \
-                if (s < nsb) load_q4k(buf[k][g], rows.w(k, (ROW), wrow) + (size_t)s * SB, t); \
-                else zero_q4k(buf[k][g]);                                             \
+                if (s < nsb) load_q4k(r[k][g], rows.w(k, row, wrow) + (size_t)s * SB, t); \
+                else zero_q4k(r[k][g]);                                               \
             }                                                                         \
         }                                                                             \
     } while (0)
-#define Q4K_LOAD() Q4K_LOAD_AT(r, it, row)
 
     if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q4K_LOAD();   /* in flight while the activation is staged */
@@ -315,15 +310,6 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
 #pragma unroll
     for (int k = 0; k < NS; k++) acc[k] = 0.0f;
     while (row < M) {   /* warp-uniform */
-        int it_next = it + 1;   /* AHEAD: where the next loads go */
-        int64_t row_next = row;
-        if constexpr (AHEAD) {
-            if (it_next == nit) {
-                it_next = 0;
-                row_next += stride;
-            }
-            if (row_next < M) Q4K_LOAD_AT(nx, it_next, row_next);
-        }
 #pragma unroll
         for (int g = 0; g < U; g++) {
             const int s = it * 4 * U + 4 * g + q;
@@ -346,27 +332,18 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
             it = 0;
             row += stride;
         }
-        if constexpr (AHEAD) {
-#pragma unroll
-            for (int g = 0; g < U; g++)
-#pragma unroll
-                for (int k = 0; k < NS; k++) r[k][g] = nx[k][g];
-        } else if (row < M) {
-            Q4K_LOAD();
-        }
+        if (row < M) Q4K_LOAD();
     }
 #undef Q4K_LOAD
-#undef Q4K_LOAD_AT
 }
 
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
-          bool AHEAD = false>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
                   const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
                   float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
     const q4k_rows_one rows = {W, W2, bias, Y};
-    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL, q4k_rows_one, TH, AHEAD>(rows, M, nsb, A, X, nw, eps, R);
+    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL, q4k_rows_one, TH>(rows, M, nsb, A, X, nw, eps, R);
 }
 
 /* shared memory of a launch: the Q8_K row, and x for the norm's sum (NORM) */
@@ -397,20 +374,19 @@ static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, siz
 
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
 /* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
-          bool AHEAD = false>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
                             float eps = 0.0f, const float *r = NULL, bool pdl = false) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q4k_smem(K, NORM);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH, AHEAD>, TH, smem, M);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, TH, smem, M);
     if constexpr (PDL) {
-        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH, AHEAD>, dim3((unsigned)nb), dim3(TH),
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, dim3((unsigned)nb), dim3(TH),
                                smem, st, w, w2, M, nsb, a, x, bias, y, nw, eps, r));
     } else {
-        kernel_matvec_q4k<FUSED, QX, NORM, RES, false, TH, AHEAD><<<(unsigned)nb, TH, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
+        kernel_matvec_q4k<FUSED, QX, NORM, RES, false, TH><<<(unsigned)nb, TH, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
                                                                                             nw, eps, r);
     }
     MI_CU_CHECK_LAUNCH(QX ? "kernel_matvec_q4k<QX>" : "kernel_matvec_q4k");

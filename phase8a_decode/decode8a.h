@@ -110,11 +110,6 @@ mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const flo
 bool mi8a_wide_on(int64_t K);   /* counts the launches it answered yes */
 uint64_t mi8a_wide_launches(void);
 
-/* ---- item d28: 8a's one-token Q4_K launches (the norm, residual, fused FFN, run and d12 forms)
- * with each warp loading its next iteration's weights before it computes on the current one
- * (matvec_q4k_kernel.cuh, AHEAD). Results do not change. Read at each launch. */
-bool mi8a_ahead_on(void);
-
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */
 bool mi8a_pdl_on(void);

@@ -421,9 +421,6 @@ bool mi8a_wide_on(int64_t K) {
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 
-/* d28: read at each launch like d6 */
-bool mi8a_ahead_on(void) { return mi_cuda_item_on("d28"); }
-
 /* d21: the split attention's K row whole in registers, read at each launch like d6 */
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }
 /* d22: the split attention on the tensor cores, read at each launch like d6 */
@@ -623,8 +620,6 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q4k);
     mi_cuda_item_declare("d12", "one-token Q4_K and Q6_K matmuls of rows of 8,192 elements or more (the down "
                                 "projections) as one block of 32 warps an SM: the activation row staged once an SM");
-    mi_cuda_item_declare("d28", "8a's one-token Q4_K matmuls with each warp's next weights in flight while it computes "
-                                "(the loads an iteration ahead, half the super-blocks an iteration; the same bits)");
     mi_cuda_item_declare("d13", "a run of one-token matmuls of one x in one launch (the 7B's q, k and, where Q4_K, v "
                                 "on Q4_K streaming rows; the 0.5B's q, k, v on 7b's warp-per-row kernel)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_run_defer);

@@ -16,17 +16,6 @@ extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm
 /* 16-byte loads of the weights and of x (and of the norm weight) need 16-byte aligned bases */
 static bool aligned16(const void *p) { return !((uintptr_t)p & 15u); }
 
-/* 7e's launcher of one form (x quantized in the block, built as a programmatic dependent), its
- * warps loading an iteration ahead when d28 is on (the same bits either way) */
-template <bool FUSED, bool NORM, bool RES, int TH = Q4K_THREADS>
-static mi_status launch_8a(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const float *x, const float *bias,
-                           float *y, int64_t K, int64_t M, const float *nw, float eps, const float *r) {
-    const bool pdl = mi8a_pdl_on();
-    if (mi8a_ahead_on())
-        return launch_q4k<FUSED, true, NORM, RES, true, TH, true>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
-    return launch_q4k<FUSED, true, NORM, RES, true, TH, false>(st, w, w2, NULL, x, bias, y, K, M, nw, eps, r, pdl);
-}
-
 extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
                                            float eps, const float *bias, const float *r, float *y, int64_t K,
                                            int64_t M) {
@@ -38,14 +27,15 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
         return mi8a_matvec_fused(stream, wt, w, x, nw, eps, bias, r, y, K, M);
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
+    const bool pdl = mi8a_pdl_on();
     if (!nw && mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
-        if (r) return launch_8a<false, false, true, Q4K_WIDE>(st, wb, wb, x, bias, y, K, M, NULL, 0.0f, r);
-        return launch_8a<false, false, false, Q4K_WIDE>(st, wb, wb, x, bias, y, K, M, NULL, 0.0f, NULL);
+        if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
+        return launch_q4k<false, true, false, false, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
     }
-    if (nw && r) return launch_8a<false, true, true>(st, wb, wb, x, bias, y, K, M, nw, eps, r);
-    if (nw) return launch_8a<false, true, false>(st, wb, wb, x, bias, y, K, M, nw, eps, NULL);
-    if (r) return launch_8a<false, false, true>(st, wb, wb, x, bias, y, K, M, NULL, 0.0f, r);
-    return launch_8a<false, false, false>(st, wb, wb, x, bias, y, K, M, NULL, 0.0f, NULL);
+    if (nw && r) return launch_q4k<false, true, true, true, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, r, pdl);
+    if (nw) return launch_q4k<false, true, true, false, true>(st, wb, wb, NULL, x, bias, y, K, M, nw, eps, NULL, pdl);
+    if (r) return launch_q4k<false, true, false, true, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
+    return launch_q4k<false, true, false, false, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
 }
 
 extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const void *wu, const float *x,
@@ -56,48 +46,25 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
     if (!wg || !wu || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_ffn_q4k_fused: null pointer");
     if (!aligned16(wg) || !aligned16(wu) || !aligned16(x) || !aligned16(nw))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
-    return launch_8a<true, true, false>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, x, NULL, y, K, F,
-                                        nw, eps, NULL);
+    return launch_q4k<true, true, true, false, true>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, NULL,
+                                                     x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
 }
 
 /* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----
  * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
  * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
  * block for all of them. */
-template <bool AHEAD>
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
-    matvec_q4k_rows<false, true, false, false, true, run_rows, Q4K_THREADS, AHEAD>(rows, M, nsb, NULL, X, NULL, 0.0f,
-                                                                                    NULL);
+    matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
 /* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
  * the NORM form of the single matmul applies it: the outputs equal a norm kernel followed by the
  * run above, bit for bit */
-template <bool AHEAD>
 __global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
 kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
                            const float *__restrict__ nw, float eps) {
-    matvec_q4k_rows<false, true, true, false, true, run_rows, Q4K_THREADS, AHEAD>(rows, M, nsb, NULL, X, nw, eps, NULL);
-}
-
-/* one run launch: the norm form when nw, each kernel's own resident wave */
-template <bool AHEAD>
-static mi_status launch_run(cudaStream_t st, const run_rows &rows, int64_t M, int64_t K, const float *x,
-                            const float *nw, float eps) {
-    const size_t smem = q4k_smem(K, nw != NULL);
-    if (nw) {
-        static wave_cache occ_norm;
-        const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm<AHEAD>, Q4K_THREADS, smem, M);
-        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm<AHEAD>, dim3((unsigned)nb), dim3(Q4K_THREADS),
-                               smem, st, rows, M, (int)(K / 256), x, nw, eps));
-    } else {
-        static wave_cache occ;
-        const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run<AHEAD>, Q4K_THREADS, smem, M);
-        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run<AHEAD>, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
-                               st, rows, M, (int)(K / 256), x));
-    }
-    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
-    return MI_OK;
+    matvec_q4k_rows<false, true, true, false, true>(rows, M, nsb, NULL, X, nw, eps, NULL);
 }
 
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
@@ -112,7 +79,19 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
+    const size_t smem = q4k_smem(K, nw != NULL);
     const cudaStream_t st = (cudaStream_t)stream;
-    if (mi8a_ahead_on()) return launch_run<true>(st, rows, M, K, x, nw, eps);
-    return launch_run<false>(st, rows, M, K, x, nw, eps);
+    if (nw) {
+        static wave_cache occ_norm;
+        const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm, Q4K_THREADS, smem, M);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
+                               st, rows, M, (int)(K / 256), x, nw, eps));
+    } else {
+        static wave_cache occ;
+        const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem, st,
+                               rows, M, (int)(K / 256), x));
+    }
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
+    return MI_OK;
 }

@@ -135,15 +135,12 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
  * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
- * a row's arithmetic and order do not depend on TH.
- * AHEAD (item d28): a warp issues the loads of its next iteration before it computes on the
- * current one, an iteration covering half the super-blocks (U halved, the same registers); a lane
- * adds super-blocks q, q + 4, ... of a row either way, so the bits do not change. */
-template <bool RES, bool PDL, int TH, bool AHEAD>
+ * a row's arithmetic and order do not depend on TH. */
+template <bool RES, bool PDL, int TH>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
-    constexpr int U = AHEAD && Q6S_U > 1 ? Q6S_U / 2 : Q6S_U;
+    constexpr int U = Q6S_U;
     extern __shared__ uint4 smem_q6s[];
     uint32_t *sq = (uint32_t *)smem_q6s;
     float *sd = (float *)(sq + (size_t)nsb * 64);
@@ -156,17 +153,16 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     const int64_t stride = (int64_t)gridDim.x * WARPS;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
-    raw_q6k r[U], nx[AHEAD ? U : 1];
+    raw_q6k r[U];
 
-#define Q6S_LOAD_AT(buf, IT, ROW)                                                             \
-    do {                                                                                      \
-        _Pragma("unroll") for (int g = 0; g < U; g++) {                                       \
-            const int s = (IT) * 4 * U + 4 * g + q;                                           \
-            if (s < nsb) load_q6k(buf[g], W + (size_t)(ROW) * wrow + (size_t)s * Q6S_SB, t, u); \
-            else zero_q6k(buf[g]);                                                            \
-        }                                                                                     \
+#define Q6S_LOAD()                                                                          \
+    do {                                                                                    \
+        _Pragma("unroll") for (int g = 0; g < U; g++) {                                     \
+            const int s = it * 4 * U + 4 * g + q;                                           \
+            if (s < nsb) load_q6k(r[g], W + (size_t)row * wrow + (size_t)s * Q6S_SB, t, u); \
+            else zero_q6k(r[g]);                                                            \
+        }                                                                                   \
     } while (0)
-#define Q6S_LOAD() Q6S_LOAD_AT(r, it, row)
 
     if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
@@ -175,11 +171,6 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     __syncthreads();
     float acc = 0.0f;
     while (row < M) {   /* warp-uniform */
-        if constexpr (AHEAD) {
-            const bool last = it + 1 == nit;
-            const int64_t row_next = last ? row + stride : row;
-            if (row_next < M) Q6S_LOAD_AT(nx, last ? 0 : it + 1, row_next);
-        }
 #pragma unroll
         for (int g = 0; g < U; g++) {
             const int s = it * 4 * U + 4 * g + q;
@@ -198,15 +189,9 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
             it = 0;
             row += stride;
         }
-        if constexpr (AHEAD) {
-#pragma unroll
-            for (int g = 0; g < U; g++) r[g] = nx[g];
-        } else if (row < M) {
-            Q6S_LOAD();
-        }
+        if (row < M) Q6S_LOAD();
     }
 #undef Q6S_LOAD
-#undef Q6S_LOAD_AT
 }
 
 static size_t q6s_smem(int64_t K) { return (size_t)(K / 256) * AK_BYTES; }
@@ -217,24 +202,17 @@ extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
 
 extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES, int TH, bool AHEAD>
-static mi_status launch_q6k_as(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
-                               int64_t K, int64_t M, const float *r, bool pdl) {
-    static wave_cache occ;   /* per instantiation */
-    const int nsb = (int)(K / 256);
-    const size_t smem = q6s_smem(K);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH, AHEAD>, TH, smem, M);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH, AHEAD>, dim3((unsigned)nb), dim3(TH), smem, st, w, M,
-                           nsb, a, bias, y, r));
-    MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
-    return MI_OK;
-}
-/* d28 read at each launch: the loads an iteration ahead or not (the same bits) */
 template <bool RES, int TH>
 static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                             int64_t K, int64_t M, const float *r, bool pdl) {
-    if (mi8a_ahead_on()) return launch_q6k_as<RES, TH, true>(st, w, a, bias, y, K, M, r, pdl);
-    return launch_q6k_as<RES, TH, false>(st, w, a, bias, y, K, M, r, pdl);
+    static wave_cache occ;   /* per instantiation */
+    const int nsb = (int)(K / 256);
+    const size_t smem = q6s_smem(K);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH>, TH, smem, M);
+    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH>, dim3((unsigned)nb), dim3(TH), smem, st, w, M, nsb, a,
+                           bias, y, r));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
+    return MI_OK;
 }
 
 extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r,

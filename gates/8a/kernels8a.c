@@ -18,8 +18,6 @@
 
 static gu_run *g_r;
 static cudaStream_t S;
-/* appended to the Q4_K cases' names while they run again with an item off ("_d28off") */
-static const char *g_tag = "";
 static unsigned long long *g_seed;
 static const float EPS = 1e-6f;
 
@@ -54,8 +52,8 @@ static mi_status unfused(mi_type t, bool q4k, const void *dw, const float *dx, c
 
 static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, bool bias, bool res) {
     char name[128];
-    snprintf(name, sizeof name, "fused_%s_%s_K%lld_M%lld%s%s%s%s", q4k ? "q4k" : "rows", mi_type_name(t), (long long)K,
-             (long long)M, norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "", g_tag);
+    snprintf(name, sizeof name, "fused_%s_%s_K%lld_M%lld%s%s%s", q4k ? "q4k" : "rows", mi_type_name(t), (long long)K,
+             (long long)M, norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "");
     gu_begin(g_r, name);
     const bool ok = q4k ? mi8a_matvec_q4k_fused_supported(t, K, norm) : mi8a_matvec_fused_supported(t, K, M);
     if (!ok) { gu_fail(g_r, "the kernel refuses a shape it is meant to cover"); return; }
@@ -120,7 +118,7 @@ static mi_status ffn_fused_run(mi_type t, bool staged, const void *wg, const voi
 static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     char name[96];
     if (staged) snprintf(name, sizeof name, "staged_norm_ffn_%s_K%lld_F%lld", mi_type_name(t), (long long)K, (long long)F);
-    else snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm%s", (long long)K, (long long)F, g_tag);
+    else snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
     gu_begin(g_r, name);
     if (staged && !mi8a_ffn_staged_norm_supported(t, K, F)) {
         gu_fail(g_r, "the kernel refuses a shape it is meant to cover");
@@ -180,25 +178,14 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     fused_case(MI_TYPE_Q4_0, false, 896, 896, true, true, true);     /* 0.5B q */
     fused_case(MI_TYPE_Q4_0, false, 1536, 8960, true, false, false); /* 1.5B ffn gate */
     fused_case(MI_TYPE_Q6_K, false, 1536, 256, true, true, false);   /* 1.5B v */
-    /* 8a's Q4_K launches with d28 (loads an iteration ahead) on, then off: both bit for bit 7e's */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass && mi_cuda_items_set_off("d28") != MI_OK) {
-            gu_begin(g_r, "fused_q4k_d28off");
-            gu_fail(g_r, "%s", mi_errmsg());
-            break;
-        }
-        g_tag = pass ? "_d28off" : "";
-        fused_case(MI_TYPE_Q4_K, true, 3584, 1024, true, true, false);   /* 7B q's rows */
-        fused_case(MI_TYPE_Q4_K, true, 3584, 512, true, true, false);    /* 7B k */
-        fused_case(MI_TYPE_Q4_K, true, 3584, 1024, false, false, true);  /* 7B o's rows */
-        fused_case(MI_TYPE_Q4_K, true, 18944, 256, false, false, true);  /* 7B down's rows */
-        fused_case(MI_TYPE_Q4_K, true, 512, 300, true, true, true);
-        fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
-        ffn_case(MI_TYPE_Q4_K, false, 3584, 2048);   /* 7B's rows */
-        ffn_case(MI_TYPE_Q4_K, false, 1024, 1000);
-    }
-    g_tag = "";
-    mi_cuda_items_set_off("");
+    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, true, true, false);   /* 7B q's rows */
+    fused_case(MI_TYPE_Q4_K, true, 3584, 512, true, true, false);    /* 7B k */
+    fused_case(MI_TYPE_Q4_K, true, 3584, 1024, false, false, true);  /* 7B o's rows */
+    fused_case(MI_TYPE_Q4_K, true, 18944, 256, false, false, true);  /* 7B down's rows */
+    fused_case(MI_TYPE_Q4_K, true, 512, 300, true, true, true);
+    fused_case(MI_TYPE_Q4_K, true, 8960, 1536, true, false, true);  /* the longest row the norm form takes */
+    ffn_case(MI_TYPE_Q4_K, false, 3584, 2048);   /* 7B's rows */
+    ffn_case(MI_TYPE_Q4_K, false, 1024, 1000);
     /* d23's staged form: every 32-element format, the 0.5B's and 1.5B's shapes, one row a block past
      * 8 KB rows (x's copy then in opt-in shared memory), K not a multiple of 256 */
     const mi_type staged[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0};
@@ -230,8 +217,8 @@ static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n
  * reference the CPU's */
 static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, bool bias, bool norm) {
     char name[96];
-    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s%s%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K,
-             n, (long long)Ms[0], bias ? "_bias" : "", norm ? "_norm" : "", g_tag);
+    snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
+             (long long)Ms[0], bias ? "_bias" : "", norm ? "_norm" : "");
     gu_begin(g_r, name);
     void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
     float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
@@ -307,17 +294,6 @@ void kernels8a_run(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     run_case(MI_TYPE_Q4_K, false, 3584, 2, qk, true, false);     /* q, k (the layers whose v is Q6_K) */
     run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false, false);   /* uneven segments, rows not a multiple of a block's 8 */
     run_case(MI_TYPE_Q4_K, false, 18944, 3, qkv, false, false);  /* four iterations a row */
-    if (mi_cuda_items_set_off("d28") != MI_OK) {
-        gu_begin(g_r, "run_q4k_d28off");
-        gu_fail(g_r, "%s", mi_errmsg());
-    } else {   /* the loads not run ahead: the same bits */
-        g_tag = "_d28off";
-        run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true, false);
-        run_case(MI_TYPE_Q4_K, false, 1024, 4, odd, false, false);
-        run_case(MI_TYPE_Q4_K, false, 3584, 3, qkv, true, true);
-        g_tag = "";
-        mi_cuda_items_set_off("");
-    }
     run_case(MI_TYPE_Q4_0, true, 896, 3, qkv05, true, false);    /* the 0.5B's q, k, v on 7b's kernel */
     run_case(MI_TYPE_Q8_0, true, 1024, 4, odd, false, false);
     run_case(MI_TYPE_Q6_K, true, 1536, 2, qk, true, false);      /* a K-quant on 7b's kernel */
@@ -370,12 +346,6 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
         mi_cuda_items_set_off("");
         if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_narrow = gu_first_diff(got, old, (size_t)M * 4); }
     }
-    /* d28 off: the loads not an iteration ahead give the same bits */
-    size_t d_ahead = (size_t)-1;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d28");
-    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
-    mi_cuda_items_set_off("");
-    if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_ahead = gu_first_diff(got, old, (size_t)M * 4); }
     if (st == MI_OK) st = mi7e_matvec_staged(S, t, dw, dx, pb, res ? dy0 : dy, K, M, 1, ws);
     if (st == MI_OK && res) st = mi7b_binary(S, 0, dr, dy0, dy, M, 1, 1);
     if (st == MI_OK) dev_down(old, dy, (size_t)M * 4);
@@ -384,15 +354,13 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     } else {
         const double e_cpu = gu_nmse(got, ref, (size_t)M), e_old = gu_nmse(got, old, (size_t)M);
         const size_t d_rep = gu_first_diff(got, got2, (size_t)M * 4);
-        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1 || d_narrow != (size_t)-1 ||
-            d_ahead != (size_t)-1) {
+        if (!(e_cpu <= 1e-6) || !(e_old <= 1e-6) || d_rep != (size_t)-1 || d_narrow != (size_t)-1) {
             const size_t i = first_bad(got, ref, (size_t)M, 1e-3, 1.0);
             if (i != (size_t)-1 && i < (size_t)M) printf("    %s: row %zu got %.9g staged %.9g cpu %.9g\n", name, i, got[i], old[i], ref[i]);
-            gu_fail(g_r, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s; d12 off %s; d28 off %s", e_cpu,
-                    e_old, d_rep == (size_t)-1 ? "bitwise" : "DIFFERS", d_narrow == (size_t)-1 ? "bitwise" : "DIFFERS",
-                    d_ahead == (size_t)-1 ? "bitwise" : "DIFFERS");
+            gu_fail(g_r, "nmse vs cpu %.3g, vs 7e's staged %.3g (bound 1e-6); repeat %s; d12 off %s", e_cpu, e_old,
+                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS", d_narrow == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat and d28 off bitwise%s", e_cpu, e_old,
+            gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise%s", e_cpu, e_old,
                     wide ? "; blocks of 256 (d12 off) bitwise" : "");
         }
     }
