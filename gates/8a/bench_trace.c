@@ -13,8 +13,10 @@
  *     before it (its start minus the latest end before it: negative where it overlapped the one
  *     before, as a programmatic dependent may).
  * A step starts at the embedding row kernel (a name holding "get_rows"), as tools/ncu_step_sum.py
- * splits. Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
- *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] */
+ * splits. With --batch B, B sequences of that prompt decode together (mi_batch, greedy, the next
+ * tokens read back as `minfer bench --batch` does): the steps are batched steps of B rows.
+ * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
+ *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B] */
 #include <cupti.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/model/mi.h"
+#include "common/model/mi_batch.h"
 #include "common/core/mi_err.h"
 
 typedef struct {
@@ -100,18 +103,79 @@ static void short_name(const char *n, char *out, size_t cap) {
     }
 }
 
+/* The steps to trace: n one-token steps of one session, or (B > 0) n decode steps of B
+ * sequences. Each runs 8 steps first (graph captures), then switches the recording on for n. */
+typedef struct {
+    mi_session *s;
+    mi_batch *b;
+    int B, *id;
+    int32_t *next;
+} stepper;
+
+static mi_status stepper_begin(stepper *r, mi_model *m, int B, long p, long n, const int32_t *ids) {
+    if (!B) {
+        mi_session_params sp;
+        mi_session_params_default(&sp);
+        sp.backend = "cuda";
+        sp.n_ctx = p + n + 16;
+        MI_TRY(mi_session_new(m, &sp, &r->s));
+        return mi_session_decode(r->s, ids, p, false);
+    }
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = B;
+    bp.kv_tokens = (int64_t)B * (p + n + 24);
+    bp.backend = "cuda";
+    bp.no_logits = true;
+    MI_TRY(mi_batch_new(m, &bp, &r->b));
+    r->B = B;
+    r->id = calloc((size_t)B, sizeof *r->id);
+    r->next = calloc((size_t)B, sizeof *r->next);
+    if (!r->id || !r->next) return mi_err(MI_ERR_NOMEM, "out of memory");
+    mi_status st = MI_OK;
+    for (int q = 0; st == MI_OK && q < B; q++) {
+        st = mi_batch_seq_new(r->b, NULL, &r->id[q]);
+        if (st == MI_OK) st = mi_batch_seq_add(r->b, r->id[q], ids, p);
+    }
+    int ran = 0;
+    for (int q = 0; st == MI_OK && q < B;) {   /* the prompts, as many steps as they take */
+        st = mi_batch_step(r->b, 2048, &ran);
+        while (st == MI_OK && q < B && mi_batch_seq_queued(r->b, r->id[q]) == 0) st = mi_batch_seq_next(r->b, r->id[q], &r->next[q]), q++;
+    }
+    return st;
+}
+
+/* one decode step: the session's token k, or every sequence's last token */
+static mi_status stepper_step(stepper *r, const int32_t *ids, long k) {
+    if (!r->B) return mi_session_decode(r->s, ids + k, 1, false);
+    mi_status st = MI_OK;
+    int ran = 0;
+    for (int q = 0; st == MI_OK && q < r->B; q++) st = mi_batch_seq_add(r->b, r->id[q], &r->next[q], 1);
+    if (st == MI_OK) st = mi_batch_step(r->b, 0, &ran);
+    for (int q = 0; st == MI_OK && q < r->B; q++) st = mi_batch_seq_next(r->b, r->id[q], &r->next[q]);
+    return st;
+}
+
+static void stepper_free(stepper *r) {
+    mi_session_free(r->s);
+    mi_batch_free(r->b);
+    free(r->id);
+    free(r->next);
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL;
-    long p = 32, n = 32, top = 24;
+    long p = 32, n = 32, top = 24, B = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) p = atol(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atol(argv[++i]);
         else if (argv[i][0] != '-' && !model) model = argv[i];
         else model = NULL, i = argc;
     }
-    if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1) {
-        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K]\n");
+    if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1 || B < 0 || B > 1024) {
+        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)]\n");
         return 2;
     }
     int devices = 0;
@@ -128,28 +192,25 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_trace: %s\n", mi_errmsg());
         return 1;
     }
-    mi_session_params sp;
-    mi_session_params_default(&sp);
-    sp.backend = "cuda";
-    sp.n_ctx = p + n + 16;
-    mi_session *s = NULL;
-    if (mi_session_new(m, &sp, &s) != MI_OK) {
-        printf("skipped: %s\n", mi_errmsg());   /* no CUDA device: nothing to trace */
-        mi_model_free(m);
-        return 0;
-    }
     const int64_t V = mi_model_hparams(m)->n_vocab, total = p + n + 8;
     int32_t *ids = malloc((size_t)total * sizeof *ids);
     if (!ids) return 1;
     for (int64_t i = 0; i < total; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
-    mi_status st = mi_session_decode(s, ids, p, false);
-    for (int64_t i = 0; st == MI_OK && i < 8; i++) st = mi_session_decode(s, ids + p + i, 1, false);   /* captures */
+    stepper run = {0};
+    mi_status st = stepper_begin(&run, m, (int)B, p, n, ids);
+    if (st != MI_OK && !run.s && !run.b) {
+        printf("skipped: %s\n", mi_errmsg());   /* no CUDA device: nothing to trace */
+        stepper_free(&run);
+        mi_model_free(m);
+        return 0;
+    }
+    for (long i = 0; st == MI_OK && i < 8; i++) st = stepper_step(&run, ids, p + i);   /* captures */
     cuptiActivityFlushAll(1);
     g_on = 1;
-    for (int64_t i = 0; st == MI_OK && i < n; i++) st = mi_session_decode(s, ids + p + 8 + i, 1, false);
+    for (long i = 0; st == MI_OK && i < n; i++) st = stepper_step(&run, ids, p + 8 + i);
     cuptiActivityFlushAll(1);
     g_on = 0;
-    const char *backend = mi_session_backend(s);
+    const char *backend = run.s ? mi_session_backend(run.s) : mi_batch_backend(run.b);
     if (st != MI_OK) {
         fprintf(stderr, "bench_trace: %s\n", mi_errmsg());
         return 1;
@@ -196,8 +257,10 @@ int main(int argc, char **argv) {
         between += (double)g_rec[b].start - (double)latest;
     }
     const double S = (double)steps;
-    printf("%s, backend %s: %zu one-token steps after a %ld-token prompt, %.1f kernels a step (CUPTI records "
-           "dropped: %zu)\n", model, backend, steps, p, (double)(step0[steps] - step0[0]) / S, g_dropped);
+    printf("%s, backend %s: %zu %s steps after a %ld-token prompt, %.1f kernels a step (CUPTI records "
+           "dropped: %zu)\n", model, backend, steps, B ? "batched decode" : "one-token", p,
+           (double)(step0[steps] - step0[0]) / S, g_dropped);
+    if (B) printf("%ld sequences a step\n", B);
     printf("a step: span %.1f us, kernels summed %.1f us, no kernel running %.1f us; between steps %.1f us; "
            "%.1f us a token (%.1f tok/s)\n", span / S / 1e3, ksum / S / 1e3, (span - busy) / S / 1e3,
            between / S / 1e3, (span + between) / S / 1e3, 1e9 * S / (span + between));
@@ -221,7 +284,7 @@ int main(int argc, char **argv) {
     free(step0);
     free(ids);
     free(g_rec);
-    mi_session_free(s);
+    stepper_free(&run);
     mi_model_free(m);
     return 0;
 }
