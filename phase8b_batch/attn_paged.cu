@@ -22,6 +22,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
+#include "phase7e_perf/mma_f16.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "common/graph/graph.h"
 #include "common/core/mi_settings.h"
@@ -48,6 +49,59 @@ __device__ __forceinline__ int pg_find_seq(const int32_t *__restrict__ seqs, int
         else hi = mid - 1;
     }
     return lo;
+}
+
+/* A block's row and split: the row's sequence (its fields checked), its key count and the split's
+ * keys [k0, k1); bad when a field or one of the split's table entries would read outside the
+ * cache (then table points at the fields, never read). Every thread of the block calls it (a
+ * barrier) and gets the same answer. */
+struct pg_range {
+    const int32_t *table;
+    int64_t k0, k1;
+    bool bad;
+};
+__device__ __forceinline__ pg_range pg_row_range(const int32_t *__restrict__ seqs, int n_seqs, int64_t seqs_len,
+                                                 int64_t n_rows, int B, int64_t max_kv, int64_t r, int S, int s,
+                                                 int min_chunk) {
+    const int sq = pg_find_seq(seqs, n_seqs, r);
+    const int32_t *f = seqs + (size_t)sq * MI_PAGED_FIELDS;
+    const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST], toff = f[MI_PAGED_TABLE];
+    bool bad = !(rows >= 1 && first <= r && r < first + rows && n_past >= 0 && toff >= (int64_t)n_seqs * MI_PAGED_FIELDS);
+    const int64_t n_kv = bad ? 1 : n_past + (r - first) + 1;
+    if (!bad && (n_kv > max_kv || toff + (n_kv + B - 1) / B > seqs_len)) bad = true;
+    const int32_t *table = seqs + (bad ? 0 : toff);
+    const int64_t chunk0 = (n_kv + S - 1) / S, chunk = chunk0 > min_chunk ? chunk0 : min_chunk, k0 = (int64_t)s * chunk;
+    const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
+    if (!bad && k0 < k1) {   /* the split's table entries: each block's last key inside the cache */
+        int my_bad = 0;
+        for (int64_t b = k0 / B + threadIdx.x; b <= (k1 - 1) / B; b += blockDim.x) {
+            const int64_t e = table[b], last = ((b + 1) * B < k1 ? (b + 1) * B : k1) - 1;
+            if (e < 0 || e * B + last % B >= n_rows) my_bad = 1;
+        }
+        bad = __syncthreads_or(my_bad) != 0;
+    }
+    return {table, k0, k1, bad};
+}
+
+/* A bad row's output (NaN), or an empty split's partial (weight 0 in the combine), for the G heads
+ * from h0 of row r */
+__device__ __forceinline__ void pg_write_unused(float *__restrict__ part, float *__restrict__ O, bool bad, int64_t r,
+                                                int h0, int G, int hd, int Hq, int S, int s) {
+    const size_t qrow = (size_t)hd * Hq, pstride = (size_t)hd + 2;
+    const float m0 = bad ? NAN : -INFINITY, l0 = bad ? NAN : 0.0f;
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+        const int g = i / hd, d = i - g * hd;
+        if (S == 1) {
+            O[(size_t)r * qrow + (size_t)(h0 + g) * hd + d] = NAN;
+        } else {
+            float *p = part + (((size_t)r * Hq + h0 + g) * S + s) * pstride;
+            if (d == 0) {
+                p[0] = m0;
+                p[1] = l0;
+            }
+            p[2 + d] = bad ? NAN : 0.0f;
+        }
+    }
 }
 
 /* dot[g] += q_g[d] * k[d] over the K row kr, d in increasing order */
@@ -106,41 +160,13 @@ __global__ void __launch_bounds__(PG_T)
     int *rows_sh = (int *)(lt + PG_MAX_G); /* [PG_T] the tile's cache rows */
     const size_t qrow = (size_t)hd * Hq, kvrow = (size_t)hd * Hkv, pstride = (size_t)hd + 2;
 
-    /* the row's sequence and key range; every thread computes the same */
-    const int sq = pg_find_seq(seqs, n_seqs, r);
-    const int32_t *f = seqs + (size_t)sq * MI_PAGED_FIELDS;
-    const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST], toff = f[MI_PAGED_TABLE];
-    bool bad = !(rows >= 1 && first <= r && r < first + rows && n_past >= 0 && toff >= (int64_t)n_seqs * MI_PAGED_FIELDS);
-    const int64_t n_kv = bad ? 1 : n_past + (r - first) + 1;
-    if (!bad && (n_kv > max_kv || toff + (n_kv + B - 1) / B > seqs_len)) bad = true;
-    const int32_t *table = seqs + (bad ? 0 : toff);
-    const int64_t chunk0 = (n_kv + S - 1) / S, chunk = chunk0 > min_chunk ? chunk0 : min_chunk, k0 = (int64_t)s * chunk;
-    const int64_t k1 = k0 + chunk < n_kv ? k0 + chunk : n_kv;
-    if (!bad && k0 < k1) {   /* the split's table entries: each block's last key inside the cache */
-        int my_bad = 0;
-        for (int64_t b = k0 / B + tid; b <= (k1 - 1) / B; b += PG_T) {
-            const int64_t e = table[b], last = ((b + 1) * B < k1 ? (b + 1) * B : k1) - 1;
-            if (e < 0 || e * B + last % B >= n_rows) my_bad = 1;
-        }
-        bad = __syncthreads_or(my_bad) != 0;
-    }
-    if (bad || k0 >= k1) {   /* NaN out for a bad row; an empty split's partial gets weight 0 */
-        const float m0 = bad ? NAN : -INFINITY, l0 = bad ? NAN : 0.0f;
-        for (int i = tid; i < G * hd; i += PG_T) {
-            const int g = i / hd, d = i - g * hd;
-            if (S == 1) {
-                O[(size_t)r * qrow + (size_t)(h0 + g) * hd + d] = NAN;
-            } else {
-                float *p = part + (((size_t)r * Hq + h0 + g) * S + s) * pstride;
-                if (d == 0) {
-                    p[0] = m0;
-                    p[1] = l0;
-                }
-                p[2 + d] = bad ? NAN : 0.0f;
-            }
-        }
+    const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
+    if (R.bad || R.k0 >= R.k1) {
+        pg_write_unused(part, O, R.bad, r, h0, G, hd, Hq, S, s);
         return;
     }
+    const int32_t *table = R.table;
+    const int64_t k0 = R.k0, k1 = R.k1;
 
     for (int i = tid; i < G * hd; i += PG_T) qs[i] = Q[(size_t)r * qrow + (size_t)h0 * hd + i];
     float m[PG_MAX_G], l[PG_MAX_G], acc[PG_MAX_G][NJ];
@@ -252,6 +278,207 @@ __global__ void __launch_bounds__(PG_T)
     }
 }
 
+/* ---------------- b7: the same blocks on the tensor cores (F16 caches, hd 64 or 128) ----------------
+ * d22's tiling (phase8a_decode/attn_split_mma.cu) over the paged cache: a block of four warps takes
+ * (row, KV head, split) as the scalar kernel does, 64-key tiles (16 keys a warp) whose K and V rows
+ * come by cp.async from the rows the block table names, two stages;
+ *   S[16 x 16 keys] = Q[16 x hd] K^T     m16n8k16, the group's G <= 16 heads as rows (the rest 0)
+ *   online softmax per row over the warp's keys, O[16 x hd] += P V (V through ldmatrix.trans)
+ * q and P split into an f16 high part and remainder (two mma a product: about 22 bits), f32
+ * accumulation, the four warps' states merged in warp order; the partials and the combine are the
+ * scalar kernel's. Fixed orders: bit-identical run to run; within the attention bound of the CPU,
+ * not the scalar kernel's bits. */
+#define PM_T 128   /* threads: four warps */
+#define PM_TK 64   /* keys a tile: 16 a warp */
+
+/* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing read) */
+__device__ __forceinline__ void pm_cp16_or_zero(void *smem, const void *gmem, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ uint32_t pm_h2_bits(__half2 h) { return *(uint32_t *)&h; }
+/* x0, x1 -> their f16 pair and the f16 pair of what that leaves */
+__device__ __forceinline__ void pm_split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 hf = __half22float2(h);
+    hi = pm_h2_bits(h);
+    lo = pm_h2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+}
+
+template <int HD>
+__global__ void __launch_bounds__(PM_T, HD == 128 ? 2 : 3)
+    kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
+                          float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
+                          int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
+                          int min_chunk, float scale) {
+    constexpr int LD = HD + 8, KS = HD / 16, NT = HD / 8, CPR = HD / 8;
+    extern __shared__ uint4 pm_smem4[];
+    uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][PM_TK][LD] */
+    uint16_t *vs = ks + 2 * PM_TK * LD;      /* [2][PM_TK][LD] */
+    const int G = Hq / Hkv;
+    const int64_t r = blockIdx.x / Hkv;
+    const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3, mi = lane >> 3;
+    const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
+    if (R.bad || R.k0 >= R.k1) {
+        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);
+        return;
+    }
+    const int32_t *table = R.table;
+    const int64_t k0 = R.k0, k1 = R.k1;
+    const size_t qrow = (size_t)HD * Hq, kvrow = (size_t)HD * Hkv, pstride = (size_t)HD + 2;
+    const uint16_t *kb = Kc + (size_t)kvh * HD, *vb = Vc + (size_t)kvh * HD;
+    auto load = [&](int buf, int64_t t0) {
+        for (int i = tid; i < PM_TK * CPR; i += PM_T) {
+            const int kr = i / CPR, cc = i - kr * CPR;
+            const int64_t t = t0 + kr;
+            const bool ok = t < k1;
+            const size_t row = ok ? (size_t)table[t / B] * (size_t)B + (size_t)(t % B) : 0;
+            const size_t off = row * kvrow + (size_t)cc * 8;
+            pm_cp16_or_zero(ks + (buf * PM_TK + kr) * LD + cc * 8, kb + off, ok);
+            pm_cp16_or_zero(vs + (buf * PM_TK + kr) * LD + cc * 8, vb + off, ok);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    load(0, k0);
+    /* q as A fragments (rows g, g + 8: heads h0 + g, h0 + g + 8 while < G), high and low halves */
+    uint32_t qh[KS][4], ql[KS][4];
+    const float *qb = Q + (size_t)r * qrow + (size_t)h0 * HD;
+#pragma unroll
+    for (int k = 0; k < KS; k++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int row = g + (j & 1) * 8, col = k * 16 + 2 * c + (j >> 1) * 8;
+            const float *qr = qb + (size_t)row * HD + col;
+            const float x0 = row < G ? qr[0] : 0.0f, x1 = row < G ? qr[1] : 0.0f;
+            pm_split2(x0, x1, qh[k][j], ql[k][j]);
+        }
+    float o[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};   /* rows g, g + 8 */
+    int buf = 0;
+    for (int64_t t0 = k0; t0 < k1; t0 += PM_TK, buf ^= 1) {
+        if (t0 + PM_TK < k1) {
+            load(buf ^ 1, t0 + PM_TK);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads();
+        /* scores of the warp's 16 keys: n-tile 0 keys 0-7, n-tile 1 keys 8-15 */
+        float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        const uint16_t *kt = ks + (buf * PM_TK + warp * 16) * LD;
+#pragma unroll
+        for (int k = 0; k < KS; k++) {
+            uint32_t b[4];
+            ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
+            mma_f16_16816(sc[0], qh[k], b[0], b[1]);
+            mma_f16_16816(sc[0], ql[k], b[0], b[1]);
+            mma_f16_16816(sc[1], qh[k], b[2], b[3]);
+            mma_f16_16816(sc[1], ql[k], b[2], b[3]);
+        }
+        const int64_t kw = t0 + warp * 16;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int64_t key = kw + n * 8 + 2 * c + (j & 1);
+                sc[n][j] = key < k1 ? scale * sc[n][j] : -INFINITY;
+                mx[j >> 1] = fmaxf(mx[j >> 1], sc[n][j]);
+            }
+        float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int q = 0; q < 2; q++) {   /* the four lanes of a quad hold one row's 16 keys */
+            mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 1));
+            mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 2));
+            const float mn = fmaxf(m_r[q], mx[q]);
+            corr[q] = mn == -INFINITY ? 1.0f : expf(m_r[q] - mn);
+            m_r[q] = mn;
+        }
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float mn = m_r[j >> 1];
+                sc[n][j] = mn == -INFINITY ? 0.0f : expf(sc[n][j] - mn);
+                sum[j >> 1] += sc[n][j];
+            }
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            sum[q] += __shfl_xor_sync(0xffffffffu, sum[q], 1);
+            sum[q] += __shfl_xor_sync(0xffffffffu, sum[q], 2);
+            l_r[q] = l_r[q] * corr[q] + sum[q];
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= corr[0];
+            o[n][1] *= corr[0];
+            o[n][2] *= corr[1];
+            o[n][3] *= corr[1];
+        }
+        /* P as the A fragment of 16 keys: a0 (g, keys 2c..), a1 (g+8, 2c..), a2 (g, 8+2c..), a3 (g+8, 8+2c..) */
+        uint32_t ph[4], pl[4];
+        pm_split2(sc[0][0], sc[0][1], ph[0], pl[0]);
+        pm_split2(sc[0][2], sc[0][3], ph[1], pl[1]);
+        pm_split2(sc[1][0], sc[1][1], ph[2], pl[2]);
+        pm_split2(sc[1][2], sc[1][3], ph[3], pl[3]);
+        const uint16_t *vt = vs + (buf * PM_TK + warp * 16) * LD;
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
+            mma_f16_16816(o[n], ph, b[0], b[1]);
+            mma_f16_16816(o[n], pl, b[0], b[1]);
+            mma_f16_16816(o[n + 1], ph, b[2], b[3]);
+            mma_f16_16816(o[n + 1], pl, b[2], b[3]);
+        }
+        __syncthreads();   /* this buffer is refilled by the next iteration's load */
+    }
+    /* the four warps' states, merged in warp order: m, l [4][16], o [4][16][HD] over the tiles' space */
+    float *wm = (float *)pm_smem4, *wl = wm + 4 * 16, *wo = wl + 4 * 16;
+    if (c == 0) {
+        wm[warp * 16 + g] = m_r[0];
+        wm[warp * 16 + g + 8] = m_r[1];
+        wl[warp * 16 + g] = l_r[0];
+        wl[warp * 16 + g + 8] = l_r[1];
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        float *r0 = wo + ((size_t)warp * 16 + g) * HD + n * 8 + 2 * c, *r1 = r0 + 8 * HD;
+        r0[0] = o[n][0];
+        r0[1] = o[n][1];
+        r1[0] = o[n][2];
+        r1[1] = o[n][3];
+    }
+    __syncthreads();
+    for (int i = tid; i < G * HD; i += PM_T) {
+        const int h = i / HD, d = i - h * HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w * 16 + h]);
+        float L = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            if (wl[w * 16 + h] == 0.0f) continue;   /* a warp that saw no key */
+            const float e = expf(wm[w * 16 + h] - M);
+            L += wl[w * 16 + h] * e;
+            acc += wo[((size_t)w * 16 + h) * HD + d] * e;
+        }
+        if (S == 1) {
+            O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = acc / L;
+        } else {
+            float *p = part + (((size_t)r * Hq + h0 + h) * S + s) * pstride;
+            if (d == 0) {
+                p[0] = M;
+                p[1] = L;
+            }
+            p[2 + d] = acc;
+        }
+    }
+}
+
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
  * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
  * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
@@ -337,7 +564,24 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;
-    if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
+    /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
+    const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
+    const size_t smem_mma = (size_t)4 * PM_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
+    if (mma && hd == 64) {
+        kernel_attn_paged_mma<64><<<grid, PM_T, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len, n_rows,
+                                                                (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(),
+                                                                scale);
+    } else if (mma) {
+        static bool opted;   /* more than 48 KB of dynamic shared memory: asked for once */
+        if (!opted) {
+            MI_CU_CHECK(cudaFuncSetAttribute(kernel_attn_paged_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem_mma));
+            opted = true;
+        }
+        kernel_attn_paged_mma<128><<<grid, PM_T, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len,
+                                                                 n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S,
+                                                                 pg_min_split(), scale);
+    } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (!wide) kernel_attn_paged<float, false, 1><<<grid, PG_T, smem, st>>>(q, k32, v32, PG_ARGS);

@@ -40,6 +40,8 @@ mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type cty
  * steps) still fill the GPU; a split shorter than a tile runs its one tile part-full */
 #define MI8B_PG_MIN_SPLIT 32
 bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
+/* b7 (install8b.c, read at each launch): F16 caches of hd 64 or 128 on the tensor cores */
+bool mi8b_paged_mma_on(void);
 /* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than
  * MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the longest sequence is full; 1 for steps
  * with rows enough. */

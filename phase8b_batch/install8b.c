@@ -138,6 +138,9 @@ static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable 
                                                    "b2", sup_attn_paged, run_attn_paged, ws_attn_paged,
                                                    MI_CUDA_K_REPLAYABLE};
 
+/* b7: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
+bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
+
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
@@ -244,6 +247,8 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
                                "tensor cores: float sums over all of K, no per-unit scaling");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
+    mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
+                               "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

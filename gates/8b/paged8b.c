@@ -314,6 +314,17 @@ static void test_paged(void) {
     paged_case("mixed", mixed, nm, MI_TYPE_F32, 128, 8, 4);
     const seq_spec prompts[] = {{512, 0}, {512, 0}, {300, 212}, {1, 511}};
     paged_case("prompts", prompts, 4, MI_TYPE_F16, 128, 28, 4);
+    /* the F16 cases above at hd 64 and 128 ran on the tensor cores (b7); the scalar kernel's F16
+     * path on a few of them, b7 off */
+    if (mi_cuda_items_set_off("b7") != MI_OK) {
+        gu_begin(g_r, "paged_b7off");
+        gu_fail(g_r, "%s", mi_errmsg());
+        return;
+    }
+    decode_case("decode_b64_b7off", 64, 700, MI_TYPE_F16, 64, 14, 2);
+    decode_case("decode_b64_b7off", 64, 700, MI_TYPE_F16, 128, 28, 4);
+    paged_case("mixed_b7off", mixed, nm, MI_TYPE_F16, 128, 28, 4);
+    mi_cuda_items_set_off("");
 }
 
 /* The harness itself without a device: the CPU op over a mixed layout against the double
