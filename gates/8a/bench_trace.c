@@ -12,8 +12,8 @@
  *   - per kernel, in step order, merged by name: launches a step, mean time, and the mean gap
  *     before it (its start minus the latest end before it: negative where it overlapped the one
  *     before, as a programmatic dependent may).
- * A step starts at the embedding row kernel (a name holding "get_rows"), as tools/ncu_step_sum.py
- * splits. With --batch B, B sequences of that prompt decode together (mi_batch, greedy, the next
+ * A step starts at the embedding row kernel (the first kernel recorded, a name holding "get_rows",
+ * as tools/ncu_step_sum.py splits). With --batch B, B sequences of that prompt decode together (mi_batch, greedy, the next
  * tokens read back as `minfer bench --batch` does): the steps are batched steps of B rows.
  * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
  *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B] */
@@ -217,10 +217,15 @@ int main(int argc, char **argv) {
     }
     qsort(g_rec, g_n, sizeof *g_rec, by_start);
 
-    /* steps: from one embedding kernel to the next */
+    /* steps: from one embedding kernel to the next (the first row gather recorded: a batched step
+     * gathers rows a second time, the last row of each sequence for the output head) */
     size_t *step0 = malloc((g_n + 1) * sizeof *step0), ns = 0;
+    const char *embd = NULL;
     for (size_t i = 0; i < g_n; i++)
-        if (strstr(g_rec[i].name, "get_rows")) step0[ns++] = i;
+        if (strstr(g_rec[i].name, "get_rows")) {
+            if (!embd) embd = g_rec[i].name;
+            if (!strcmp(g_rec[i].name, embd)) step0[ns++] = i;
+        }
     step0[ns] = g_n;
     if (ns < 2) {
         fprintf(stderr, "bench_trace: %zu kernels, %zu steps found (backend %s): nothing to show\n", g_n, ns, backend);
