@@ -42,9 +42,6 @@ mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type cty
 bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 /* b7 (install8b.c, read at each launch): F16 caches of hd 64 or 128 on the tensor cores */
 bool mi8b_paged_mma_on(void);
-/* b8 (install8b.c, read at each launch): the K-split sums and b6's fixups load a thread's
- * partials together (the same sums in the same order) */
-bool mi8b_sums_ahead_on(void);
 /* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than
  * MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the longest sequence is full; 1 for steps
  * with rows enough. */

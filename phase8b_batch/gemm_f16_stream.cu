@@ -250,37 +250,24 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
 /* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls inside a
  * band b and run p - 1 begins at or before b's first unit (so each cut band has one block x),
- * and tokens FS_FIX_TOK y ..: a thread an output (row r, token n). Band b's pieces in unit order:
- * run p - 1's last piece (slot 2p - 1, it begins at b's first stage), then slot 2p' of every run
- * p' >= p beginning inside b; + bias. AHEAD (item b8): a thread issues its pieces' loads
- * together (eight at a time) and adds them in that order: the sums of one piece after another,
- * as a loop of dependent loads adds them, without waiting on each. */
-#define FS_FIX_TOK 8     /* tokens a fixup block: FS_BM x 8 threads */
-template <bool AHEAD>
-__global__ void __launch_bounds__(FS_BM * FS_FIX_TOK)
-    kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y, int64_t M,
-                      int64_t N, const f16s_plan pl) {
+ * and tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1's last piece (slot 2p - 1,
+ * it begins at b's first stage), then slot 2p' of every run p' >= p beginning inside b; + bias. */
+__global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
+                                  int64_t M, int64_t N, const f16s_plan pl) {
     const int p = blockIdx.x + 1, P = pl.P;
     const int64_t nst = pl.nst, u = f16s_run_start(pl, p);
     if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
     const int64_t b = u / nst, bs = b * nst, be = bs + nst;
     if (f16s_run_start(pl, p - 1) > bs) return;   /* band b's first boundary is an earlier run's */
     const int r = threadIdx.x % FS_BM;
-    const int64_t m = b * FS_BM + r, n = (int64_t)blockIdx.y * FS_FIX_TOK + threadIdx.x / FS_BM;
-    if (m >= M || n >= N) return;
-    int q1 = p;   /* runs p .. q1 - 1 begin inside band b */
-    while (q1 < P && f16s_run_start(pl, q1) < be) q1++;
-    float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
-    for (int q = p; !AHEAD && q < q1; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
-    for (int q0 = p; AHEAD && q0 < q1; q0 += 8) {
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = q0 + j < q1 ? part[((size_t)(2 * (q0 + j)) * N + n) * FS_BM + r] : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (q0 + j < q1) s += v[j];
+    const int64_t m = b * FS_BM + r;
+    if (m >= M) return;
+    const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
+    for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
+        float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
+        for (int q = p; q < P && f16s_run_start(pl, q) < be; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
+        Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
     }
-    Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
 }
 
 /* ---------------- launchers ---------------- */
@@ -380,9 +367,7 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
                                                                                          y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
     if (f16s_cut(pl)) {
-        const dim3 grid((unsigned)(pl.P - 1), (unsigned)((N + FS_FIX_TOK - 1) / FS_FIX_TOK));
-        if (mi8b_sums_ahead_on()) kernel_f16s_fixup<true><<<grid, FS_BM * FS_FIX_TOK, 0, st>>>(part, bias, y, M, N, pl);
-        else kernel_f16s_fixup<false><<<grid, FS_BM * FS_FIX_TOK, 0, st>>>(part, bias, y, M, N, pl);
+        kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
         MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     }
     return MI_OK;

@@ -140,7 +140,6 @@ static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable 
 
 /* b7: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
-bool mi8b_sums_ahead_on(void) { return mi_cuda_item_on("b8"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -250,8 +249,6 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
-    mi_cuda_item_declare("b8", "the K-split sums and the stream-K fixups load a thread's partials together, then add "
-                               "them in order (the same bits; a round trip per partial before)");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

@@ -1,12 +1,11 @@
 /* gate_8b_matmul: a batch's matmuls of 9..64 rows on the device (phase8b_batch/, docs/PHASE8B.md).
  *  split_mm_*       b1's int8 tile split over K against the CPU (7b's bound), 7e's unsplit kernel
- *                   and itself with item b8 off (bitwise: the partials summed in the same order)
+ *                   and itself (bitwise)
  *  stream_mm_*      b3's weight-streaming matmul (b5: `_ring2`, its 2-stage ring) on the 7B's and
  *                   the 0.5B's shapes at 9..64 rows against the CPU, 7e's int8 kernel and itself
- *                   (bitwise, the second run with b8 off); what it refuses
+ *                   (bitwise); what it refuses
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
-#include "phase7a_skeleton/cuda_dispatch.h"
 #include "gates/7e/dev7e.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/perf7e.h"
@@ -47,10 +46,7 @@ static void split_case(mi_type t, int64_t K, int64_t M, int64_t N) {
     mi_status st = mi8b_gemm_split(S, t, dw, dx, db, dy, K, M, N, ws);
     if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
     if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    /* the second run with b8 off (partials summed one load after another): the same bits */
-    if (st == MI_OK) st = mi_cuda_items_set_off("b8");
     if (st == MI_OK) st = mi8b_gemm_split(S, t, dw, dx, db, dy, K, M, N, ws);
-    mi_cuda_items_set_off("");
     if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
     if (st == MI_OK) st = mi7e_gemm_int8(S, t, dw, dx, db, dy, K, M, N, ws);
     if (st == MI_OK) st = dev_read_back(S, old, dy, ny);
@@ -63,10 +59,10 @@ static void split_case(mi_type t, int64_t K, int64_t M, int64_t N) {
             const size_t i = first_bad(got, ref, ny, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu got %.9g want %.9g (7e %.9g)\n", name, i,
                                         got[i], ref[i], old[i]);
-            gu_fail(&R, "%d splits: nmse vs cpu %.3g (bound 1e-6), vs 7e's unsplit kernel %.3g, repeat (b8 off) %s", splits, e_cpu,
+            gu_fail(&R, "%d splits: nmse vs cpu %.3g (bound 1e-6), vs 7e's unsplit kernel %.3g, repeat %s", splits, e_cpu,
                     e_old, rep ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "%d splits: nmse vs cpu %.3g, vs 7e's unsplit kernel %.3g, repeat (b8 off) bitwise", splits, e_cpu, e_old);
+            gu_pass(&R, "%d splits: nmse vs cpu %.3g, vs 7e's unsplit kernel %.3g, repeat bitwise", splits, e_cpu, e_old);
         }
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(old);
@@ -111,10 +107,7 @@ static void stream_case_ring(mi_type t, int64_t K, int64_t M, int64_t N, size_t 
     mi_status st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
     if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
     if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    /* the second run with b8 off (partials summed one load after another): the same bits */
-    if (st == MI_OK) st = mi_cuda_items_set_off("b8");
     if (st == MI_OK) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, stages, ws);
-    mi_cuda_items_set_off("");
     if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
     if (st == MI_OK) st = mi7e_gemm_int8(S, t, dw, dx, db, dy, K, M, N, ws);
     if (st == MI_OK) st = dev_read_back(S, old, dy, ny);
@@ -127,10 +120,10 @@ static void stream_case_ring(mi_type t, int64_t K, int64_t M, int64_t N, size_t 
             const size_t i = first_bad(got, ref, ny, 1e-3, 1.0);
             if (i != (size_t)-1) printf("    %s: first mismatch index %zu (token %zu, row %zu) got %.9g want %.9g (7e %.9g)\n",
                                         name, i, i / (size_t)M, i % (size_t)M, got[i], ref[i], old[i]);
-            gu_fail(&R, "%d splits: nmse vs cpu %.3g (bound 1e-6), vs 7e's int8 kernel %.3g, repeat (b8 off) %s", splits, e_cpu,
+            gu_fail(&R, "%d splits: nmse vs cpu %.3g (bound 1e-6), vs 7e's int8 kernel %.3g, repeat %s", splits, e_cpu,
                     e_old, rep ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "%d splits: nmse vs cpu %.3g, vs 7e's int8 kernel %.3g, repeat (b8 off) bitwise", splits, e_cpu, e_old);
+            gu_pass(&R, "%d splits: nmse vs cpu %.3g, vs 7e's int8 kernel %.3g, repeat bitwise", splits, e_cpu, e_old);
         }
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(old);
