@@ -32,7 +32,8 @@ RELEVANT = ("MINFER_PERF_OFF", "MINFER_NO_CUDA_GRAPH", "MINFER_NO_FUSION", "MINF
             "MINFER_PAGEABLE_LOGITS", "MINFER_GRAPH_KEY_EACH_STEP",
             "MINFER_BULK_",   # a dropped item's launch shapes (bench-d18-sweep-3792a24.jsonl)
             "MINFER_PDL_TRIGGER_BUILD",   # which MI_PDL_TRIGGER build ran (bench-pdl-trigger-b5c7631.jsonl)
-            "MINFER_BUILD_DEFS")   # which build's defines ran (tools/bench_builds.sh)
+            "MINFER_BUILD_DEFS",   # which build's defines ran (tools/bench_builds.sh)
+            "MINFER_AHEAD")   # a dropped item's forms and variant (bench-d28-forms-5668078.jsonl)
 # switches that turn one thing off, as MINFER_PERF_OFF's items do: an A/B's B side
 AB_FLAGS = ("MINFER_NO_CUDA_GRAPH", "MINFER_NO_FUSION", "MINFER_NO_GRAPH_REUSE", "MINFER_PAGEABLE_LOGITS",
             "MINFER_GRAPH_KEY_EACH_STEP")

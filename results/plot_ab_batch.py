@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 def perf_off(switches):
     for v in (switches or "").split(","):
         if v.startswith("MINFER_PERF_OFF="):
-            return v.split("=", 1)[1]
+            off = v.split("=", 1)[1]
+            return "" if off == "none" else off   # MINFER_PERF_OFF=none: the default, every item on
     return ""
 
 
