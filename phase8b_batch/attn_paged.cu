@@ -22,7 +22,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
-#include "phase7e_perf/mma_f16.cuh"
+#include "phase8a_decode/attn_mma_tile.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "common/graph/graph.h"
 #include "common/core/mi_settings.h"
@@ -279,46 +279,26 @@ __global__ void __launch_bounds__(PG_T)
 }
 
 /* ---------------- b7: the same blocks on the tensor cores (F16 caches, hd 64 or 128) ----------------
- * d22's tiling (phase8a_decode/attn_split_mma.cu) over the paged cache: a block of four warps takes
- * (row, KV head, split) as the scalar kernel does, 64-key tiles (16 keys a warp) whose K and V rows
- * come by cp.async from the rows the block table names, two stages;
- *   S[16 x 16 keys] = Q[16 x hd] K^T     m16n8k16, the group's G <= 16 heads as rows (the rest 0)
- *   online softmax per row over the warp's keys, O[16 x hd] += P V (V through ldmatrix.trans)
- * q and P split into an f16 high part and remainder (two mma a product: about 22 bits), f32
- * accumulation, the four warps' states merged in warp order; the partials and the combine are the
- * scalar kernel's. Fixed orders: bit-identical run to run; within the attention bound of the CPU,
- * not the scalar kernel's bits. */
-#define PM_T 128   /* threads: four warps */
-#define PM_TK 64   /* keys a tile: 16 a warp */
-
-/* 16 bytes global -> shared, or 16 zero bytes when !ok (nothing read) */
-__device__ __forceinline__ void pm_cp16_or_zero(void *smem, const void *gmem, bool ok) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ uint32_t pm_h2_bits(__half2 h) { return *(uint32_t *)&h; }
-/* x0, x1 -> their f16 pair and the f16 pair of what that leaves */
-__device__ __forceinline__ void pm_split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
-    const __half2 h = __floats2half2_rn(x0, x1);
-    const float2 hf = __half22float2(h);
-    hi = pm_h2_bits(h);
-    lo = pm_h2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
-}
-
+ * 8a's d22 tiling (phase8a_decode/attn_mma_tile.cuh) over the paged cache: a block of four warps
+ * takes (row, KV head, split) as the scalar kernel does, 64-key tiles (16 keys a warp) whose K and
+ * V rows come by cp.async from the rows the block table names, two stages; the scores and the
+ * value sums as m16n8k16 mma with the group's heads as the rows, q and P in two f16 parts; the
+ * partials and the combine are the scalar kernel's. Fixed orders: bit-identical run to run;
+ * within the attention bound of the CPU, not the scalar kernel's bits. */
 template <int HD>
-__global__ void __launch_bounds__(PM_T, HD == 128 ? 2 : 3)
+__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
                           int min_chunk, float scale) {
-    constexpr int LD = HD + 8, KS = HD / 16, NT = HD / 8, CPR = HD / 8;
+    constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
-    uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][PM_TK][LD] */
-    uint16_t *vs = ks + 2 * PM_TK * LD;      /* [2][PM_TK][LD] */
+    uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][MMA_TK][LD] */
+    uint16_t *vs = ks + 2 * MMA_TK * LD;     /* [2][MMA_TK][LD] */
     const int G = Hq / Hkv;
     const int64_t r = blockIdx.x / Hkv;
     const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3, mi = lane >> 3;
+    const int tid = threadIdx.x, warp = tid >> 5;
     const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
     if (R.bad || R.k0 >= R.k1) {
         pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);
@@ -329,143 +309,34 @@ __global__ void __launch_bounds__(PM_T, HD == 128 ? 2 : 3)
     const size_t qrow = (size_t)HD * Hq, kvrow = (size_t)HD * Hkv, pstride = (size_t)HD + 2;
     const uint16_t *kb = Kc + (size_t)kvh * HD, *vb = Vc + (size_t)kvh * HD;
     auto load = [&](int buf, int64_t t0) {
-        for (int i = tid; i < PM_TK * CPR; i += PM_T) {
+        for (int i = tid; i < MMA_TK * CPR; i += MMA_THREADS) {
             const int kr = i / CPR, cc = i - kr * CPR;
             const int64_t t = t0 + kr;
             const bool ok = t < k1;
             const size_t row = ok ? (size_t)table[t / B] * (size_t)B + (size_t)(t % B) : 0;
             const size_t off = row * kvrow + (size_t)cc * 8;
-            pm_cp16_or_zero(ks + (buf * PM_TK + kr) * LD + cc * 8, kb + off, ok);
-            pm_cp16_or_zero(vs + (buf * PM_TK + kr) * LD + cc * 8, vb + off, ok);
+            cp16_or_zero(ks + (buf * MMA_TK + kr) * LD + cc * 8, kb + off, ok);
+            cp16_or_zero(vs + (buf * MMA_TK + kr) * LD + cc * 8, vb + off, ok);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
     load(0, k0);
-    /* q as A fragments (rows g, g + 8: heads h0 + g, h0 + g + 8 while < G), high and low halves */
-    uint32_t qh[KS][4], ql[KS][4];
-    const float *qb = Q + (size_t)r * qrow + (size_t)h0 * HD;
-#pragma unroll
-    for (int k = 0; k < KS; k++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int row = g + (j & 1) * 8, col = k * 16 + 2 * c + (j >> 1) * 8;
-            const float *qr = qb + (size_t)row * HD + col;
-            const float x0 = row < G ? qr[0] : 0.0f, x1 = row < G ? qr[1] : 0.0f;
-            pm_split2(x0, x1, qh[k][j], ql[k][j]);
-        }
-    float o[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};   /* rows g, g + 8 */
+    mma_state<HD> st;
+    mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
     int buf = 0;
-    for (int64_t t0 = k0; t0 < k1; t0 += PM_TK, buf ^= 1) {
-        if (t0 + PM_TK < k1) {
-            load(buf ^ 1, t0 + PM_TK);
+    for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
+        if (t0 + MMA_TK < k1) {
+            load(buf ^ 1, t0 + MMA_TK);
             asm volatile("cp.async.wait_group 1;\n" ::);
         } else {
             asm volatile("cp.async.wait_group 0;\n" ::);
         }
         __syncthreads();
-        /* scores of the warp's 16 keys: n-tile 0 keys 0-7, n-tile 1 keys 8-15 */
-        float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        const uint16_t *kt = ks + (buf * PM_TK + warp * 16) * LD;
-#pragma unroll
-        for (int k = 0; k < KS; k++) {
-            uint32_t b[4];
-            ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
-            mma_f16_16816(sc[0], qh[k], b[0], b[1]);
-            mma_f16_16816(sc[0], ql[k], b[0], b[1]);
-            mma_f16_16816(sc[1], qh[k], b[2], b[3]);
-            mma_f16_16816(sc[1], ql[k], b[2], b[3]);
-        }
-        const int64_t kw = t0 + warp * 16;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int64_t key = kw + n * 8 + 2 * c + (j & 1);
-                sc[n][j] = key < k1 ? scale * sc[n][j] : -INFINITY;
-                mx[j >> 1] = fmaxf(mx[j >> 1], sc[n][j]);
-            }
-        float corr[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int q = 0; q < 2; q++) {   /* the four lanes of a quad hold one row's 16 keys */
-            mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 1));
-            mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 2));
-            const float mn = fmaxf(m_r[q], mx[q]);
-            corr[q] = mn == -INFINITY ? 1.0f : expf(m_r[q] - mn);
-            m_r[q] = mn;
-        }
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float mn = m_r[j >> 1];
-                sc[n][j] = mn == -INFINITY ? 0.0f : expf(sc[n][j] - mn);
-                sum[j >> 1] += sc[n][j];
-            }
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            sum[q] += __shfl_xor_sync(0xffffffffu, sum[q], 1);
-            sum[q] += __shfl_xor_sync(0xffffffffu, sum[q], 2);
-            l_r[q] = l_r[q] * corr[q] + sum[q];
-        }
-#pragma unroll
-        for (int n = 0; n < NT; n++) {
-            o[n][0] *= corr[0];
-            o[n][1] *= corr[0];
-            o[n][2] *= corr[1];
-            o[n][3] *= corr[1];
-        }
-        /* P as the A fragment of 16 keys: a0 (g, keys 2c..), a1 (g+8, 2c..), a2 (g, 8+2c..), a3 (g+8, 8+2c..) */
-        uint32_t ph[4], pl[4];
-        pm_split2(sc[0][0], sc[0][1], ph[0], pl[0]);
-        pm_split2(sc[0][2], sc[0][3], ph[1], pl[1]);
-        pm_split2(sc[1][0], sc[1][1], ph[2], pl[2]);
-        pm_split2(sc[1][2], sc[1][3], ph[3], pl[3]);
-        const uint16_t *vt = vs + (buf * PM_TK + warp * 16) * LD;
-#pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-            uint32_t b[4];
-            ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
-            mma_f16_16816(o[n], ph, b[0], b[1]);
-            mma_f16_16816(o[n], pl, b[0], b[1]);
-            mma_f16_16816(o[n + 1], ph, b[2], b[3]);
-            mma_f16_16816(o[n + 1], pl, b[2], b[3]);
-        }
+        mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
+                     k1, scale);
         __syncthreads();   /* this buffer is refilled by the next iteration's load */
     }
-    /* the four warps' states, merged in warp order: m, l [4][16], o [4][16][HD] over the tiles' space */
-    float *wm = (float *)pm_smem4, *wl = wm + 4 * 16, *wo = wl + 4 * 16;
-    if (c == 0) {
-        wm[warp * 16 + g] = m_r[0];
-        wm[warp * 16 + g + 8] = m_r[1];
-        wl[warp * 16 + g] = l_r[0];
-        wl[warp * 16 + g + 8] = l_r[1];
-    }
-#pragma unroll
-    for (int n = 0; n < NT; n++) {
-        float *r0 = wo + ((size_t)warp * 16 + g) * HD + n * 8 + 2 * c, *r1 = r0 + 8 * HD;
-        r0[0] = o[n][0];
-        r0[1] = o[n][1];
-        r1[0] = o[n][2];
-        r1[1] = o[n][3];
-    }
-    __syncthreads();
-    for (int i = tid; i < G * HD; i += PM_T) {
-        const int h = i / HD, d = i - h * HD;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w * 16 + h]);
-        float L = 0.0f, acc = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            if (wl[w * 16 + h] == 0.0f) continue;   /* a warp that saw no key */
-            const float e = expf(wm[w * 16 + h] - M);
-            L += wl[w * 16 + h] * e;
-            acc += wo[((size_t)w * 16 + h) * HD + d] * e;
-        }
+    mma_merge<HD>(st, (float *)pm_smem4, G, [&](int h, int d, float M, float L, float acc) {
         if (S == 1) {
             O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = acc / L;
         } else {
@@ -476,7 +347,7 @@ __global__ void __launch_bounds__(PM_T, HD == 128 ? 2 : 3)
             }
             p[2 + d] = acc;
         }
-    }
+    });
 }
 
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
@@ -566,9 +437,9 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const bool wide = hd > PG_T;
     /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
     const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    const size_t smem_mma = (size_t)4 * PM_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
+    const size_t smem_mma = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
     if (mma && hd == 64) {
-        kernel_attn_paged_mma<64><<<grid, PM_T, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len, n_rows,
+        kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len, n_rows,
                                                                 (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(),
                                                                 scale);
     } else if (mma) {
@@ -578,7 +449,7 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
                                              (int)smem_mma));
             opted = true;
         }
-        kernel_attn_paged_mma<128><<<grid, PM_T, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len,
+        kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len,
                                                                  n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S,
                                                                  pg_min_split(), scale);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
