@@ -14,8 +14,9 @@
  *   values   thread t accumulates dims t, t + T of the G heads over the tile's keys in key
  *            order; F16 caches with hd <= 128: the tile's V rows are copied to shared memory
  *            with cp.async, issued before the scores (the table's rows are 16-byte aligned);
- * With S > 1 splits each block writes its unnormalized partial (m, l, acc[hd]) per head and a
- * second kernel merges each (row, head) in split order. S comes from the step's shape alone
+ * On F16 caches of hd 64 or 128 the same blocks run on the tensor cores instead (item b7,
+ * kernel_attn_paged_mma below). With S > 1 splits each block writes its unnormalized partial
+ * (m, l, acc[hd]) per head and a second kernel merges each (row, head) in split order. S comes from the step's shape alone
  * (rows, longest sequence, the device's SM count), so the arithmetic of a row depends only on
  * the step's shape: repeated runs are bit-identical. */
 #include <cuda_fp16.h>
@@ -438,10 +439,9 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
     const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
     const size_t smem_mma = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
+#define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
     if (mma && hd == 64) {
-        kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len, n_rows,
-                                                                (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(),
-                                                                scale);
+        kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (mma) {
         static bool opted;   /* more than 48 KB of dynamic shared memory: asked for once */
         if (!opted) {
@@ -449,15 +449,14 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
                                              (int)smem_mma));
             opted = true;
         }
-        kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, part, o, seqs, (int)n_seqs, seqs_len,
-                                                                 n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S,
-                                                                 pg_min_split(), scale);
+        kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (!wide) kernel_attn_paged<float, false, 1><<<grid, PG_T, smem, st>>>(q, k32, v32, PG_ARGS);
     else kernel_attn_paged<float, false, 2><<<grid, PG_T, smem, st>>>(q, k32, v32, PG_ARGS);
 #undef PG_ARGS
+#undef PM_ARGS
     MI_CU_CHECK_LAUNCH("kernel_attn_paged");
     if (S > 1) {
         kernel_attn_paged_combine<<<(unsigned)(T * Hq), 128, 0, st>>>(part, o, (int)hd, S);
