@@ -4,8 +4,9 @@
  * or a gate/up row pair, octet q of each group of 4 super-blocks taking one, lane t its 16-byte
  * header and qs bytes 16t..16t+15, the next loads issued after the current ones are used), but do
  * only a stand-in for the arithmetic: WORK dependent integer operations a unit, LDS the activation's
- * shared-memory reads of a unit, R rows a warp at once sharing them. Against a plain 16-byte
- * streaming read of 2 GB. Each call reads its own copy of the weights (2 GB of copies: no L2 hits).
+ * shared-memory reads of a unit, R rows a warp at once sharing them; and (k_span) the same bytes
+ * laid out for the loads, a row as one contiguous span. Against a plain 16-byte streaming read
+ * of 2 GB. Each call reads its own copy of the weights (2 GB of copies: no L2 hits).
  *   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/q4k_pattern tools/q4k_access_pattern.cu && /tmp/q4k_pattern
  * Results: results/mb-q4k-pattern-*.txt, results/notes/PHASE8A.md. */
 #include <cstdio>
@@ -83,6 +84,35 @@ __global__ void __launch_bounds__(256, 4) k_rows(const uint8_t *__restrict__ W, 
     if (acc == 0x12345678u) *out = acc;
 }
 
+/* A layout made for these loads: a row (a gate/up row pair when FUSED) as one contiguous span of
+ * its super-blocks' bytes (headers and quants repacked, the same bytes), read by the warp in
+ * 512-byte instructions (lane l the 16 bytes at 16 l of each), every load of a row in flight at
+ * once, then the next row's. CH: 16-byte chunks a lane holds (the row's span / 512, rounded up). */
+template <bool FUSED, int CH, int WORK>
+__global__ void __launch_bounds__(256, 4) k_span(const uint8_t *__restrict__ W, int64_t M, int nsb, uint32_t *out) {
+    const int lane = threadIdx.x & 31;
+    const size_t span = (size_t)nsb * 144 * (FUSED ? 2 : 1), n16 = span / 16;
+    const int64_t stride = (int64_t)gridDim.x * 8;
+    uint32_t acc = lane;
+    for (int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); row < M; row += stride) {
+        const uint4 *p = (const uint4 *)(W + (size_t)row * span);
+        uint4 v[CH];
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+            const size_t i = (size_t)j * 32 + lane;
+            v[j] = i < n16 ? __ldg(p + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+            uint32_t x = v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+#pragma unroll
+            for (int k = 0; k < WORK; k++) x = x * 1664525u + (x >> 7);
+            acc += x;
+        }
+    }
+    if (acc == 0x12345678u) *out = acc;
+}
+
 template <typename F>
 static float time_it(F launch, int reps) {
     cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
@@ -135,6 +165,19 @@ int main() {
     rows("single U4 hdr work24 (gate)", k_rows<false, 4, true, 24>, false, F, nsb);
     rows("single U4 hdr work0 (down K=18944)", k_rows<false, 4, true, 0>, false, 3584, 74);
     rows("single U4 hdr work24 (down K=18944)", k_rows<false, 4, true, 24>, false, 3584, 74);
+    auto spans = [&](const char *name, auto kern, bool fused, int64_t Mrows, int nsbx) {
+        const size_t one = (size_t)Mrows * nsbx * 144 * (fused ? 2 : 1);
+        const int ncp = (int)(total / one);
+        int bpsm = 0; cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bpsm, kern, 256, 0);
+        int64_t nb = (Mrows + 7) / 8; if (nb > (int64_t)sms * bpsm) nb = (int64_t)sms * bpsm;
+        float t = time_it([&](int i) { kern<<<(unsigned)nb, 256>>>(buf + (size_t)(i % ncp) * one, Mrows, nsbx, out); }, 40);
+        printf("%-44s %7.1f us %6.0f GB/s (%d blocks/SM, %lld blocks)\n", name, t, one / t / 1e3, bpsm, (long long)nb);
+    };
+    /* the 7B's K = 3584: a row 2,016 bytes (4 chunks a lane), a fused pair 4,032 (8); K = 18,944: 10,656 (21) */
+    spans("span fused work0", k_span<true, 8, 0>, true, F, nsb);
+    spans("span fused work24", k_span<true, 8, 24>, true, F, nsb);
+    spans("span single work0 (gate)", k_span<false, 4, 0>, false, F, nsb);
+    spans("span single work0 (down K=18944)", k_span<false, 21, 0>, false, 3584, 74);
     rows("fused U1 hdr work0", k_rows<true, 1, true, 0>, true, F, nsb);
     rows("fused U4 hdr work0", k_rows<true, 4, true, 0>, true, F, nsb);
     return 0;
