@@ -141,9 +141,11 @@ __device__ __forceinline__ void pg_scores(const KT *__restrict__ kr, const float
     }
 }
 
-/* NJ: dims a thread accumulates (hd <= NJ * PG_T) */
+/* NJ: dims a thread accumulates (hd <= NJ * PG_T). Five blocks a multiprocessor: the register
+ * budget (96) every form used before the row set-up moved into pg_row_range, where the compiler
+ * left alone picked 72-80 and spilled 4-12 bytes. */
 template <typename KT, bool VS, int NJ>
-__global__ void __launch_bounds__(PG_T)
+__global__ void __launch_bounds__(PG_T, 5)
     kernel_attn_paged(const float *__restrict__ Q, const KT *__restrict__ Kc, const KT *__restrict__ Vc,
                       float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                       int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int hd, int Hq, int Hkv, int S,

@@ -13,8 +13,9 @@
  *     before it (its start minus the latest end before it: negative where it overlapped the one
  *     before, as a programmatic dependent may).
  * A step starts at the embedding row kernel (the first kernel recorded, a name holding "get_rows",
- * as tools/ncu_step_sum.py splits). With --batch B, B sequences of that prompt decode together (mi_batch, greedy, the next
- * tokens read back as `minfer bench --batch` does): the steps are batched steps of B rows.
+ * as tools/ncu_step_sum.py splits). With --batch B, B sequences of that prompt decode together
+ * (mi_batch, greedy, the next tokens read back as `minfer bench --batch` does): the steps are
+ * batched steps of B rows.
  * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
  *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B] */
 #include <cupti.h>
@@ -140,7 +141,8 @@ static mi_status stepper_begin(stepper *r, mi_model *m, int B, long p, long n, c
     int ran = 0;
     for (int q = 0; st == MI_OK && q < B;) {   /* the prompts, as many steps as they take */
         st = mi_batch_step(r->b, 2048, &ran);
-        while (st == MI_OK && q < B && mi_batch_seq_queued(r->b, r->id[q]) == 0) st = mi_batch_seq_next(r->b, r->id[q], &r->next[q]), q++;
+        for (; st == MI_OK && q < B && mi_batch_seq_queued(r->b, r->id[q]) == 0; q++)
+            st = mi_batch_seq_next(r->b, r->id[q], &r->next[q]);   /* its first generated token */
     }
     return st;
 }
