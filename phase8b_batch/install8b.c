@@ -211,6 +211,8 @@ static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8b_gemm_f16s(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
                           n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
 }
+/* b9: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
+bool mi8b_band_arrive_on(void) { return mi_cuda_item_on("b9"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -247,6 +249,8 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
                                "tensor cores: float sums over all of K, no per-unit scaling");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
+    mi_cuda_item_declare("b9", "b6's bands cut between runs summed by the block whose piece arrives last (an "
+                               "arrival count a band), not by a second kernel");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
