@@ -85,10 +85,9 @@ mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float 
  * The band x super-block units are cut into P runs, one block each: stream-K (P resident
  * blocks, runs of equal length across band edges) where whole bands would leave a partial last
  * wave, else a K split of whole-band chunks; a band cut between runs is summed from its pieces
- * in unit order by the block whose piece arrives last (item b9), or with b9 off by a second
- * kernel, the same bits. Not in 7b's int8 tier: the activations are rounded to f16 instead of
- * 8-bit codes, so it is compared with the exact product (docs/NUMERICS.md). workspace: x in
- * f16, then, when a band is cut, two slots of 128 x N floats a run and a count a band. Bit-identical
+ * in unit order by a second kernel. Not in 7b's int8 tier: the activations are rounded to f16
+ * instead of 8-bit codes, so it is compared with the exact product (docs/NUMERICS.md).
+ * workspace: x in f16, then two slots of 128 x N floats a run when a band is cut. Bit-identical
  * run to run (the plan is fixed by the shape and the device). blocks: P (0 when not
  * supported); split: 0 for stream-K, else the K split S (1: whole bands), -1 when not supported. */
 bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
@@ -97,8 +96,6 @@ int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
-/* b9 (install8b.c, read at each launch) */
-bool mi8b_band_arrive_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -77,12 +77,8 @@ __device__ __forceinline__ uint32_t deq_q6(uint32_t v, __half2 s) {
     return h2_bits(__hmul2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6420))), s));
 }
 
-/* x F32 [N][K] -> F16 [N][K], each group of four elements stored as (e0, e2, e1, e3); and the
- * matmul's band arrival counts cnt [0, ncnt) set to zero (the matmul runs next on the stream) */
-__global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__restrict__ xh, int64_t groups,
-                                     int *__restrict__ cnt, int64_t ncnt) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ncnt; i += (int64_t)gridDim.x * blockDim.x)
-        cnt[i] = 0;
+/* x F32 [N][K] -> F16 [N][K], each group of four elements stored as (e0, e2, e1, e3) */
+__global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__restrict__ xh, int64_t groups) {
     for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
         const float *p = x + 4 * g;
         xh[2 * g] = __floats2half2_rn(p[0], p[2]);
@@ -114,42 +110,12 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
 
 /* Band b's pieces in unit order, and where they are: run lo holds its first unit (its piece
  * there begins at the band's first stage: slot 2 lo + 1), each later run lo < q <= hi begins
- * inside the band (slot 2 q). The fixup kernel and the band's last piece (item b9) add them in
- * this order, then the bias. */
+ * inside the band (slot 2 q). */
 __device__ __forceinline__ float f16s_band_sum(const float *__restrict__ part, size_t slot, size_t i, int64_t lo,
                                                int64_t hi) {
-    float s = __ldcg(part + (size_t)(2 * lo + 1) * slot + i);   /* L2: other blocks wrote the slots */
-    for (int64_t q = lo + 1; q <= hi; q++) s += __ldcg(part + (size_t)(2 * q) * slot + i);
+    float s = part[(size_t)(2 * lo + 1) * slot + i];
+    for (int64_t q = lo + 1; q <= hi; q++) s += part[(size_t)(2 * q) * slot + i];
     return s;
-}
-
-/* b9: the block that ends a piece of band b (its slot written) counts itself in cnt [b]; the
- * band's last piece to arrive adds all of them, as the fixup kernel would, and writes Y. No
- * block waits on another; the counts start at zero (kernel_act_f16_pairs). All threads call. */
-__device__ __forceinline__ void f16s_arrive(const float *__restrict__ part, const float *__restrict__ bias,
-                                            float *__restrict__ Y, int64_t M, int64_t N, const f16s_plan &pl,
-                                            int *__restrict__ cnt, int64_t b, int64_t *sh) {
-    __threadfence();   /* this thread's slot stores, seen device-wide before the count */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const int64_t lo = f16s_run_of(pl, b * pl.nst), hi = f16s_run_of(pl, b * pl.nst + pl.nst - 1);
-        const bool last = atomicAdd(&cnt[b], 1) == (int)(hi - lo);
-        __threadfence();   /* the others' slots, read after their counts */
-        sh[0] = last ? lo : -1;
-        sh[1] = hi;
-    }
-    __syncthreads();
-    const int64_t lo = sh[0], hi = sh[1], m0 = b * FS_BM;
-    if (lo < 0) return;
-    const size_t slot = (size_t)N * FS_BM;
-    for (int i = threadIdx.x; i < (int)slot; i += blockDim.x) {
-        const int r = i % FS_BM;
-        const int64_t n = i / FS_BM;
-        if (m0 + r < M) {
-            const float s = f16s_band_sum(part, slot, i, lo, hi);
-            Y[(size_t)n * M + m0 + r] = bias ? s + bias[m0 + r] : s;
-        }
-    }
 }
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
@@ -162,12 +128,11 @@ template <int WT, int NT>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
-                 float *__restrict__ part, int *__restrict__ cnt) {
+                 float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ int64_t sh_arrive[2];
     uint8_t *ring_w = smem, *ring_a = smem + SM::ring_w;
     /* per [unit][row]: Q4_K the scale d sc and -dmin m; Q6_K d sc of the unit's two halves */
     __half2 *sS = (__half2 *)(ring_a + SM::ring_a), *sM = sS + 8 * FS_BM;
@@ -293,16 +258,16 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                     acc[nt][i] = 0.0f;
                 }
             head = false;
-            if (!whole && cnt) f16s_arrive(part, bias, Y, M, N, pl, cnt, cb, sh_arrive);
         }
         if (++cs == nst) cs = 0, cb++;
     }
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 }
 
-/* Y for the cut bands (b9 off): block (x, y) takes the boundary of run p = x + 1 when it falls
+/* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls
  * inside a band b and run p - 1 holds b's first unit (so each cut band has one block x), and
- * tokens 8 y .. 8 y + 7; f16s_band_sum's order, + bias. */
+ * tokens 8 y .. 8 y + 7; f16s_band_sum's order, + bias. Every bound comes from one division
+ * (f16s_run_of), not a run-start scan per thread and load. */
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
                                   int64_t M, int64_t N, const f16s_plan pl) {
     const int p = blockIdx.x + 1;
@@ -403,23 +368,21 @@ static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t
 static size_t f16s_slot_bytes(const f16s_plan &pl, int64_t N) {   /* two slots a run, when a band is cut */
     return f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0;
 }
-static int64_t f16s_bands(int64_t M) { return (M + FS_BM - 1) / FS_BM; }
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
-    /* x in f16, the slots, an arrival count a band (b9) */
-    return f16s_act_bytes(K, N) + (f16s_cut(pl) ? f16s_slot_bytes(pl, N) + (size_t)f16s_bands(M) * sizeof(int) : 0);
+    return f16s_act_bytes(K, N) + f16s_slot_bytes(pl, N);   /* x in f16, then the slots */
 }
 
 template <int WT, int NT>
 static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
-                             int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, int *cnt) {
+                             int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
     kernel_gemm_f16s<WT, NT><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N, pl, bias,
-                                                                                         y, part, cnt);
+                                                                                         y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
-    if (f16s_cut(pl) && !cnt) {
+    if (f16s_cut(pl)) {
         kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
         MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     }
@@ -428,11 +391,11 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
 
 template <int WT>
 static mi_status launch_f16s_n(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
-                               int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, int *cnt) {
+                               int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     switch (f16s_nt(N)) {
-    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, pl, part, cnt);
-    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, pl, part, cnt);
-    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, pl, part, cnt);
+    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, pl, part);
+    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, pl, part);
+    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, pl, part);
     }
 }
 
@@ -445,13 +408,11 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     const cudaStream_t st = (cudaStream_t)stream;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    /* b9: the cut bands summed by their last piece's block (counts after the slots), else by the fixup kernel */
-    int *cnt = f16s_cut(pl) && mi8b_band_arrive_on() ? (int *)((uint8_t *)part + f16s_slot_bytes(pl, N)) : NULL;
     const int64_t groups = K * N / 4;
     const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-    kernel_act_f16_pairs<<<gb, 256, 0, st>>>(x, (__half2 *)workspace, groups, cnt, cnt ? f16s_bands(M) : 0);
+    kernel_act_f16_pairs<<<gb, 256, 0, st>>>(x, (__half2 *)workspace, groups);
     MI_CU_CHECK_LAUNCH("kernel_act_f16_pairs");
     const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
-    if (wt == MI_TYPE_Q4_K) return launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part, cnt);
-    return launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part, cnt);
+    if (wt == MI_TYPE_Q4_K) return launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part);
+    return launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part);
 }

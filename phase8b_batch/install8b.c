@@ -165,9 +165,16 @@ static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores
  * and 64 rows, from K = 3584 on the stream kernel wins (results/notes/PHASE8B.md, b3's table).
  * The kernel itself is correct at any K (gate stream_mm_*); this is the choice between the two. */
 #define STREAM_MIN_K 2048
+/* b10: a weight of this many rows (an output head: the 0.5B's 151,936 at K = 896) fills the GPU
+ * with whole bands many times at any K; the stream kernel takes it where 7e's prefill path
+ * would convert all of it to f16 first, each step. */
+#define STREAM_WIDE_M 32768
+static bool stream_k_ok(const mi_tensor *w) {
+    return w->ne[0] >= STREAM_MIN_K || (w->ne[1] >= STREAM_WIDE_M && mi_cuda_item_on("b10"));
+}
 static bool sup_mm_stream_n(const mi_tensor *n, int stages) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K &&
+    return w && n->src[1] && stream_k_ok(w) &&
            mi8b_gemm_stream_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]), stages) &&
            mi7b_matmul_node_supported(n);
 }
@@ -211,8 +218,6 @@ static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8b_gemm_f16s(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
                           n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
 }
-/* b9: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
-bool mi8b_band_arrive_on(void) { return mi_cuda_item_on("b9"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -246,11 +251,11 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
     mi_cuda_item_declare("b5", "b3's matmul at 33..64 rows through a 2-stage ring: two blocks a multiprocessor");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream2);   /* in front of b3 */
+    mi_cuda_item_declare("b10", "b3's stream kernel also below K = 2048 for weights of 32,768 rows or more (an "
+                                "output head), which would go to 7e's f16 path and its per-step conversion");
     mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
                                "tensor cores: float sums over all of K, no per-unit scaling");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
-    mi_cuda_item_declare("b9", "b6's bands cut between runs summed by the block whose piece arrives last (an "
-                               "arrival count a band), not by a second kernel");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "

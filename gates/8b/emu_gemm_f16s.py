@@ -6,8 +6,7 @@
 # stream-K: P runs of the band x stage units, each block's ring loading them in unit order across band
 # edges (issue and compute pointers apart), the pieces written whole to Y or to slots 2p / 2p + 1, the
 # launcher's cut test and kernel_f16s_fixup adding a cut band's pieces in unit order, every output and
-# slot element written once; and item b9's arrivals (the blocks in a random order, each cut band summed
-# by its last piece once all its slots hold pieces), bitwise the fixup's sums. Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same
+# slot element written once (the fixup's bounds from f16s_run_of checked against a scan of the runs). Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same
 # f16 roundings (must agree to float64 noise) and reported against the exact product. A wrong element
 # order in either operand, a wrong byte offset or scale index shows as an O(1) error.
 # CPU only: python3 gates/8b/emu_gemm_f16s.py
@@ -114,7 +113,7 @@ def run_of(pl, u):   # f16s_run_of: the run holding unit u
     return (u // pl.nst) * pl.S + min((u % pl.nst) // pl.chunk, pl.S - 1)
 
 
-def band_order(pl, b):   # f16s_band_sum's slots for band b: run lo's last piece, then the runs beginning inside b
+def band_order(pl, b):   # kernel_f16s_fixup's slots for band b (f16s_band_sum): run lo's last piece, then the runs beginning inside b
     lo, hi = run_of(pl, b * pl.nst), run_of(pl, b * pl.nst + pl.nst - 1)
     return [2 * lo + 1] + [2 * q for q in range(lo + 1, hi + 1)]
 
@@ -224,9 +223,7 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
             assert all(sp is not None and sp[0] == b for sp in spans), f"band {b}: a slot it reads holds no piece of it"
             assert [sp[1] for sp in spans] == [b * nst] + [sp[2] for sp in spans[:-1]] and spans[-1][2] == b * nst + nst, \
                 f"band {b}: pieces out of unit order or missing: {spans}"
-            assert band_order(pl, b) == order, f"band {b}: the last arrival would add {band_order(pl, b)}, the fixup {order}"
-    for b in cut_bands:   # b9: the count the last arrival waits for is the band's pieces
-        assert len(band_order(pl, b)) == sum(1 for sp in piece_of.values() if sp[0] == b), f"band {b}: arrivals"
+            assert band_order(pl, b) == order, f"band {b}: run_of's bounds read {band_order(pl, b)}, the scan {order}"
     assert sorted(fixed) == cut_bands, "a cut band without its fixup, or a fixup of an uncut band"
     assert sorted(whole_bands + cut_bands) == list(range(bands)), "a band neither whole nor fixed up, or both"
     if not quiet:
@@ -318,10 +315,8 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
     piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk)
     Y = np.full((N, M), np.nan)
     part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
-    Ya = np.full((N, M), np.nan)   # b9: the cut bands summed by their last piece's block
-    arrived = {}
     pieces = whole = 0
-    for p in rng.permutation(P):   # kernel_gemm_f16s, block p, the blocks in any order
+    for p in range(P):   # kernel_gemm_f16s, block p
         ring = [None] * FS_NS
         acc = np.zeros((16, NTW, 32, 4))
         for ev in block_steps(p, pl):
@@ -348,37 +343,24 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
                                 assert np.isnan(part[slot, n[ok], r[ok]]).all(), "slot element written twice"
                                 part[slot, n[ok], r[ok]] = acc[warp, nt, ok, i]
                 acc[:] = 0.0
-                if wh: Ya[:, m0:m0 + BM] = Y[:, m0:m0 + BM]
-                else:   # f16s_arrive: count; the last adds the band's slots in order
-                    order = band_order(pl, b)
-                    arrived[b] = arrived.get(b, 0) + 1
-                    if arrived[b] == len(order):
-                        rows = min(BM, M - m0)
-                        sm = part[order[0], :, :rows].copy()
-                        for sl in order[1:]: sm += part[sl, :, :rows]
-                        assert not np.isnan(sm).any(), f"band {b}: summed before all its pieces arrived"
-                        assert np.isnan(Ya[:, m0:m0 + rows]).all(), "output written twice"
-                        Ya[:, m0:m0 + rows] = sm + bias[m0:m0 + rows]
     if cut(pl):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
         for bx, by, b, order in fixup_blocks(pl, N):
             p = bx + 1
-            be = b * nst + nst
+            hi = run_of(pl, b * nst + nst - 1)   # f16s_band_sum (p - 1, hi)
             for t in range(256):
                 r = t % BM
                 m = b * BM + r
                 if m >= M: continue
                 n1 = min(by * 8 + 8, N)
                 for n in range(by * 8 + t // BM, n1, 256 // BM):
-                    sm, read = part[2 * p - 1, n, r], [2 * p - 1]
-                    q = p
-                    while q < P and run_start(pl, q) < be:
-                        sm += part[2 * q, n, r]; read.append(2 * q); q += 1
+                    sm, read = part[2 * (p - 1) + 1, n, r], [2 * (p - 1) + 1]
+                    for q in range(p, hi + 1):
+                        sm += part[2 * q, n, r]; read.append(2 * q)
                     assert read == order, f"band {b}: the sum reads slots {read}, the plan {order}"
                     assert np.isnan(Y[n, m]), "output written twice"
                     Y[n, m] = sm + bias[m]
     used = sorted(piece_of)
     assert not np.isnan(Y).any(), "an output never written"
-    assert np.array_equal(Y, Ya), "b9's sums differ from the fixup's"
     for sl in range(2 * P):   # slot elements written: the rows < M of every slot holding a piece, nothing else
         rows = min(BM, M - piece_of[sl][0] * BM) if sl in piece_of else 0
         assert not np.isnan(part[sl, :, :rows]).any() and np.isnan(part[sl, :, rows:]).all(), f"slot {sl}"

@@ -157,6 +157,8 @@ static void test_stream_matmul(void) {
     stream_case(MI_TYPE_Q4_0, 4864, 896, 40, 0);       /* 0.5B down: 152 units */
     stream_case(MI_TYPE_Q8_0, 4864, 200, 40, 10);
     stream_case(MI_TYPE_Q8_0, 896, 129, 12, 0);
+    stream_case(MI_TYPE_Q8_0, 896, 151936, 64, 0);     /* the 0.5B's output head at 64 rows (b10) */
+    stream_case(MI_TYPE_Q8_0, 896, 151936, 16, 0);
     /* b5: the 2-stage ring at 33..64 rows where two blocks fit a multiprocessor (Q4_K, Q4_0), a
      * tensor past alignment, a partial stage */
     stream_case_ring(MI_TYPE_Q4_K, 3584, 18944, 64, 0, 2);   /* gate / up */
