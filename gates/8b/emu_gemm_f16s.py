@@ -6,9 +6,10 @@
 # stream-K: P runs of the band x stage units, each block's ring loading them in unit order across band
 # edges (issue and compute pointers apart), the pieces written whole to Y or to slots 2p / 2p + 1, the
 # launcher's cut test and kernel_f16s_fixup adding a cut band's pieces in unit order, every output and
-# slot element written once (the fixup's bounds from f16s_run_of checked against a scan of the runs). Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same
-# f16 roundings (must agree to float64 noise) and reported against the exact product. A wrong element
-# order in either operand, a wrong byte offset or scale index shows as an O(1) error.
+# slot element written once (the fixup's bounds from f16s_run_of checked against a scan of the runs).
+# Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same f16 roundings
+# (must agree to float64 noise) and reported against the exact product. A wrong element order in
+# either operand, a wrong byte offset or scale index shows as an O(1) error.
 # CPU only: python3 gates/8b/emu_gemm_f16s.py
 import os, sys
 import numpy as np
