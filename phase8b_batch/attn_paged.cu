@@ -16,9 +16,9 @@
  *            with cp.async, issued before the scores (the table's rows are 16-byte aligned);
  * On F16 caches of hd 64 or 128 the same blocks run on the tensor cores instead (item b7,
  * kernel_attn_paged_mma below). With S > 1 splits each block writes its unnormalized partial
- * (m, l, acc[hd]) per head and a second kernel merges each (row, head) in split order. S comes from the step's shape alone
- * (rows, longest sequence, the device's SM count), so the arithmetic of a row depends only on
- * the step's shape: repeated runs are bit-identical. */
+ * (m, l, acc[hd]) per head and a second kernel merges each (row, head) in split order. S comes
+ * from the step's shape alone (rows, longest sequence, the device's SM count), so the arithmetic
+ * of a row depends only on the step's shape: repeated runs are bit-identical. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
@@ -302,6 +302,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     const int64_t r = blockIdx.x / Hkv;
     const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
     const int tid = threadIdx.x, warp = tid >> 5;
+    /* the scalar kernel's start, written out in each: moving these lines into a shared helper
+     * changed the scalar kernel's register allocation, and it spilled */
     const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
     if (R.bad || R.k0 >= R.k1) {
         pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);

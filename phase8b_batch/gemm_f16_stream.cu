@@ -108,16 +108,6 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
     return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
 }
 
-/* Band b's pieces in unit order, and where they are: run lo holds its first unit (its piece
- * there begins at the band's first stage: slot 2 lo + 1), each later run lo < q <= hi begins
- * inside the band (slot 2 q). */
-__device__ __forceinline__ float f16s_band_sum(const float *__restrict__ part, size_t slot, size_t i, int64_t lo,
-                                               int64_t hi) {
-    float s = part[(size_t)(2 * lo + 1) * slot + i];
-    for (int64_t q = lo + 1; q <= hi; q++) s += part[(size_t)(2 * q) * slot + i];
-    return s;
-}
-
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
  * takes run p of the plan's P runs (units = bands x nst). A piece that begins inside its
  * band (the run's first) goes to slot 2p, one that begins at the band's first stage and ends
@@ -266,7 +256,9 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
 /* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls
  * inside a band b and run p - 1 holds b's first unit (so each cut band has one block x), and
- * tokens 8 y .. 8 y + 7; f16s_band_sum's order, + bias. Every bound comes from one division
+ * tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1 holds its first unit (its piece
+ * begins at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the
+ * band (slot 2q); + bias. hi, the run holding the band's last unit, is one division
  * (f16s_run_of), not a run-start scan per thread and load. */
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
                                   int64_t M, int64_t N, const f16s_plan pl) {
@@ -280,7 +272,8 @@ __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *_
     if (m >= M) return;
     const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
     for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
-        const float s = f16s_band_sum(part, (size_t)N * FS_BM, (size_t)n * FS_BM + r, p - 1, hi);
+        float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
+        for (int64_t q = p; q <= hi; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
         Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
     }
 }
@@ -365,14 +358,12 @@ extern "C" int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N)
 }
 
 static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
-static size_t f16s_slot_bytes(const f16s_plan &pl, int64_t N) {   /* two slots a run, when a band is cut */
-    return f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0;
-}
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
-    return f16s_act_bytes(K, N) + f16s_slot_bytes(pl, N);   /* x in f16, then the slots */
+    /* two slots a run, when a band is cut */
+    return f16s_act_bytes(K, N) + (f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
 }
 
 template <int WT, int NT>

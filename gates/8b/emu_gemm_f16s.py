@@ -114,7 +114,7 @@ def run_of(pl, u):   # f16s_run_of: the run holding unit u
     return (u // pl.nst) * pl.S + min((u % pl.nst) // pl.chunk, pl.S - 1)
 
 
-def band_order(pl, b):   # kernel_f16s_fixup's slots for band b (f16s_band_sum): run lo's last piece, then the runs beginning inside b
+def band_order(pl, b):   # kernel_f16s_fixup's slots for band b: run lo's last piece, then the runs beginning inside b
     lo, hi = run_of(pl, b * pl.nst), run_of(pl, b * pl.nst + pl.nst - 1)
     return [2 * lo + 1] + [2 * q for q in range(lo + 1, hi + 1)]
 
@@ -347,7 +347,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
     if cut(pl):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
         for bx, by, b, order in fixup_blocks(pl, N):
             p = bx + 1
-            hi = run_of(pl, b * nst + nst - 1)   # f16s_band_sum (p - 1, hi)
+            hi = run_of(pl, b * nst + nst - 1)   # the kernel's hi
             for t in range(256):
                 r = t % BM
                 m = b * BM + r
