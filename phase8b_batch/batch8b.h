@@ -96,6 +96,17 @@ int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
+/* ---- gemm_f16_small.cu: the same product for Q4_0 weights at K <= MI8B_SMALL_MAX_K (item b12):
+ * one launch after x's f16 copy, a block a band of 16..64 weight rows over the whole K and every
+ * token in shared memory, its warps' K parts summed in order in the block. b6's f16 tier
+ * (docs/NUMERICS.md); bit-identical run to run. workspace: x in f16. */
+#define MI8B_SMALL_MAX_K 1024
+bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
+size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                              int64_t K, int64_t M, int64_t N, void *workspace);
+/* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
+bool mi8b_f16s_khalf_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -34,6 +34,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
+#include "phase8b_batch/f16_frag.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
 #define FS_BM 128        /* weight rows a block: 8 row groups of 16 */
@@ -58,33 +59,6 @@ template <int WT, int NT> struct fs_smem {
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);   /* two per unit and row */
     static constexpr size_t bytes = ring_w + ring_a + scales;
 };
-
-__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
-/* the levels in bits [0, 4) and [16, 20) of v (Q4_K) as f16 weights: L s + m, m = -dmin min */
-__device__ __forceinline__ uint32_t deq_q4(uint32_t v, __half2 s, __half2 m) {
-    uint32_t h = (v & 0x000F000Fu) | 0x64006400u;
-    return h2_bits(__hfma2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6400))), s, m));
-}
-/* the levels in bits [0, 6) and [16, 22) of v (Q6_K) as f16 weights: (L - 32) s */
-__device__ __forceinline__ uint32_t deq_q6(uint32_t v, __half2 s) {
-    uint32_t h = (v & 0x00FF00FFu) | 0x64006400u;
-    return h2_bits(__hmul2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6420))), s));
-}
-
-/* x F32 [N][K] -> F16 [N][K], each group of four elements stored as (e0, e2, e1, e3) */
-__global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__restrict__ xh, int64_t groups) {
-    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
-        const float *p = x + 4 * g;
-        xh[2 * g] = __floats2half2_rn(p[0], p[2]);
-        xh[2 * g + 1] = __floats2half2_rn(p[1], p[3]);
-    }
-}
 
 /* How the units are cut into runs, one block a run: stream-K (S == 0: P runs of units / P, one
  * a resident block) or a K split (S >= 1: run p takes chunk stages of band p / S from stage
@@ -112,16 +86,21 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
  * takes run p of the plan's P runs (units = bands x nst). A piece that begins inside its
  * band (the run's first) goes to slot 2p, one that begins at the band's first stage and ends
  * inside the band (the run's last) to slot 2p + 1: two slots a run at most. Warp w computes
- * rows 16 (w & 7) .. + 15 of the band for tokens 4 NT (w >> 3) .. + 4 NT - 1; each output and
- * slot element is written once. X: the activations of kernel_act_f16_pairs. */
-template <int WT, int NT>
+ * rows 16 (w & 7) .. + 15 of the band: KH false, for tokens 4 NT (w >> 3) .. + 4 NT - 1 and all
+ * 8 units of a stage (two warps dequantize the same rows); KH true (item b11), for every token
+ * and units 4 (w >> 3) .. + 3 (each row's unit dequantized once, twice the independent mma
+ * chains a warp), the two K halves added at each piece's end (warps 8..15 hand theirs to
+ * warps 0..7 through the stage's activation slot). Each output and slot element is written
+ * once. X: the activations of kernel_act_f16_pairs. */
+template <int WT, int NT, bool KH>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
                  float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
-    constexpr int NTOK = NT * 8, NTW = NT / 2;   /* n-tiles a warp */
+    constexpr int NTOK = NT * 8, NTW = KH ? NT : NT / 2;   /* n-tiles a warp */
+    constexpr int KU = KH ? 4 : 8;                            /* units a warp computes of a stage */
     extern __shared__ __align__(16) uint8_t smem[];
     uint8_t *ring_w = smem, *ring_a = smem + SM::ring_w;
     /* per [unit][row]: Q4_K the scale d sc and -dmin m; Q6_K d sc of the unit's two halves */
@@ -169,7 +148,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         if (q < len) issue_next(q);
         async_commit();
     }
-    const int r0 = (warp & 7) * 16 + gid, n0 = (warp >> 3) * NTW * 8;   /* the warp's first row and token */
+    /* the warp's first row, token and unit of a stage */
+    const int r0 = (warp & 7) * 16 + gid, n0 = KH ? 0 : (warp >> 3) * NTW * 8, k0 = KH ? (warp >> 3) * 4 : 0;
     for (int s = 0; s < len; s++) {
         const int q = s % FS_NS;
         async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
@@ -201,7 +181,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
         const uint8_t *xa = ra + (n0 + gid) * FS_ASLOT + 8 * tig;   /* token gid of the warp's n-tile 0, group tig */
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
+        for (int kk = 0; kk < KU; kk++) {
+            const int k = k0 + kk;
             const __half2 s0 = sS[k * FS_BM + r0], s1 = sS[k * FS_BM + r0 + 8];
             const __half2 t0 = sM[k * FS_BM + r0], t1 = sM[k * FS_BM + r0 + 8];
             uint32_t A1[4], A2[4];   /* elements 4 tig .. + 3 and 16 + 4 tig .. + 3 of unit k */
@@ -234,6 +215,21 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
         if (cs == nst - 1 || s == len - 1) {   /* the piece ends: the band's last stage or the run's last unit */
             const bool whole = !head && cs == nst - 1;
+            if (KH) {   /* K half 1 (warps 8..15) to K half 0 through activation slot q, free until stage s + 3's copy */
+                float *red = (float *)ra + (warp & 7) * (NTW * 4 * 32) + lane;   /* [warp][nt][i][lane]: 4 NT KB <= 4.25 NT */
+                __syncthreads();   /* every warp done with slot q */
+                if (warp >= 8)
+#pragma unroll
+                    for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) red[(nt * 4 + i) * 32] = acc[nt][i], acc[nt][i] = 0.0f;
+                __syncthreads();
+                if (warp < 8)
+#pragma unroll
+                    for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) acc[nt][i] += red[(nt * 4 + i) * 32];
+            }
             float *slot = part + (size_t)(2 * p + (head ? 0 : 1)) * (size_t)N * FS_BM;
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++)
@@ -241,7 +237,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                 for (int i = 0; i < 4; i++) {
                     const int r = r0 + (i >> 1) * 8;
                     const int64_t m = m0 + r, n = n0 + nt * 8 + 2 * tig + (i & 1);
-                    if (m < M && n < N) {
+                    if ((!KH || warp < 8) && m < M && n < N) {
                         if (whole) Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
                         else slot[(size_t)n * FS_BM + r] = acc[nt][i];
                     }
@@ -283,17 +279,23 @@ __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *_
 static int f16s_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
 
 /* blocks a multiprocessor holds; the first call raises the kernel's shared memory limit, once */
+template <int WT, int NT, bool KH> static int f16s_occupancy_of(void) {
+    int n = 0;
+    if (cudaFuncSetAttribute(kernel_gemm_f16s<WT, NT, KH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)fs_smem<WT, NT>::bytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16s<WT, NT, KH>, FS_THREADS,
+                                                      fs_smem<WT, NT>::bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    return n;
+}
+/* of both forms (b11 on and off: one plan for either) */
 template <int WT, int NT> static int f16s_occupancy(void) {
     static int bps = 0;
     if (bps == 0) {
-        int n = 0;
-        if (cudaFuncSetAttribute(kernel_gemm_f16s<WT, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)fs_smem<WT, NT>::bytes) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16s<WT, NT>, FS_THREADS,
-                                                          fs_smem<WT, NT>::bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
-        }
+        const int a = f16s_occupancy_of<WT, NT, false>(), b = f16s_occupancy_of<WT, NT, true>();
+        const int n = a < b ? a : b;
         bps = n < 1 ? -1 : n;   /* -1: the kernel cannot run here (no launch is attempted) */
     }
     return bps;
@@ -370,8 +372,12 @@ template <int WT, int NT>
 static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
                              int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
-    kernel_gemm_f16s<WT, NT><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N, pl, bias,
-                                                                                         y, part);
+    if (mi8b_f16s_khalf_on())
+        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                   pl, bias, y, part);
+    else
+        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                    pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
     if (f16s_cut(pl)) {
         kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
@@ -399,10 +405,7 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     const cudaStream_t st = (cudaStream_t)stream;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    const int64_t groups = K * N / 4;
-    const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-    kernel_act_f16_pairs<<<gb, 256, 0, st>>>(x, (__half2 *)workspace, groups);
-    MI_CU_CHECK_LAUNCH("kernel_act_f16_pairs");
+    MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
     const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
     if (wt == MI_TYPE_Q4_K) return launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part);
     return launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part);

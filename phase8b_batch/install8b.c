@@ -218,9 +218,31 @@ static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8b_gemm_f16s(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
                           n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
 }
+/* b11: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
+bool mi8b_f16s_khalf_on(void) { return mi_cuda_item_on("b11"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
+
+/* b12: Q4_0 at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the 0.5B's q/k/v/o and
+ * gate/up, where b1 takes three launches and b3's ring has under four stages a band to fill) */
+static bool sup_mm_small(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && n->src[1] && mi8b_gemm_f16_small_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+           mi7b_matmul_node_supported(n);
+}
+static size_t ws_mm_small(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16_small_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+}
+static mi_status run_mm_small(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16_small(mi_cuda_stream(c), w->type, w->data, n->src[1]->data,
+                               n->src[2] ? n->src[2]->data : NULL, n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_mm_small = {
+    "matmul, 9..64 rows, Q4_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
+    sup_mm_small, run_mm_small, ws_mm_small, 0};
 
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
@@ -256,6 +278,11 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
                                "tensor cores: float sums over all of K, no per-unit scaling");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
+    mi_cuda_item_declare("b11", "b6's warps each take every token and half a stage's units: a row's unit "
+                                "dequantized once, not by two warps, and twice the independent mma chains a warp");
+    mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
+                                "and every token over the whole K in shared memory, no K split");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "

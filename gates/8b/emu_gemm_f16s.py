@@ -233,9 +233,12 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
     return piece_of, cut_bands
 
 
-def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
+def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
-    NTOK, NTW = 8 * NT, NT // 2   # n-tiles a warp: 16 warps, row group w & 7, token half w >> 3
+    # n-tiles a warp: 16 warps, row group w & 7; token half w >> 3, or with kh (b11) every token and
+    # units 4 (w >> 3) .. + 3 of each stage
+    NTOK, NTW = 8 * NT, NT if kh else NT // 2
+    assert not kh or 8 * NTW * 4 * 32 * 4 <= NTOK * ASLOT, "the K halves' hand-over does not fit the activation slot"
     W = make_weights(wt, K, M)
     bias = rng.uniform(-0.5, 0.5, size=M).astype(np.float32)
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
@@ -288,9 +291,9 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
         def ld32(base):   # little-endian words of rw at byte addresses base [lane]
             return sum(rw[base + i].astype(np.uint32) << (8 * i) for i in range(4)).astype(np.uint32)
         for warp in range(16):
-            r0, n0 = (warp & 7) * 16 + gid, (warp >> 3) * NTW * 8
+            r0, n0 = (warp & 7) * 16 + gid, 0 if kh else (warp >> 3) * NTW * 8
             w0, w1 = r0 * wslot + offs[r0], (r0 + 8) * wslot + offs[r0 + 8]
-            for k in range(8):
+            for k in (range(4 * (warp >> 3), 4 * (warp >> 3) + 4) if kh else range(8)):
                 s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
                 if wt == Q4_K:
                     o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
@@ -329,8 +332,10 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
                 _, b, wh, slot, _, _ = ev
                 pieces += 1; whole += wh
                 m0 = b * BM
-                for warp in range(16):
-                    r0, n0 = (warp & 7) * 16 + gid, (warp >> 3) * NTW * 8
+                if kh:   # warps 8..15 hand their sums to warps 0..7, which write
+                    acc[:8] += acc[8:]; acc[8:] = 0.0
+                for warp in range(8 if kh else 16):
+                    r0, n0 = (warp & 7) * 16 + gid, 0 if kh else (warp >> 3) * NTW * 8
                     for nt in range(NTW):
                         for i in range(4):
                             r = r0 + (i >> 1) * 8
@@ -370,35 +375,47 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0):
     exact = x.astype(np.float64) @ we.T + bias
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
     nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={M} N={N} (NT {NT}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
+    print(f"{wt} K={K} M={M} N={N} (NT {NT}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
           f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
     return bool(err <= 1e-9) and nmse <= 1e-5
 
 
-# the index math alone on the gate's shapes at the H200's P (132 multiprocessors, one block each) and twice
-# that: the 7B's gate/up (148 bands x 14), q/o (28 x 14), k/v (4 x 14), down (28 x 74), K = 256 (132 x 1)
-for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
-    for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
-        check_plan(bands, nst, P)
-# the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
-for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
-    check_plan(bands, nst, S=S, chunk=chunk)
+def main():
+    # the index math alone on the gate's shapes at the H200's P (132 multiprocessors, one block each) and twice
+    # that: the 7B's gate/up (148 bands x 14), q/o (28 x 14), k/v (4 x 14), down (28 x 74), K = 256 (132 x 1)
+    for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
+        for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
+            check_plan(bands, nst, P)
+    # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
+    for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
+        check_plan(bands, nst, S=S, chunk=chunk)
 
-ok = [
-    run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
-    run(Q4_K, 256, 700, 33, 0, P=4),         # one stage a band: 6 bands in runs of 1 or 2, never cut
-    run(Q4_K, 768, 40, 33, 4, P=2),          # one band cut in two (1 + 2 stages), a 4-byte-aligned tensor
-    run(Q6_K, 768, 16, 64, 2, P=3),          # P > bands: runs of one stage, the middle one inside the band
-    run(Q4_K, 512, 818, 24, 0, P=4),         # 7 bands (rows past M): run 1 a band's end, a whole band, the next's start
-    run(Q6_K, 768, 300, 40, 2, P=7),         # 3 bands, 9 units, runs of 1 or 2: cuts, and boundaries on band edges
-    run(Q4_K, 768, 256, 17, 4, P=5),         # 2 bands, 6 units, NT 4, a 4-byte-aligned tensor
-    run(Q6_K, 512, 20, 17, 6, P=1),          # 210-byte super-blocks, tensor at +6, one run
-    run(Q4_K, 256, 9, 9, 0, P=1),            # NT 2, one stage, a band of 9 rows
-    run(Q6_K, 768, 300, 40, 2, S=2, chunk=2),  # K split: 3 bands x (2 + 1 stages), a 2-byte-aligned tensor
-    run(Q4_K, 1024, 260, 24, 4, S=2, chunk=3), # K split 3 + 1 stages, rows past M
-    run(Q4_K, 512, 300, 17, 0, S=1, chunk=2),  # whole bands: no fixup
-]
-if not all(ok):
-    print("emulation does not match the reference"); raise SystemExit(1)
-print(f"{len(ok)} cases match the direct formula")
+    ok = [
+        run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
+        run(Q4_K, 256, 700, 33, 0, P=4),         # one stage a band: 6 bands in runs of 1 or 2, never cut
+        run(Q4_K, 768, 40, 33, 4, P=2),          # one band cut in two (1 + 2 stages), a 4-byte-aligned tensor
+        run(Q6_K, 768, 16, 64, 2, P=3),          # P > bands: runs of one stage, the middle one inside the band
+        run(Q4_K, 512, 818, 24, 0, P=4),         # 7 bands (rows past M): run 1 a band's end, a whole band, the next's start
+        run(Q6_K, 768, 300, 40, 2, P=7),         # 3 bands, 9 units, runs of 1 or 2: cuts, and boundaries on band edges
+        run(Q4_K, 768, 256, 17, 4, P=5),         # 2 bands, 6 units, NT 4, a 4-byte-aligned tensor
+        run(Q6_K, 512, 20, 17, 6, P=1),          # 210-byte super-blocks, tensor at +6, one run
+        run(Q4_K, 256, 9, 9, 0, P=1),            # NT 2, one stage, a band of 9 rows
+        run(Q6_K, 768, 300, 40, 2, S=2, chunk=2),  # K split: 3 bands x (2 + 1 stages), a 2-byte-aligned tensor
+        run(Q4_K, 1024, 260, 24, 4, S=2, chunk=3), # K split 3 + 1 stages, rows past M
+        run(Q4_K, 512, 300, 17, 0, S=1, chunk=2),  # whole bands: no fixup
+        # b11: a warp takes every token and half of each stage's units
+        run(Q4_K, 768, 40, 33, 4, P=2, kh=True),
+        run(Q6_K, 768, 300, 40, 2, P=7, kh=True),
+        run(Q4_K, 768, 256, 17, 4, P=5, kh=True),
+        run(Q4_K, 256, 9, 9, 0, P=1, kh=True),
+        run(Q6_K, 768, 300, 40, 2, S=2, chunk=2, kh=True),
+        run(Q4_K, 512, 130, 64, 0, P=2, kh=True),
+    ]
+    if not all(ok):
+        print("emulation does not match the reference"); raise SystemExit(1)
+    print(f"{len(ok)} cases match the direct formula")
+
+
+if __name__ == "__main__":
+    main()

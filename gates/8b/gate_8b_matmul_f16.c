@@ -6,10 +6,15 @@
  *                   against b3's int8 kernel (8-bit activation codes): NMSE <= 1e-4, the quantized
  *                   matmul tier of docs/NUMERICS.md; against itself on a second run (bitwise)
  *  f16s_mm_refused  what it leaves to the others
+ *  small_mm_*       item b12 (gemm_f16_small.cu, Q4_0 at K <= 1024): against the exact product
+ *                   (NMSE <= 1e-5), b1's split int8 kernel where it runs (NMSE <= 1e-4) and itself
+ *                   (bitwise)
+ *  small_mm_refused what it leaves to the others
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
 #include "phase8b_batch/batch8b.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/quant/mi_types.h"
 #include "common/backend/backend.h"
 #include <cuda_runtime_api.h>
@@ -68,8 +73,103 @@ static void exact_matmul(mi_type t, const uint8_t *w, const float *x, const floa
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
-/* the weight at byte woff of its allocation (Q6_K rows are 2-byte aligned only) */
+/* A kernel under test and what it is compared with, each as run (stream S, the workspace ws):
+ * the int8 kernel of the quantized matmul tier (NULL where it does not take the shape) and an
+ * item switched off for a third run, held to the same bound against the exact product. */
+typedef mi_status (*mm_fn)(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                           int64_t N, void *ws);
+typedef size_t (*ws_fn)(mi_type t, int64_t K, int64_t M, int64_t N);
+typedef struct {
+    mm_fn run;
+    ws_fn ws;
+    const char *item_off;   /* NULL: no third run */
+    mm_fn i8_run;
+    ws_fn i8_ws;            /* 0: the int8 kernel does not take the shape */
+    const char *i8_name;
+} mm_variant;
+
+/* one shape of a variant: the weight at byte woff of its allocation (Q4_0 and Q6_K rows are
+ * 2-byte aligned only); plan: what the case reports of the kernel's split */
+static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff,
+                    const char *plan) {
+    size_t wb;
+    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
+    const size_t ny = (size_t)(M * N);
+    double *ref = malloc(ny * sizeof(double));
+    float *got = malloc(ny * 4), *got2 = malloc(ny * 4), *got3 = malloc(ny * 4), *i8 = malloc(ny * 4);
+    exact_matmul(t, w, x, bias, ref, K, M, N);
+    void *wbase, *xbase, *bbase;
+    void *dw = dev_up_at(w, wb, woff, &wbase);
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
+    const size_t wsa = v->ws(t, K, M, N), ws8 = v->i8_ws(t, K, M, N);
+    const bool have8 = ws8 > 0, off = v->item_off != NULL;
+    void *ws = dev_poison(wsa > ws8 ? wsa : ws8);
+    float *dy = dev_poison(ny * 4);
+    mi_status st = v->run(t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
+    if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+    if (st == MI_OK) st = v->run(t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
+    if (st == MI_OK && off) st = mi_cuda_items_set_off(v->item_off);
+    if (st == MI_OK && off) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+    if (st == MI_OK && off) st = v->run(t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK && off) st = dev_read_back(S, got3, dy, ny);
+    if (off) mi_cuda_items_set_off("");
+    if (st == MI_OK && have8) st = v->i8_run(t, dw, dx, db, dy, K, M, N, ws);
+    if (st == MI_OK && have8) st = dev_read_back(S, i8, dy, ny);
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        const double e_ex = gu_nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
+        const double e_off = off ? gu_nmse_d(got3, ref, ny) : 0.0;
+        const bool rep = memcmp(got, got2, ny * 4) == 0;
+        char offs[64] = "";
+        if (off) snprintf(offs, sizeof offs, " (%s off %.3g)", v->item_off, e_off);
+        if (!(e_ex <= 1e-5) || !(e_off <= 1e-5) || !(e_i8 <= 1e-4) || !rep) {
+            for (size_t i = 0; i < ny; i++)
+                if (!(fabs((double)got[i] - ref[i]) <= 1e-2 * (fabs(ref[i]) + 1.0))) {
+                    printf("    %s: first mismatch index %zu (token %zu, row %zu) got %.9g want %.9g (int8 %.9g)\n", name,
+                           i, i / (size_t)M, i % (size_t)M, got[i], ref[i], have8 ? i8[i] : NAN);
+                    break;
+                }
+            gu_fail(&R, "%s: nmse vs exact %.3g%s (bound 1e-5), vs %s %.3g (bound 1e-4), repeat %s", plan, e_ex, offs,
+                    have8 ? v->i8_name : "no int8 kernel", e_i8, rep ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(&R, "%s: nmse vs exact %.3g%s, vs %s %.3g, repeat bitwise", plan, e_ex, offs,
+                    have8 ? v->i8_name : "no int8 kernel", e_i8);
+        }
+    }
+    free(w); free(x); free(bias); free(ref); free(got); free(got2); free(got3); free(i8);
+    cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
+}
+
+static mi_status run_f16s(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                          int64_t N, void *ws) {
+    return mi8b_gemm_f16s(S, t, w, x, b, y, K, M, N, ws);
+}
+static mi_status run_stream3(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                             int64_t N, void *ws) {
+    return mi8b_gemm_stream(S, t, w, x, b, y, K, M, N, 3, ws);
+}
+static size_t ws_stream3(mi_type t, int64_t K, int64_t M, int64_t N) {
+    return mi8b_gemm_stream_supported(t, K, M, N, 3) ? mi8b_gemm_stream_workspace(t, K, M, N, 3) : 0;
+}
+static mi_status run_small(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                           int64_t N, void *ws) {
+    return mi8b_gemm_f16_small(S, t, w, x, b, y, K, M, N, ws);
+}
+static mi_status run_split(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                           int64_t N, void *ws) {
+    return mi8b_gemm_split(S, t, w, x, b, y, K, M, N, ws);
+}
+static size_t ws_split(mi_type t, int64_t K, int64_t M, int64_t N) {
+    return mi8b_gemm_split_supported(t, K, M, N) ? mi8b_gemm_split_workspace(t, K, M, N) : 0;
+}
+
+/* b6 (with b11 off as the third run) against b3's int8 kernel */
 static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
+    static const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, "b11", run_stream3, ws_stream3, "b3's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
@@ -82,47 +182,22 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     char plan[48];
     if (Sp == 0) snprintf(plan, sizeof plan, "stream-K, %d runs", P);
     else snprintf(plan, sizeof plan, "K split %d, %d runs", Sp, P);
-    size_t wb;
-    uint8_t *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
-    const size_t ny = (size_t)(M * N);
-    double *ref = malloc(ny * sizeof(double));
-    float *got = malloc(ny * 4), *got2 = malloc(ny * 4), *i8 = malloc(ny * 4);
-    exact_matmul(t, w, x, bias, ref, K, M, N);
-    void *wbase, *xbase, *bbase;
-    void *dw = dev_up_at(w, wb, woff, &wbase);
-    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
-    const size_t wsa = mi8b_gemm_f16s_workspace(t, K, M, N), ws8 = mi8b_gemm_stream_workspace(t, K, M, N, 3);
-    void *ws = dev_poison(wsa > ws8 ? wsa : ws8);
-    float *dy = dev_poison(ny * 4);
-    mi_status st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = dev_read_back(S, got, dy, ny);
-    if (st == MI_OK) st = cudaMemset(dy, 0xFF, ny * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    if (st == MI_OK) st = mi8b_gemm_f16s(S, t, dw, dx, db, dy, K, M, N, ws);
-    if (st == MI_OK) st = dev_read_back(S, got2, dy, ny);
-    const bool have8 = mi8b_gemm_stream_supported(t, K, M, N, 3);
-    if (st == MI_OK && have8) st = mi8b_gemm_stream(S, t, dw, dx, db, dy, K, M, N, 3, ws);
-    if (st == MI_OK && have8) st = dev_read_back(S, i8, dy, ny);
-    if (st != MI_OK) {
-        gu_fail(&R, "%s", mi_errmsg());
-    } else {
-        const double e_ex = gu_nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
-        const bool rep = memcmp(got, got2, ny * 4) == 0;
-        if (!(e_ex <= 1e-5) || !(e_i8 <= 1e-4) || !rep) {
-            for (size_t i = 0; i < ny; i++)
-                if (!(fabs((double)got[i] - ref[i]) <= 1e-2 * (fabs(ref[i]) + 1.0))) {
-                    printf("    %s: first mismatch index %zu (token %zu, row %zu) got %.9g want %.9g (int8 %.9g)\n", name,
-                           i, i / (size_t)M, i % (size_t)M, got[i], ref[i], have8 ? i8[i] : NAN);
-                    break;
-                }
-            gu_fail(&R, "%s: nmse vs exact %.3g (bound 1e-5), vs b3's int8 kernel %.3g (bound 1e-4), repeat %s", plan,
-                    e_ex, e_i8, rep ? "bitwise" : "DIFFERS");
-        } else {
-            gu_pass(&R, "%s: nmse vs exact %.3g, vs b3's int8 kernel %.3g, repeat bitwise", plan, e_ex, e_i8);
-        }
+    mm_case(name, &v, t, K, M, N, woff, plan);
+}
+
+/* b12 (Q4_0) against b1's split int8 kernel */
+static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) {
+    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, NULL, run_split, ws_split,
+                                 "b1's int8 kernel"};
+    char name[112];
+    snprintf(name, sizeof name, "small_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
+             woff ? "_unaligned" : "");
+    gu_begin(&R, name);
+    if (!mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, K, M, N)) {
+        gu_fail(&R, "refused");
+        return;
     }
-    free(w); free(x); free(bias); free(ref); free(got); free(got2); free(i8);
-    cudaFree(wbase); cudaFree(xbase); cudaFree(bbase); cudaFree(ws); cudaFree(dy);
+    mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "one launch after x's f16 copy");
 }
 
 int main(int argc, char **argv) {
@@ -154,6 +229,24 @@ int main(int argc, char **argv) {
         gu_fail(&R, "took Q4_0, Q8_0, N = 8 or N = 65");
     else
         gu_pass(&R, "Q4_0, Q8_0, N = 8 and N = 65 refused");
+    /* b12: the 0.5B's q / o, k / v, gate / up at K = 896; rows past a band, an unaligned tensor,
+     * the largest K, one unit a part (K = 256 over 8 parts) */
+    small_case(896, 896, 64, 0);
+    small_case(896, 896, 17, 0);
+    small_case(896, 128, 64, 0);
+    small_case(896, 4864, 64, 0);
+    small_case(896, 4864, 33, 0);
+    small_case(896, 130, 9, 2);
+    small_case(1024, 333, 40, 4);
+    small_case(256, 2100, 24, 0);
+    small_case(32, 20, 9, 0);
+    gu_begin(&R, "small_mm_refused");
+    if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
+        mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 8) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
+        mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 880, 896, 64))
+        gu_fail(&R, "took Q4_K, K = 1056, K = 880, N = 8 or N = 65");
+    else
+        gu_pass(&R, "Q4_K, K = 1056, K = 880, N = 8 and N = 65 refused");
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
