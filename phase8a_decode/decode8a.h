@@ -128,11 +128,23 @@ uint64_t mi8a_pdl_small_launches(void);
 struct mi_cuda_kernel;
 const struct mi_cuda_kernel *mi8a_shared_x_kernel(int role);
 /* d13: whether a node that the dispatch gives kernel k alone can be part of a run (8a's Q4_K
- * streaming matmul, 7b's warp-per-row matmul); the candidate a node of role MI_MM_RUN_DEFER /
+ * streaming matmul, 7b's warp-per-row matmul: one_token, the node's x one row; an added kernel,
+ * below: any rows); the candidate a node of role MI_MM_RUN_DEFER /
  * MI_MM_RUN_LAST of such a run gets (else NULL); norm: the run's nodes as NORM_MATMUL (d17: the
  * norm of x folded into the run) */
-bool mi8a_run_plain(const struct mi_cuda_kernel *k);
+bool mi8a_run_plain(const struct mi_cuda_kernel *k, bool one_token);
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm);
+/* An upper layer's matmul kernel that takes runs of any rows (8b's small-K batch matmul, b13):
+ * the pass marks its runs as it marks d13's, where the dispatch gives the marked nodes defer
+ * (role MI_MM_RUN_DEFER) and last (MI_MM_RUN_LAST); no norm is folded into them. Their run()s
+ * keep the record as d13's do: defer calls mi8a_run_record, last mi8a_run_take, which hands
+ * back the run's matmuls, its own last (*k of them, valid until the next run starts). */
+void mi8a_run_add(const struct mi_cuda_kernel *plain, const struct mi_cuda_kernel *defer,
+                  const struct mi_cuda_kernel *last);
+struct mi_cuda_ctx;
+struct mi_tensor;
+mi_status mi8a_run_record(struct mi_cuda_ctx *c, const struct mi_tensor *n);
+mi_status mi8a_run_take(struct mi_cuda_ctx *c, const struct mi_tensor *n, const mi8a_run_seg **seg, int *k);
 
 /* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
  * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */

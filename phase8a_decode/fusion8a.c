@@ -166,11 +166,11 @@ static void drop_dead(mi_graph *g, const bool *dead) {
  * dispatch gives the marked nodes d13's kernels (item on, same shapes). At most MI8A_RUN_MAX a
  * run; no graph output in one. Before d7's marks, which then take the runs d13 leaves. */
 static const struct mi_cuda_kernel *run_plain(const mi_tensor *n) {
-    if (n->op != MI_OP_MATMUL || !one_token(n->src[1]) || !n->src[0] || mi_matmul_shared_x(n) != 0 ||
-        (n->flags & MI_T_OUTPUT))
+    if (n->op != MI_OP_MATMUL || !n->src[1] || n->src[1]->type != MI_TYPE_F32 || !n->src[0] ||
+        mi_matmul_shared_x(n) != 0 || (n->flags & MI_T_OUTPUT))
         return NULL;
     const struct mi_cuda_kernel *k = mi_cuda_choice(n);
-    return mi8a_run_plain(k) ? k : NULL;
+    return mi8a_run_plain(k, one_token(n->src[1])) ? k : NULL;
 }
 static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kernel *plain) {
     mi_tensor probe = *n;

@@ -14,6 +14,7 @@
 #include "common/graph/graph.h"
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static const void *ptr(const mi_tensor *t) { return t ? t->data : NULL; }
 static bool aligned16(const mi_tensor *t) { return t && !((uintptr_t)t->data & 15u); }
@@ -181,12 +182,16 @@ static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) {
     return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && g_run.wt == w->type && g_run.K == w->ne[0] &&
            g_run.last_id == n->id - 1;
 }
-static mi_status run_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+mi_status mi8a_run_record(mi_cuda_ctx *c, const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
     if (!run_follows(c, n) || g_run.n >= MI8A_RUN_MAX - 1) g_run.n = 0;   /* a run starts here */
     g_run.c = c, g_run.x = n->src[1]->data, g_run.wt = w->type, g_run.K = w->ne[0], g_run.last_id = n->id;
     g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
     return MI_OK;
+}
+static mi_status run_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8a_run_record(c, n);
 }
 /* the run's weights with the last's appended (its count in *k), or an error: the record is gone */
 static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) {
@@ -244,8 +249,36 @@ static const mi_cuda_kernel k_run_last_rows_norm = {"norm + matmul, one token, w
 /* the plain kernels a run replaces: 8a's Q4_K launcher (d6 on) or 7e's own (d6 off: the same
  * body, launched without the programmatic dependency, as the run kernel then is), and 7b's */
 static bool plain_q4k(const struct mi_cuda_kernel *k) { return k == &k_mm_q4k || k == mi7e_matmul_q4k_kernel(); }
-bool mi8a_run_plain(const struct mi_cuda_kernel *k) { return k && (plain_q4k(k) || k == mi7b_matmul_kernel()); }
+mi_status mi8a_run_take(mi_cuda_ctx *c, const mi_tensor *n, const mi8a_run_seg **seg, int *k) {
+    MI_TRY(run_close(c, n, k));
+    *seg = g_run.seg;
+    return MI_OK;
+}
+/* the kernels of upper layers that take runs of many rows (mi8a_run_add) */
+#define RUN_ADDED_MAX 4
+static struct {
+    const mi_cuda_kernel *plain, *defer, *last;
+} g_run_added[RUN_ADDED_MAX];
+static int g_n_run_added;
+void mi8a_run_add(const mi_cuda_kernel *plain, const mi_cuda_kernel *defer, const mi_cuda_kernel *last) {
+    for (int i = 0; i < g_n_run_added; i++)
+        if (g_run_added[i].plain == plain) return;   /* installs are idempotent */
+    if (g_n_run_added == RUN_ADDED_MAX) abort();      /* a broken install, not input */
+    g_run_added[g_n_run_added].plain = plain, g_run_added[g_n_run_added].defer = defer;
+    g_run_added[g_n_run_added++].last = last;
+}
+static int run_added(const mi_cuda_kernel *k) {
+    for (int i = 0; k && i < g_n_run_added; i++)
+        if (g_run_added[i].plain == k) return i;
+    return -1;
+}
+bool mi8a_run_plain(const struct mi_cuda_kernel *k, bool one_token) {
+    return k && (run_added(k) >= 0 || (one_token && (plain_q4k(k) || k == mi7b_matmul_kernel())));
+}
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm) {
+    const int a = run_added(plain);
+    if (a >= 0) return norm ? NULL : role == MI_MM_RUN_DEFER ? g_run_added[a].defer
+                                   : role == MI_MM_RUN_LAST  ? g_run_added[a].last : NULL;
     if (role == MI_MM_RUN_DEFER) return norm ? &k_run_defer_norm : &k_run_defer;
     if (role != MI_MM_RUN_LAST || !plain) return NULL;
     if (plain_q4k(plain)) return norm ? &k_run_last_q4k_norm : &k_run_last_q4k;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include "common/core/mi_err.h"
 #include "common/quant/mi_types.h"
+#include "phase8a_decode/decode8a.h"   /* mi8a_run_seg */
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,10 +102,19 @@ mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x
  * token in shared memory, its warps' K parts summed in order in the block. b6's f16 tier
  * (docs/NUMERICS.md); bit-identical run to run. workspace: x in f16. */
 #define MI8B_SMALL_MAX_K 1024
+#define MI8B_SMALL_MAX_M (1 << 24)   /* rows of a launch (its bands count in an int) */
 bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                               int64_t K, int64_t M, int64_t N, void *workspace);
+/* item b13: the rows of up to MI8A_RUN_MAX such matmuls of one x in one launch (x's f16 copy made
+ * once; the 0.5B's q, k, v and its gate, up), at most MI8B_SMALL_MAX_M rows in all, the workspace
+ * of one of them. The rows a band (16, 32 or 64: mi8b_gemm_f16_small_rows) follow from the run's
+ * rows; a matmul's outputs depend only on them, so they equal its launch alone bit for bit where
+ * that takes the same. */
+mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
+                                  int64_t N, void *workspace);
+int mi8b_gemm_f16_small_rows(const mi8a_run_seg *seg, int n, int64_t K, int64_t N);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
 bool mi8b_f16s_khalf_on(void);
 

@@ -244,6 +244,31 @@ static const mi_cuda_kernel k_mm_small = {
     "matmul, 9..64 rows, Q4_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
     sup_mm_small, run_mm_small, ws_mm_small, 0};
 
+/* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
+ * nodes before the last record their matmul, the last launches every one (x's f16 copy once) */
+static bool sup_small_run_defer(const mi_tensor *n) {
+    return mi_matmul_shared_x(n) == MI_MM_RUN_DEFER && sup_mm_small(n);
+}
+static bool sup_small_run_last(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_small(n); }
+static mi_status run_small_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8a_run_record(c, n);
+}
+static mi_status run_small_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    const mi8a_run_seg *seg;
+    int k;
+    MI_TRY(mi8a_run_take(c, n, &seg, &k));
+    return mi8b_gemm_f16_small_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]),
+                                   ws);
+}
+static const mi_cuda_kernel k_small_run_defer = {"matmul, 9..64 rows, Q4_0 at K <= 1024: its rows computed by its "
+                                                 "run's last node", "b12,b13", sup_small_run_defer,
+                                                 run_small_run_defer, NULL, 0};
+static const mi_cuda_kernel k_small_run_last = {
+    "matmul, 9..64 rows, Q4_0 at K <= 1024: every matmul of its run in one launch after x's f16 copy", "b12,b13",
+    sup_small_run_last, run_small_run_last, ws_mm_small, 0};
+
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
     const mi_tensor *x = n->src[0], *sc = n->src[1];
@@ -283,6 +308,11 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
+    mi_cuda_item_declare("b13", "a run of b12's matmuls of one x (q, k, v; gate, up) in one launch, x's f16 copy "
+                                "made once; a block takes band after band, the next band's rows loading meanwhile");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_defer);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_last);
+    mi8a_run_add(&k_mm_small, &k_small_run_defer, &k_small_run_last);
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "

@@ -10,6 +10,9 @@
  *                   (NMSE <= 1e-5), b1's split int8 kernel where it runs (NMSE <= 1e-4) and itself
  *                   (bitwise)
  *  small_mm_refused what it leaves to the others
+ *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
+ *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
+ *                   where both take the same rows a band)
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
@@ -200,6 +203,89 @@ static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "one launch after x's f16 copy");
 }
 
+/* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
+ * the exact product (NMSE <= 1e-5), itself on a second run (bitwise) and its matmul launched
+ * alone (bitwise where both take the same rows a band, else each held to the exact product) */
+static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff) {
+    char name[112];
+    int len = snprintf(name, sizeof name, "small_run_Q4_0_K%lld_N%lld_M", (long long)K, (long long)N);
+    for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
+    if (woff) snprintf(name + len, sizeof name - (size_t)len, "_unaligned");
+    gu_begin(&R, name);
+    uint8_t *w[MI8A_RUN_MAX];
+    float *bias[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *alone[MI8A_RUN_MAX], *dy[MI8A_RUN_MAX];
+    double *ref[MI8A_RUN_MAX];
+    void *wbase[MI8A_RUN_MAX], *bbase[MI8A_RUN_MAX];
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
+    void *xbase;
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase);
+    int64_t rows = 0;
+    for (int s = 0; s < n; s++) {
+        size_t wb;
+        const size_t ny = (size_t)(ms[s] * N);
+        w[s] = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, ms[s], 1.0f, &wb);
+        bias[s] = gu_rand_f32(&g_seed, (size_t)ms[s], -0.5f, 0.5f);
+        ref[s] = malloc(ny * sizeof(double));
+        got[s] = malloc(ny * 4), got2[s] = malloc(ny * 4), alone[s] = malloc(ny * 4);
+        exact_matmul(MI_TYPE_Q4_0, w[s], x, bias[s], ref[s], K, ms[s], N);
+        const void *dw = dev_up_at(w[s], wb, woff * (size_t)(s & 1), &wbase[s]);
+        const float *db = dev_up_at(bias[s], (size_t)ms[s] * 4, 0, &bbase[s]);
+        dy[s] = dev_poison(ny * 4);
+        seg[s] = (mi8a_run_seg){dw, db, dy[s], ms[s]};
+        rows += ms[s];
+    }
+    void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
+    const int band = mi8b_gemm_f16_small_rows(seg, n, K, N);
+    mi_status st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dx, K, N, ws);
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
+    for (int s = 0; s < n && st == MI_OK; s++)
+        st = cudaMemset(dy[s], 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+    if (st == MI_OK) st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dx, K, N, ws);
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
+    for (int s = 0; s < n && st == MI_OK; s++) {
+        st = mi8b_gemm_f16_small(S, MI_TYPE_Q4_0, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
+        if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
+    }
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        double worst = 0.0;
+        bool ok = true, rep = true, same = true;
+        int bitwise = 0;
+        for (int s = 0; s < n; s++) {
+            const size_t ny = (size_t)(ms[s] * N);
+            const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse_d(alone[s], ref[s], ny);
+            worst = e > worst ? e : worst;
+            const bool bw = mi8b_gemm_f16_small_rows(&seg[s], 1, K, N) == band;
+            rep = rep && memcmp(got[s], got2[s], ny * 4) == 0;
+            if (bw) bitwise++, same = same && memcmp(got[s], alone[s], ny * 4) == 0;
+            if (!(e <= 1e-5) || !(ea <= 1e-5) || (bw && memcmp(got[s], alone[s], ny * 4) != 0)) {
+                ok = false;
+                for (size_t i = 0; i < ny; i++)
+                    if (got[s][i] != alone[s][i] || !(fabs((double)got[s][i] - ref[s][i]) <= 1e-2 * (fabs(ref[s][i]) + 1.0))) {
+                        printf("    %s: matmul %d, first mismatch index %zu (token %zu, row %zu) got %.9g alone %.9g want %.9g\n",
+                               name, s, i, i / (size_t)ms[s], i % (size_t)ms[s], got[s][i], alone[s][i], ref[s][i]);
+                        break;
+                    }
+            }
+        }
+        if (ok && rep)
+            gu_pass(&R, "%d rows a band: nmse vs exact <= %.3g, %d of %d matmuls bitwise their launch alone, repeat bitwise",
+                    band, worst, bitwise, n);
+        else
+            gu_fail(&R, "%d rows a band: nmse vs exact up to %.3g (bound 1e-5), alone %s, repeat %s", band, worst,
+                    same ? "bitwise where compared" : "DIFFERS", rep ? "bitwise" : "DIFFERS");
+    }
+    for (int s = 0; s < n; s++) {
+        free(w[s]); free(bias[s]); free(ref[s]); free(got[s]); free(got2[s]); free(alone[s]);
+        cudaFree(wbase[s]); cudaFree(bbase[s]); cudaFree(dy[s]);
+    }
+    free(x);
+    cudaFree(xbase);
+    cudaFree(ws);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -240,6 +326,16 @@ int main(int argc, char **argv) {
     small_case(1024, 333, 40, 4);
     small_case(256, 2100, 24, 0);
     small_case(32, 20, 9, 0);
+    /* more bands than multiprocessors: a block takes band after band */
+    small_case(896, 9728, 64, 0);
+    small_case(1024, 9000, 40, 2);
+    /* b13: the 0.5B's q, k, v and gate, up as runs; four matmuls of edge shapes */
+    static const int64_t qkv[] = {896, 128, 128}, gu[] = {4864, 4864}, edge[] = {333, 20, 130, 2100};
+    run_case(896, 64, qkv, 3, 0);
+    run_case(896, 17, qkv, 3, 0);
+    run_case(896, 64, gu, 2, 0);
+    run_case(896, 33, gu, 2, 0);
+    run_case(1024, 40, edge, 4, 2);
     gu_begin(&R, "small_mm_refused");
     if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
         mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 8) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
