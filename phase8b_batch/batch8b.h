@@ -115,6 +115,17 @@ mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const flo
 mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                                   int64_t N, void *workspace);
 int mi8b_gemm_f16_small_rows(const mi8a_run_seg *seg, int n, int64_t K, int64_t N);
+/* item b15: the same kernel for K past MI8B_SMALL_MAX_K (the 0.5B's down, K = 4864): K split into
+ * slices of at most 28 units (896), a block a slice of x and bands of rows, the slices' partial
+ * sums added in slice order by a second kernel (then the bias). workspace: x in f16, the partials. */
+#define MI8B_KSPLIT_MAX_K 32768
+bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
+size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
+mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                               int64_t K, int64_t M, int64_t N, void *workspace);
+/* b14 (install8b.c, read at each launch): the small-K kernel's blocks cycle through four band
+ * buffers where they fit, not two */
+bool mi8b_small_ring_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
 bool mi8b_f16s_khalf_on(void);
 

@@ -33,17 +33,19 @@ __host__ __device__ __forceinline__ int sk_wslot(int64_t K) { return 16 * ((((in
 /* bytes of a token's row: 2K and a pad to 32 mod 128, so the 64-bit fragment loads of tokens
  * gid 0..3 (one half-warp) fall on 32 distinct banks */
 __host__ __device__ __forceinline__ int sk_astride(int64_t K) { return (int)(2 * K) + (160 - (int)(2 * K) % 128) % 128; }
-/* shared memory: every token's row, then two band buffers of 16 RG weight rows, then the eight
- * warps' sums ([part][row group][nt][i][lane] floats) */
+/* shared memory: every token's row (of a K slice), then nbuf band buffers of 16 RG weight rows,
+ * then the eight warps' sums ([part][row group][nt][i][lane] floats) */
 __host__ __device__ __forceinline__ size_t sk_x_bytes(int64_t K, int NT) { return (size_t)8 * NT * sk_astride(K); }
 __host__ __device__ __forceinline__ size_t sk_band_bytes(int64_t K, int RG) { return (size_t)16 * RG * sk_wslot(K); }
-static size_t sk_smem(int64_t K, int RG, int NT) {
-    return sk_x_bytes(K, NT) + 2 * sk_band_bytes(K, RG) + (size_t)8 * NT * 4 * 32 * sizeof(float);
+static size_t sk_smem(int64_t K, int RG, int NT, int nbuf) {
+    return sk_x_bytes(K, NT) + (size_t)nbuf * sk_band_bytes(K, RG) + (size_t)8 * NT * 4 * 32 * sizeof(float);
 }
 
-/* the matmuls of one launch: segment s owns bands band0[s] .. band0[s + 1] - 1 of 16 RG rows */
+/* the matmuls of one launch: segment s owns bands band0[s] .. band0[s + 1] - 1 of 16 RG rows. K
+ * split (one matmul): slice z of S takes K units [z ku, z ku + ku), its block writes y + z N M
+ * (no bias) and a second kernel adds the slices. nbuf: band buffers a block cycles through. */
 struct sk_run {
-    int n;
+    int n, S, ku, nbuf;
     int band0[MI8A_RUN_MAX + 1];
     const uint8_t *w[MI8A_RUN_MAX];
     const float *bias[MI8A_RUN_MAX];
@@ -59,54 +61,64 @@ __device__ __forceinline__ int sk_seg(const sk_run &run, int b, int64_t *m0, int
     return s;
 }
 
-/* band b's rows as one cp.async group into buf; rows past M stay unloaded (their outputs are not
- * written, and an mma's output row reads only its own) */
-__device__ __forceinline__ void sk_load_band(uint8_t *buf, const sk_run &run, int b, int BM, size_t wrow, int wslot) {
+/* band b's rows (units [u0, u0 + nu) of each) as one cp.async group into buf; rows past M stay
+ * unloaded (their outputs are not written, and an mma's output row reads only its own) */
+__device__ __forceinline__ void sk_load_band(uint8_t *buf, const sk_run &run, int b, int BM, size_t wrow, int u0,
+                                             int nu, int wslot) {
     int64_t m0;
     const int s = sk_seg(run, b, &m0, BM);
     const uint8_t *W = run.w[s], *wend = W + (size_t)run.M[s] * wrow;
     const int wch = wslot / 16;
     for (int i = threadIdx.x; i < BM * wch; i += SK_THREADS) {
         const int r = i / wch, c = i - r * wch;
-        if (m0 + r < run.M[s]) gs_window(buf + r * wslot, W + (size_t)(m0 + r) * wrow, (int)wrow, c, W, wend);
+        if (m0 + r < run.M[s])
+            gs_window(buf + r * wslot, W + (size_t)(m0 + r) * wrow + (size_t)u0 * SK_UB, nu * SK_UB, c, W, wend);
     }
 }
 
+/* waits until at most n - 1 of the block's cp.async groups are in flight (n: 2 or 4) */
+__device__ __forceinline__ void sk_wait_ring(int n) {
+    if (n == 4) async_wait<3>();
+    else async_wait<1>();
+}
+
 template <int NT, int RG>
-__global__ void __launch_bounds__(SK_THREADS)
+__global__ void __launch_bounds__(SK_THREADS, 1)
 kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restrict__ X, int K, int N) {
     constexpr int KP = 8 / RG, BM = 16 * RG;
     extern __shared__ __align__(16) uint8_t smem[];
-    const int wslot = sk_wslot(K), astr = sk_astride(K), nu = K / 32, bands = run.band0[run.n];
-    const size_t wrow = (size_t)nu * SK_UB;
-    uint8_t *sa = smem, *sw0 = smem + sk_x_bytes(K, NT);
-    float *red = (float *)(sw0 + 2 * sk_band_bytes(K, RG));
+    const int G = gridDim.x / run.S, z = blockIdx.x / G, u0 = z * run.ku;
+    const int nu = min(run.ku, K / 32 - u0), Ks = 32 * run.ku;   /* this slice's units; the slices' length */
+    const int wslot = sk_wslot(Ks), astr = sk_astride(Ks), bands = run.band0[run.n], nbuf = run.nbuf;
+    const size_t wrow = (size_t)(K / 32) * SK_UB, band_bytes = sk_band_bytes(Ks, RG);
+    uint8_t *sa = smem, *sw0 = smem + sk_x_bytes(Ks, NT);
+    float *red = (float *)(sw0 + nbuf * band_bytes);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
 
-    /* every token's K and the first band (one group), the second band (the next group) */
-    const int ach = 2 * K / 16;
+    /* every token's slice of K with the first band (one group), then a group a band up to nbuf */
+    const int ach = 2 * 32 * nu / 16;
     for (int i = tid; i < 8 * NT * ach; i += SK_THREADS) {
         const int n = i / ach, c = i - n * ach;
-        if (n < N) async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + 16 * c);
+        if (n < N) async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + (size_t)u0 * 64 + 16 * c);
     }
-    int b = blockIdx.x;
-    if (b < bands) sk_load_band(sw0, run, b, BM, wrow, wslot);
-    async_commit();
-    if (b + (int)gridDim.x < bands) sk_load_band(sw0 + sk_band_bytes(K, RG), run, b + gridDim.x, BM, wrow, wslot);
-    async_commit();
+    int b = blockIdx.x - z * G;
+    for (int q = 0; q < nbuf; q++) {
+        if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot);
+        async_commit();
+    }
 
     const int rg = warp % RG, kp = warp / RG;
     const int r0 = rg * 16 + gid;
     const int upp = (nu + KP - 1) / KP, ka = kp * upp, kb = ka + upp < nu ? ka + upp : nu;
     const uint8_t *xa = sa + gid * astr + 8 * tig;   /* token gid of n-tile 0, group tig */
-    for (int it = 0; b < bands; it++, b += gridDim.x) {
-        async_wait<1>();   /* this band's group (and x) landed; the next band's may still fly */
+    for (int it = 0; b < bands; it++, b += G) {
+        sk_wait_ring(nbuf);   /* this band's group (and x) landed; the later bands' may still fly */
         __syncthreads();
-        uint8_t *sw = sw0 + (it & 1) * sk_band_bytes(K, RG);
+        uint8_t *sw = sw0 + (it % nbuf) * band_bytes;
         int64_t m0;
         const int s = sk_seg(run, b, &m0, BM);
-        const uint8_t *W = run.w[s];
+        const uint8_t *W = run.w[s] + (size_t)u0 * SK_UB;
         const uint8_t *w0 = sw + r0 * wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow) & 15);
         const uint8_t *w1 = sw + (r0 + 8) * wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow) & 15);
         float acc[NT][4];
@@ -135,12 +147,12 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 #pragma unroll
             for (int i = 0; i < 4; i++) red[((kp * RG + rg) * NT * 4 + nt * 4 + i) * 32 + lane] = acc[nt][i];
         __syncthreads();   /* every warp done with this band's rows and its sums handed over */
-        if (b + 2 * (int)gridDim.x < bands) sk_load_band(sw, run, b + 2 * gridDim.x, BM, wrow, wslot);
+        if (b + nbuf * G < bands) sk_load_band(sw, run, b + nbuf * G, BM, wrow, u0, nu, wslot);
         async_commit();   /* empty past the last band: the wait above counts one group a band */
         /* the parts added in part order, the outputs spread over the block's threads */
         const float *bias = run.bias[s];
-        float *Y = run.y[s];
         const int64_t M = run.M[s];
+        float *Y = run.y[s] + (size_t)z * N * M;
         for (int e = tid; e < RG * NT * 4 * 32; e += SK_THREADS) {
             const int l = e & 31, i = (e >> 5) & 3, nt = (e >> 7) % NT, g = e / (NT * 128);
             const int64_t m = m0 + g * 16 + (l >> 2) + (i >> 1) * 8;
@@ -155,13 +167,17 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 
 /* ---------------- launchers ---------------- */
 
+#include "phase8b_batch/split_sum.cuh"
+
+/* a K slice's units where K is split (b15): the 0.5B's own K = 896, whose x every block holds */
+#define SK_SLICE_UNITS 28
+
 static int sk_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
 
-/* raises the kernel's shared memory limit to what K needs (once per size reached); false when
- * the device cannot give it */
-template <int NT, int RG> static bool sk_prepare(int64_t K) {
+/* raises the kernel's shared memory limit to need (once per size reached); false when the device
+ * cannot give it */
+template <int NT, int RG> static bool sk_prepare(size_t need) {
     static size_t raised = 0;
-    const size_t need = sk_smem(K, RG, NT);
     if (need <= raised) return true;
     if (cudaFuncSetAttribute(kernel_gemm_f16_small<NT, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need) !=
         cudaSuccess) {
@@ -193,36 +209,60 @@ static int64_t sk_bands(const mi8a_run_seg *seg, int n, int RG) {
     return b;
 }
 
-/* row groups a block (1, 2 or 4) for a run's rows: the smallest whose bands fit one wave (one
- * block a multiprocessor: the shared memory of the whole K); where none does, the one whose
- * busiest block has the fewest K units a warp (bands a block x units a part), ties to the larger.
- * Only those whose shared memory the device gives. MINFER_SMALL_ROWS (16, 32 or 64 rows a band)
- * sets it for measurements where it fits. */
-static int sk_rg(const mi8a_run_seg *seg, int n, int64_t K, int NT) {
-    static long rows = -1;
-    const long set = mi_setting_int_once("MINFER_SMALL_ROWS", 0, 64, 0, &rows);
+typedef struct {
+    int S, ku, RG, nbuf, G;   /* K slices and units a slice, row groups, band buffers, blocks a slice */
+} sk_plan;
+
+/* The launch of a run (S = 1) or of one matmul split S ways over K. Row groups (1, 2 or 4): the
+ * smallest whose bands fit one wave of each slice's blocks (one block a multiprocessor: the
+ * shared memory of a slice of x); where none does, the one whose busiest block has the fewest K
+ * units a warp (bands a block x units a part), ties to the larger. Only those whose shared memory
+ * the device gives. MINFER_SMALL_ROWS (16, 32 or 64 rows a band) sets it for measurements where it
+ * fits. Four band buffers where they fit and b14 is on, else two. */
+static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int64_t per, int ku, long forced) {
     const size_t lim = sk_smem_limit();
-    if ((set == 16 || set == 32 || set == 64) && sk_smem(K, (int)(set / 16), NT) <= lim) return (int)(set / 16);
-    const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1, nu = K / 32;
-    int best = 1;
+    int best = 0;
     int64_t best_cost = INT64_MAX;
     for (int rg = 1; rg <= 4; rg *= 2) {
-        if (sk_smem(K, rg, NT) > lim) break;
+        if (sk_smem(Ks, rg, NT, 2) > lim) break;
+        if (forced && rg != forced / 16) continue;
         const int64_t bands = sk_bands(seg, n, rg), kp = 8 / rg;
-        if (bands <= sms) return rg;
-        const int64_t cost = (bands + sms - 1) / sms * ((nu + kp - 1) / kp);
+        if (bands <= per) return rg;
+        const int64_t cost = (bands + per - 1) / per * ((ku + kp - 1) / kp);
         if (cost <= best_cost) best = rg, best_cost = cost;
     }
     return best;
 }
+static bool sk_make_plan(const mi8a_run_seg *seg, int n, int64_t K, int NT, int S, sk_plan *p) {
+    static long rows = -1;
+    const long set = mi_setting_int_once("MINFER_SMALL_ROWS", 0, 64, 0, &rows);
+    const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1, nu = K / 32;
+    p->S = S, p->ku = (int)((nu + S - 1) / S);
+    const int64_t Ks = 32 * (int64_t)p->ku, per = sms / S > 0 ? sms / S : 1;
+    int rg = set == 16 || set == 32 || set == 64 ? sk_pick_rg(seg, n, Ks, NT, per, p->ku, set) : 0;
+    if (!rg) rg = sk_pick_rg(seg, n, Ks, NT, per, p->ku, 0);
+    if (!rg) return false;
+    const int64_t bands = sk_bands(seg, n, rg);
+    p->RG = rg;
+    p->G = (int)(bands < per ? bands : per);
+    p->nbuf = mi8b_small_ring_on() && sk_smem(Ks, rg, NT, 4) <= sk_smem_limit() ? 4 : 2;
+    return true;
+}
 
 static bool sk_shape_ok(mi_type wt, int64_t K, int64_t N) {
-    return wt == MI_TYPE_Q4_0 && K >= 32 && K % 32 == 0 && K <= MI8B_SMALL_MAX_K && N >= MI8B_STREAM_MIN_N &&
-           N <= MI8B_STREAM_MAX_N && sk_smem(K, 1, sk_nt(N)) <= sk_smem_limit();
+    return wt == MI_TYPE_Q4_0 && K >= 32 && K % 32 == 0 && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
+}
+/* K slices for K (1 up to MI8B_SMALL_MAX_K) */
+static int sk_slices(int64_t K) {
+    return K <= MI8B_SMALL_MAX_K ? 1 : (int)((K / 32 + SK_SLICE_UNITS - 1) / SK_SLICE_UNITS);
+}
+static bool sk_fits(int64_t K, int64_t N) {
+    const int S = sk_slices(K);
+    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), 2) <= sk_smem_limit();
 }
 
 extern "C" bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    return sk_shape_ok(wt, K, N) && M >= 1 && M <= MI8B_SMALL_MAX_M;
+    return sk_shape_ok(wt, K, N) && K <= MI8B_SMALL_MAX_K && M >= 1 && M <= MI8B_SMALL_MAX_M && sk_fits(K, N);
 }
 
 extern "C" size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -231,35 +271,50 @@ extern "C" size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M
 }
 
 extern "C" int mi8b_gemm_f16_small_rows(const mi8a_run_seg *seg, int n, int64_t K, int64_t N) {
-    return 16 * sk_rg(seg, n, K, sk_nt(N));
+    sk_plan p;
+    return sk_make_plan(seg, n, K, sk_nt(N), sk_slices(K), &p) ? 16 * p.RG : 0;
 }
 
 template <int NT, int RG>
 static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
-                              int64_t N) {
-    if (!sk_prepare<NT, RG>(K))
-        return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused",
-                      sk_smem(K, RG, NT), (long long)K);
+                              int64_t N, const sk_plan *p) {
+    const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, p->nbuf);
+    if (!sk_prepare<NT, RG>(smem))
+        return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused", smem,
+                      (long long)K);
     sk_run run = {};
-    run.n = n;
+    run.n = n, run.S = p->S, run.ku = p->ku, run.nbuf = p->nbuf;
     for (int s = 0; s < n; s++) {
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;
     }
-    const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1;
-    const unsigned grid = (unsigned)(run.band0[n] < sms ? run.band0[n] : sms);
-    kernel_gemm_f16_small<NT, RG><<<grid, SK_THREADS, sk_smem(K, RG, NT), st>>>(run, xh, (int)K, (int)N);
+    kernel_gemm_f16_small<NT, RG><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, (int)K, (int)N);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16_small");
     return MI_OK;
 }
 
 template <int NT>
 static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
-                                 int64_t N) {
-    switch (sk_rg(seg, n, K, NT)) {
-    case 1: return launch_small<NT, 1>(st, seg, n, xh, K, N);
-    case 2: return launch_small<NT, 2>(st, seg, n, xh, K, N);
-    default: return launch_small<NT, 4>(st, seg, n, xh, K, N);
+                                 int64_t N, const sk_plan *p) {
+    switch (p->RG) {
+    case 1: return launch_small<NT, 1>(st, seg, n, xh, K, N, p);
+    case 2: return launch_small<NT, 2>(st, seg, n, xh, K, N, p);
+    default: return launch_small<NT, 4>(st, seg, n, xh, K, N, p);
+    }
+}
+
+/* x's f16 copy, then the kernel over the plan's slices */
+static mi_status sk_launch(cudaStream_t st, const mi8a_run_seg *seg, int n, const float *x, int64_t K, int64_t N,
+                           int S, void *workspace) {
+    sk_plan p;
+    if (!sk_make_plan(seg, n, K, sk_nt(N), S, &p))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
+    MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+    const uint8_t *xh = (const uint8_t *)workspace;
+    switch (sk_nt(N)) {
+    case 2: return launch_small_rg<2>(st, seg, n, xh, K, N, &p);
+    case 4: return launch_small_rg<4>(st, seg, n, xh, K, N, &p);
+    default: return launch_small_rg<8>(st, seg, n, xh, K, N, &p);
     }
 }
 
@@ -271,22 +326,46 @@ extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8
             return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: matmul %d of the run has no weight, output or rows", s);
         rows += seg[s].M;
     }
-    if (n < 1 || n > MI8A_RUN_MAX || !sk_shape_ok(wt, K, N) || rows > MI8B_SMALL_MAX_M)
+    if (n < 1 || n > MI8A_RUN_MAX || !sk_shape_ok(wt, K, N) || K > MI8B_SMALL_MAX_K || !sk_fits(K, N) ||
+        rows > MI8B_SMALL_MAX_M)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: %d matmuls of type %s, K = %lld, %lld rows, N = %lld",
                       n, mi_type_name(wt), (long long)K, (long long)rows, (long long)N);
     if (!x || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
-    const cudaStream_t st = (cudaStream_t)stream;
-    MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
-    const uint8_t *xh = (const uint8_t *)workspace;
-    switch (sk_nt(N)) {
-    case 2: return launch_small_rg<2>(st, seg, n, xh, K, N);
-    case 4: return launch_small_rg<4>(st, seg, n, xh, K, N);
-    default: return launch_small_rg<8>(st, seg, n, xh, K, N);
-    }
+    return sk_launch((cudaStream_t)stream, seg, n, x, K, N, 1, workspace);
 }
 
 extern "C" mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                                          float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     const mi8a_run_seg seg = {w, bias, y, M};
     return mi8b_gemm_f16_small_run(stream, wt, &seg, 1, x, K, N, workspace);
+}
+
+/* ---------------- b15: K past MI8B_SMALL_MAX_K split over blocks ---------------- */
+
+extern "C" bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    return sk_shape_ok(wt, K, N) && K > MI8B_SMALL_MAX_K && K <= MI8B_KSPLIT_MAX_K && M >= 1 && M <= MI8B_SMALL_MAX_M &&
+           sk_fits(K, N);
+}
+
+static size_t ks_x_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
+
+extern "C" size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
+    if (!mi8b_gemm_f16_ksplit_supported(wt, K, M, N)) return 0;
+    return ks_x_bytes(K, N) + (size_t)sk_slices(K) * (size_t)N * (size_t)M * sizeof(float);
+}
+
+extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
+                                          float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!mi8b_gemm_f16_ksplit_supported(wt, K, M, N))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_ksplit: type %s, K = %lld, M = %lld, N = %lld",
+                      mi_type_name(wt), (long long)K, (long long)M, (long long)N);
+    if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_ksplit: null pointer");
+    const cudaStream_t st = (cudaStream_t)stream;
+    const int S = sk_slices(K);
+    float *part = (float *)((uint8_t *)workspace + ks_x_bytes(K, N));
+    const mi8a_run_seg seg = {w, NULL, part, M};
+    MI_TRY(sk_launch(st, &seg, 1, x, K, N, S, workspace));
+    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
+    MI_CU_CHECK_LAUNCH("kernel_split_sum");
+    return MI_OK;
 }

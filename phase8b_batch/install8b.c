@@ -244,6 +244,29 @@ static const mi_cuda_kernel k_mm_small = {
     "matmul, 9..64 rows, Q4_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
     sup_mm_small, run_mm_small, ws_mm_small, 0};
 
+/* b14: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
+bool mi8b_small_ring_on(void) { return mi_cuda_item_on("b14"); }
+
+/* b15: Q4_0 past K = 1024 (the 0.5B's down) on the same kernel, K split into slices */
+static bool sup_mm_ksplit(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && n->src[1] && mi8b_gemm_f16_ksplit_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+           mi7b_matmul_node_supported(n);
+}
+static size_t ws_mm_ksplit(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16_ksplit_workspace(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1]));
+}
+static mi_status run_mm_ksplit(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16_ksplit(mi_cuda_stream(c), w->type, w->data, n->src[1]->data,
+                                n->src[2] ? n->src[2]->data : NULL, n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]),
+                                ws);
+}
+static const mi_cuda_kernel k_mm_ksplit = {
+    "matmul, 9..64 rows, Q4_0 past K = 1024: b12's kernel over K slices, the slices summed in order", "b15",
+    sup_mm_ksplit, run_mm_ksplit, ws_mm_ksplit, 0};
+
 /* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
  * nodes before the last record their matmul, the last launches every one (x's f16 copy once) */
 static bool sup_small_run_defer(const mi_tensor *n) {
@@ -313,6 +336,11 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_defer);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_last);
     mi8a_run_add(&k_mm_small, &k_small_run_defer, &k_small_run_last);
+    mi_cuda_item_declare("b14", "b12's blocks cycle through four band buffers where they fit (three bands' rows "
+                                "loading while one is computed), not two");
+    mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
+                                "into slices of 896, the slices' sums added in order by a second kernel");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "

@@ -27,19 +27,24 @@ def wslot(K): return 16 * ((((K // 32) * UB + 30) // 16) | 1)
 def astride(K): return 2 * K + (160 - (2 * K) % 128) % 128
 def x_bytes(K, NT): return 8 * NT * astride(K)
 def band_bytes(K, RG): return 16 * RG * wslot(K)
-def smem_bytes(K, RG, NT): return x_bytes(K, NT) + 2 * band_bytes(K, RG) + 8 * NT * 4 * 32 * 4
+def smem_bytes(K, RG, NT, nbuf): return x_bytes(K, NT) + nbuf * band_bytes(K, RG) + 8 * NT * 4 * 32 * 4
 def bands(ms, RG): return sum((m + 16 * RG - 1) // (16 * RG) for m in ms)
+def slices(K): return 1 if K <= 1024 else (K // 32 + 27) // 28   # sk_slices
 
 
-def pick_rg(ms, K, NT):   # sk_rg
-    best, best_cost, nu = 1, None, K // 32
+def plan(ms, K, NT, S):   # sk_make_plan with b14 on: (ku, RG, G, nbuf)
+    ku = (K // 32 + S - 1) // S
+    Ks, per = 32 * ku, max(SMS // S, 1)
+    best, best_cost = 0, None
     for rg in (1, 2, 4):
-        if smem_bytes(K, rg, NT) > SMEM_LIMIT: break
+        if smem_bytes(Ks, rg, NT, 2) > SMEM_LIMIT: break
         b, kp = bands(ms, rg), 8 // rg
-        if b <= SMS: return rg
-        cost = (b + SMS - 1) // SMS * ((nu + kp - 1) // kp)
+        if b <= per: best = rg; break
+        cost = (b + per - 1) // per * ((ku + kp - 1) // kp)
         if best_cost is None or cost <= best_cost: best, best_cost = rg, cost
-    return best
+    assert best, "no band fits shared memory"
+    nbuf = 4 if smem_bytes(Ks, best, NT, 4) <= SMEM_LIMIT else 2
+    return ku, best, min(bands(ms, best), per), nbuf
 
 
 def make_q4_0(K, M):
@@ -61,13 +66,15 @@ def ref_weights(W, K):   # [M, K]: ggml's Q4_0, with the kernel's f16 rounding o
 
 def run(K, ms, N, woff):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
-    RG = pick_rg(ms, K, NT); KP = 8 // RG; BM = 16 * RG
+    S = slices(K)
+    assert S == 1 or len(ms) == 1, "a K split is one matmul's"
+    ku, RG, G, nbuf = plan(ms, K, NT, S); KP = 8 // RG; BM = 16 * RG
     Ws = [make_q4_0(K, M) for M in ms]
     biases = [rng.uniform(-0.5, 0.5, size=M).astype(np.float32) for M in ms]
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
     X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)   # kernel_act_f16_pairs
     Xb = X.view(np.uint8).reshape(N, 2 * K)
-    wrow, ws, ast, nu = K // 32 * UB, wslot(K), astride(K), K // 32
+    wrow = K // 32 * UB
     mems, bases = [], []   # each weight in its own allocation, at +woff for the odd ones
     for s_, W in enumerate(Ws):
         off = woff * (s_ & 1)
@@ -75,28 +82,31 @@ def run(K, ms, N, woff):
         mem[off:off + W.size] = W.reshape(-1)
         mems.append(mem); bases.append(off)
     band0 = np.cumsum([0] + [(M + BM - 1) // BM for M in ms])
-    nb = int(band0[-1]); grid = min(nb, SMS)
+    nb = int(band0[-1])
+    Ks = 32 * ku
+    ws, ast = wslot(Ks), astride(Ks)
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
-    size = smem_bytes(K, RG, NT)
+    size = smem_bytes(Ks, RG, NT, nbuf)
     assert size <= SMEM_LIMIT, "more shared memory than an H200 block may have"
-    sa, sw0, red0 = 0, x_bytes(K, NT), x_bytes(K, NT) + 2 * band_bytes(K, RG)
-    Ys = [np.full((N, M), np.nan) for M in ms]
-    for block in range(grid):
+    sa, sw0, red0 = 0, x_bytes(Ks, NT), x_bytes(Ks, NT) + nbuf * band_bytes(Ks, RG)
+    parts = [[np.full((N, M), np.nan) for M in ms] for z in range(S)]
+    for block in range(G * S):
+        z = block // G; u0 = z * ku; nu = min(ku, K // 32 - u0)
         sm = np.zeros(size, np.uint8)
-        for n in range(N):
-            assert sa + n * ast + 2 * K <= sw0 and (sa + n * ast) % 16 == 0, "a token row outside x's region or misaligned"
-            sm[sa + n * ast:sa + n * ast + 2 * K] = Xb[n]
-        for it, b in enumerate(range(block, nb, grid)):
+        for n in range(N):   # the slice's columns of token n
+            assert sa + n * ast + 64 * nu <= sw0 and (sa + n * ast) % 16 == 0, "a token row outside x's region or misaligned"
+            sm[sa + n * ast:sa + n * ast + 64 * nu] = Xb[n, 64 * u0:64 * (u0 + nu)]
+        for it, b in enumerate(range(block - z * G, nb, G)):
             s_ = int(np.searchsorted(band0, b, side='right') - 1)   # sk_seg
             m0, M, mem, base = (b - int(band0[s_])) * BM, ms[s_], mems[s_], bases[s_]
-            sw = sw0 + (it & 1) * band_bytes(K, RG)
+            sw = sw0 + (it % nbuf) * band_bytes(Ks, RG)
             offs = np.zeros(BM, np.int64)
-            for r in range(BM):   # gs_window: the row at its slot + (src & 15), inside the slot
+            for r in range(BM):   # gs_window: the row's slice at its slot + (src & 15), inside the slot
                 if m0 + r >= M: continue
-                src = base + (m0 + r) * wrow
+                src = base + (m0 + r) * wrow + UB * u0
                 offs[r] = src & 15
-                assert offs[r] + wrow <= ws and sw + (r + 1) * ws <= red0, "a row past its slot or its buffer"
-                sm[sw + r * ws + offs[r]:sw + r * ws + offs[r] + wrow] = mem[src:src + wrow]
+                assert offs[r] + UB * nu <= ws and sw + (r + 1) * ws <= red0, "a row past its slot or its buffer"
+                sm[sw + r * ws + offs[r]:sw + r * ws + offs[r] + UB * nu] = mem[src:src + UB * nu]
             def ld16(p): return sm[p].astype(np.uint32) | (sm[p + 1].astype(np.uint32) << 8)
             def ld32(p): return ld16(p) | (ld16(p + 2) << 16)   # ld_u32_a2
             def ld64(p):   # uint2 at byte addresses p [lane] -> 4 halves [lane, 4]
@@ -130,7 +140,7 @@ def run(K, ms, N, woff):
                             ix = ((kp * RG + rg) * NT * 4 + nt * 4 + i) * 32 + l
                             assert ix not in red and red0 + 4 * ix + 4 <= size, "a sum slot written twice or outside"
                             red[ix] = acc[warp, nt, l, i]
-            Y, bias = Ys[s_], biases[s_]
+            Y, bias = parts[z][s_], (biases[s_] if S == 1 else np.zeros(M))
             for e in range(RG * NT * 4 * 32):   # the epilogue over the block's threads: parts in order
                 l, i, nt, g = e & 31, (e >> 5) & 3, (e >> 7) % NT, e // (NT * 128)
                 m = m0 + g * 16 + (l >> 2) + (i >> 1) * 8
@@ -140,6 +150,11 @@ def run(K, ms, N, woff):
                 for q in range(1, KP): v = v + red[((q * RG + g) * NT * 4 + nt * 4 + i) * 32 + l]
                 assert np.isnan(Y[n, m]), "output written twice"
                 Y[n, m] = v + bias[m]
+    Ys = parts[0]
+    if S > 1:   # kernel_split_sum: the slices in order, then the bias
+        Y = parts[0][0]
+        for z in range(1, S): Y = Y + parts[z][0]
+        Ys = [Y + biases[0]]
     ok, err, nmse = True, 0.0, 0.0
     for W, bias, Y, M in zip(Ws, biases, Ys, ms):
         assert not np.isnan(Y).any(), "an output never written"
@@ -149,8 +164,8 @@ def run(K, ms, N, woff):
         e = float(np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3)))
         ns = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
         ok, err, nmse = ok and e <= 1e-9 and ns <= 1e-5, max(err, e), max(nmse, ns)
-    print(f"q4_0 K={K} M={'+'.join(map(str, ms))} N={N} (NT {NT}, {RG} row groups x {KP} K parts, {nb} bands on "
-          f"{grid} blocks, {size} B shared) tensors at +{woff}: max rel err vs the same roundings {err:.3g}, "
+    print(f"q4_0 K={K} M={'+'.join(map(str, ms))} N={N} (NT {NT}, {S} K slices of {ku} units, {RG} row groups x "
+          f"{KP} K parts, {nb} bands on {G} blocks a slice, {nbuf} buffers, {size} B shared) tensors at +{woff}: max rel err vs the same roundings {err:.3g}, "
           f"nmse vs the exact product {nmse:.3g}")
     return ok
 
@@ -165,6 +180,9 @@ def main():
         run(896, [96, 32, 32], 64, 0),   # a run of q, k, v (bias each), one band a block
         run(64, [9000, 333], 24, 2),     # 150 bands of 64 on 132 blocks: band after band, both buffers
         run(1024, [300, 20, 130, 7], 40, 4),   # four matmuls, rows past their bands, the largest K
+        run(4864, [96], 64, 0),   # the 0.5B's down: 6 K slices (the last short), bands of 16
+        run(1088, [40], 17, 2),   # K just past 1024: 2 slices of 17 units
+        run(32, [30000, 6000], 9, 2),   # 563 bands of 64: five a block, the four buffers wrap
     ]
     if not all(ok):
         print("emulation does not match the reference"); raise SystemExit(1)

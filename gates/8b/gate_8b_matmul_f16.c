@@ -10,6 +10,9 @@
  *                   (NMSE <= 1e-5), b1's split int8 kernel where it runs (NMSE <= 1e-4) and itself
  *                   (bitwise)
  *  small_mm_refused what it leaves to the others
+ *  ksplit_mm_*      item b15 (the same kernel past K = 1024, K split into slices): against the
+ *                   exact product, b3's int8 kernel and itself, as small_mm_*; both with b14 (four
+ *                   band buffers) off as a third run
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
  *                   where both take the same rows a band)
@@ -190,7 +193,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
 
 /* b12 (Q4_0) against b1's split int8 kernel */
 static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, NULL, run_split, ws_split,
+    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, "b14", run_split, ws_split,
                                  "b1's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "small_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
@@ -201,6 +204,25 @@ static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) {
         return;
     }
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "one launch after x's f16 copy");
+}
+
+/* b15 (Q4_0 past K = 1024, K split; b14 off as the third run) against b3's int8 kernel */
+static mi_status run_ksplit(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
+                            int64_t N, void *ws) {
+    return mi8b_gemm_f16_ksplit(S, t, w, x, b, y, K, M, N, ws);
+}
+static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
+    static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, "b14", run_stream3, ws_stream3,
+                                 "b3's int8 kernel"};
+    char name[112];
+    snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
+             woff ? "_unaligned" : "");
+    gu_begin(&R, name);
+    if (!mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, K, M, N)) {
+        gu_fail(&R, "refused");
+        return;
+    }
+    mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "K slices summed in order");
 }
 
 /* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
@@ -336,6 +358,20 @@ int main(int argc, char **argv) {
     run_case(896, 64, gu, 2, 0);
     run_case(896, 33, gu, 2, 0);
     run_case(1024, 40, edge, 4, 2);
+    /* b15: the 0.5B's down (K = 4864), the 1.5B's (8960), K just past 1024, a short last slice */
+    ksplit_case(4864, 896, 64, 0);
+    ksplit_case(4864, 896, 17, 0);
+    ksplit_case(4864, 896, 33, 2);
+    ksplit_case(8960, 1536, 64, 0);
+    ksplit_case(1056, 333, 40, 4);
+    ksplit_case(2080, 130, 9, 2);
+    gu_begin(&R, "ksplit_mm_refused");
+    if (mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 1024, 896, 64) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_K, 4864, 896, 64) ||
+        mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4864, 896, 8) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4880, 896, 64) ||
+        mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, MI8B_KSPLIT_MAX_K + 32, 896, 64))
+        gu_fail(&R, "took K = 1024, Q4_K, N = 8, K = 4880 or K past its limit");
+    else
+        gu_pass(&R, "K = 1024, Q4_K, N = 8, K = 4880 and K past its limit refused");
     gu_begin(&R, "small_mm_refused");
     if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
         mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 8) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
