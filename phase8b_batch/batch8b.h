@@ -97,7 +97,8 @@ int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
-/* ---- gemm_f16_small.cu: the same product for Q4_0 weights at K <= MI8B_SMALL_MAX_K (item b12):
+/* ---- gemm_f16_small.cu: the same product for Q4_0 (and, item b16, Q8_0) weights at K <=
+ * MI8B_SMALL_MAX_K (item b12):
  * one launch after x's f16 copy, a block a band of 16..64 weight rows over the whole K and every
  * token in shared memory, its warps' K parts summed in order in the block. b6's f16 tier
  * (docs/NUMERICS.md); bit-identical run to run. workspace: x in f16. */
@@ -114,7 +115,7 @@ mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const flo
  * that takes the same. */
 mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                                   int64_t N, void *workspace);
-int mi8b_gemm_f16_small_rows(const mi8a_run_seg *seg, int n, int64_t K, int64_t N);
+int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t K, int64_t N);
 /* item b15: the same kernel for K past MI8B_SMALL_MAX_K (the 0.5B's down, K = 4864): K split into
  * slices of at most 28 units (896), a block a slice of x and bands of rows, the slices' partial
  * sums added in slice order by a second kernel (then the bias). workspace: x in f16, the partials. */
@@ -123,6 +124,8 @@ bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N)
 size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                                int64_t K, int64_t M, int64_t N, void *workspace);
+/* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
+bool mi8b_small_q8_on(void);
 /* b14 (install8b.c, read at each launch): the small-K kernel's blocks cycle through four band
  * buffers where they fit, not two */
 bool mi8b_small_ring_on(void);

@@ -3,6 +3,9 @@
  * three launches each through b1's split int8 tile (the activations' quantizer, the tile, the split
  * sum) and are too short for b3's ring (under four stages a band) to fill. A run of such matmuls of
  * one x (item b13: q, k, v; gate, up) is one launch: its bands are numbered across the matmuls.
+ * Q8_0 too (item b16: the 0.5B's output head, 151,936 x 896): its int8 elements in order, element j
+ * of a unit at byte 2 + j. K past 1024 (item b15: Q4_0, the 0.5B's down) is cut into slices of 28
+ * units, a block a slice, whose partial sums a second kernel adds in slice order.
  *
  * One launch after the activations' f16 copy (f16_frag.cuh): every token's whole K stays in a
  * block's shared memory; the block takes bands of BM = 16 RG weight rows (blockIdx.x, then every
@@ -26,19 +29,22 @@
 #include "phase8b_batch/stream_ring.cuh"
 
 #define SK_THREADS 256
-#define SK_UB 18   /* bytes of a Q4_0 unit (32 elements) */
+/* bytes of a unit (32 elements): Q4_0 (d, 16 bytes of nibbles), Q8_0 (d, 32 int8) */
+__host__ __device__ constexpr int sk_ub(bool q8) { return q8 ? 34 : 18; }
 
 /* bytes of a weight row's slot (the windows covering it, an odd count: rows on distinct banks) */
-__host__ __device__ __forceinline__ int sk_wslot(int64_t K) { return 16 * ((((int)(K / 32) * SK_UB + 30) / 16) | 1); }
+__host__ __device__ __forceinline__ int sk_wslot(int64_t K, int ub) { return 16 * ((((int)(K / 32) * ub + 30) / 16) | 1); }
 /* bytes of a token's row: 2K and a pad to 32 mod 128, so the 64-bit fragment loads of tokens
  * gid 0..3 (one half-warp) fall on 32 distinct banks */
 __host__ __device__ __forceinline__ int sk_astride(int64_t K) { return (int)(2 * K) + (160 - (int)(2 * K) % 128) % 128; }
 /* shared memory: every token's row (of a K slice), then nbuf band buffers of 16 RG weight rows,
  * then the eight warps' sums ([part][row group][nt][i][lane] floats) */
 __host__ __device__ __forceinline__ size_t sk_x_bytes(int64_t K, int NT) { return (size_t)8 * NT * sk_astride(K); }
-__host__ __device__ __forceinline__ size_t sk_band_bytes(int64_t K, int RG) { return (size_t)16 * RG * sk_wslot(K); }
-static size_t sk_smem(int64_t K, int RG, int NT, int nbuf) {
-    return sk_x_bytes(K, NT) + (size_t)nbuf * sk_band_bytes(K, RG) + (size_t)8 * NT * 4 * 32 * sizeof(float);
+__host__ __device__ __forceinline__ size_t sk_band_bytes(int64_t K, int RG, int ub) {
+    return (size_t)16 * RG * sk_wslot(K, ub);
+}
+static size_t sk_smem(int64_t K, int RG, int NT, int nbuf, int ub) {
+    return sk_x_bytes(K, NT) + (size_t)nbuf * sk_band_bytes(K, RG, ub) + (size_t)8 * NT * 4 * 32 * sizeof(float);
 }
 
 /* the matmuls of one launch: segment s owns bands band0[s] .. band0[s + 1] - 1 of 16 RG rows. K
@@ -64,7 +70,7 @@ __device__ __forceinline__ int sk_seg(const sk_run &run, int b, int64_t *m0, int
 /* band b's rows (units [u0, u0 + nu) of each) as one cp.async group into buf; rows past M stay
  * unloaded (their outputs are not written, and an mma's output row reads only its own) */
 __device__ __forceinline__ void sk_load_band(uint8_t *buf, const sk_run &run, int b, int BM, size_t wrow, int u0,
-                                             int nu, int wslot) {
+                                             int nu, int wslot, int ub) {
     int64_t m0;
     const int s = sk_seg(run, b, &m0, BM);
     const uint8_t *W = run.w[s], *wend = W + (size_t)run.M[s] * wrow;
@@ -72,7 +78,7 @@ __device__ __forceinline__ void sk_load_band(uint8_t *buf, const sk_run &run, in
     for (int i = threadIdx.x; i < BM * wch; i += SK_THREADS) {
         const int r = i / wch, c = i - r * wch;
         if (m0 + r < run.M[s])
-            gs_window(buf + r * wslot, W + (size_t)(m0 + r) * wrow + (size_t)u0 * SK_UB, nu * SK_UB, c, W, wend);
+            gs_window(buf + r * wslot, W + (size_t)(m0 + r) * wrow + (size_t)u0 * ub, nu * ub, c, W, wend);
     }
 }
 
@@ -82,15 +88,21 @@ __device__ __forceinline__ void sk_wait_ring(int n) {
     else async_wait<1>();
 }
 
-template <int NT, int RG>
+/* the int8 bytes 0 and 2 (sel 0x4240) or 1 and 3 (0x4341) of v (Q8_0) as f16 weights: q d */
+__device__ __forceinline__ uint32_t deq_q80(uint32_t v, __half2 d, uint32_t sel) {
+    uint32_t h = __byte_perm(v ^ 0x80808080u, 0x64646464u, sel);   /* 1024 + q + 128, exact */
+    return h2_bits(__hmul2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6480))), d));
+}
+
+template <int NT, int RG, bool Q8>
 __global__ void __launch_bounds__(SK_THREADS, 1)
 kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restrict__ X, int K, int N) {
-    constexpr int KP = 8 / RG, BM = 16 * RG;
+    constexpr int KP = 8 / RG, BM = 16 * RG, UB = sk_ub(Q8);
     extern __shared__ __align__(16) uint8_t smem[];
     const int G = gridDim.x / run.S, z = blockIdx.x / G, u0 = z * run.ku;
     const int nu = min(run.ku, K / 32 - u0), Ks = 32 * run.ku;   /* this slice's units; the slices' length */
-    const int wslot = sk_wslot(Ks), astr = sk_astride(Ks), bands = run.band0[run.n], nbuf = run.nbuf;
-    const size_t wrow = (size_t)(K / 32) * SK_UB, band_bytes = sk_band_bytes(Ks, RG);
+    const int wslot = sk_wslot(Ks, UB), astr = sk_astride(Ks), bands = run.band0[run.n], nbuf = run.nbuf;
+    const size_t wrow = (size_t)(K / 32) * UB, band_bytes = sk_band_bytes(Ks, RG, UB);
     uint8_t *sa = smem, *sw0 = smem + sk_x_bytes(Ks, NT);
     float *red = (float *)(sw0 + nbuf * band_bytes);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -104,7 +116,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
     }
     int b = blockIdx.x - z * G;
     for (int q = 0; q < nbuf; q++) {
-        if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot);
+        if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot, UB);
         async_commit();
     }
 
@@ -118,7 +130,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
         uint8_t *sw = sw0 + (it % nbuf) * band_bytes;
         int64_t m0;
         const int s = sk_seg(run, b, &m0, BM);
-        const uint8_t *W = run.w[s] + (size_t)u0 * SK_UB;
+        const uint8_t *W = run.w[s] + (size_t)u0 * UB;
         const uint8_t *w0 = sw + r0 * wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow) & 15);
         const uint8_t *w1 = sw + (r0 + 8) * wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow) & 15);
         float acc[NT][4];
@@ -127,13 +139,23 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
         for (int k = ka; k < kb; k++) {
-            const __half2 d0 = __half2half2(*(const __half *)(w0 + SK_UB * k));
-            const __half2 d1 = __half2half2(*(const __half *)(w1 + SK_UB * k));
-            const uint32_t v0 = ld_u32_a2(w0 + SK_UB * k + 2 + 4 * tig), v1 = ld_u32_a2(w1 + SK_UB * k + 2 + 4 * tig);
-            uint32_t A1[4], A2[4];   /* elements 4 tig .. + 3 (low nibbles) and 16 + 4 tig .. + 3 (high) */
-            A1[0] = deq_q40(v0, d0), A1[1] = deq_q40(v1, d1), A1[2] = deq_q40(v0 >> 8, d0), A1[3] = deq_q40(v1 >> 8, d1);
-            A2[0] = deq_q40(v0 >> 4, d0), A2[1] = deq_q40(v1 >> 4, d1);
-            A2[2] = deq_q40(v0 >> 12, d0), A2[3] = deq_q40(v1 >> 12, d1);
+            const __half2 d0 = __half2half2(*(const __half *)(w0 + UB * k));
+            const __half2 d1 = __half2half2(*(const __half *)(w1 + UB * k));
+            uint32_t A1[4], A2[4];   /* elements 4 tig .. 4 tig + 3 and 16 + 4 tig .. 16 + 4 tig + 3 */
+            if constexpr (Q8) {   /* int8 elements in order */
+                const uint32_t l0 = ld_u32_a2(w0 + UB * k + 2 + 4 * tig), l1 = ld_u32_a2(w1 + UB * k + 2 + 4 * tig);
+                const uint32_t h0 = ld_u32_a2(w0 + UB * k + 18 + 4 * tig), h1 = ld_u32_a2(w1 + UB * k + 18 + 4 * tig);
+                A1[0] = deq_q80(l0, d0, 0x4240), A1[1] = deq_q80(l1, d1, 0x4240);
+                A1[2] = deq_q80(l0, d0, 0x4341), A1[3] = deq_q80(l1, d1, 0x4341);
+                A2[0] = deq_q80(h0, d0, 0x4240), A2[1] = deq_q80(h1, d1, 0x4240);
+                A2[2] = deq_q80(h0, d0, 0x4341), A2[3] = deq_q80(h1, d1, 0x4341);
+            } else {   /* Q4_0: element j's level in byte j's low nibble, 16 + j's in its high one */
+                const uint32_t v0 = ld_u32_a2(w0 + UB * k + 2 + 4 * tig), v1 = ld_u32_a2(w1 + UB * k + 2 + 4 * tig);
+                A1[0] = deq_q40(v0, d0), A1[1] = deq_q40(v1, d1), A1[2] = deq_q40(v0 >> 8, d0);
+                A1[3] = deq_q40(v1 >> 8, d1);
+                A2[0] = deq_q40(v0 >> 4, d0), A2[1] = deq_q40(v1 >> 4, d1);
+                A2[2] = deq_q40(v0 >> 12, d0), A2[3] = deq_q40(v1 >> 12, d1);
+            }
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const uint8_t *bp = xa + nt * 8 * astr + 64 * k;
@@ -147,7 +169,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 #pragma unroll
             for (int i = 0; i < 4; i++) red[((kp * RG + rg) * NT * 4 + nt * 4 + i) * 32 + lane] = acc[nt][i];
         __syncthreads();   /* every warp done with this band's rows and its sums handed over */
-        if (b + nbuf * G < bands) sk_load_band(sw, run, b + nbuf * G, BM, wrow, u0, nu, wslot);
+        if (b + nbuf * G < bands) sk_load_band(sw, run, b + nbuf * G, BM, wrow, u0, nu, wslot, UB);
         async_commit();   /* empty past the last band: the wait above counts one group a band */
         /* the parts added in part order, the outputs spread over the block's threads */
         const float *bias = run.bias[s];
@@ -176,10 +198,10 @@ static int sk_nt(int64_t N) { return N <= 16 ? 2 : N <= 32 ? 4 : 8; }
 
 /* raises the kernel's shared memory limit to need (once per size reached); false when the device
  * cannot give it */
-template <int NT, int RG> static bool sk_prepare(size_t need) {
+template <int NT, int RG, bool Q8> static bool sk_prepare(size_t need) {
     static size_t raised = 0;
     if (need <= raised) return true;
-    if (cudaFuncSetAttribute(kernel_gemm_f16_small<NT, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need) !=
+    if (cudaFuncSetAttribute(kernel_gemm_f16_small<NT, RG, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need) !=
         cudaSuccess) {
         (void)cudaGetLastError();
         return false;
@@ -211,6 +233,7 @@ static int64_t sk_bands(const mi8a_run_seg *seg, int n, int RG) {
 
 typedef struct {
     int S, ku, RG, nbuf, G;   /* K slices and units a slice, row groups, band buffers, blocks a slice */
+    bool q8;                  /* Q8_0 weights, else Q4_0 */
 } sk_plan;
 
 /* The launch of a run (S = 1) or of one matmul split S ways over K. Row groups (1, 2 or 4): the
@@ -219,12 +242,12 @@ typedef struct {
  * units a warp (bands a block x units a part), ties to the larger. Only those whose shared memory
  * the device gives. MINFER_SMALL_ROWS (16, 32 or 64 rows a band) sets it for measurements where it
  * fits. Four band buffers where they fit and b14 is on, else two. */
-static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int64_t per, int ku, long forced) {
+static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int ub, int64_t per, int ku, long forced) {
     const size_t lim = sk_smem_limit();
     int best = 0;
     int64_t best_cost = INT64_MAX;
     for (int rg = 1; rg <= 4; rg *= 2) {
-        if (sk_smem(Ks, rg, NT, 2) > lim) break;
+        if (sk_smem(Ks, rg, NT, 2, ub) > lim) break;
         if (forced && rg != forced / 16) continue;
         const int64_t bands = sk_bands(seg, n, rg), kp = 8 / rg;
         if (bands <= per) return rg;
@@ -233,36 +256,37 @@ static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int64_
     }
     return best;
 }
-static bool sk_make_plan(const mi8a_run_seg *seg, int n, int64_t K, int NT, int S, sk_plan *p) {
+static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, int NT, int S, sk_plan *p) {
     static long rows = -1;
     const long set = mi_setting_int_once("MINFER_SMALL_ROWS", 0, 64, 0, &rows);
     const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1, nu = K / 32;
-    p->S = S, p->ku = (int)((nu + S - 1) / S);
+    p->S = S, p->ku = (int)((nu + S - 1) / S), p->q8 = wt == MI_TYPE_Q8_0;
+    const int ub = sk_ub(p->q8);
     const int64_t Ks = 32 * (int64_t)p->ku, per = sms / S > 0 ? sms / S : 1;
-    int rg = set == 16 || set == 32 || set == 64 ? sk_pick_rg(seg, n, Ks, NT, per, p->ku, set) : 0;
-    if (!rg) rg = sk_pick_rg(seg, n, Ks, NT, per, p->ku, 0);
+    int rg = set == 16 || set == 32 || set == 64 ? sk_pick_rg(seg, n, Ks, NT, ub, per, p->ku, set) : 0;
+    if (!rg) rg = sk_pick_rg(seg, n, Ks, NT, ub, per, p->ku, 0);
     if (!rg) return false;
     const int64_t bands = sk_bands(seg, n, rg);
     p->RG = rg;
     p->G = (int)(bands < per ? bands : per);
-    p->nbuf = mi8b_small_ring_on() && sk_smem(Ks, rg, NT, 4) <= sk_smem_limit() ? 4 : 2;
+    p->nbuf = mi8b_small_ring_on() && sk_smem(Ks, rg, NT, 4, ub) <= sk_smem_limit() ? 4 : 2;
     return true;
 }
 
 static bool sk_shape_ok(mi_type wt, int64_t K, int64_t N) {
-    return wt == MI_TYPE_Q4_0 && K >= 32 && K % 32 == 0 && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
+    return (wt == MI_TYPE_Q4_0 || (wt == MI_TYPE_Q8_0 && mi8b_small_q8_on())) && K >= 32 && K % 32 == 0 && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
 /* K slices for K (1 up to MI8B_SMALL_MAX_K) */
 static int sk_slices(int64_t K) {
     return K <= MI8B_SMALL_MAX_K ? 1 : (int)((K / 32 + SK_SLICE_UNITS - 1) / SK_SLICE_UNITS);
 }
-static bool sk_fits(int64_t K, int64_t N) {
+static bool sk_fits(mi_type wt, int64_t K, int64_t N) {
     const int S = sk_slices(K);
-    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), 2) <= sk_smem_limit();
+    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), 2, sk_ub(wt == MI_TYPE_Q8_0)) <= sk_smem_limit();
 }
 
 extern "C" bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    return sk_shape_ok(wt, K, N) && K <= MI8B_SMALL_MAX_K && M >= 1 && M <= MI8B_SMALL_MAX_M && sk_fits(K, N);
+    return sk_shape_ok(wt, K, N) && K <= MI8B_SMALL_MAX_K && M >= 1 && M <= MI8B_SMALL_MAX_M && sk_fits(wt, K, N);
 }
 
 extern "C" size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -270,16 +294,16 @@ extern "C" size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M
     return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255;   /* x in f16 */
 }
 
-extern "C" int mi8b_gemm_f16_small_rows(const mi8a_run_seg *seg, int n, int64_t K, int64_t N) {
+extern "C" int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t K, int64_t N) {
     sk_plan p;
-    return sk_make_plan(seg, n, K, sk_nt(N), sk_slices(K), &p) ? 16 * p.RG : 0;
+    return sk_make_plan(seg, n, wt, K, sk_nt(N), sk_slices(K), &p) ? 16 * p.RG : 0;
 }
 
-template <int NT, int RG>
+template <int NT, int RG, bool Q8>
 static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
                               int64_t N, const sk_plan *p) {
-    const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, p->nbuf);
-    if (!sk_prepare<NT, RG>(smem))
+    const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, p->nbuf, sk_ub(Q8));
+    if (!sk_prepare<NT, RG, Q8>(smem))
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused", smem,
                       (long long)K);
     sk_run run = {};
@@ -288,7 +312,7 @@ static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, c
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;
     }
-    kernel_gemm_f16_small<NT, RG><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, (int)K, (int)N);
+    kernel_gemm_f16_small<NT, RG, Q8><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, (int)K, (int)N);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16_small");
     return MI_OK;
 }
@@ -296,18 +320,21 @@ static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, c
 template <int NT>
 static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
                                  int64_t N, const sk_plan *p) {
-    switch (p->RG) {
-    case 1: return launch_small<NT, 1>(st, seg, n, xh, K, N, p);
-    case 2: return launch_small<NT, 2>(st, seg, n, xh, K, N, p);
-    default: return launch_small<NT, 4>(st, seg, n, xh, K, N, p);
+    switch (p->RG * 2 + p->q8) {
+    case 2: return launch_small<NT, 1, false>(st, seg, n, xh, K, N, p);
+    case 3: return launch_small<NT, 1, true>(st, seg, n, xh, K, N, p);
+    case 4: return launch_small<NT, 2, false>(st, seg, n, xh, K, N, p);
+    case 5: return launch_small<NT, 2, true>(st, seg, n, xh, K, N, p);
+    case 8: return launch_small<NT, 4, false>(st, seg, n, xh, K, N, p);
+    default: return launch_small<NT, 4, true>(st, seg, n, xh, K, N, p);
     }
 }
 
 /* x's f16 copy, then the kernel over the plan's slices */
-static mi_status sk_launch(cudaStream_t st, const mi8a_run_seg *seg, int n, const float *x, int64_t K, int64_t N,
-                           int S, void *workspace) {
+static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
+                           int64_t N, int S, void *workspace) {
     sk_plan p;
-    if (!sk_make_plan(seg, n, K, sk_nt(N), S, &p))
+    if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
     MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
     const uint8_t *xh = (const uint8_t *)workspace;
@@ -326,12 +353,12 @@ extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8
             return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: matmul %d of the run has no weight, output or rows", s);
         rows += seg[s].M;
     }
-    if (n < 1 || n > MI8A_RUN_MAX || !sk_shape_ok(wt, K, N) || K > MI8B_SMALL_MAX_K || !sk_fits(K, N) ||
+    if (n < 1 || n > MI8A_RUN_MAX || !sk_shape_ok(wt, K, N) || K > MI8B_SMALL_MAX_K || !sk_fits(wt, K, N) ||
         rows > MI8B_SMALL_MAX_M)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: %d matmuls of type %s, K = %lld, %lld rows, N = %lld",
                       n, mi_type_name(wt), (long long)K, (long long)rows, (long long)N);
     if (!x || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
-    return sk_launch((cudaStream_t)stream, seg, n, x, K, N, 1, workspace);
+    return sk_launch((cudaStream_t)stream, wt, seg, n, x, K, N, 1, workspace);
 }
 
 extern "C" mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
@@ -343,8 +370,8 @@ extern "C" mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w
 /* ---------------- b15: K past MI8B_SMALL_MAX_K split over blocks ---------------- */
 
 extern "C" bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    return sk_shape_ok(wt, K, N) && K > MI8B_SMALL_MAX_K && K <= MI8B_KSPLIT_MAX_K && M >= 1 && M <= MI8B_SMALL_MAX_M &&
-           sk_fits(K, N);
+    return wt == MI_TYPE_Q4_0 && sk_shape_ok(wt, K, N) && K > MI8B_SMALL_MAX_K && K <= MI8B_KSPLIT_MAX_K && M >= 1 &&
+           M <= MI8B_SMALL_MAX_M && sk_fits(wt, K, N);
 }
 
 static size_t ks_x_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
@@ -364,7 +391,7 @@ extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *
     const int S = sk_slices(K);
     float *part = (float *)((uint8_t *)workspace + ks_x_bytes(K, N));
     const mi8a_run_seg seg = {w, NULL, part, M};
-    MI_TRY(sk_launch(st, &seg, 1, x, K, N, S, workspace));
+    MI_TRY(sk_launch(st, wt, &seg, 1, x, K, N, S, workspace));
     kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
     MI_CU_CHECK_LAUNCH("kernel_split_sum");
     return MI_OK;

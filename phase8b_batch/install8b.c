@@ -224,8 +224,9 @@ static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
 
-/* b12: Q4_0 at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the 0.5B's q/k/v/o and
- * gate/up, where b1 takes three launches and b3's ring has under four stages a band to fill) */
+/* b12: Q4_0 (b16: and Q8_0) at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the
+ * 0.5B's q/k/v/o and gate/up, where b1 takes three launches and b3's ring has under four stages a
+ * band to fill; b16: its Q8_0 head, which b3's stream kernel reads at ~0.7 TB/s) */
 static bool sup_mm_small(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
     return w && n->src[1] && mi8b_gemm_f16_small_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
@@ -241,11 +242,13 @@ static mi_status run_mm_small(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                                n->src[2] ? n->src[2]->data : NULL, n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
 }
 static const mi_cuda_kernel k_mm_small = {
-    "matmul, 9..64 rows, Q4_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
+    "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
     sup_mm_small, run_mm_small, ws_mm_small, 0};
 
 /* b14: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 bool mi8b_small_ring_on(void) { return mi_cuda_item_on("b14"); }
+/* b16: read at each support check (a switch changes the dispatch epoch: choices are made again) */
+bool mi8b_small_q8_on(void) { return mi_cuda_item_on("b16"); }
 
 /* b15: Q4_0 past K = 1024 (the 0.5B's down) on the same kernel, K split into slices */
 static bool sup_mm_ksplit(const mi_tensor *n) {
@@ -285,11 +288,11 @@ static mi_status run_small_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws
     return mi8b_gemm_f16_small_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]),
                                    ws);
 }
-static const mi_cuda_kernel k_small_run_defer = {"matmul, 9..64 rows, Q4_0 at K <= 1024: its rows computed by its "
+static const mi_cuda_kernel k_small_run_defer = {"matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: its rows computed by its "
                                                  "run's last node", "b12,b13", sup_small_run_defer,
                                                  run_small_run_defer, NULL, 0};
 static const mi_cuda_kernel k_small_run_last = {
-    "matmul, 9..64 rows, Q4_0 at K <= 1024: every matmul of its run in one launch after x's f16 copy", "b12,b13",
+    "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: every matmul of its run in one launch after x's f16 copy", "b12,b13",
     sup_small_run_last, run_small_run_last, ws_mm_small, 0};
 
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
@@ -341,6 +344,8 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
                                 "into slices of 896, the slices' sums added in order by a second kernel");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */
+    mi_cuda_item_declare("b16", "b12's kernel takes Q8_0 weights too (the 0.5B's output head at K = 896, which b3's "
+                                "stream kernel reads at a fraction of the bandwidth)");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_gemm_f16s import h, halves, mma   # noqa: E402
 
 rng = np.random.default_rng(812)
-UB, THREADS, SMS = 18, 256, 132
+THREADS, SMS = 256, 132
+UB = 18   # bytes of a unit of the weight type run() emulates: Q4_0 18, Q8_0 34 (run() sets it)
 
 
 SMEM_LIMIT = 232448   # an H200 block's opt-in shared memory
@@ -54,6 +55,22 @@ def make_q4_0(K, M):
     return raw.reshape(M, K // 32 * UB)
 
 
+def make_q8_0(K, M):
+    raw = rng.integers(0, 256, size=(M, K // 32, 34), dtype=np.uint8)
+    d = rng.uniform(0.0005, 0.005, size=(M, K // 32)).astype(np.float16)
+    raw[:, :, 0:2] = d.view(np.uint8).reshape(M, K // 32, 2)
+    return raw.reshape(M, K // 32 * 34)
+
+
+def ref_weights_q8(W, K):   # [M, K]: ggml's Q8_0 (q d), with the kernel's f16 rounding, and exact
+    M = W.shape[0]
+    blk = W.reshape(M, K // 32, 34)
+    d = blk[:, :, 0:2].copy().view(np.float16).astype(np.float64)[:, :, 0]
+    q = blk[:, :, 2:].view(np.int8).astype(np.float64)
+    we = (q * d[:, :, None]).reshape(M, K)
+    return h(we), we
+
+
 def ref_weights(W, K):   # [M, K]: ggml's Q4_0, with the kernel's f16 rounding of (L - 8) d, and exact
     M = W.shape[0]
     blk = W.reshape(M, K // 32, UB)
@@ -64,12 +81,14 @@ def ref_weights(W, K):   # [M, K]: ggml's Q4_0, with the kernel's f16 rounding o
     return h(we), we
 
 
-def run(K, ms, N, woff):
+def run(K, ms, N, woff, q8=False):
+    global UB
+    UB = 34 if q8 else 18
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     S = slices(K)
     assert S == 1 or len(ms) == 1, "a K split is one matmul's"
     ku, RG, G, nbuf = plan(ms, K, NT, S); KP = 8 // RG; BM = 16 * RG
-    Ws = [make_q4_0(K, M) for M in ms]
+    Ws = [(make_q8_0 if q8 else make_q4_0)(K, M) for M in ms]
     biases = [rng.uniform(-0.5, 0.5, size=M).astype(np.float32) for M in ms]
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
     X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)   # kernel_act_f16_pairs
@@ -121,12 +140,23 @@ def run(K, ms, N, woff):
                 for k in range(ka, kb):
                     d0 = ld16(w0 + UB * k).astype(np.uint16).view(np.float16).astype(np.float64)
                     d1 = ld16(w1 + UB * k).astype(np.uint16).view(np.float16).astype(np.float64)
-                    v0, v1 = ld32(w0 + UB * k + 2 + 4 * tig), ld32(w1 + UB * k + 2 + 4 * tig)
-                    def deq(v, d):   # deq_q40
-                        lo, hi = halves((v & 0x000F000F) | 0x64006400)
-                        return np.stack([h((lo - 1032.0) * d), h((hi - 1032.0) * d)], axis=1)
-                    A1 = np.concatenate([deq(v0, d0), deq(v1, d1), deq(v0 >> 8, d0), deq(v1 >> 8, d1)], axis=1)
-                    A2 = np.concatenate([deq(v0 >> 4, d0), deq(v1 >> 4, d1), deq(v0 >> 12, d0), deq(v1 >> 12, d1)], axis=1)
+                    if q8:   # deq_q80: __byte_perm(v ^ 0x80808080, 0x64646464, sel), minus 1152, times d
+                        l0, l1 = ld32(w0 + UB * k + 2 + 4 * tig), ld32(w1 + UB * k + 2 + 4 * tig)
+                        h0, h1 = ld32(w0 + UB * k + 18 + 4 * tig), ld32(w1 + UB * k + 18 + 4 * tig)
+                        def deq8(v, d, shift):   # bytes shift and shift + 2 of v
+                            x = v ^ 0x80808080
+                            hv = 0x64006400 | ((x >> (8 * shift)) & 0xFF) | (((x >> (8 * shift + 16)) & 0xFF) << 16)
+                            lo, hi = halves(hv)
+                            return np.stack([h((lo - 1152.0) * d), h((hi - 1152.0) * d)], axis=1)
+                        A1 = np.concatenate([deq8(l0, d0, 0), deq8(l1, d1, 0), deq8(l0, d0, 1), deq8(l1, d1, 1)], axis=1)
+                        A2 = np.concatenate([deq8(h0, d0, 0), deq8(h1, d1, 0), deq8(h0, d0, 1), deq8(h1, d1, 1)], axis=1)
+                    else:
+                        v0, v1 = ld32(w0 + UB * k + 2 + 4 * tig), ld32(w1 + UB * k + 2 + 4 * tig)
+                        def deq(v, d):   # deq_q40
+                            lo, hi = halves((v & 0x000F000F) | 0x64006400)
+                            return np.stack([h((lo - 1032.0) * d), h((hi - 1032.0) * d)], axis=1)
+                        A1 = np.concatenate([deq(v0, d0), deq(v1, d1), deq(v0 >> 8, d0), deq(v1 >> 8, d1)], axis=1)
+                        A2 = np.concatenate([deq(v0 >> 4, d0), deq(v1 >> 4, d1), deq(v0 >> 12, d0), deq(v1 >> 12, d1)], axis=1)
                     for nt in range(NT):
                         bp = sa + gid * ast + 8 * tig + nt * 8 * ast + 64 * k
                         acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
@@ -158,13 +188,13 @@ def run(K, ms, N, woff):
     ok, err, nmse = True, 0.0, 0.0
     for W, bias, Y, M in zip(Ws, biases, Ys, ms):
         assert not np.isnan(Y).any(), "an output never written"
-        wr, we = ref_weights(W, K)
+        wr, we = (ref_weights_q8 if q8 else ref_weights)(W, K)
         ref = x.astype(np.float16).astype(np.float64) @ wr.T + bias
         exact = x.astype(np.float64) @ we.T + bias
         e = float(np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3)))
         ns = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
         ok, err, nmse = ok and e <= 1e-9 and ns <= 1e-5, max(err, e), max(nmse, ns)
-    print(f"q4_0 K={K} M={'+'.join(map(str, ms))} N={N} (NT {NT}, {S} K slices of {ku} units, {RG} row groups x "
+    print(f"{'q8_0' if q8 else 'q4_0'} K={K} M={'+'.join(map(str, ms))} N={N} (NT {NT}, {S} K slices of {ku} units, {RG} row groups x "
           f"{KP} K parts, {nb} bands on {G} blocks a slice, {nbuf} buffers, {size} B shared) tensors at +{woff}: max rel err vs the same roundings {err:.3g}, "
           f"nmse vs the exact product {nmse:.3g}")
     return ok
@@ -183,6 +213,8 @@ def main():
         run(4864, [96], 64, 0),   # the 0.5B's down: 6 K slices (the last short), bands of 16
         run(1088, [40], 17, 2),   # K just past 1024: 2 slices of 17 units
         run(32, [30000, 6000], 9, 2),   # 563 bands of 64: five a block, the four buffers wrap
+        run(896, [140], 64, 0, q8=True),   # Q8_0 (b16): the 0.5B's head's K
+        run(1024, [300, 20], 17, 2, q8=True),   # a run, the largest K, a 2-byte-aligned tensor
     ]
     if not all(ok):
         print("emulation does not match the reference"); raise SystemExit(1)

@@ -6,7 +6,7 @@
  *                   against b3's int8 kernel (8-bit activation codes): NMSE <= 1e-4, the quantized
  *                   matmul tier of docs/NUMERICS.md; against itself on a second run (bitwise)
  *  f16s_mm_refused  what it leaves to the others
- *  small_mm_*       item b12 (gemm_f16_small.cu, Q4_0 at K <= 1024): against the exact product
+ *  small_mm_*       item b12 (gemm_f16_small.cu, Q4_0 at K <= 1024; b16: Q8_0): against the exact product
  *                   (NMSE <= 1e-5), b1's split int8 kernel where it runs (NMSE <= 1e-4) and itself
  *                   (bitwise)
  *  small_mm_refused what it leaves to the others
@@ -192,19 +192,24 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
 }
 
 /* b12 (Q4_0) against b1's split int8 kernel */
-static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) {
+static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, "b14", run_split, ws_split,
                                  "b1's int8 kernel"};
     char name[112];
-    snprintf(name, sizeof name, "small_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
-             woff ? "_unaligned" : "");
+    snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, woff ? "_unaligned" : "");
     gu_begin(&R, name);
-    if (!mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, K, M, N)) {
+    if (!mi8b_gemm_f16_small_supported(t, K, M, N)) {
         gu_fail(&R, "refused");
         return;
     }
-    mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "one launch after x's f16 copy");
+    const mi8a_run_seg seg = {NULL, NULL, NULL, M};
+    char plan[64];
+    snprintf(plan, sizeof plan, "one launch after x's f16 copy, %d rows a band",
+             mi8b_gemm_f16_small_rows(t, &seg, 1, K, N));
+    mm_case(name, &v, t, K, M, N, woff, plan);
 }
+static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) { small_case_t(MI_TYPE_Q4_0, K, M, N, woff); }
 
 /* b15 (Q4_0 past K = 1024, K split; b14 off as the third run) against b3's int8 kernel */
 static mi_status run_ksplit(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
@@ -258,7 +263,7 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
         rows += ms[s];
     }
     void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
-    const int band = mi8b_gemm_f16_small_rows(seg, n, K, N);
+    const int band = mi8b_gemm_f16_small_rows(MI_TYPE_Q4_0, seg, n, K, N);
     mi_status st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dx, K, N, ws);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++)
@@ -279,7 +284,7 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
             const size_t ny = (size_t)(ms[s] * N);
             const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse_d(alone[s], ref[s], ny);
             worst = e > worst ? e : worst;
-            const bool bw = mi8b_gemm_f16_small_rows(&seg[s], 1, K, N) == band;
+            const bool bw = mi8b_gemm_f16_small_rows(MI_TYPE_Q4_0, &seg[s], 1, K, N) == band;
             rep = rep && memcmp(got[s], got2[s], ny * 4) == 0;
             if (bw) bitwise++, same = same && memcmp(got[s], alone[s], ny * 4) == 0;
             if (!(e <= 1e-5) || !(ea <= 1e-5) || (bw && memcmp(got[s], alone[s], ny * 4) != 0)) {
@@ -348,6 +353,12 @@ int main(int argc, char **argv) {
     small_case(1024, 333, 40, 4);
     small_case(256, 2100, 24, 0);
     small_case(32, 20, 9, 0);
+    /* b16: Q8_0, the 0.5B's output head at 64 and 16 rows, q/o, edges */
+    small_case_t(MI_TYPE_Q8_0, 896, 151936, 64, 0);
+    small_case_t(MI_TYPE_Q8_0, 896, 151936, 16, 0);
+    small_case_t(MI_TYPE_Q8_0, 896, 896, 33, 0);
+    small_case_t(MI_TYPE_Q8_0, 1024, 333, 40, 2);
+    small_case_t(MI_TYPE_Q8_0, 32, 20, 9, 0);
     /* more bands than multiprocessors: a block takes band after band */
     small_case(896, 9728, 64, 0);
     small_case(1024, 9000, 40, 2);
@@ -373,12 +384,12 @@ int main(int argc, char **argv) {
     else
         gu_pass(&R, "K = 1024, Q4_K, N = 8, K = 4880 and K past its limit refused");
     gu_begin(&R, "small_mm_refused");
-    if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
+    if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_1, 896, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
         mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 8) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
         mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 880, 896, 64))
-        gu_fail(&R, "took Q4_K, K = 1056, K = 880, N = 8 or N = 65");
+        gu_fail(&R, "took Q4_K, Q4_1, K = 1056, K = 880, N = 8 or N = 65");
     else
-        gu_pass(&R, "Q4_K, K = 1056, K = 880, N = 8 and N = 65 refused");
+        gu_pass(&R, "Q4_K, Q4_1, K = 1056, K = 880, N = 8 and N = 65 refused");
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
