@@ -126,9 +126,6 @@ mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const fl
                                int64_t K, int64_t M, int64_t N, void *workspace);
 /* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
 bool mi8b_small_q8_on(void);
-/* b14 (install8b.c, read at each launch): the small-K kernel's blocks cycle through four band
- * buffers where they fit, not two */
-bool mi8b_small_ring_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
 bool mi8b_f16s_khalf_on(void);
 

@@ -37,21 +37,21 @@ __host__ __device__ __forceinline__ int sk_wslot(int64_t K, int ub) { return 16 
 /* bytes of a token's row: 2K and a pad to 32 mod 128, so the 64-bit fragment loads of tokens
  * gid 0..3 (one half-warp) fall on 32 distinct banks */
 __host__ __device__ __forceinline__ int sk_astride(int64_t K) { return (int)(2 * K) + (160 - (int)(2 * K) % 128) % 128; }
-/* shared memory: every token's row (of a K slice), then nbuf band buffers of 16 RG weight rows,
+/* shared memory: every token's row (of a K slice), then two band buffers of 16 RG weight rows,
  * then the eight warps' sums ([part][row group][nt][i][lane] floats) */
 __host__ __device__ __forceinline__ size_t sk_x_bytes(int64_t K, int NT) { return (size_t)8 * NT * sk_astride(K); }
 __host__ __device__ __forceinline__ size_t sk_band_bytes(int64_t K, int RG, int ub) {
     return (size_t)16 * RG * sk_wslot(K, ub);
 }
-static size_t sk_smem(int64_t K, int RG, int NT, int nbuf, int ub) {
-    return sk_x_bytes(K, NT) + (size_t)nbuf * sk_band_bytes(K, RG, ub) + (size_t)8 * NT * 4 * 32 * sizeof(float);
+static size_t sk_smem(int64_t K, int RG, int NT, int ub) {
+    return sk_x_bytes(K, NT) + 2 * sk_band_bytes(K, RG, ub) + (size_t)8 * NT * 4 * 32 * sizeof(float);
 }
 
 /* the matmuls of one launch: segment s owns bands band0[s] .. band0[s + 1] - 1 of 16 RG rows. K
  * split (one matmul): slice z of S takes K units [z ku, z ku + ku), its block writes y + z N M
- * (no bias) and a second kernel adds the slices. nbuf: band buffers a block cycles through. */
+ * (no bias) and a second kernel adds the slices. */
 struct sk_run {
-    int n, S, ku, nbuf;
+    int n, S, ku;
     int band0[MI8A_RUN_MAX + 1];
     const uint8_t *w[MI8A_RUN_MAX];
     const float *bias[MI8A_RUN_MAX];
@@ -82,12 +82,6 @@ __device__ __forceinline__ void sk_load_band(uint8_t *buf, const sk_run &run, in
     }
 }
 
-/* waits until at most n - 1 of the block's cp.async groups are in flight (n: 2 or 4) */
-__device__ __forceinline__ void sk_wait_ring(int n) {
-    if (n == 4) async_wait<3>();
-    else async_wait<1>();
-}
-
 /* the int8 bytes 0 and 2 (sel 0x4240) or 1 and 3 (0x4341) of v (Q8_0) as f16 weights: q d */
 __device__ __forceinline__ uint32_t deq_q80(uint32_t v, __half2 d, uint32_t sel) {
     uint32_t h = __byte_perm(v ^ 0x80808080u, 0x64646464u, sel);   /* 1024 + q + 128, exact */
@@ -101,21 +95,21 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
     extern __shared__ __align__(16) uint8_t smem[];
     const int G = gridDim.x / run.S, z = blockIdx.x / G, u0 = z * run.ku;
     const int nu = min(run.ku, K / 32 - u0), Ks = 32 * run.ku;   /* this slice's units; the slices' length */
-    const int wslot = sk_wslot(Ks, UB), astr = sk_astride(Ks), bands = run.band0[run.n], nbuf = run.nbuf;
+    const int wslot = sk_wslot(Ks, UB), astr = sk_astride(Ks), bands = run.band0[run.n];
     const size_t wrow = (size_t)(K / 32) * UB, band_bytes = sk_band_bytes(Ks, RG, UB);
     uint8_t *sa = smem, *sw0 = smem + sk_x_bytes(Ks, NT);
-    float *red = (float *)(sw0 + nbuf * band_bytes);
+    float *red = (float *)(sw0 + 2 * band_bytes);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
 
-    /* every token's slice of K with the first band (one group), then a group a band up to nbuf */
+    /* every token's slice of K with the first band (one group), the second band (the next) */
     const int ach = 2 * 32 * nu / 16;
     for (int i = tid; i < 8 * NT * ach; i += SK_THREADS) {
         const int n = i / ach, c = i - n * ach;
         if (n < N) async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + (size_t)u0 * 64 + 16 * c);
     }
     int b = blockIdx.x - z * G;
-    for (int q = 0; q < nbuf; q++) {
+    for (int q = 0; q < 2; q++) {
         if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot, UB);
         async_commit();
     }
@@ -125,9 +119,9 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
     const int upp = (nu + KP - 1) / KP, ka = kp * upp, kb = ka + upp < nu ? ka + upp : nu;
     const uint8_t *xa = sa + gid * astr + 8 * tig;   /* token gid of n-tile 0, group tig */
     for (int it = 0; b < bands; it++, b += G) {
-        sk_wait_ring(nbuf);   /* this band's group (and x) landed; the later bands' may still fly */
+        async_wait<1>();   /* this band's group (and x) landed; the next band's may still fly */
         __syncthreads();
-        uint8_t *sw = sw0 + (it % nbuf) * band_bytes;
+        uint8_t *sw = sw0 + (it & 1) * band_bytes;
         int64_t m0;
         const int s = sk_seg(run, b, &m0, BM);
         const uint8_t *W = run.w[s] + (size_t)u0 * UB;
@@ -169,7 +163,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 #pragma unroll
             for (int i = 0; i < 4; i++) red[((kp * RG + rg) * NT * 4 + nt * 4 + i) * 32 + lane] = acc[nt][i];
         __syncthreads();   /* every warp done with this band's rows and its sums handed over */
-        if (b + nbuf * G < bands) sk_load_band(sw, run, b + nbuf * G, BM, wrow, u0, nu, wslot, UB);
+        if (b + 2 * G < bands) sk_load_band(sw, run, b + 2 * G, BM, wrow, u0, nu, wslot, UB);
         async_commit();   /* empty past the last band: the wait above counts one group a band */
         /* the parts added in part order, the outputs spread over the block's threads */
         const float *bias = run.bias[s];
@@ -232,7 +226,7 @@ static int64_t sk_bands(const mi8a_run_seg *seg, int n, int RG) {
 }
 
 typedef struct {
-    int S, ku, RG, nbuf, G;   /* K slices and units a slice, row groups, band buffers, blocks a slice */
+    int S, ku, RG, G;   /* K slices and units a slice, row groups, blocks a slice */
     bool q8;                  /* Q8_0 weights, else Q4_0 */
 } sk_plan;
 
@@ -241,13 +235,13 @@ typedef struct {
  * shared memory of a slice of x); where none does, the one whose busiest block has the fewest K
  * units a warp (bands a block x units a part), ties to the larger. Only those whose shared memory
  * the device gives. MINFER_SMALL_ROWS (16, 32 or 64 rows a band) sets it for measurements where it
- * fits. Four band buffers where they fit and b14 is on, else two. */
+ * fits. */
 static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int ub, int64_t per, int ku, long forced) {
     const size_t lim = sk_smem_limit();
     int best = 0;
     int64_t best_cost = INT64_MAX;
     for (int rg = 1; rg <= 4; rg *= 2) {
-        if (sk_smem(Ks, rg, NT, 2, ub) > lim) break;
+        if (sk_smem(Ks, rg, NT, ub) > lim) break;
         if (forced && rg != forced / 16) continue;
         const int64_t bands = sk_bands(seg, n, rg), kp = 8 / rg;
         if (bands <= per) return rg;
@@ -269,7 +263,6 @@ static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, 
     const int64_t bands = sk_bands(seg, n, rg);
     p->RG = rg;
     p->G = (int)(bands < per ? bands : per);
-    p->nbuf = mi8b_small_ring_on() && sk_smem(Ks, rg, NT, 4, ub) <= sk_smem_limit() ? 4 : 2;
     return true;
 }
 
@@ -282,7 +275,7 @@ static int sk_slices(int64_t K) {
 }
 static bool sk_fits(mi_type wt, int64_t K, int64_t N) {
     const int S = sk_slices(K);
-    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), 2, sk_ub(wt == MI_TYPE_Q8_0)) <= sk_smem_limit();
+    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), sk_ub(wt == MI_TYPE_Q8_0)) <= sk_smem_limit();
 }
 
 extern "C" bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -302,12 +295,12 @@ extern "C" int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int
 template <int NT, int RG, bool Q8>
 static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
                               int64_t N, const sk_plan *p) {
-    const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, p->nbuf, sk_ub(Q8));
+    const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, sk_ub(Q8));
     if (!sk_prepare<NT, RG, Q8>(smem))
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused", smem,
                       (long long)K);
     sk_run run = {};
-    run.n = n, run.S = p->S, run.ku = p->ku, run.nbuf = p->nbuf;
+    run.n = n, run.S = p->S, run.ku = p->ku;
     for (int s = 0; s < n; s++) {
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;

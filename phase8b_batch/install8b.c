@@ -245,8 +245,6 @@ static const mi_cuda_kernel k_mm_small = {
     "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
     sup_mm_small, run_mm_small, ws_mm_small, 0};
 
-/* b14: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
-bool mi8b_small_ring_on(void) { return mi_cuda_item_on("b14"); }
 /* b16: read at each support check (a switch changes the dispatch epoch: choices are made again) */
 bool mi8b_small_q8_on(void) { return mi_cuda_item_on("b16"); }
 
@@ -339,8 +337,6 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_defer);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_last);
     mi8a_run_add(&k_mm_small, &k_small_run_defer, &k_small_run_last);
-    mi_cuda_item_declare("b14", "b12's blocks cycle through four band buffers where they fit (three bands' rows "
-                                "loading while one is computed), not two");
     mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
                                 "into slices of 896, the slices' sums added in order by a second kernel");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */

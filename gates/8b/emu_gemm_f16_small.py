@@ -28,24 +28,23 @@ def wslot(K): return 16 * ((((K // 32) * UB + 30) // 16) | 1)
 def astride(K): return 2 * K + (160 - (2 * K) % 128) % 128
 def x_bytes(K, NT): return 8 * NT * astride(K)
 def band_bytes(K, RG): return 16 * RG * wslot(K)
-def smem_bytes(K, RG, NT, nbuf): return x_bytes(K, NT) + nbuf * band_bytes(K, RG) + 8 * NT * 4 * 32 * 4
+def smem_bytes(K, RG, NT): return x_bytes(K, NT) + 2 * band_bytes(K, RG) + 8 * NT * 4 * 32 * 4
 def bands(ms, RG): return sum((m + 16 * RG - 1) // (16 * RG) for m in ms)
 def slices(K): return 1 if K <= 1024 else (K // 32 + 27) // 28   # sk_slices
 
 
-def plan(ms, K, NT, S):   # sk_make_plan with b14 on: (ku, RG, G, nbuf)
+def plan(ms, K, NT, S):   # sk_make_plan: (ku, RG, G)
     ku = (K // 32 + S - 1) // S
     Ks, per = 32 * ku, max(SMS // S, 1)
     best, best_cost = 0, None
     for rg in (1, 2, 4):
-        if smem_bytes(Ks, rg, NT, 2) > SMEM_LIMIT: break
+        if smem_bytes(Ks, rg, NT) > SMEM_LIMIT: break
         b, kp = bands(ms, rg), 8 // rg
         if b <= per: best = rg; break
         cost = (b + per - 1) // per * ((ku + kp - 1) // kp)
         if best_cost is None or cost <= best_cost: best, best_cost = rg, cost
     assert best, "no band fits shared memory"
-    nbuf = 4 if smem_bytes(Ks, best, NT, 4) <= SMEM_LIMIT else 2
-    return ku, best, min(bands(ms, best), per), nbuf
+    return ku, best, min(bands(ms, best), per)
 
 
 def make_q4_0(K, M):
@@ -87,7 +86,7 @@ def run(K, ms, N, woff, q8=False):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     S = slices(K)
     assert S == 1 or len(ms) == 1, "a K split is one matmul's"
-    ku, RG, G, nbuf = plan(ms, K, NT, S); KP = 8 // RG; BM = 16 * RG
+    ku, RG, G = plan(ms, K, NT, S); KP = 8 // RG; BM = 16 * RG
     Ws = [(make_q8_0 if q8 else make_q4_0)(K, M) for M in ms]
     biases = [rng.uniform(-0.5, 0.5, size=M).astype(np.float32) for M in ms]
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
@@ -105,9 +104,9 @@ def run(K, ms, N, woff, q8=False):
     Ks = 32 * ku
     ws, ast = wslot(Ks), astride(Ks)
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
-    size = smem_bytes(Ks, RG, NT, nbuf)
+    size = smem_bytes(Ks, RG, NT)
     assert size <= SMEM_LIMIT, "more shared memory than an H200 block may have"
-    sa, sw0, red0 = 0, x_bytes(Ks, NT), x_bytes(Ks, NT) + nbuf * band_bytes(Ks, RG)
+    sa, sw0, red0 = 0, x_bytes(Ks, NT), x_bytes(Ks, NT) + 2 * band_bytes(Ks, RG)
     parts = [[np.full((N, M), np.nan) for M in ms] for z in range(S)]
     for block in range(G * S):
         z = block // G; u0 = z * ku; nu = min(ku, K // 32 - u0)
@@ -118,7 +117,7 @@ def run(K, ms, N, woff, q8=False):
         for it, b in enumerate(range(block - z * G, nb, G)):
             s_ = int(np.searchsorted(band0, b, side='right') - 1)   # sk_seg
             m0, M, mem, base = (b - int(band0[s_])) * BM, ms[s_], mems[s_], bases[s_]
-            sw = sw0 + (it % nbuf) * band_bytes(Ks, RG)
+            sw = sw0 + (it & 1) * band_bytes(Ks, RG)
             offs = np.zeros(BM, np.int64)
             for r in range(BM):   # gs_window: the row's slice at its slot + (src & 15), inside the slot
                 if m0 + r >= M: continue
@@ -195,7 +194,7 @@ def run(K, ms, N, woff, q8=False):
         ns = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
         ok, err, nmse = ok and e <= 1e-9 and ns <= 1e-5, max(err, e), max(nmse, ns)
     print(f"{'q8_0' if q8 else 'q4_0'} K={K} M={'+'.join(map(str, ms))} N={N} (NT {NT}, {S} K slices of {ku} units, {RG} row groups x "
-          f"{KP} K parts, {nb} bands on {G} blocks a slice, {nbuf} buffers, {size} B shared) tensors at +{woff}: max rel err vs the same roundings {err:.3g}, "
+          f"{KP} K parts, {nb} bands on {G} blocks a slice, {size} B shared) tensors at +{woff}: max rel err vs the same roundings {err:.3g}, "
           f"nmse vs the exact product {nmse:.3g}")
     return ok
 
@@ -212,7 +211,7 @@ def main():
         run(1024, [300, 20, 130, 7], 40, 4),   # four matmuls, rows past their bands, the largest K
         run(4864, [96], 64, 0),   # the 0.5B's down: 6 K slices (the last short), bands of 16
         run(1088, [40], 17, 2),   # K just past 1024: 2 slices of 17 units
-        run(32, [30000, 6000], 9, 2),   # 563 bands of 64: five a block, the four buffers wrap
+        run(32, [30000, 6000], 9, 2),   # 563 bands of 64: five a block, the two buffers in turn
         run(896, [140], 64, 0, q8=True),   # Q8_0 (b16): the 0.5B's head's K
         run(1024, [300, 20], 17, 2, q8=True),   # a run, the largest K, a 2-byte-aligned tensor
     ]

@@ -11,8 +11,7 @@
  *                   (bitwise)
  *  small_mm_refused what it leaves to the others
  *  ksplit_mm_*      item b15 (the same kernel past K = 1024, K split into slices): against the
- *                   exact product, b3's int8 kernel and itself, as small_mm_*; both with b14 (four
- *                   band buffers) off as a third run
+ *                   exact product, b3's int8 kernel and itself, as small_mm_*
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
  *                   where both take the same rows a band)
@@ -193,7 +192,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
 
 /* b12 (Q4_0) against b1's split int8 kernel */
 static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, "b14", run_split, ws_split,
+    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, NULL, run_split, ws_split,
                                  "b1's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
@@ -211,13 +210,13 @@ static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff
 }
 static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) { small_case_t(MI_TYPE_Q4_0, K, M, N, woff); }
 
-/* b15 (Q4_0 past K = 1024, K split; b14 off as the third run) against b3's int8 kernel */
+/* b15 (Q4_0 past K = 1024, K split) against b3's int8 kernel */
 static mi_status run_ksplit(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
                             int64_t N, void *ws) {
     return mi8b_gemm_f16_ksplit(S, t, w, x, b, y, K, M, N, ws);
 }
 static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, "b14", run_stream3, ws_stream3,
+    static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, NULL, run_stream3, ws_stream3,
                                  "b3's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
