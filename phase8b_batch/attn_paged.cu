@@ -395,10 +395,17 @@ static int pg_min_split(void) {
     return (int)mi_setting_int_once("MINFER_PAGED_MIN_SPLIT", 16, PG_T, MI8B_PG_MIN_SPLIT, &v);
 }
 
-extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv) {
-    const int64_t blocks = T * Hkv, want = 4 * (int64_t)mi7e_sm_count();
+/* Splits of T rows x Hkv heads. resident 0: enough blocks for about four a multiprocessor (the
+ * scalar kernel's rule). resident > 0 (b17, the tensor-core kernel): as many splits as fit one
+ * wave of `resident` blocks a multiprocessor, at least 1 (rounded down: a split more that spills
+ * into a second wave costs a whole block's fixed start again, the lookups and the first tile's
+ * load, for fewer keys each). Either way none narrower than MI8B_PG_MIN_SPLIT keys
+ * (MINFER_PAGED_MIN_SPLIT) when the longest sequence is full, at most MI8B_PG_MAX_SPLITS. */
+static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
+    const int64_t blocks = T * Hkv, sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1;
+    const int64_t want = (resident > 0 ? resident : 4) * sms;
     if (blocks <= 0 || blocks >= want) return 1;
-    int64_t s = (want + blocks - 1) / blocks;
+    int64_t s = resident > 0 ? want / blocks : (want + blocks - 1) / blocks;
     const int64_t minc = pg_min_split();
     const int64_t cap = (max_kv + minc - 1) / minc;   /* no split narrower than minc keys when full */
     if (s > cap) s = cap;
@@ -406,8 +413,38 @@ extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv) {
     return s < 1 ? 1 : (int)s;
 }
 
+/* blocks of the tensor-core kernel for hd (64 or 128) resident on a multiprocessor (the device's
+ * occupancy for its registers and shared memory; asked once a head size) */
+static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2; }   /* K and V, two stages */
+static int pm_resident(int64_t hd) {
+    static int r64 = -1, r128 = -1;
+    int *r = hd == 64 ? &r64 : &r128;
+    if (*r < 0) {
+        int n = 0;
+        const cudaError_t e =
+            hd == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<64>, MMA_THREADS, pm_smem(64))
+                     : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<128>, MMA_THREADS, pm_smem(128));
+        if (e != cudaSuccess) (void)cudaGetLastError();
+        *r = e == cudaSuccess && n > 0 ? n : 1;
+    }
+    return *r;
+}
+/* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
+static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
+    return pg_splits(T, max_kv, Hkv, mma && mi8b_paged_wave_on() ? pm_resident(hd) : 0);
+}
+
+extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, mi_type ctype) {
+    return pg_launch_splits(T, max_kv, hd, Hkv, ctype == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on());
+}
+
+/* the partials of either kernel's splits (which one runs depends on the caches' alignment too) */
 extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv) {
-    const int S = mi8b_attn_paged_splits(T, max_kv, Hkv);
+    int S = pg_launch_splits(T, max_kv, hd, Hkv, false);
+    if (hd == 64 || hd == 128) {
+        const int Sm = pg_launch_splits(T, max_kv, hd, Hkv, true);
+        S = Sm > S ? Sm : S;
+    }
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
 }
 
@@ -422,8 +459,7 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
                       "block %lld, cache %s of %lld rows", (long long)hd, (long long)Hq, (long long)Hkv, (long long)T,
                       (long long)n_seqs, (long long)block, mi_type_name(ctype), (long long)n_rows);
     if (!q || !k || !v || !o || !seqs) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: null pointer");
-    const int S = mi8b_attn_paged_splits(T, max_kv, Hkv), G = (int)(Hq / Hkv);
-    if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
+    const int G = (int)(Hq / Hkv);
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
     const size_t smem_f = ((size_t)G * (size_t)hd + (size_t)G * PG_T + 2 * PG_MAX_G) * sizeof(float) + PG_T * sizeof(int);
     /* VS: F16, hd a multiple of 8 and at most 128, every row 16-byte aligned (cp.async and the
@@ -433,6 +469,10 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
                     smem_f + (size_t)PG_T * hd * esz <= PG_SMEM_MAX;
     const size_t smem = (vs ? (size_t)PG_T * hd * esz : 0) + smem_f;
     if (smem > PG_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_attn_paged: %zu bytes of shared memory", smem);
+    /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
+    const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
+    const int S = pg_launch_splits(T, max_kv, hd, Hkv, mma);
+    if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(T * Hkv), (unsigned)S);
@@ -440,9 +480,7 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;
-    /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
-    const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    const size_t smem_mma = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
+    const size_t smem_mma = pm_smem(hd);
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
     if (mma && hd == 64) {
         kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);

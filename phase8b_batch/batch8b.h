@@ -43,10 +43,14 @@ mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type cty
 bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 /* b7 (install8b.c, read at each launch): F16 caches of hd 64 or 128 on the tensor cores */
 bool mi8b_paged_mma_on(void);
-/* Splits of a row's keys: enough blocks for about four a multiprocessor, none narrower than
- * MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the longest sequence is full; 1 for steps
- * with rows enough. */
-int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t Hkv);
+/* b17 (install8b.c, read at each launch): the tensor-core kernel's splits fill one wave of the
+ * blocks a multiprocessor holds, not four blocks a multiprocessor */
+bool mi8b_paged_wave_on(void);
+/* Splits of a row's keys for rows of 16-byte aligned caches of type ctype: the scalar kernel's
+ * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
+ * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the
+ * longest sequence is full; 1 for steps with rows enough. */
+int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, mi_type ctype);
 size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
                           float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
@@ -108,6 +112,9 @@ bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                               int64_t K, int64_t M, int64_t N, void *workspace);
+/* item b18: the same, then y = res + y (a residual add's arithmetic, in the epilogue; res may be y) */
+mi_status mi8b_gemm_f16_small_add(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
+                                  const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace);
 /* item b13: the rows of up to MI8A_RUN_MAX such matmuls of one x in one launch (x's f16 copy made
  * once; the 0.5B's q, k, v and its gate, up), at most MI8B_SMALL_MAX_M rows in all, the workspace
  * of one of them. The rows a band (16, 32 or 64: mi8b_gemm_f16_small_rows) follow from the run's
@@ -122,8 +129,9 @@ int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t
 #define MI8B_KSPLIT_MAX_K 32768
 bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
-mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                               int64_t K, int64_t M, int64_t N, void *workspace);
+/* res: NULL, or (b18) the residual added after the slices' sum and the bias, as mi8b_gemm_f16_small_add */
+mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
+                               const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace);
 /* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
 bool mi8b_small_q8_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */

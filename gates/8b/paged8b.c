@@ -240,7 +240,7 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
         const bool rep = !memcmp(og, og2, nq * 4);
         double worst = 0;
         for (size_t i = 0; i < nq; i++) worst = fmax(worst, fabs((double)og[i] - oc[i]));
-        const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, Hkv);
+        const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, hd, Hkv, ct);
         if (!on_dev || dk != (size_t)-1 || dv != (size_t)-1 || !(e_cpu <= 1e-6) || !(e_ref <= 1e-6) || !rep) {
             if (dk != (size_t)-1 || dv != (size_t)-1) {
                 const size_t at = (dk != (size_t)-1 ? dk : dv) / esz;
