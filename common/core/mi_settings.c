@@ -71,7 +71,7 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
      "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..128; default 32 (read once per process; for measurements)"},
     {"MINFER_SMALL_ROWS", MI_SETTING_INT,
-     "weight rows a block of 8b's small-K matmul takes (b12), 16, 32 or 64; default: the fewest rows whose blocks fit one wave (read once per process; for measurements)"},
+     "weight rows a band of 8b's small-K matmul (b12, b13, b15), 16, 32 or 64, where its shared memory fits; default: the fewest rows whose bands fit one wave, else the rows whose busiest block has the fewest K units a warp (read once per process; for measurements)"},
     {"MINFER_NORM_FOLD_READERS", MI_SETTING_INT,
      "largest number of one-token matmuls an RMS norm is folded into (8a's d1), 1..8; default 1 (read once per process; for measurements)"},
 };
