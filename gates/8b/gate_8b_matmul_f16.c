@@ -180,6 +180,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
+    if (!gu_selected(name)) return;
     gu_begin(&R, name);
     if (!mi8b_gemm_f16s_supported(t, K, M, N)) {
         gu_fail(&R, "refused");
@@ -199,6 +200,7 @@ static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff
     char name[112];
     snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
+    if (!gu_selected(name)) return;
     gu_begin(&R, name);
     if (!mi8b_gemm_f16_small_supported(t, K, M, N)) {
         gu_fail(&R, "refused");
@@ -223,6 +225,7 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     char name[112];
     snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
              woff ? "_unaligned" : "");
+    if (!gu_selected(name)) return;
     gu_begin(&R, name);
     if (!mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, K, M, N)) {
         gu_fail(&R, "refused");
@@ -238,6 +241,7 @@ static void add_case(int64_t K, int64_t M, int64_t N) {
     char name[112];
     snprintf(name, sizeof name, "%s_add_Q4_0_K%lld_M%lld_N%lld", K > MI8B_SMALL_MAX_K ? "ksplit" : "small", (long long)K,
              (long long)M, (long long)N);
+    if (!gu_selected(name)) return;
     gu_begin(&R, name);
     const bool split = K > MI8B_SMALL_MAX_K;
     const size_t ws_b = split ? mi8b_gemm_f16_ksplit_workspace(MI_TYPE_Q4_0, K, M, N)
@@ -296,6 +300,7 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
     int len = snprintf(name, sizeof name, "small_run_Q4_0_K%lld_N%lld_M", (long long)K, (long long)N);
     for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
     if (woff) snprintf(name + len, sizeof name - (size_t)len, "_unaligned");
+    if (!gu_selected(name)) return;
     gu_begin(&R, name);
     uint8_t *w[MI8A_RUN_MAX];
     float *bias[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *alone[MI8A_RUN_MAX], *dy[MI8A_RUN_MAX];
