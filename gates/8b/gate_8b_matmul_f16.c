@@ -174,18 +174,22 @@ static size_t ws_split(mi_type t, int64_t K, int64_t M, int64_t N) {
     return mi8b_gemm_split_supported(t, K, M, N) ? mi8b_gemm_split_workspace(t, K, M, N) : 0;
 }
 
+/* a shape case selected (MINFER_GATE_ONLY) and begun; false, recorded as refused where it is
+ * selected, when the kernel does not take the shape */
+static bool case_begin(const char *name, bool supported) {
+    if (!gu_selected(name)) return false;
+    gu_begin(&R, name);
+    if (!supported) gu_fail(&R, "refused");
+    return supported;
+}
+
 /* b6 (with b11 off as the third run) against b3's int8 kernel */
 static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     static const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, "b11", run_stream3, ws_stream3, "b3's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
-    if (!gu_selected(name)) return;
-    gu_begin(&R, name);
-    if (!mi8b_gemm_f16s_supported(t, K, M, N)) {
-        gu_fail(&R, "refused");
-        return;
-    }
+    if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
     if (Sp == 0) snprintf(plan, sizeof plan, "stream-K, %d runs", P);
@@ -200,12 +204,7 @@ static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff
     char name[112];
     snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
-    if (!gu_selected(name)) return;
-    gu_begin(&R, name);
-    if (!mi8b_gemm_f16_small_supported(t, K, M, N)) {
-        gu_fail(&R, "refused");
-        return;
-    }
+    if (!case_begin(name, mi8b_gemm_f16_small_supported(t, K, M, N))) return;
     const mi8a_run_seg seg = {NULL, NULL, NULL, M};
     char plan[64];
     snprintf(plan, sizeof plan, "one launch after x's f16 copy, %d rows a band",
@@ -225,12 +224,7 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     char name[112];
     snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
              woff ? "_unaligned" : "");
-    if (!gu_selected(name)) return;
-    gu_begin(&R, name);
-    if (!mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, K, M, N)) {
-        gu_fail(&R, "refused");
-        return;
-    }
+    if (!case_begin(name, mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, K, M, N))) return;
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "K slices summed in order");
 }
 
