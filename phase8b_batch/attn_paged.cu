@@ -416,11 +416,23 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
 /* blocks of the tensor-core kernel for hd (64 or 128) resident on a multiprocessor (the device's
  * occupancy for its registers and shared memory; asked once a head size) */
 static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2; }   /* K and V, two stages */
+/* hd 128's kernel takes more than 48 KB of dynamic shared memory: asked for once, before the
+ * occupancy query and the first launch */
+static bool pm_opt_in128(void) {
+    static int opted = -1;
+    if (opted < 0) {
+        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)pm_smem(128)) == cudaSuccess;
+        if (!opted) (void)cudaGetLastError();
+    }
+    return opted;
+}
 static int pm_resident(int64_t hd) {
     static int r64 = -1, r128 = -1;
     int *r = hd == 64 ? &r64 : &r128;
     if (*r < 0) {
         int n = 0;
+        if (hd != 64) (void)pm_opt_in128();
         const cudaError_t e =
             hd == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<64>, MMA_THREADS, pm_smem(64))
                      : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<128>, MMA_THREADS, pm_smem(128));
@@ -485,12 +497,8 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     if (mma && hd == 64) {
         kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (mma) {
-        static bool opted;   /* more than 48 KB of dynamic shared memory: asked for once */
-        if (!opted) {
-            MI_CU_CHECK(cudaFuncSetAttribute(kernel_attn_paged_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem_mma));
-            opted = true;
-        }
+        if (!pm_opt_in128())
+            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
         kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
