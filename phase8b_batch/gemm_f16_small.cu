@@ -15,7 +15,8 @@
  * two rows per lane into f16 mma fragments (b6's fragment order: a Q4_0 word's low nibbles are
  * elements 4 tig .. 4 tig + 3, its high nibbles 16 + 4 tig ..), for every token. Every warp's sums go
  * to shared memory; the block's threads then add each output's parts in part order and write y (+
- * bias). No K split over blocks, no second kernel. RG: launcher's rule (sk_rg).
+ * bias; b18: then the residual, r + y). Up to K = 1024 no split over blocks and no second kernel.
+ * RG and the grid: sk_make_plan.
  *
  * Error: b6's f16 tier, the weights (L - 8) d rounded to f16 once and the activations rounded to
  * f16 (docs/NUMERICS.md); gate_8b_matmul_f16 compares it with the exact product. Fixed orders:
