@@ -1,7 +1,5 @@
-/* Phase 8a's fusion pass: fewer kernels per decode step. It folds
+/* Phase 8a's fusion pass: fewer kernels per decode step. For one-token graphs it folds
  *   the residual add into the matmul before it:  add(r, matmul(W, x))  ->  matmul_add(W, x, r)
- *   (any rows: 8a's candidates take one token, 8b's a batch's 9..64)
- * and, for one-token graphs,
  *   the RMS norm into the matmul it feeds:       matmul(W, rms_norm(x, w))  ->  norm_matmul(W, x, w)
  *                                                ffn_swiglu(Wg, Wu, rms_norm(x, w)) -> norm_ffn_swiglu
  * A norm is folded only when every reader of it can take it (else the norm must run anyway and
@@ -50,10 +48,8 @@ static int fuse_residuals(pass *p) {
         for (int side = 1; side >= 0; side--) {
             mi_tensor *mm = a->src[side], *r = a->src[1 - side];
             if (!is_node(p, mm) || mm->op != MI_OP_MATMUL || mm->src[2] || (mm->flags & MI_T_OUTPUT)) continue;
-            if (p->uses[mm->id] != 1 || !mm->src[1] || mm->src[1]->type != MI_TYPE_F32 || !r || r->type != MI_TYPE_F32)
-                continue;
-            if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] || mi_nrows(mm) != mi_nrows(a))
-                continue;
+            if (p->uses[mm->id] != 1 || !one_token(mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
+            if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] || mi_nrows(mm) != 1) continue;
             mi_tensor probe = *a;
             probe.op = MI_OP_MATMUL_ADD;
             memset(probe.p, 0, sizeof probe.p);

@@ -112,9 +112,6 @@ bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                               int64_t K, int64_t M, int64_t N, void *workspace);
-/* item b18: the same, then y = res + y (a residual add's arithmetic, in the epilogue; res may be y) */
-mi_status mi8b_gemm_f16_small_add(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                                  const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace);
 /* item b13: the rows of up to MI8A_RUN_MAX such matmuls of one x in one launch (x's f16 copy made
  * once; the 0.5B's q, k, v and its gate, up), at most MI8B_SMALL_MAX_M rows in all, the workspace
  * of one of them. The rows a band (16, 32 or 64: mi8b_gemm_f16_small_rows) follow from the run's
@@ -129,9 +126,8 @@ int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t
 #define MI8B_KSPLIT_MAX_K 32768
 bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
-/* res: NULL, or (b18) the residual added after the slices' sum and the bias, as mi8b_gemm_f16_small_add */
-mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                               const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace);
+mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
+                               int64_t K, int64_t M, int64_t N, void *workspace);
 /* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
 bool mi8b_small_q8_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */

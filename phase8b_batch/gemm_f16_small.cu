@@ -15,7 +15,7 @@
  * two rows per lane into f16 mma fragments (b6's fragment order: a Q4_0 word's low nibbles are
  * elements 4 tig .. 4 tig + 3, its high nibbles 16 + 4 tig ..), for every token. Every warp's sums go
  * to shared memory; the block's threads then add each output's parts in part order and write y (+
- * bias; b18: then the residual, r + y). Up to K = 1024 no split over blocks and no second kernel.
+ * bias). Up to K = 1024 no split over blocks and no second kernel.
  * RG and the grid: sk_make_plan.
  *
  * Error: b6's f16 tier, the weights (L - 8) d rounded to f16 once and the activations rounded to
@@ -56,7 +56,6 @@ struct sk_run {
     int band0[MI8A_RUN_MAX + 1];
     const uint8_t *w[MI8A_RUN_MAX];
     const float *bias[MI8A_RUN_MAX];
-    const float *res;   /* one matmul's residual [N][M] (b18): y = res + (x W + bias); else NULL */
     float *y[MI8A_RUN_MAX];
     int64_t M[MI8A_RUN_MAX];
 };
@@ -178,8 +177,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
             if (m >= M || n >= N) continue;
             float v = red[(g * NT * 4 + nt * 4 + i) * 32 + l];
             for (int q = 1; q < KP; q++) v += red[(((q * RG + g) * NT * 4) + nt * 4 + i) * 32 + l];
-            const float o = bias ? v + bias[m] : v;
-            Y[(size_t)n * M + m] = run.res ? run.res[(size_t)n * M + m] + o : o;
+            Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
         }
     }
 }
@@ -296,14 +294,14 @@ extern "C" int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int
 }
 
 template <int NT, int RG, bool Q8>
-static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const float *res, const uint8_t *xh,
-                              int64_t K, int64_t N, const sk_plan *p) {
+static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
+                              int64_t N, const sk_plan *p) {
     const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, sk_ub(Q8));
     if (!sk_prepare<NT, RG, Q8>(smem))
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused", smem,
                       (long long)K);
     sk_run run = {};
-    run.n = n, run.S = p->S, run.ku = p->ku, run.res = res;
+    run.n = n, run.S = p->S, run.ku = p->ku;
     for (int s = 0; s < n; s++) {
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;
@@ -314,30 +312,30 @@ static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, c
 }
 
 template <int NT>
-static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const float *res,
-                                 const uint8_t *xh, int64_t K, int64_t N, const sk_plan *p) {
+static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
+                                 int64_t N, const sk_plan *p) {
     switch (p->RG * 2 + p->q8) {
-    case 2: return launch_small<NT, 1, false>(st, seg, n, res, xh, K, N, p);
-    case 3: return launch_small<NT, 1, true>(st, seg, n, res, xh, K, N, p);
-    case 4: return launch_small<NT, 2, false>(st, seg, n, res, xh, K, N, p);
-    case 5: return launch_small<NT, 2, true>(st, seg, n, res, xh, K, N, p);
-    case 8: return launch_small<NT, 4, false>(st, seg, n, res, xh, K, N, p);
-    default: return launch_small<NT, 4, true>(st, seg, n, res, xh, K, N, p);
+    case 2: return launch_small<NT, 1, false>(st, seg, n, xh, K, N, p);
+    case 3: return launch_small<NT, 1, true>(st, seg, n, xh, K, N, p);
+    case 4: return launch_small<NT, 2, false>(st, seg, n, xh, K, N, p);
+    case 5: return launch_small<NT, 2, true>(st, seg, n, xh, K, N, p);
+    case 8: return launch_small<NT, 4, false>(st, seg, n, xh, K, N, p);
+    default: return launch_small<NT, 4, true>(st, seg, n, xh, K, N, p);
     }
 }
 
 /* x's f16 copy, then the kernel over the plan's slices */
-static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *res,
-                           const float *x, int64_t K, int64_t N, int S, void *workspace) {
+static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
+                           int64_t N, int S, void *workspace) {
     sk_plan p;
     if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
     MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
     const uint8_t *xh = (const uint8_t *)workspace;
     switch (sk_nt(N)) {
-    case 2: return launch_small_rg<2>(st, seg, n, res, xh, K, N, &p);
-    case 4: return launch_small_rg<4>(st, seg, n, res, xh, K, N, &p);
-    default: return launch_small_rg<8>(st, seg, n, res, xh, K, N, &p);
+    case 2: return launch_small_rg<2>(st, seg, n, xh, K, N, &p);
+    case 4: return launch_small_rg<4>(st, seg, n, xh, K, N, &p);
+    default: return launch_small_rg<8>(st, seg, n, xh, K, N, &p);
     }
 }
 
@@ -354,23 +352,13 @@ extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: %d matmuls of type %s, K = %lld, %lld rows, N = %lld",
                       n, mi_type_name(wt), (long long)K, (long long)rows, (long long)N);
     if (!x || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
-    return sk_launch((cudaStream_t)stream, wt, seg, n, NULL, x, K, N, 1, workspace);
+    return sk_launch((cudaStream_t)stream, wt, seg, n, x, K, N, 1, workspace);
 }
 
 extern "C" mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                                          float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
-    return mi8b_gemm_f16_small_add(stream, wt, w, x, bias, NULL, y, K, M, N, workspace);
-}
-
-extern "C" mi_status mi8b_gemm_f16_small_add(void *stream, mi_type wt, const void *w, const float *x,
-                                             const float *bias, const float *res, float *y, int64_t K, int64_t M,
-                                             int64_t N, void *workspace) {
-    if (!mi8b_gemm_f16_small_supported(wt, K, M, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: type %s, K = %lld, M = %lld, N = %lld",
-                      mi_type_name(wt), (long long)K, (long long)M, (long long)N);
-    if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
     const mi8a_run_seg seg = {w, bias, y, M};
-    return sk_launch((cudaStream_t)stream, wt, &seg, 1, res, x, K, N, 1, workspace);
+    return mi8b_gemm_f16_small_run(stream, wt, &seg, 1, x, K, N, workspace);
 }
 
 /* ---------------- b15: K past MI8B_SMALL_MAX_K split over blocks ---------------- */
@@ -388,8 +376,7 @@ extern "C" size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t 
 }
 
 extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                                          const float *res, float *y, int64_t K, int64_t M, int64_t N,
-                                          void *workspace) {
+                                          float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!mi8b_gemm_f16_ksplit_supported(wt, K, M, N))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_ksplit: type %s, K = %lld, M = %lld, N = %lld",
                       mi_type_name(wt), (long long)K, (long long)M, (long long)N);
@@ -398,8 +385,8 @@ extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *
     const int S = sk_slices(K);
     float *part = (float *)((uint8_t *)workspace + ks_x_bytes(K, N));
     const mi8a_run_seg seg = {w, NULL, part, M};
-    MI_TRY(sk_launch(st, wt, &seg, 1, NULL, x, K, N, S, workspace));
-    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, res, y, M, N, S);
+    MI_TRY(sk_launch(st, wt, &seg, 1, x, K, N, S, workspace));
+    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
     MI_CU_CHECK_LAUNCH("kernel_split_sum");
     return MI_OK;
 }

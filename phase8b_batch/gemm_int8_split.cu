@@ -53,7 +53,7 @@ static mi_status launch_split(cudaStream_t st, const uint8_t *w, const uint8_t *
     kernel_gemm_int8<WT, true><<<dim3((unsigned)gx, (unsigned)gy, (unsigned)S), 128, 0, st>>>(w, wrow, a, arow, NULL, y,
                                                                                              M, N, nunits, chunk, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_int8<split>");
-    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, NULL, y, M, N, S);
+    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
     MI_CU_CHECK_LAUNCH("kernel_split_sum");
     return MI_OK;
 }

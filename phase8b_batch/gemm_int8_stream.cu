@@ -349,7 +349,7 @@ static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t 
         w, wrow, M, a, arow, N, nunits, chunk, bias, y, S > 1 ? part : NULL);
     MI_CU_CHECK_LAUNCH("kernel_gemm_stream");
     if (S > 1) {
-        kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, NULL, y, M, N, S);
+        kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
         MI_CU_CHECK_LAUNCH("kernel_split_sum");
     }
     return MI_OK;

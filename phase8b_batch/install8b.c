@@ -263,62 +263,12 @@ static size_t ws_mm_ksplit(const mi_tensor *n) {
 static mi_status run_mm_ksplit(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     return mi8b_gemm_f16_ksplit(mi_cuda_stream(c), w->type, w->data, n->src[1]->data,
-                                n->src[2] ? n->src[2]->data : NULL, NULL, n->data, w->ne[0], w->ne[1],
-                                mi_nrows(n->src[1]), ws);
+                                n->src[2] ? n->src[2]->data : NULL, n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]),
+                                ws);
 }
 static const mi_cuda_kernel k_mm_ksplit = {
     "matmul, 9..64 rows, Q4_0 past K = 1024: b12's kernel over K slices, the slices summed in order", "b15",
     sup_mm_ksplit, run_mm_ksplit, ws_mm_ksplit, 0};
-
-/* b18: MATMUL_ADD (src2 the residual r [M, N]) at 9..64 rows on b12's or b15's kernel, r + y in
- * the epilogue or the slices' sum: the matmul's and the add's arithmetic, bit for bit the two
- * nodes it replaces (8a's pass makes the node where a candidate takes it) */
-static mi_tensor add_mm_part(const mi_tensor *n) {
-    mi_tensor mm = *n;
-    mm.op = MI_OP_MATMUL;
-    mm.src[2] = NULL;
-    return mm;
-}
-static bool add_res_ok(const mi_tensor *n) {
-    const mi_tensor *r = n->src[2];
-    return n->op == MI_OP_MATMUL_ADD && r && r->type == MI_TYPE_F32 && r->data && n->src[0] && n->src[1] &&
-           r->ne[0] == n->src[0]->ne[1] && mi_nrows(r) == mi_nrows(n->src[1]) && mi_nelements(r) == mi_nelements(n) &&
-           mi_nrows(r) == r->ne[1];
-}
-static bool sup_add_small(const mi_tensor *n) {
-    if (!add_res_ok(n)) return false;
-    const mi_tensor mm = add_mm_part(n);
-    return sup_mm_small(&mm);
-}
-static bool sup_add_ksplit(const mi_tensor *n) {
-    if (!add_res_ok(n)) return false;
-    const mi_tensor mm = add_mm_part(n);
-    return sup_mm_ksplit(&mm);
-}
-static size_t ws_add_small(const mi_tensor *n) {
-    const mi_tensor mm = add_mm_part(n);
-    return ws_mm_small(&mm);
-}
-static size_t ws_add_ksplit(const mi_tensor *n) {
-    const mi_tensor mm = add_mm_part(n);
-    return ws_mm_ksplit(&mm);
-}
-static mi_status run_add_small(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi8b_gemm_f16_small_add(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, n->src[2]->data,
-                                   n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
-}
-static mi_status run_add_ksplit(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    return mi8b_gemm_f16_ksplit(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, n->src[2]->data, n->data,
-                                w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
-}
-static const mi_cuda_kernel k_add_small = {
-    "matmul + residual add, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: b12's kernel, the add in its epilogue", "b12,b18",
-    sup_add_small, run_add_small, ws_add_small, 0};
-static const mi_cuda_kernel k_add_ksplit = {
-    "matmul + residual add, 9..64 rows, Q4_0 past K = 1024: b15's slices, the add in their sum", "b15,b18",
-    sup_add_ksplit, run_add_ksplit, ws_add_ksplit, 0};
 
 /* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
  * nodes before the last record their matmul, the last launches every one (x's f16 copy once) */
@@ -392,10 +342,6 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
                                 "into slices of 896, the slices' sums added in order by a second kernel");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */
-    mi_cuda_item_declare("b18", "the residual add after a batch's matmul on b12's or b15's kernel (the 0.5B's o and "
-                                "down) in the kernel's epilogue or slice sum: one node (MATMUL_ADD) for two");
-    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_add_small);
-    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_add_ksplit);
     mi_cuda_item_declare("b16", "b12's kernel takes Q8_0 weights too (the 0.5B's output head at K = 896, which b3's "
                                 "stream kernel reads at a fraction of the bandwidth)");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "

@@ -6,17 +6,14 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 
-/* y [n][m] = sum over z of part [z][n][m], z ascending, then + bias [m]; then res [n][m] + y where
- * res is given (a residual add's arithmetic, which may be y itself: each element is read before
- * it is written, by the same thread) */
+/* y [n][m] = sum over z of part [z][n][m], z ascending, then + bias [m] */
 static __global__ void kernel_split_sum(const float *__restrict__ part, const float *__restrict__ bias,
-                                        const float *res, float *Y, int64_t M, int64_t N, int S) {
+                                        float *__restrict__ Y, int64_t M, int64_t N, int S) {
     const int64_t MN = M * N;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < MN; i += (int64_t)gridDim.x * blockDim.x) {
         float s = part[i];
         for (int z = 1; z < S; z++) s += part[(size_t)z * MN + i];
-        const float y = bias ? s + bias[i % M] : s;
-        Y[i] = res ? res[i] + y : y;
+        Y[i] = bias ? s + bias[i % M] : s;
     }
 }
 

@@ -12,8 +12,6 @@
  *  small_mm_refused what it leaves to the others
  *  ksplit_mm_*      item b15 (the same kernel past K = 1024, K split into slices): against the
  *                   exact product, b3's int8 kernel and itself, as small_mm_*
- *  *_add_*          item b18 (the residual add in the epilogue or the slices' sum): bit for bit
- *                   the kernel without it followed by r + y on the host, and in place
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
  *                   where both take the same rows a band)
@@ -216,7 +214,7 @@ static void small_case(int64_t K, int64_t M, int64_t N, size_t woff) { small_cas
 /* b15 (Q4_0 past K = 1024, K split) against b3's int8 kernel */
 static mi_status run_ksplit(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
                             int64_t N, void *ws) {
-    return mi8b_gemm_f16_ksplit(S, t, w, x, b, NULL, y, K, M, N, ws);
+    return mi8b_gemm_f16_ksplit(S, t, w, x, b, y, K, M, N, ws);
 }
 static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, NULL, run_stream3, ws_stream3,
@@ -226,64 +224,6 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
              woff ? "_unaligned" : "");
     if (!case_begin(name, mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, K, M, N))) return;
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "K slices summed in order");
-}
-
-/* b18: the residual add in the epilogue (b12's kernel) or the slices' sum (b15's): against the
- * kernel without it followed by the CPU's add (r + y in float, the graph's ADD), bit for bit, and
- * in place (y the residual's own memory), bit for bit too */
-static void add_case(int64_t K, int64_t M, int64_t N) {
-    char name[112];
-    snprintf(name, sizeof name, "%s_add_Q4_0_K%lld_M%lld_N%lld", K > MI8B_SMALL_MAX_K ? "ksplit" : "small", (long long)K,
-             (long long)M, (long long)N);
-    if (!gu_selected(name)) return;
-    gu_begin(&R, name);
-    const bool split = K > MI8B_SMALL_MAX_K;
-    const size_t ws_b = split ? mi8b_gemm_f16_ksplit_workspace(MI_TYPE_Q4_0, K, M, N)
-                              : mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, M, N);
-    if (!ws_b) {
-        gu_fail(&R, "refused");
-        return;
-    }
-    size_t wb;
-    const size_t ny = (size_t)(M * N);
-    uint8_t *w = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, M, 1.0f, &wb);
-    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f), *r = gu_rand_f32(&g_seed, ny, -2.f, 2.f);
-    float *plain = malloc(ny * 4), *fused = malloc(ny * 4), *inplace = malloc(ny * 4);
-    void *wbase, *xbase, *rbase;
-    void *dw = dev_up_at(w, wb, 0, &wbase);
-    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *dr = dev_up_at(r, ny * 4, 0, &rbase);
-    void *ws = dev_poison(ws_b);
-    float *dy = dev_poison(ny * 4);
-    mi_status st = split ? mi8b_gemm_f16_ksplit(S, MI_TYPE_Q4_0, dw, dx, NULL, NULL, dy, K, M, N, ws)
-                         : mi8b_gemm_f16_small(S, MI_TYPE_Q4_0, dw, dx, NULL, dy, K, M, N, ws);
-    if (st == MI_OK) st = dev_read_back(S, plain, dy, ny);
-    if (st == MI_OK) st = split ? mi8b_gemm_f16_ksplit(S, MI_TYPE_Q4_0, dw, dx, NULL, dr, dy, K, M, N, ws)
-                                : mi8b_gemm_f16_small_add(S, MI_TYPE_Q4_0, dw, dx, NULL, dr, dy, K, M, N, ws);
-    if (st == MI_OK) st = dev_read_back(S, fused, dy, ny);
-    if (st == MI_OK) st = split ? mi8b_gemm_f16_ksplit(S, MI_TYPE_Q4_0, dw, dx, NULL, dr, dr, K, M, N, ws)
-                                : mi8b_gemm_f16_small_add(S, MI_TYPE_Q4_0, dw, dx, NULL, dr, dr, K, M, N, ws);
-    if (st == MI_OK) st = dev_read_back(S, inplace, dr, ny);
-    if (st != MI_OK) {
-        gu_fail(&R, "%s", mi_errmsg());
-    } else {
-        size_t bad = ny, bad2 = ny;
-        for (size_t i = 0; i < ny && bad == ny; i++) {
-            const float want = r[i] + plain[i];
-            if (memcmp(&want, &fused[i], 4)) bad = i;
-        }
-        for (size_t i = 0; i < ny && bad2 == ny; i++)
-            if (memcmp(&fused[i], &inplace[i], 4)) bad2 = i;
-        if (bad == ny && bad2 == ny) {
-            gu_pass(&R, "r + y bit for bit the kernel without the add then the CPU's add, in place too (%zu outputs)", ny);
-        } else {
-            const size_t i = bad < ny ? bad : bad2;
-            printf("    %s: first mismatch index %zu: fused %.9g, in place %.9g, r + y %.9g\n", name, i, fused[i],
-                   inplace[i], r[i] + plain[i]);
-            gu_fail(&R, "%s differs from r + y", bad < ny ? "the fused add" : "the in-place add");
-        }
-    }
-    free(w); free(x); free(r); free(plain); free(fused); free(inplace);
-    cudaFree(wbase); cudaFree(xbase); cudaFree(rbase); cudaFree(ws); cudaFree(dy);
 }
 
 /* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
@@ -433,11 +373,6 @@ int main(int argc, char **argv) {
     ksplit_case(8960, 1536, 64, 0);
     ksplit_case(1056, 333, 40, 4);
     ksplit_case(2080, 130, 9, 2);
-    /* b18: the 0.5B's o (K = 896) and down (K = 4864) with the residual add, a short last slice */
-    add_case(896, 896, 64);
-    add_case(896, 896, 17);
-    add_case(4864, 896, 64);
-    add_case(2080, 130, 9);
     gu_begin(&R, "ksplit_mm_refused");
     if (mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 1024, 896, 64) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_K, 4864, 896, 64) ||
         mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4864, 896, 8) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4880, 896, 64) ||
