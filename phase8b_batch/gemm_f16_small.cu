@@ -228,8 +228,13 @@ static int64_t sk_bands(const mi8a_run_seg *seg, int n, int RG) {
 
 typedef struct {
     int S, ku, RG, G;   /* K slices and units a slice, row groups, blocks a slice */
-    bool q8;                  /* Q8_0 weights, else Q4_0 */
+    bool q8;            /* Q8_0 weights, else Q4_0 */
 } sk_plan;
+
+/* units a K slice takes when K is cut in S */
+static int sk_slice_units(int64_t K, int S) { return (int)((K / 32 + S - 1) / S); }
+/* bytes of x's f16 copy (the workspace's start) */
+static size_t sk_x_f16_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
 
 /* The launch of a run (S = 1) or of one matmul split S ways over K. Row groups (1, 2 or 4): the
  * smallest whose bands fit one wave of each slice's blocks (one block a multiprocessor: the
@@ -254,8 +259,8 @@ static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int ub
 static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, int NT, int S, sk_plan *p) {
     static long rows = -1;
     const long set = mi_setting_int_once("MINFER_SMALL_ROWS", 0, 64, 0, &rows);
-    const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1, nu = K / 32;
-    p->S = S, p->ku = (int)((nu + S - 1) / S), p->q8 = wt == MI_TYPE_Q8_0;
+    const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1;
+    p->S = S, p->ku = sk_slice_units(K, S), p->q8 = wt == MI_TYPE_Q8_0;
     const int ub = sk_ub(p->q8);
     const int64_t Ks = 32 * (int64_t)p->ku, per = sms / S > 0 ? sms / S : 1;
     int rg = set == 16 || set == 32 || set == 64 ? sk_pick_rg(seg, n, Ks, NT, ub, per, p->ku, set) : 0;
@@ -268,7 +273,8 @@ static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, 
 }
 
 static bool sk_shape_ok(mi_type wt, int64_t K, int64_t N) {
-    return (wt == MI_TYPE_Q4_0 || (wt == MI_TYPE_Q8_0 && mi8b_small_q8_on())) && K >= 32 && K % 32 == 0 && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
+    return (wt == MI_TYPE_Q4_0 || (wt == MI_TYPE_Q8_0 && mi8b_small_q8_on())) && K >= 32 && K % 32 == 0 &&
+           N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
 /* K slices for K (1 up to MI8B_SMALL_MAX_K) */
 static int sk_slices(int64_t K) {
@@ -276,7 +282,7 @@ static int sk_slices(int64_t K) {
 }
 static bool sk_fits(mi_type wt, int64_t K, int64_t N) {
     const int S = sk_slices(K);
-    return sk_smem(32 * ((K / 32 + S - 1) / S), 1, sk_nt(N), sk_ub(wt == MI_TYPE_Q8_0)) <= sk_smem_limit();
+    return sk_smem(32 * (int64_t)sk_slice_units(K, S), 1, sk_nt(N), sk_ub(wt == MI_TYPE_Q8_0)) <= sk_smem_limit();
 }
 
 extern "C" bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -284,8 +290,7 @@ extern "C" bool mi8b_gemm_f16_small_supported(mi_type wt, int64_t K, int64_t M, 
 }
 
 extern "C" size_t mi8b_gemm_f16_small_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    if (!mi8b_gemm_f16_small_supported(wt, K, M, N)) return 0;
-    return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255;   /* x in f16 */
+    return mi8b_gemm_f16_small_supported(wt, K, M, N) ? sk_x_f16_bytes(K, N) : 0;
 }
 
 extern "C" int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t K, int64_t N) {
@@ -368,11 +373,9 @@ extern "C" bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M,
            M <= MI8B_SMALL_MAX_M && sk_fits(wt, K, N);
 }
 
-static size_t ks_x_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
-
 extern "C" size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16_ksplit_supported(wt, K, M, N)) return 0;
-    return ks_x_bytes(K, N) + (size_t)sk_slices(K) * (size_t)N * (size_t)M * sizeof(float);
+    return sk_x_f16_bytes(K, N) + (size_t)sk_slices(K) * (size_t)N * (size_t)M * sizeof(float);
 }
 
 extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
@@ -383,7 +386,7 @@ extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_ksplit: null pointer");
     const cudaStream_t st = (cudaStream_t)stream;
     const int S = sk_slices(K);
-    float *part = (float *)((uint8_t *)workspace + ks_x_bytes(K, N));
+    float *part = (float *)((uint8_t *)workspace + sk_x_f16_bytes(K, N));
     const mi8a_run_seg seg = {w, NULL, part, M};
     MI_TRY(sk_launch(st, wt, &seg, 1, x, K, N, S, workspace));
     kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
