@@ -177,6 +177,23 @@ typedef struct {
 bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype);
 mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_type ctype, int64_t hd, int64_t Hq, int64_t Hkv,
                        int mode, int n_rot, float freq_base);
+/* The same over N rows (a step of many sequences, item b20 of 8b): row i's q and k rotated by
+ * pos[i] (d8's arithmetic, as mi8a_rope_pairs over the N rows), its k and v rows stored to cache
+ * row slots[i] (mi8b_kv_scatter's conversion; a slot outside [0, n_rows) writes nothing). */
+typedef struct {
+    const float *q, *k, *v;           /* [hd*Hq, N], [hd*Hkv, N], [hd*Hkv, N] */
+    float *q_rope, *k_rope;
+    void *cache_k, *cache_v;          /* [hd*Hkv, n_rows_*], of one type */
+    const int32_t *pos, *slots;       /* [N] */
+    int64_t N, n_rows_k, n_rows_v;
+} mi8a_rope_kv_rows_io;
+mi_status mi8a_rope_kv_rows(void *stream, const mi8a_rope_kv_rows_io *io, mi_type ctype, int64_t hd, int64_t Hq,
+                            int64_t Hkv, int mode, int n_rot, float freq_base);
+/* An upper layer's candidates for a step of many sequences' four (roles MI_RKV_ROWS_*): its q and
+ * k RoPE (rope_defer), K scatter (store_defer) and V scatter (store_last); the pass marks such a
+ * four where the dispatch gives them these (mi8a_rope_kv_kernel answers for the roles) */
+void mi8a_rope_kv_rows_add(const struct mi_cuda_kernel *rope_defer, const struct mi_cuda_kernel *store_defer,
+                           const struct mi_cuda_kernel *store_last);
 
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */

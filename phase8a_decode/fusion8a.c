@@ -290,9 +290,43 @@ static bool rkv_quad(mi_tensor *const *q) {
         if (!rkv_role_ok(q[k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST, rq->src[0], rk->src[0])) return false;
     return true;
 }
+/* the same four of a step of many sequences (rows T >= 1, KV_SCATTER to the step's cache rows):
+ * an upper layer's candidates (mi8a_rope_kv_rows_add), roles MI_RKV_ROWS_*, the V scatter holding
+ * q's RoPE input as src[3] (its src[2] is the rows; k's input needs no slot, fusion's header) */
+static bool rkv_rows_role_ok(const mi_tensor *n, int role, mi_tensor *xq) {
+    mi_tensor probe = *n;
+    mi_rope_kv_set_role(&probe, role);
+    if (role == MI_RKV_ROWS_LAST) probe.src[3] = xq;
+    const struct mi_cuda_kernel *k = mi8a_rope_kv_kernel(n, role);
+    return k && mi_cuda_choice(&probe) == k;
+}
+static bool rkv_quad_rows(mi_tensor *const *q) {
+    const mi_tensor *rq = q[0], *rk = q[1], *sk = q[2], *sv = q[3];
+    if (rq->op != MI_OP_ROPE || rk->op != MI_OP_ROPE || sk->op != MI_OP_KV_SCATTER || sv->op != MI_OP_KV_SCATTER)
+        return false;
+    if (!rq->src[0] || !rk->src[0] || !sv->src[0] || sk->src[0] != rk || sv->src[3] || !sk->src[2] ||
+        sk->src[2] != sv->src[2])
+        return false;
+    const int64_t T = mi_nrows(rq->src[0]);
+    if (mi_nrows(rk->src[0]) != T || mi_nrows(sv->src[0]) != T || rq->src[0]->ne[1] != T) return false;
+    if (rq->src[1] != rk->src[1] || memcmp(rq->p, rk->p, 4 * sizeof rq->p[0])) return false;   /* positions, hd, mode, n_rot, base */
+    const mi_tensor *ck = sk->src[1], *cv = sv->src[1];
+    if (!ck || !cv || ck->type != cv->type || ck->ne[0] != cv->ne[0] || sv->src[0]->ne[0] != ck->ne[0]) return false;
+    if (mi_cuda_choice(rq) != mi8a_rope_pairs_kernel() || mi_cuda_choice(rk) != mi8a_rope_pairs_kernel()) return false;
+    for (int k = 0; k < 4; k++)
+        if (!rkv_rows_role_ok(q[k], k < 3 ? MI_RKV_ROWS_DEFER : MI_RKV_ROWS_LAST, rq->src[0])) return false;
+    return true;
+}
 static int mark_rope_kv(mi_graph *g) {
     int marked = 0;
     for (int i = 0; i + 3 < g->n_nodes; i++) {
+        if (rkv_quad_rows(g->nodes + i)) {
+            for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_ROWS_DEFER : MI_RKV_ROWS_LAST);
+            g->nodes[i + 3]->src[3] = g->nodes[i]->src[0];
+            marked += 4;
+            i += 3;
+            continue;
+        }
         if (!rkv_quad(g->nodes + i)) continue;
         for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST);
         g->nodes[i + 3]->src[2] = g->nodes[i]->src[0];

@@ -429,7 +429,18 @@ static const mi_cuda_kernel k_rkv_store = {"KV store, one token: done by its ste
                                            sup_rkv_store, run_rkv_store, NULL, MI_CUDA_K_STEP_PARAMS};
 static const mi_cuda_kernel k_rkv_last = {"V store, one token: q's and k's RoPE and the K and V stores in one launch",
                                           "d8,d14", sup_rkv_last, run_rkv_last, NULL, MI_CUDA_K_STEP_PARAMS};
+/* an upper layer's candidates for a step of many sequences' four (mi8a_rope_kv_rows_add) */
+static const mi_cuda_kernel *g_rkv_rows[3];
+void mi8a_rope_kv_rows_add(const mi_cuda_kernel *rope_defer, const mi_cuda_kernel *store_defer,
+                           const mi_cuda_kernel *store_last) {
+    g_rkv_rows[0] = rope_defer, g_rkv_rows[1] = store_defer, g_rkv_rows[2] = store_last;
+}
 const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const mi_tensor *n, int role) {
+    if (role == MI_RKV_ROWS_DEFER || role == MI_RKV_ROWS_LAST) {
+        if (n->op == MI_OP_ROPE) return role == MI_RKV_ROWS_DEFER ? g_rkv_rows[0] : NULL;
+        if (n->op != MI_OP_KV_SCATTER) return NULL;
+        return role == MI_RKV_ROWS_DEFER ? g_rkv_rows[1] : g_rkv_rows[2];
+    }
     if (n->op == MI_OP_ROPE) return role == MI_RKV_DEFER ? &k_rkv_rope : NULL;
     if (n->op != MI_OP_KV_STORE) return NULL;
     return role == MI_RKV_DEFER ? &k_rkv_store : role == MI_RKV_LAST ? &k_rkv_last : NULL;

@@ -140,6 +140,51 @@ __global__ void kernel_rope_kv(const mi8a_rope_kv_io io, int hd, int Hq, int Hkv
     }
 }
 
+/* d14's four over N rows: thread t takes row t / per, then as kernel_rope_kv within the row */
+__global__ void kernel_rope_kv_rows(const mi8a_rope_kv_rows_io io, int hd, int Hq, int Hkv, int neox, int n_rot,
+                                    int f16, const rope_freqs fq) {
+    MI_PDL_ENTRY();
+    const int half = n_rot / 2, w = hd - n_rot, H = Hq + Hkv;
+    const int64_t rot = (int64_t)half * H, pass = (int64_t)w * H, row = (int64_t)hd * Hkv, per = rot + pass + row;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < per * io.N; t += stride) {
+        const int64_t r = t / per, u = t - r * per;
+        const int64_t slot = io.slots[r];
+        if (u >= rot + pass) {   /* v */
+            const int64_t j = u - rot - pass;
+            if (slot >= 0 && slot < io.n_rows_v) store_kv(io.cache_v, f16, slot * row + j, io.v[r * row + j]);
+            continue;
+        }
+        int64_t h, d0, d1 = -1;
+        if (u < rot) {
+            const int64_t i = u % half;
+            h = u / half;
+            d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
+        } else {
+            const int64_t v = u - rot;
+            h = v / w, d0 = n_rot + v % w;
+        }
+        const bool is_k = h >= Hq;
+        const int64_t hh = is_k ? h - Hq : h;
+        const int64_t base = is_k ? r * row + hh * hd : (r * Hq + hh) * hd;
+        const float *xh = (is_k ? io.k : io.q) + base;
+        float *yh = (is_k ? io.k_rope : io.q_rope) + base;
+        float y0, y1 = 0.0f;
+        if (d1 >= 0) {
+            const float2 rr = rotate_pair(xh, d0, d1, (float)io.pos[r] * fq.f[u % half]);
+            y0 = rr.x, y1 = rr.y;
+            yh[d1] = y1;
+        } else {
+            y0 = xh[d0];
+        }
+        yh[d0] = y0;
+        if (is_k && slot >= 0 && slot < io.n_rows_k) {
+            store_kv(io.cache_k, f16, slot * row + hh * hd + d0, y0);
+            if (d1 >= 0) store_kv(io.cache_k, f16, slot * row + hh * hd + d1, y1);
+        }
+    }
+}
+
 extern "C" bool mi8a_rope_kv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype) {
     return mi8a_rope_pairs_supported(hd, n_rot, mode) && Hq > 0 && Hkv > 0 && (Hq + Hkv) * hd <= INT32_MAX &&
            (ctype == MI_TYPE_F16 || ctype == MI_TYPE_F32);
@@ -155,5 +200,18 @@ extern "C" mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_ty
                               (int)Hq, (int)Hkv, mode == MI_ROPE_NEOX, n_rot, ctype == MI_TYPE_F16,
                               *freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_kv");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8a_rope_kv_rows(void *stream, const mi8a_rope_kv_rows_io *io, mi_type ctype, int64_t hd,
+                                       int64_t Hq, int64_t Hkv, int mode, int n_rot, float freq_base) {
+    if (!mi8a_rope_kv_supported(hd, Hq, Hkv, n_rot, mode, ctype) || io->N < 1 || io->N > INT32_MAX)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_rope_kv_rows: hd %lld, heads %lld + %lld, %lld rows, n_rot %d, cache %s",
+                      (long long)hd, (long long)Hq, (long long)Hkv, (long long)io->N, n_rot, mi_type_name(ctype));
+    const int64_t total = ((int64_t)(n_rot / 2) * (Hq + Hkv) + (hd - n_rot) * (Hq + Hkv) + hd * Hkv) * io->N;
+    MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_kv_rows, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, *io,
+                              (int)hd, (int)Hq, (int)Hkv, mode == MI_ROPE_NEOX, n_rot, ctype == MI_TYPE_F16,
+                              *freqs_for(freq_base, n_rot)));
+    MI_CU_CHECK_LAUNCH("kernel_rope_kv_rows");
     return MI_OK;
 }

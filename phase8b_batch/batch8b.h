@@ -78,6 +78,9 @@ mi_status mi8b_gemm_split(void *stream, mi_type wt, const void *w, const float *
  * workspace: x quantized, then the parts. Within 7b's matmul bound; bit-identical run to run. */
 #define MI8B_STREAM_MIN_N 9
 #define MI8B_STREAM_MAX_N 64
+/* the fewest rows b6's and b12's kernels take (rows past N are neither loaded nor written, in
+ * tiles of 16); the dispatch gives them 2..8 (and b6 9..16) rows only with item b21 */
+#define MI8B_F16_MIN_N 2
 bool mi8b_gemm_stream_supported(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
 int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
 size_t mi8b_gemm_stream_workspace(mi_type wt, int64_t K, int64_t M, int64_t N, int stages);
@@ -128,8 +131,14 @@ bool mi8b_gemm_f16_ksplit_supported(mi_type wt, int64_t K, int64_t M, int64_t N)
 size_t mi8b_gemm_f16_ksplit_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                                int64_t K, int64_t M, int64_t N, void *workspace);
+/* b19 (install8b.c, read at each launch): the small-K kernel converts x's float slices to f16
+ * itself (no x copy kernel before it) */
+bool mi8b_small_xconv_on(void);
 /* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
 bool mi8b_small_q8_on(void);
+/* b21 (install8b.c, read at each support check): b6's and b12's kernels from 2 rows, and a
+ * batch's FFN_SWIGLU at 2..8 rows on them */
+bool mi8b_f16_small_n_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
 bool mi8b_f16s_khalf_on(void);
 

@@ -91,7 +91,8 @@ __device__ __forceinline__ uint32_t deq_q80(uint32_t v, __half2 d, uint32_t sel)
 
 template <int NT, int RG, bool Q8>
 __global__ void __launch_bounds__(SK_THREADS, 1)
-kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restrict__ X, int K, int N) {
+kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restrict__ X, const float *__restrict__ Xf,
+                      int K, int N) {
     constexpr int KP = 8 / RG, BM = 16 * RG, UB = sk_ub(Q8);
     extern __shared__ __align__(16) uint8_t smem[];
     const int G = gridDim.x / run.S, z = blockIdx.x / G, u0 = z * run.ku;
@@ -103,16 +104,30 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
 
-    /* every token's slice of K with the first band (one group), the second band (the next) */
-    const int ach = 2 * 32 * nu / 16;
-    for (int i = tid; i < 8 * NT * ach; i += SK_THREADS) {
-        const int n = i / ach, c = i - n * ach;
-        if (n < N) async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + (size_t)u0 * 64 + 16 * c);
+    /* every token's slice of K (x's f16 copy) with the first band (one group), the second band
+     * (the next); b19 (Xf): x's float slice converted here as kernel_act_f16_pairs converts it,
+     * while the bands' rows are on their way */
+    if (!Xf) {
+        const int ach = 2 * 32 * nu / 16;
+        for (int i = tid; i < N * ach; i += SK_THREADS) {
+            const int n = i / ach, c = i - n * ach;
+            async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + (size_t)u0 * 64 + 16 * c);
+        }
     }
     int b = blockIdx.x - z * G;
     for (int q = 0; q < 2; q++) {
         if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot, UB);
         async_commit();
+    }
+    if (Xf) {
+        const int g4 = 8 * nu;   /* groups of four elements in a token's slice */
+        for (int i = tid; i < N * g4; i += SK_THREADS) {
+            const int n = i / g4, g = i - n * g4;
+            const float4 v = __ldg((const float4 *)(Xf + (size_t)n * K + (size_t)u0 * 32) + g);
+            __half2 *d = (__half2 *)(sa + n * astr + 8 * g);
+            d[0] = __floats2half2_rn(v.x, v.z);
+            d[1] = __floats2half2_rn(v.y, v.w);
+        }
     }
 
     const int rg = warp % RG, kp = warp / RG;
@@ -274,7 +289,7 @@ static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, 
 
 static bool sk_shape_ok(mi_type wt, int64_t K, int64_t N) {
     return (wt == MI_TYPE_Q4_0 || (wt == MI_TYPE_Q8_0 && mi8b_small_q8_on())) && K >= 32 && K % 32 == 0 &&
-           N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N;
+           N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
 /* K slices for K (1 up to MI8B_SMALL_MAX_K) */
 static int sk_slices(int64_t K) {
@@ -299,8 +314,8 @@ extern "C" int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int
 }
 
 template <int NT, int RG, bool Q8>
-static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
-                              int64_t N, const sk_plan *p) {
+static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, const float *xf,
+                              int64_t K, int64_t N, const sk_plan *p) {
     const size_t smem = sk_smem(32 * (int64_t)p->ku, RG, NT, sk_ub(Q8));
     if (!sk_prepare<NT, RG, Q8>(smem))
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16_small: %zu bytes of shared memory for K = %lld refused", smem,
@@ -311,36 +326,39 @@ static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, c
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;
     }
-    kernel_gemm_f16_small<NT, RG, Q8><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, (int)K, (int)N);
+    kernel_gemm_f16_small<NT, RG, Q8><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, xf, (int)K, (int)N);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16_small");
     return MI_OK;
 }
 
 template <int NT>
-static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh, int64_t K,
-                                 int64_t N, const sk_plan *p) {
+static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n, const uint8_t *xh,
+                                 const float *xf, int64_t K, int64_t N, const sk_plan *p) {
     switch (p->RG * 2 + p->q8) {
-    case 2: return launch_small<NT, 1, false>(st, seg, n, xh, K, N, p);
-    case 3: return launch_small<NT, 1, true>(st, seg, n, xh, K, N, p);
-    case 4: return launch_small<NT, 2, false>(st, seg, n, xh, K, N, p);
-    case 5: return launch_small<NT, 2, true>(st, seg, n, xh, K, N, p);
-    case 8: return launch_small<NT, 4, false>(st, seg, n, xh, K, N, p);
-    default: return launch_small<NT, 4, true>(st, seg, n, xh, K, N, p);
+    case 2: return launch_small<NT, 1, false>(st, seg, n, xh, xf, K, N, p);
+    case 3: return launch_small<NT, 1, true>(st, seg, n, xh, xf, K, N, p);
+    case 4: return launch_small<NT, 2, false>(st, seg, n, xh, xf, K, N, p);
+    case 5: return launch_small<NT, 2, true>(st, seg, n, xh, xf, K, N, p);
+    case 8: return launch_small<NT, 4, false>(st, seg, n, xh, xf, K, N, p);
+    default: return launch_small<NT, 4, true>(st, seg, n, xh, xf, K, N, p);
     }
 }
 
-/* x's f16 copy, then the kernel over the plan's slices */
+/* x's f16 copy, then the kernel over the plan's slices; b19: the kernel alone, converting x's
+ * slices itself (x's rows 16-byte aligned) */
 static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                            int64_t N, int S, void *workspace) {
     sk_plan p;
     if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
-    MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
-    const uint8_t *xh = (const uint8_t *)workspace;
+    const bool conv = mi8b_small_xconv_on() && ((uintptr_t)x & 15) == 0;
+    if (!conv) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+    const uint8_t *xh = conv ? NULL : (const uint8_t *)workspace;
+    const float *xf = conv ? x : NULL;
     switch (sk_nt(N)) {
-    case 2: return launch_small_rg<2>(st, seg, n, xh, K, N, &p);
-    case 4: return launch_small_rg<4>(st, seg, n, xh, K, N, &p);
-    default: return launch_small_rg<8>(st, seg, n, xh, K, N, &p);
+    case 2: return launch_small_rg<2>(st, seg, n, xh, xf, K, N, &p);
+    case 4: return launch_small_rg<4>(st, seg, n, xh, xf, K, N, &p);
+    default: return launch_small_rg<8>(st, seg, n, xh, xf, K, N, &p);
     }
 }
 

@@ -308,7 +308,7 @@ static int f16s_occ(mi_type wt, int64_t N) {
 
 extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
     /* the units (bands x super-blocks) counted in an int: a run's length and stage are ints */
-    return (wt == MI_TYPE_Q4_K || wt == MI_TYPE_Q6_K) && N >= MI8B_STREAM_MIN_N && N <= MI8B_STREAM_MAX_N &&
+    return (wt == MI_TYPE_Q4_K || wt == MI_TYPE_Q6_K) && N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N &&
            K >= FS_SB && K % FS_SB == 0 && M >= 1 && (M + FS_BM - 1) / FS_BM <= 0x7fffffff / (K / FS_SB) &&
            f16s_occ(wt, N) >= 1;
 }

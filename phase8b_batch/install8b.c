@@ -97,6 +97,78 @@ static mi_status run_kv_scatter(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                            cache->ne[1]);
 }
 
+/* ---------------- b20: a step's q and k RoPE and K and V scatters in one launch ----------------
+ * The four marked by 8a's pass (roles MI_RKV_ROWS_*): the RoPEs and the K scatter launch nothing
+ * and leave what they would do in a thread-local record; the V scatter checks it (same context,
+ * its three predecessors in order, the K scatter reading the k RoPE and the same rows, its src[3]
+ * q's RoPE input) and launches 8a's kernel over the step's rows, or fails the step rather than
+ * leave an output unwritten. Every value is the one d8's RoPE and the two scatters write. */
+static _Thread_local struct {
+    const mi_cuda_ctx *c;
+    int n, last_id;
+    const mi_tensor *k_rope;
+    mi8a_rope_kv_rows_io io;
+    int64_t Hq;
+} g_rkv;
+
+static bool rkv_follows(const mi_cuda_ctx *c, const mi_tensor *n, int have) {
+    return g_rkv.n == have && g_rkv.c == c && g_rkv.last_id == n->id - 1;
+}
+static bool sup_rkv_rope(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0];
+    const int64_t hd = mi_rope_head_dim(n);
+    return n->op == MI_OP_ROPE && mi_rope_kv_role(n) == MI_RKV_ROWS_DEFER && x && x->type == MI_TYPE_F32 &&
+           n->src[1] && hd > 0 && x->ne[0] % hd == 0 && mi_nrows(x) == x->ne[1] &&
+           mi8a_rope_kv_supported(hd, x->ne[0] / hd, 1, mi_rope_n_rot(n), mi_rope_mode(n), MI_TYPE_F16);
+}
+static bool sup_rkv_store(const mi_tensor *n) { return mi_rope_kv_role(n) == MI_RKV_ROWS_DEFER && sup_kv_scatter(n); }
+static bool sup_rkv_last(const mi_tensor *n) {
+    return mi_rope_kv_role(n) == MI_RKV_ROWS_LAST && sup_kv_scatter(n) && n->src[3] && n->src[3]->type == MI_TYPE_F32;
+}
+static mi_status run_rkv_rope(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const bool is_k = rkv_follows(c, n, 1);
+    if (!is_k) g_rkv.n = 0, g_rkv.c = c;   /* the q RoPE starts the record */
+    if (is_k) g_rkv.io.k = n->src[0]->data, g_rkv.io.k_rope = n->data, g_rkv.k_rope = n;
+    else g_rkv.io.q = n->src[0]->data, g_rkv.io.q_rope = n->data, g_rkv.io.pos = n->src[1]->data,
+         g_rkv.io.N = mi_nrows(n->src[0]), g_rkv.Hq = n->src[0]->ne[0] / mi_rope_head_dim(n);
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+static mi_status run_rkv_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    MI_TRY(chk_kv_scatter(n));
+    if (!rkv_follows(c, n, 2) || n->src[0] != g_rkv.k_rope) {
+        g_rkv.n = 0;
+        return MI_OK;   /* the last finds the record incomplete and fails the step */
+    }
+    g_rkv.io.cache_k = n->src[1]->data;
+    g_rkv.io.n_rows_k = n->src[1]->ne[1];
+    g_rkv.io.slots = n->src[2]->data;
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    MI_TRY(chk_kv_scatter(n));
+    const bool ok = rkv_follows(c, n, 3) && n->src[3]->data == g_rkv.io.q && n->src[2]->data == g_rkv.io.slots &&
+                    mi_nrows(n->src[0]) == g_rkv.io.N;
+    g_rkv.n = 0;
+    if (!ok)
+        return mi_err(MI_ERR_INTERNAL, "b20: the V scatter %s (#%d) found no record of the RoPEs and K scatter before it",
+                      n->name, n->id);
+    const mi_tensor *rope = g_rkv.k_rope;
+    const int64_t hd = mi_rope_head_dim(rope);
+    mi8a_rope_kv_rows_io io = g_rkv.io;
+    io.v = n->src[0]->data;
+    io.cache_v = n->src[1]->data;
+    io.n_rows_v = n->src[1]->ne[1];
+    return mi8a_rope_kv_rows(mi_cuda_stream(c), &io, n->src[1]->type, hd, g_rkv.Hq, rope->src[0]->ne[0] / hd,
+                             mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope));
+}
+
 /* ---------------- ATTN_PAGED: q [hd*Hq, T], K/V (KV_SCATTER nodes), seqs I32 ---------------- */
 static bool sup_attn_paged(const mi_tensor *n) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
@@ -129,6 +201,12 @@ static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 
 static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache rows (7b's conversion)", NULL,
                                             sup_kv_scatter, run_kv_scatter, NULL, 0};
+static const mi_cuda_kernel k_rkv_rope = {"RoPE, a step's rows: computed by its V scatter (b20)", "d8,b20",
+                                          sup_rkv_rope, run_rkv_rope, NULL, 0};
+static const mi_cuda_kernel k_rkv_store = {"K scatter, a step's rows: done by its V scatter (b20)", "d8,b20",
+                                           sup_rkv_store, run_rkv_store, NULL, 0};
+static const mi_cuda_kernel k_rkv_last = {"V scatter, a step's rows: q's and k's RoPE and both scatters in one launch",
+                                          "d8,b20", sup_rkv_last, run_rkv_last, NULL, 0};
 static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV head, split) over its sequence", NULL,
                                             sup_attn_paged, run_attn_paged, ws_attn_paged, 0};
 /* The same kernel, marked replayable (item b2): its grid comes from the step's rows and its
@@ -203,12 +281,16 @@ static const mi_cuda_kernel k_mm_stream2 = {
     "matmul, 33..64 rows, weights streamed by cp.async through a 2-stage ring, int8 tensor cores", "b3,b5",
     sup_mm_stream2, run_mm_stream2, ws_mm_stream2, 0};
 
+/* b21: read at each support check (a switch changes the dispatch epoch: choices are made again) */
+bool mi8b_f16_small_n_on(void) { return mi_cuda_item_on("b21"); }
+
 /* b6: Q4_K / Q6_K at 17..64 rows with f16 tensor cores (the weights dequantized in registers).
- * From 17 rows: at 9..16 b3's int8 kernel already streams at the bandwidth its grid allows. */
+ * From 17 rows, or with b21 from 2 (9..16 went to b3's int8 kernel, 2..8 to 7e's staged rows). */
 #define F16S_MIN_N 17
 static bool sup_mm_f16s(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K && mi_nrows(n->src[1]) >= F16S_MIN_N &&
+    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K &&
+           mi_nrows(n->src[1]) >= (mi8b_f16_small_n_on() ? MI8B_F16_MIN_N : F16S_MIN_N) &&
            mi8b_gemm_f16s_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) && mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_f16s(const mi_tensor *n) {
@@ -229,9 +311,12 @@ static const mi_cuda_kernel k_mm_f16s = {
 /* b12: Q4_0 (b16: and Q8_0) at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the
  * 0.5B's q/k/v/o and gate/up, where b1 takes three launches and b3's ring has under four stages a
  * band to fill; b16: its Q8_0 head, which b3's stream kernel reads at ~0.7 TB/s) */
+/* the fewest rows b12's and b15's kernels get: b3's and b1's 9, or with b21 2 */
+static int64_t small_min_n(void) { return mi8b_f16_small_n_on() ? MI8B_F16_MIN_N : MI8B_STREAM_MIN_N; }
 static bool sup_mm_small(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi8b_gemm_f16_small_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+    return w && n->src[1] && mi_nrows(n->src[1]) >= small_min_n() &&
+           mi8b_gemm_f16_small_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
            mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_small(const mi_tensor *n) {
@@ -247,13 +332,15 @@ static const mi_cuda_kernel k_mm_small = {
     "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: whole K a block, dequantized to f16 tensor cores, one launch", "b12",
     sup_mm_small, run_mm_small, ws_mm_small, 0};
 
+/* b19: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
+bool mi8b_small_xconv_on(void) { return mi_cuda_item_on("b19"); }
 /* b16: read at each support check (a switch changes the dispatch epoch: choices are made again) */
 bool mi8b_small_q8_on(void) { return mi_cuda_item_on("b16"); }
 
 /* b15: Q4_0 past K = 1024 (the 0.5B's down) on the same kernel, K split into slices */
 static bool sup_mm_ksplit(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi8b_gemm_f16_ksplit_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+    return w && n->src[1] && mi_nrows(n->src[1]) >= small_min_n() && mi8b_gemm_f16_ksplit_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
            mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_ksplit(const mi_tensor *n) {
@@ -269,6 +356,55 @@ static mi_status run_mm_ksplit(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static const mi_cuda_kernel k_mm_ksplit = {
     "matmul, 9..64 rows, Q4_0 past K = 1024: b12's kernel over K slices, the slices summed in order", "b15",
     sup_mm_ksplit, run_mm_ksplit, ws_mm_ksplit, 0};
+
+/* b21: FFN_SWIGLU (7c's pass makes it for a batch step of 2..8 rows) as its gate and up on b6's
+ * kernel (Q4_K, Q6_K at K >= 2048) or as one run of b12's (Q4_0, Q8_0 at K <= 1024), then 7b's
+ * SwiGLU: the two matmuls and the activation the fused node stands for, each weight read once
+ * for all rows where 7e's staged FFN reads it once a row */
+static bool ffn_shape_ok(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
+    return wg && wu && x && x->type == MI_TYPE_F32 && n->type == MI_TYPE_F32 && wg->type == wu->type &&
+           wg->ne[0] == wu->ne[0] && wg->ne[1] == wu->ne[1] && wg->ne[0] == x->ne[0] && wg->ne[2] == 1 &&
+           wg->ne[3] == 1 && wu->ne[2] == 1 && wu->ne[3] == 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
+           n->ne[0] == wg->ne[1] && n->ne[1] == x->ne[1] && mi_nelements(n) == n->ne[0] * n->ne[1];
+}
+static bool ffn_on_f16s(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0];
+    return wg->ne[0] >= STREAM_MIN_K && mi8b_gemm_f16s_supported(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+}
+static bool sup_ffn_f16(const mi_tensor *n) {
+    if (!mi8b_f16_small_n_on() || !ffn_shape_ok(n) || n->ne[1] < MI8B_F16_MIN_N) return false;
+    const mi_tensor *wg = n->src[0];
+    return ffn_on_f16s(n) || mi8b_gemm_f16_small_supported(wg->type, wg->ne[0], 2 * wg->ne[1], n->ne[1]);
+}
+static size_t ffn_part_bytes(const mi_tensor *n) {
+    return ((size_t)n->ne[0] * (size_t)n->ne[1] * sizeof(float) + 255) & ~(size_t)255;
+}
+static size_t ws_ffn_f16(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0];
+    const size_t mm = ffn_on_f16s(n) ? mi8b_gemm_f16s_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1])
+                                     : mi8b_gemm_f16_small_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+    return 2 * ffn_part_bytes(n) + mm;
+}
+static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0], *wu = n->src[1];
+    const float *x = n->src[2]->data;
+    const int64_t K = wg->ne[0], F = wg->ne[1], N = n->ne[1];
+    float *g = (float *)ws, *u = (float *)((uint8_t *)ws + ffn_part_bytes(n));
+    void *mws = (uint8_t *)ws + 2 * ffn_part_bytes(n);
+    void *st = mi_cuda_stream(c);
+    if (ffn_on_f16s(n)) {
+        MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, mws));
+        MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, mws));
+    } else {
+        const mi8a_run_seg seg[2] = {{wg->data, NULL, g, F}, {wu->data, NULL, u, F}};
+        MI_TRY(mi8b_gemm_f16_small_run(st, wg->type, seg, 2, x, K, N, mws));
+    }
+    return mi7b_swiglu(st, g, u, n->data, F * N);
+}
+static const mi_cuda_kernel k_ffn_f16 = {
+    "fused FFN, 2..8 rows: gate and up on b6's or b12's f16 kernel (each weight read once for all rows), then SwiGLU",
+    "b21", sup_ffn_f16, run_ffn_f16, ws_ffn_f16, 0};
 
 /* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
  * nodes before the last record their matmul, the last launches every one (x's f16 copy once) */
@@ -315,6 +451,12 @@ void mi_phase8b_install(void) {
     mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
     mi_cuda_set_op_check(MI_OP_ATTN_PAGED, chk_attn_paged);
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged);
+    mi_cuda_item_declare("b20", "a step's q and k RoPE and its K and V scatters in one launch (8a's d14 over the "
+                                "step's rows, each row to its cache row)");
+    mi_cuda_add_kernel(MI_OP_ROPE, &k_rkv_rope);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_store);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_last);
+    mi8a_rope_kv_rows_add(&k_rkv_rope, &k_rkv_store, &k_rkv_last);
     mi_cuda_item_declare("b1", "a batch's matmuls of 9..64 rows split over K, so the int8 tensor-core tiles fill the GPU");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
     mi_cuda_item_declare("b2", "a step of many sequences captured into a CUDA graph once a shape and bucket, then replayed");
@@ -342,6 +484,12 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
                                 "into slices of 896, the slices' sums added in order by a second kernel");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */
+    mi_cuda_item_declare("b19", "b12's kernel converts x's float slice to f16 in each block (as the copy kernel "
+                                "does, while the first bands' rows load), not after a copy kernel of its own");
+    mi_cuda_item_declare("b21", "b6's and b12's f16 kernels from 2 rows (b6 from 17 without it), and a batch's fused "
+                                "FFN at 2..8 rows as their gate and up, then SwiGLU, where 7e's staged rows read the "
+                                "weights once a row");
+    mi_cuda_add_kernel(MI_OP_FFN_SWIGLU, &k_ffn_f16);   /* in front of 7e's and 7c's */
     mi_cuda_item_declare("b16", "b12's kernel takes Q8_0 weights too (the 0.5B's output head at K = 896, which b3's "
                                 "stream kernel reads at a fraction of the bandwidth)");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "

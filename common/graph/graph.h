@@ -140,18 +140,21 @@ static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(
  * launching nothing. 0: no run. Hints of a device's pass: the CPU computes each node itself. */
 enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2, MI_MM_RUN_DEFER = 3, MI_MM_RUN_LAST = 4 };
 static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
-/* ROPE p[4], KV_STORE p[1]: the node is one of a one-token step's four that one launch can do
- * (q's RoPE, k's RoPE, the K store of k's RoPE, the V store, consecutive): the V store
+/* ROPE p[4], KV_STORE and KV_SCATTER p[1]: the node is one of a step's four that one launch can
+ * do (q's RoPE, k's RoPE, the K store of k's RoPE, the V store, consecutive): the V store
  * (MI_RKV_LAST) does all four, the others (MI_RKV_DEFER) launch nothing; the V store then
- * has the two RoPEs' inputs as src[2] and src[3], so they stay allocated until it runs. 0: none.
- * Hints of a device's pass: the CPU computes each node itself. */
-enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2 };
+ * has the two RoPEs' inputs as src[2] and src[3], so they stay allocated until it runs. A step
+ * of many sequences (KV_SCATTER: src[2] its rows) is marked MI_RKV_ROWS_DEFER / _LAST, its V
+ * scatter holding q's RoPE input as src[3] (k's needs none: nothing is allocated between the k
+ * RoPE and the V scatter, which alias the caches). 0: none. Hints of a device's pass: the CPU
+ * computes each node itself. */
+enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2, MI_RKV_ROWS_DEFER = 3, MI_RKV_ROWS_LAST = 4 };
 static inline int mi_rope_kv_role(const mi_tensor *n) {
-    return n->op == MI_OP_ROPE ? (int)n->p[4] : n->op == MI_OP_KV_STORE ? (int)n->p[1] : 0;
+    return n->op == MI_OP_ROPE ? (int)n->p[4] : n->op == MI_OP_KV_STORE || n->op == MI_OP_KV_SCATTER ? (int)n->p[1] : 0;
 }
 static inline void mi_rope_kv_set_role(mi_tensor *n, int role) {
     if (n->op == MI_OP_ROPE) n->p[4] = role;
-    else if (n->op == MI_OP_KV_STORE) n->p[1] = role;
+    else if (n->op == MI_OP_KV_STORE || n->op == MI_OP_KV_SCATTER) n->p[1] = role;
 }
 static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
 static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }

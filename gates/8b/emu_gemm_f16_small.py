@@ -212,6 +212,7 @@ def main():
         run(4864, [96], 64, 0),   # the 0.5B's down: 6 K slices (the last short), bands of 16
         run(1088, [40], 17, 2),   # K just past 1024: 2 slices of 17 units
         run(32, [30000, 6000], 9, 2),   # 563 bands of 64: five a block, the two buffers in turn
+        run(896, [96, 32], 3, 2),        # b21: 3 rows (gate + up of a step of three sequences)
         run(896, [140], 64, 0, q8=True),   # Q8_0 (b16): the 0.5B's head's K
         run(1024, [300, 20], 17, 2, q8=True),   # a run, the largest K, a 2-byte-aligned tensor
     ]

@@ -401,6 +401,8 @@ def main():
         run(Q4_K, 768, 256, 17, 4, P=5),         # 2 bands, 6 units, NT 4, a 4-byte-aligned tensor
         run(Q6_K, 512, 20, 17, 6, P=1),          # 210-byte super-blocks, tensor at +6, one run
         run(Q4_K, 256, 9, 9, 0, P=1),            # NT 2, one stage, a band of 9 rows
+        run(Q4_K, 512, 130, 4, 2, P=3),          # b21: 4 rows in an n-tile pair of 16, two bands cut
+        run(Q6_K, 768, 40, 2, 0, S=2, chunk=2),  # 2 rows, K split
         run(Q6_K, 768, 300, 40, 2, S=2, chunk=2),  # K split: 3 bands x (2 + 1 stages), a 2-byte-aligned tensor
         run(Q4_K, 1024, 260, 24, 4, S=2, chunk=3), # K split 3 + 1 stages, rows past M
         run(Q4_K, 512, 300, 17, 0, S=1, chunk=2),  # whole bands: no fixup

@@ -13,6 +13,8 @@
  *                   the same sequence in a CUDA session of its own: NMSE <= 1e-5 on the 0.5B
  *                   (gate 7e's bound), 1e-3 on the tiny shapes, and the same greedy token unless a near-tie (top-1
  *                   margin <= 2 x the largest logit difference: reported, not hidden)
+ *  rope_kv_rows_*   b20's launch (q's and k's RoPE and both scatters over a step's rows) bit for
+ *                   bit the four kernels it replaces, two rows' slots outside the cache
  *  batch_no_logits   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
@@ -426,6 +428,61 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     mi_model_free(m);
 }
 
+/* b20's launch (8a's d14 over a step's rows) against what it replaces: d8's RoPE of q and k over
+ * the rows, then the K and V scatters: the rotated q and k and every cache row bit for bit, a row
+ * whose slot is outside the cache (-1, n_rows) written nowhere */
+static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_type ct, int N) {
+    char name[96];
+    snprintf(name, sizeof name, "rope_kv_rows_hd%d_Hq%d_Hkv%d_rot%d_%s_%s_N%d", hd, Hq, Hkv, n_rot,
+             mode == MI_ROPE_NEOX ? "neox" : "normal", mi_type_name(ct), N);
+    gu_begin(&R, name);
+    const int64_t nrows = 3 * N + 7, row = (int64_t)hd * Hkv, esz = ct == MI_TYPE_F16 ? 2 : 4;
+    const size_t nq = (size_t)hd * Hq * N, nk = (size_t)row * N, cb = (size_t)(nrows * row * esz);
+    float *q = gu_rand_f32(&g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(&g_seed, nk, -2.f, 2.f);
+    float *v = gu_rand_f32(&g_seed, nk, -2.f, 2.f), *cinit = gu_rand_f32(&g_seed, cb / 4, -1.f, 1.f);
+    int32_t *pos = malloc((size_t)N * 4), *slots = malloc((size_t)N * 4);
+    for (int i = 0; i < N; i++) {
+        pos[i] = (int32_t)(gu_rng(&g_seed) % 40000);
+        slots[i] = (int32_t)(3 * i + (int)(gu_rng(&g_seed) % 3));
+    }
+    if (N > 2) slots[1] = -1, slots[N - 1] = (int32_t)nrows;   /* outside: written nowhere */
+    void *b[12];
+    float *dq = dev_up_at(q, nq * 4, 0, &b[0]), *dk = dev_up_at(k, nk * 4, 0, &b[1]), *dv = dev_up_at(v, nk * 4, 0, &b[2]);
+    int32_t *dpos = dev_up_at(pos, (size_t)N * 4, 0, &b[3]), *dslots = dev_up_at(slots, (size_t)N * 4, 0, &b[4]);
+    void *ck1 = dev_up_at(cinit, cb, 0, &b[5]), *cv1 = dev_up_at(cinit, cb, 0, &b[6]);
+    void *ck2 = dev_up_at(cinit, cb, 0, &b[7]), *cv2 = dev_up_at(cinit, cb, 0, &b[8]);
+    float *qr1 = dev_poison(nq * 4), *kr1 = dev_poison(nk * 4), *qr2 = dev_poison(nq * 4), *kr2 = dev_poison(nk * 4);
+    const float base = 1000000.0f;
+    mi_status st = mi8a_rope_pairs(S, dq, dpos, qr1, hd, Hq, N, mode, n_rot, base);
+    if (st == MI_OK) st = mi8a_rope_pairs(S, dk, dpos, kr1, hd, Hkv, N, mode, n_rot, base);
+    if (st == MI_OK) st = mi8b_kv_scatter(S, kr1, ck1, ct, row, N, dslots, nrows);
+    if (st == MI_OK) st = mi8b_kv_scatter(S, dv, cv1, ct, row, N, dslots, nrows);
+    const mi8a_rope_kv_rows_io io = {dq, dk, dv, qr2, kr2, ck2, cv2, dpos, dslots, N, nrows, nrows};
+    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io, ct, hd, Hq, Hkv, mode, n_rot, base);
+    uint8_t *h[8];
+    const size_t hn[8] = {nq * 4, nk * 4, nq * 4, nk * 4, cb, cb, cb, cb};
+    const void *dsrc[8] = {qr1, kr1, qr2, kr2, ck1, cv1, ck2, cv2};
+    for (int i = 0; i < 8; i++) h[i] = malloc(hn[i]);
+    if (st == MI_OK && cudaStreamSynchronize(S) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < 8 && st == MI_OK; i++)
+        if (cudaMemcpy(h[i], dsrc[i], hn[i], cudaMemcpyDeviceToHost) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "copy back");
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        static const char *what[4] = {"q's RoPE", "k's RoPE", "the K cache", "the V cache"};
+        int bad = -1;
+        size_t at = 0;
+        for (int i = 0; i < 4 && bad < 0; i++)
+            if ((at = gu_first_diff(h[i], h[i + 2 + (i >= 2 ? 2 : 0)], hn[i])) != (size_t)-1) bad = i;
+        if (bad < 0) gu_pass(&R, "%d rows (two slots outside the cache): RoPEs and cache rows bit for bit the four kernels", N);
+        else gu_fail(&R, "%s differs from the four kernels' first at byte %zu", what[bad], at);
+    }
+    for (int i = 0; i < 8; i++) free(h[i]);
+    for (int i = 0; i < 9; i++) cudaFree(b[i]);
+    cudaFree(qr1), cudaFree(kr1), cudaFree(qr2), cudaFree(kr2);
+    free(q), free(k), free(v), free(cinit), free(pos), free(slots);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b", "8b");
@@ -448,6 +505,9 @@ int main(int argc, char **argv) {
         return gu_finish(&R);
     }
     paged8b_device(&R, S, &g_seed, g_cpu, g_cuda);
+    test_rope_kv_rows(64, 14, 2, 64, MI_ROPE_NEOX, MI_TYPE_F16, 64);    /* the 0.5B */
+    test_rope_kv_rows(128, 28, 4, 128, MI_ROPE_NEOX, MI_TYPE_F16, 17);  /* the 7B */
+    test_rope_kv_rows(64, 8, 8, 32, MI_ROPE_NORMAL, MI_TYPE_F32, 5);    /* part of each head rotated */
     test_full_pool();
     test_no_logits();
     const plan plans[] = {

@@ -197,7 +197,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
 
 /* b12 (Q4_0) against b1's split int8 kernel */
 static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, NULL, run_split, ws_split,
+    static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, "b19", run_split, ws_split,
                                  "b1's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
@@ -217,7 +217,7 @@ static mi_status run_ksplit(mi_type t, const void *w, const float *x, const floa
     return mi8b_gemm_f16_ksplit(S, t, w, x, b, y, K, M, N, ws);
 }
 static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, NULL, run_stream3, ws_stream3,
+    static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, "b19", run_stream3, ws_stream3,
                                  "b3's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
@@ -333,12 +333,16 @@ int main(int argc, char **argv) {
     f16s_case(MI_TYPE_Q4_K, 2560, 333, 40, 4);
     f16s_case(MI_TYPE_Q6_K, 3328, 200, 63, 6);
     f16s_case(MI_TYPE_Q6_K, 1280, 130, 9, 2);
+    /* b21: from 2 rows (a batch step of 2..8 sequences): the 7B's q/o, gate/up and Q6_K down */
+    f16s_case(MI_TYPE_Q4_K, 3584, 3584, 2, 0);
+    f16s_case(MI_TYPE_Q4_K, 3584, 18944, 4, 0);
+    f16s_case(MI_TYPE_Q6_K, 18944, 3584, 8, 2);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
-        mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 8) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
-        gu_fail(&R, "took Q4_0, Q8_0, N = 8 or N = 65");
+        mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
+        gu_fail(&R, "took Q4_0, Q8_0, N = 1 or N = 65");
     else
-        gu_pass(&R, "Q4_0, Q8_0, N = 8 and N = 65 refused");
+        gu_pass(&R, "Q4_0, Q8_0, N = 1 and N = 65 refused");
     /* b12: the 0.5B's q / o, k / v, gate / up at K = 896; rows past a band, an unaligned tensor,
      * the largest K, one unit a part (K = 256 over 8 parts) */
     small_case(896, 896, 64, 0);
@@ -350,6 +354,8 @@ int main(int argc, char **argv) {
     small_case(1024, 333, 40, 4);
     small_case(256, 2100, 24, 0);
     small_case(32, 20, 9, 0);
+    small_case(896, 896, 2, 0);      /* b21: from 2 rows */
+    small_case(896, 4864, 5, 2);
     /* b16: Q8_0, the 0.5B's output head at 64 and 16 rows, q/o, edges */
     small_case_t(MI_TYPE_Q8_0, 896, 151936, 64, 0);
     small_case_t(MI_TYPE_Q8_0, 896, 151936, 16, 0);
@@ -375,18 +381,18 @@ int main(int argc, char **argv) {
     ksplit_case(2080, 130, 9, 2);
     gu_begin(&R, "ksplit_mm_refused");
     if (mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 1024, 896, 64) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_K, 4864, 896, 64) ||
-        mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4864, 896, 8) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4880, 896, 64) ||
+        mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4864, 896, 1) || mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, 4880, 896, 64) ||
         mi8b_gemm_f16_ksplit_supported(MI_TYPE_Q4_0, MI8B_KSPLIT_MAX_K + 32, 896, 64))
-        gu_fail(&R, "took K = 1024, Q4_K, N = 8, K = 4880 or K past its limit");
+        gu_fail(&R, "took K = 1024, Q4_K, N = 1, K = 4880 or K past its limit");
     else
-        gu_pass(&R, "K = 1024, Q4_K, N = 8, K = 4880 and K past its limit refused");
+        gu_pass(&R, "K = 1024, Q4_K, N = 1, K = 4880 and K past its limit refused");
     gu_begin(&R, "small_mm_refused");
     if (mi8b_gemm_f16_small_supported(MI_TYPE_Q4_K, 1024, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_1, 896, 896, 64) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 1056, 896, 64) ||
-        mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 8) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
+        mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 1) || mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 896, 896, 65) ||
         mi8b_gemm_f16_small_supported(MI_TYPE_Q4_0, 880, 896, 64))
-        gu_fail(&R, "took Q4_K, Q4_1, K = 1056, K = 880, N = 8 or N = 65");
+        gu_fail(&R, "took Q4_K, Q4_1, K = 1056, K = 880, N = 1 or N = 65");
     else
-        gu_pass(&R, "Q4_K, Q4_1, K = 1056, K = 880, N = 8 and N = 65 refused");
+        gu_pass(&R, "Q4_K, Q4_1, K = 1056, K = 880, N = 1 and N = 65 refused");
     cudaStreamDestroy(S);
     return gu_finish(&R);
 }
