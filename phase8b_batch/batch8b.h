@@ -141,6 +141,8 @@ bool mi8b_small_q8_on(void);
 bool mi8b_f16_small_n_on(void);
 /* b11 (install8b.c, read at each launch): a warp takes every token and half a stage's units */
 bool mi8b_f16s_khalf_on(void);
+/* b22 (install8b.c, read at each launch): b6's matmul on wgmma where the build and device have it */
+bool mi8b_f16s_wgmma_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

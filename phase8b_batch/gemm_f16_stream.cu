@@ -35,52 +35,23 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16_frag.cuh"
+#include "phase8b_batch/f16s_common.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
-#define FS_BM 128        /* weight rows a block: 8 row groups of 16 */
 /* 16 warps: warp w takes row group w & 7 for half the tokens (w >> 3). Each row group's weights
  * are dequantized by two warps, but a multiprocessor (one 176 KB block) gets 4 warps a scheduler
  * to hide the shared load -> dequantize -> mma chain instead of 2. */
 #define FS_THREADS 512
-#define FS_NS 3          /* ring stages: two in flight while one is computed */
-#define FS_SB 256        /* elements a stage: one super-block */
 /* bytes of a token's stage in the ring: 256 halves and 32 bytes more, so the 64-bit fragment
  * loads of tokens gid 0..3 (one half-warp) fall on 32 distinct banks */
 #define FS_ASLOT 544
 
-template <int WT> struct fs_fmt {
-    static constexpr int wbytes = WT == MI_TYPE_Q4_K ? 144 : 210;   /* a super-block */
-    static constexpr int wch = ((wbytes + 30) / 16) | 1;            /* 16-byte windows a slot; odd: rows on distinct banks */
-    static constexpr int wslot = 16 * wch;
-};
 template <int WT, int NT> struct fs_smem {
     static constexpr size_t ring_w = (size_t)FS_NS * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t ring_a = (size_t)FS_NS * NT * 8 * FS_ASLOT;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);   /* two per unit and row */
     static constexpr size_t bytes = ring_w + ring_a + scales;
 };
-
-/* How the units are cut into runs, one block a run: stream-K (S == 0: P runs of units / P, one
- * a resident block) or a K split (S >= 1: run p takes chunk stages of band p / S from stage
- * (p % S) chunk, the last chunk of a band what is left; P = bands x S; S == 1: whole bands).
- * f16s_choose_plan picks one per shape. */
-typedef struct {
-    int64_t units, nst, chunk;
-    int P, S;
-} f16s_plan;
-
-/* the first unit of run p; run p is [start (p), start (p + 1)) */
-__host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, int64_t p) {
-    if (pl.S == 0) return p * pl.units / pl.P;
-    const int64_t z = (p % pl.S) * pl.chunk;
-    return (p / pl.S) * pl.nst + (z < pl.nst ? z : pl.nst);
-}
-/* the run holding unit u: the last p with f16s_run_start (p) <= u (no run is empty) */
-__host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int64_t u) {
-    if (pl.S == 0) return ((u + 1) * pl.P - 1) / pl.units;
-    const int64_t j = (u % pl.nst) / pl.chunk;
-    return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
-}
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
  * takes run p of the plan's P runs (units = bands x nst). A piece that begins inside its
@@ -160,21 +131,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const int64_t m0 = cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         const size_t wo = (size_t)cs * F::wbytes;
-        for (int i = tid; i < 8 * FS_BM; i += FS_THREADS) {   /* the stage's scales, rounded to f16 once */
-            const int r = i % FS_BM, k = i / FS_BM;
-            if (m0 + r >= M) continue;
-            const uint8_t *b = rw + r * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r) * wrow + wo) & 15);
-            if (WT == MI_TYPE_Q4_K) {
-                int sc, mn;
-                k4_scale_min(b + 4, k, &sc, &mn);
-                sS[k * FS_BM + r] = __float2half2_rn(ld_f16(b) * (float)sc);
-                sM[k * FS_BM + r] = __float2half2_rn(-(ld_f16(b + 2) * (float)mn));
-            } else {
-                const float d = ld_f16(b + 208);
-                sS[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k]);
-                sM[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k + 1]);
-            }
-        }
+        fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FS_THREADS);
         __syncthreads();
 
         const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
@@ -183,27 +140,9 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #pragma unroll
         for (int kk = 0; kk < KU; kk++) {
             const int k = k0 + kk;
-            const __half2 s0 = sS[k * FS_BM + r0], s1 = sS[k * FS_BM + r0 + 8];
-            const __half2 t0 = sM[k * FS_BM + r0], t1 = sM[k * FS_BM + r0 + 8];
             uint32_t A1[4], A2[4];   /* elements 4 tig .. + 3 and 16 + 4 tig .. + 3 of unit k */
-            if (WT == MI_TYPE_Q4_K) {
-                const int o = 16 + 32 * (k >> 1) + 4 * tig, sft = (k & 1) * 4;
-                const uint32_t v0 = *(const uint32_t *)(w0 + o) >> sft, v1 = *(const uint32_t *)(w1 + o) >> sft;
-                const uint32_t v2 = *(const uint32_t *)(w0 + o + 16) >> sft, v3 = *(const uint32_t *)(w1 + o + 16) >> sft;
-                A1[0] = deq_q4(v0, s0, t0), A1[1] = deq_q4(v1, s1, t1);
-                A1[2] = deq_q4(v0 >> 8, s0, t0), A1[3] = deq_q4(v1 >> 8, s1, t1);
-                A2[0] = deq_q4(v2, s0, t0), A2[1] = deq_q4(v3, s1, t1);
-                A2[2] = deq_q4(v2 >> 8, s0, t0), A2[3] = deq_q4(v3 >> 8, s1, t1);
-            } else {   /* Q6_K: unit k is quarter k & 3 of half k >> 2; 16-element halves scaled by s and t */
-                const int n = k >> 2, q = k & 3;
-                const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;
-                const int ls = (q >> 1) * 4, hs = 2 * q;
-#define Q6V(w, e) (((ld_u32_a2((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((ld_u32_a2((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
-                const uint32_t v0 = Q6V(w0, 0), v1 = Q6V(w1, 0), v2 = Q6V(w0, 16), v3 = Q6V(w1, 16);
-#undef Q6V
-                A1[0] = deq_q6(v0, s0), A1[1] = deq_q6(v1, s1), A1[2] = deq_q6(v0 >> 8, s0), A1[3] = deq_q6(v1 >> 8, s1);
-                A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
-            }
+            fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
+                              sM[k * FS_BM + r0 + 8], A1, A2);
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++) {
                 const uint8_t *bp = xa + nt * 8 * FS_ASLOT + 64 * k;
@@ -300,10 +239,15 @@ template <int WT, int NT> static int f16s_occupancy(void) {
     }
     return bps;
 }
+/* of the mma.sync forms and, where this build and device have it, b22's wgmma kernel: one plan
+ * (and one workspace) whichever runs */
 static int f16s_occ(mi_type wt, int64_t N) {
     const int nt = f16s_nt(N);
-    if (wt == MI_TYPE_Q4_K) return nt == 2 ? f16s_occupancy<MI_TYPE_Q4_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q4_K, 4>() : f16s_occupancy<MI_TYPE_Q4_K, 8>();
-    return nt == 2 ? f16s_occupancy<MI_TYPE_Q6_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q6_K, 4>() : f16s_occupancy<MI_TYPE_Q6_K, 8>();
+    int n;
+    if (wt == MI_TYPE_Q4_K) n = nt == 2 ? f16s_occupancy<MI_TYPE_Q4_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q4_K, 4>() : f16s_occupancy<MI_TYPE_Q4_K, 8>();
+    else n = nt == 2 ? f16s_occupancy<MI_TYPE_Q6_K, 2>() : nt == 4 ? f16s_occupancy<MI_TYPE_Q6_K, 4>() : f16s_occupancy<MI_TYPE_Q6_K, 8>();
+    const int w = mi8b_gemm_f16w_occupancy(wt, N);
+    return w >= 1 && w < n ? w : n;
 }
 
 extern "C" bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -379,10 +323,14 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
         kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
                                                                                                     pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
-    if (f16s_cut(pl)) {
-        kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
-        MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
-    }
+    return MI_OK;
+}
+
+static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, float *y, int64_t M, int64_t N,
+                                   const f16s_plan &pl, const float *part) {
+    if (!f16s_cut(pl)) return MI_OK;
+    kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
+    MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }
 
@@ -405,8 +353,13 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     const cudaStream_t st = (cudaStream_t)stream;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
-    const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
-    if (wt == MI_TYPE_Q4_K) return launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part);
-    return launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part);
+    if (mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1) {
+        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part));
+    } else {
+        MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+        const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
+        if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
+        else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
+    }
+    return launch_f16s_fixup(st, bias, y, M, N, pl, part);
 }

@@ -304,6 +304,8 @@ static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 }
 /* b11: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 bool mi8b_f16s_khalf_on(void) { return mi_cuda_item_on("b11"); }
+/* b22: read at each launch, as b11 */
+bool mi8b_f16s_wgmma_on(void) { return mi_cuda_item_on("b22"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -473,6 +475,10 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
     mi_cuda_item_declare("b11", "b6's warps each take every token and half a stage's units: a row's unit "
                                 "dequantized once, not by two warps, and twice the independent mma chains a warp");
+    mi_cuda_item_declare("b22", "b6's matmul on Hopper's wgmma: a warp's dequantized f16 fragments are the A operand "
+                                "from registers, the activations the B operand read from shared memory by the tensor "
+                                "cores (one wgmma a warpgroup per 64 rows x 16 k, not 8 mma.sync and 8 fragment "
+                                "loads a warp)");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */

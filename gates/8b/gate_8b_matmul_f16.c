@@ -181,12 +181,13 @@ static bool case_begin(const char *name, bool supported) {
     return supported;
 }
 
-/* b6 (with b11 off as the third run) against b3's int8 kernel */
-static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
-    static const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, "b11", run_stream3, ws_stream3, "b3's int8 kernel"};
+/* b6 against b3's int8 kernel: as the items are (b22's wgmma kernel where the device has it), then
+ * with the items of off as the third run (b22: b6's mma.sync kernel; b11,b22: its other warp split) */
+static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
+    const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel"};
     char name[112];
-    snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
-             (long long)N, woff ? "_unaligned" : "");
+    snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
+             (long long)N, woff ? "_unaligned" : "", strcmp(off, "b22") ? "_b11off" : "");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
@@ -194,6 +195,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     else snprintf(plan, sizeof plan, "K split %d, %d runs", Sp, P);
     mm_case(name, &v, t, K, M, N, woff, plan);
 }
+static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) { f16s_case_off("b22", t, K, M, N, woff); }
 
 /* b12 (Q4_0) against b1's split int8 kernel */
 static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
@@ -337,6 +339,10 @@ int main(int argc, char **argv) {
     f16s_case(MI_TYPE_Q4_K, 3584, 3584, 2, 0);
     f16s_case(MI_TYPE_Q4_K, 3584, 18944, 4, 0);
     f16s_case(MI_TYPE_Q6_K, 18944, 3584, 8, 2);
+    /* b11 off (the mma.sync kernel's warps each over half the tokens) */
+    f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
+    f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
+    f16s_case_off("b11,b22", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
         mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))

@@ -1,0 +1,107 @@
+/* What b6's two Q4_K / Q6_K matmuls of a batch share (gemm_f16_stream.cu with mma.sync,
+ * gemm_f16_wgmma_sm90a.cu with wgmma): the bands and their ring slots, how the units are cut into
+ * runs (the plan), a stage's scales rounded to f16 once, and a unit's weights dequantized into
+ * f16 fragment registers. */
+#ifndef MI_F16S_COMMON_CUH
+#define MI_F16S_COMMON_CUH
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include "common/core/mi_err.h"
+#include "phase7b_ops/dev7b.cuh"
+#include "phase8b_batch/f16_frag.cuh"
+
+#define FS_BM 128        /* weight rows a block (a band) */
+#define FS_NS 3          /* ring stages: two in flight while one is computed */
+#define FS_SB 256        /* elements a stage: one super-block */
+
+template <int WT> struct fs_fmt {
+    static constexpr int wbytes = WT == MI_TYPE_Q4_K ? 144 : 210;   /* a super-block */
+    static constexpr int wch = ((wbytes + 30) / 16) | 1;            /* 16-byte windows a slot; odd: rows on distinct banks */
+    static constexpr int wslot = 16 * wch;
+};
+
+/* How the units (band x super-block, band-major) are cut into runs, one block a run: stream-K
+ * (S == 0: P runs of units / P, one a resident block) or a K split (S >= 1: run p takes chunk
+ * stages of band p / S from stage (p % S) chunk, the last chunk of a band what is left; P = bands
+ * x S; S == 1: whole bands). gemm_f16_stream.cu's f16s_choose_plan picks one per shape. */
+typedef struct {
+    int64_t units, nst, chunk;
+    int P, S;
+} f16s_plan;
+
+/* the first unit of run p; run p is [start (p), start (p + 1)) */
+__host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, int64_t p) {
+    if (pl.S == 0) return p * pl.units / pl.P;
+    const int64_t z = (p % pl.S) * pl.chunk;
+    return (p / pl.S) * pl.nst + (z < pl.nst ? z : pl.nst);
+}
+/* the run holding unit u: the last p with f16s_run_start (p) <= u (no run is empty) */
+__host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int64_t u) {
+    if (pl.S == 0) return ((u + 1) * pl.P - 1) / pl.units;
+    const int64_t j = (u % pl.nst) / pl.chunk;
+    return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
+}
+
+/* A stage's scales, by the block's nthreads threads: for unit k and row r of the band in ring
+ * slot rw (stage bytes wo of each row), Q4_K d sc into sS [k][r] and -dmin m into sM; Q6_K d sc
+ * of the unit's two 16-element halves. Rounded to f16 once. */
+template <int WT>
+__device__ __forceinline__ void fs_stage_scales(const uint8_t *rw, const uint8_t *W, size_t wrow, int64_t m0, size_t wo,
+                                                int64_t M, __half2 *sS, __half2 *sM, int tid, int nthreads) {
+    using F = fs_fmt<WT>;
+    for (int i = tid; i < 8 * FS_BM; i += nthreads) {
+        const int r = i % FS_BM, k = i / FS_BM;
+        if (m0 + r >= M) continue;
+        const uint8_t *b = rw + r * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r) * wrow + wo) & 15);
+        if (WT == MI_TYPE_Q4_K) {
+            int sc, mn;
+            k4_scale_min(b + 4, k, &sc, &mn);
+            sS[k * FS_BM + r] = __float2half2_rn(ld_f16(b) * (float)sc);
+            sM[k * FS_BM + r] = __float2half2_rn(-(ld_f16(b + 2) * (float)mn));
+        } else {
+            const float d = ld_f16(b + 208);
+            sS[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k]);
+            sM[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k + 1]);
+        }
+    }
+}
+
+/* Unit k (32 elements) of two rows (w0: row gid, w1: row gid + 8 of a 16-row group, each its
+ * super-block in the ring) as the A registers of two k16 steps: A1 elements 4 tig .. + 3, A2
+ * 16 + 4 tig .. + 3. Register 0 / 2 of a step holds elements (4 tig, 4 tig + 2) / (4 tig + 1,
+ * 4 tig + 3) of row gid, 1 / 3 the same of row gid + 8 (gemm_f16_stream.cu's header: the k order
+ * the level words unpack to). s0, t0: row gid's scale and min (Q6_K: its halves' scales), s1, t1
+ * row gid + 8's. */
+template <int WT>
+__device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *w1, int k, int tig, __half2 s0,
+                                              __half2 s1, __half2 t0, __half2 t1, uint32_t (&A1)[4],
+                                              uint32_t (&A2)[4]) {
+    if (WT == MI_TYPE_Q4_K) {
+        const int o = 16 + 32 * (k >> 1) + 4 * tig, sft = (k & 1) * 4;
+        const uint32_t v0 = *(const uint32_t *)(w0 + o) >> sft, v1 = *(const uint32_t *)(w1 + o) >> sft;
+        const uint32_t v2 = *(const uint32_t *)(w0 + o + 16) >> sft, v3 = *(const uint32_t *)(w1 + o + 16) >> sft;
+        A1[0] = deq_q4(v0, s0, t0), A1[1] = deq_q4(v1, s1, t1);
+        A1[2] = deq_q4(v0 >> 8, s0, t0), A1[3] = deq_q4(v1 >> 8, s1, t1);
+        A2[0] = deq_q4(v2, s0, t0), A2[1] = deq_q4(v3, s1, t1);
+        A2[2] = deq_q4(v2 >> 8, s0, t0), A2[3] = deq_q4(v3 >> 8, s1, t1);
+    } else {   /* Q6_K: unit k is quarter k & 3 of half k >> 2; 16-element halves scaled by s and t */
+        const int n = k >> 2, q = k & 3;
+        const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;
+        const int ls = (q >> 1) * 4, hs = 2 * q;
+#define Q6V(w, e) (((ld_u32_a2((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((ld_u32_a2((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
+        const uint32_t v0 = Q6V(w0, 0), v1 = Q6V(w1, 0), v2 = Q6V(w0, 16), v3 = Q6V(w1, 16);
+#undef Q6V
+        A1[0] = deq_q6(v0, s0), A1[1] = deq_q6(v1, s1), A1[2] = deq_q6(v0 >> 8, s0), A1[3] = deq_q6(v1 >> 8, s1);
+        A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
+    }
+}
+
+/* Item b22 (gemm_f16_wgmma_sm90a.cu): the same matmul on wgmma. The blocks a multiprocessor holds
+ * for the kernel that takes N rows of wt (0: no sm_90a image on this build or device, or a type
+ * it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them; xh:
+ * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
+int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
+mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part);
+#endif

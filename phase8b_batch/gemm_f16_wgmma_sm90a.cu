@@ -1,0 +1,295 @@
+/* b6's matmul (gemm_f16_stream.cu) on Hopper's warpgroup MMA: the same bands, plan, weight ring
+ * and dequantization into f16 fragments (f16s_common.cuh), but a warp's fragments are the A
+ * operand of wgmma.mma_async (m64nBNk16, A from registers) and the activations its B operand,
+ * which the tensor cores read from shared memory through a matrix descriptor.
+ *
+ * Why: at 64 rows b6 issues, per stage and multiprocessor, ~1,000 mma.sync m16n8k16 and ~7,700
+ * warp instructions (results/notes/PHASE8B.md): issue and mma.sync bound, not memory. Here a warp
+ * issues, per 16 rows x 16 k, its share of one wgmma instead of BN / 8 mma.sync and as many
+ * 64-bit fragment loads of the activations.
+ *
+ * Block: 512 threads, four warpgroups over a band of 128 rows; warpgroup g takes rows 64 (g & 1)
+ * .. + 63 and units 4 (g >> 1) .. + 3 of every stage (b11's K halves), the two halves added at
+ * each piece's end through the stage's activation slot. Per stage a warp dequantizes its 16 rows
+ * x 4 units into registers (two k16 steps a unit) and issues 8 wgmma in two commit groups, so
+ * the second pair of units dequantizes while the first pair's products run; both are waited for
+ * before the next stage's barrier frees their slot.
+ *
+ * Activations: f16, each 16-element group stored as its 8 even elements, then its 8 odd ones
+ * (kernel_act_f16_evens_odds): k position 2 tig + j of a k16 step holds element 4 tig + 2 j and
+ * position 8 + 2 tig + j element 4 tig + 1 + 2 j, the order fs_unit_frags' registers carry. In
+ * shared memory a stage is 4 column blocks of 64 k (128 bytes a token), each the canonical
+ * 128-byte-swizzle K-major layout of gemm_f16_wgmma_sm90a.cu (16-byte chunk c of token n at
+ * c ^ (n & 7), 8-token groups 1024 bytes apart, blocks 1024-aligned); a k16 step starts 32 bytes
+ * further inside its column block.
+ *
+ * Error: b6's roundings (weights, scales and activations to f16, f32 sums over all of K); the order
+ * of the products inside one wgmma is the hardware's, so the sums are not b6's bits: bound by the
+ * exact product like b6 (gate_8b_matmul_f16). A fixed plan and fixed orders: bit-identical run
+ * to run. Built for sm_90a only (Makefile: *_sm90a.cu); elsewhere the kernel body is empty and
+ * mi8b_gemm_f16w_occupancy says 0. */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "phase7a_skeleton/cuda_check.h"
+#include "phase8b_batch/batch8b.h"
+#include "phase8b_batch/f16s_common.cuh"
+#include "phase8b_batch/stream_ring.cuh"
+
+#define FW_THREADS 512
+#define FW_SLOT_A(bn) ((bn) * FS_SB * 2)   /* a stage's activations: bn tokens x 256 halves */
+
+template <int WT, int BN> struct fw_smem {
+    static constexpr size_t ring_a = (size_t)FS_NS * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
+    static constexpr size_t ring_w = (size_t)FS_NS * FS_BM * fs_fmt<WT>::wslot;
+    static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
+    static constexpr size_t bytes = 1024 + ring_a + ring_w + scales;   /* + room to align the base */
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FW_HAVE_WGMMA 1
+#endif
+
+#ifdef FW_HAVE_WGMMA   /* the device helpers exist only where the kernel body does */
+/* shared-memory matrix descriptor: start >> 4, LBO 1 (unused by swizzled K-major), SBO 1024 B >> 4,
+ * swizzle mode 1 (128 bytes) in bits 62-63 */
+static __device__ __forceinline__ uint64_t fw_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+/* d += A (registers, m64k16: a warp's 16 rows as mma.m16n8k16's A fragment) x B (descriptor,
+ * BN tokens K-major): scale-d true, A and B not negated, B not transposed */
+static __device__ __forceinline__ void fw_mma(float (&d)[8], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+static __device__ __forceinline__ void fw_mma(float (&d)[16], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+#endif
+
+/* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
+ * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16_evens_odds's f16 copy. */
+template <int WT, int BN>
+__global__ void __launch_bounds__(FW_THREADS, 1)
+kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
+                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
+                 float *__restrict__ part) {
+#ifdef FW_HAVE_WGMMA
+    using F = fs_fmt<WT>;
+    using SM = fw_smem<WT, BN>;
+    constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
+    constexpr int ND = BN / 2;                           /* accumulators a thread: 64 rows x BN tokens / 128 */
+    extern __shared__ __align__(16) uint8_t fw_sh[];
+    const uint32_t sh0 = (uint32_t)__cvta_generic_to_shared(fw_sh), sa0 = (sh0 + 1023u) & ~1023u;
+    uint8_t *ring_a = fw_sh + (sa0 - sh0), *ring_w = ring_a + SM::ring_a;
+    __half2 *sS = (__half2 *)(ring_w + SM::ring_w), *sM = sS + 8 * FS_BM;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int gid = lane >> 2, tig = lane & 3;
+    const int p = blockIdx.x;
+    const int nst = (int)(K / FS_SB);
+    const int64_t u0 = f16s_run_start(pl, p);
+    const int len = (int)(f16s_run_start(pl, p + 1) - u0);   /* units of the run */
+    const uint8_t *wend = W + (size_t)M * wrow;
+
+    auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
+        const int64_t m0 = b * FS_BM;
+        const size_t wo = (size_t)st * F::wbytes;
+        uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * SLOT;
+        for (int i = tid; i < FS_BM * F::wch; i += FW_THREADS) {
+            const int r = i / F::wch, c = i - r * F::wch;
+            if (m0 + r < M) gs_window(rw + r * F::wslot, W + (size_t)(m0 + r) * wrow + wo, F::wbytes, c, W, wend);
+        }
+        /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
+         * the products (each reads its own token only) are never stored */
+        for (int i = tid; i < BN * 32; i += FW_THREADS) {
+            const int n = i >> 5, c = i & 31;
+            if (n < N)
+                async_copy16(ra + (c >> 3) * CB + n * 128 + (((c & 7) ^ (n & 7)) << 4),
+                             X + ((size_t)n * K + (size_t)st * FS_SB) * 2 + 16 * c);
+        }
+    };
+    int64_t ib = u0 / nst, cb = ib;
+    int is = (int)(u0 - ib * nst), cs = is;
+    auto issue_next = [&](int q) {
+        issue(ib, is, q);
+        if (++is == nst) is = 0, ib++;
+    };
+    bool head = cs != 0;   /* the piece in progress began inside its band: the run's first piece */
+
+    float d[ND];
+#pragma unroll
+    for (int i = 0; i < ND; i++) d[i] = 0.0f;
+
+#pragma unroll
+    for (int q = 0; q < FS_NS - 1; q++) {
+        if (q < len) issue_next(q);
+        async_commit();
+    }
+    const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
+    const int k0 = 4 * (wg >> 1);                            /* its first unit of a stage */
+    for (int s = 0; s < len; s++) {
+        const int q = s % FS_NS;
+        async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
+        /* make them visible to the async proxy (wgmma) before the barrier publishes them */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();   /* everyone's have; every warp's products of unit s - 1 are done */
+        if (s + FS_NS - 1 < len) issue_next((s + FS_NS - 1) % FS_NS);
+        async_commit();
+
+        const int64_t m0 = cb * FS_BM;
+        const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
+        const size_t wo = (size_t)cs * F::wbytes;
+        fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FW_THREADS);
+        __syncthreads();
+
+        const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
+        const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
+        const uint32_t rb = sa0 + (uint32_t)q * SLOT;
+        uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+#pragma unroll
+            for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
+                const int k = k0 + kk;
+                fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
+                                  sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
+            }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 2 * half; kk < 2 * half + 2; kk++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int j = 2 * (k0 + kk) + h;   /* the k16 step of the stage */
+                    fw_mma(d, A[kk][h], fw_desc(rb + (uint32_t)(j >> 2) * CB + (uint32_t)(j & 3) * 32));
+                }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        /* the accumulators are written asynchronously: tie every register to this point so the
+         * compiler moves no use of them above the wait */
+#pragma unroll
+        for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
+
+        if (cs == nst - 1 || s == len - 1) {   /* the piece ends: the band's last stage or the run's last unit */
+            const bool whole = !head && cs == nst - 1;
+            /* K half 1 (warpgroups 2, 3) to K half 0 through activation slot q, free until stage
+             * s + 3's copy: [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
+            float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
+            __syncthreads();   /* every warpgroup's products of slot q are done */
+            if (wg >= 2)
+#pragma unroll
+                for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
+            __syncthreads();
+            if (wg < 2) {
+                float *slot = part + (size_t)(2 * p + (head ? 0 : 1)) * (size_t)N * FS_BM;
+                /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    const float v = d[i] + red[i * 128];
+                    const int r = r0 + ((i >> 1) & 1) * 8;
+                    const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
+                    if (m < M && n < N) {
+                        if (whole) Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
+                        else slot[(size_t)n * FS_BM + r] = v;
+                    }
+                    d[i] = 0.0f;
+                }
+            }
+            head = false;
+        }
+        if (++cs == nst) cs = 0, cb++;
+    }
+    async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
+#endif
+}
+
+/* x F32 [N][K] -> F16 [N][K], each group of 16 elements stored as its even elements, then its odd */
+static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __half *__restrict__ xh, int64_t groups) {
+    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
+        const float4 *p = (const float4 *)(x + 16 * g);
+        const float4 a = p[0], b = p[1], c = p[2], e = p[3];
+        __half2 o[8];
+        o[0] = __floats2half2_rn(a.x, a.z), o[1] = __floats2half2_rn(b.x, b.z);
+        o[2] = __floats2half2_rn(c.x, c.z), o[3] = __floats2half2_rn(e.x, e.z);
+        o[4] = __floats2half2_rn(a.y, a.w), o[5] = __floats2half2_rn(b.y, b.w);
+        o[6] = __floats2half2_rn(c.y, c.w), o[7] = __floats2half2_rn(e.y, e.w);
+        uint4 *q = (uint4 *)(xh + 16 * g);
+        q[0] = *(const uint4 *)&o[0];
+        q[1] = *(const uint4 *)&o[4];
+    }
+}
+
+/* ---------------- launchers ---------------- */
+
+static int fw_bn(int64_t N) { return N <= 16 ? 16 : N <= 32 ? 32 : 64; }
+
+/* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
+ * raises the kernel's shared memory limit, once */
+template <int WT, int BN> static int fw_occupancy(void) {
+    static int bps = -1;
+    if (bps < 0) {
+        bps = 0;
+#ifdef MI_BUILT_SM90A
+        int dev = 0, major = 0, n = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
+            cudaFuncSetAttribute(kernel_gemm_f16w<WT, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fw_smem<WT, BN>::bytes) == cudaSuccess &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, BN>, FW_THREADS,
+                                                          fw_smem<WT, BN>::bytes) == cudaSuccess)
+            bps = n;
+#endif
+        (void)cudaGetLastError();
+    }
+    return bps;
+}
+
+int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
+    const int bn = fw_bn(N);
+    if (wt == MI_TYPE_Q4_K)
+        return bn == 16 ? fw_occupancy<MI_TYPE_Q4_K, 16>() : bn == 32 ? fw_occupancy<MI_TYPE_Q4_K, 32>() : fw_occupancy<MI_TYPE_Q4_K, 64>();
+    if (wt == MI_TYPE_Q6_K)
+        return bn == 16 ? fw_occupancy<MI_TYPE_Q6_K, 16>() : bn == 32 ? fw_occupancy<MI_TYPE_Q6_K, 32>() : fw_occupancy<MI_TYPE_Q6_K, 64>();
+    return 0;
+}
+
+template <int WT, int BN>
+static void launch_fw(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y, int64_t K,
+                      int64_t M, int64_t N, const f16s_plan &pl, float *part) {
+    kernel_gemm_f16w<WT, BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<WT, BN>::bytes, st>>>(
+        w, mi_row_size((mi_type)WT, K), M, xh, K, N, pl, bias, y, part);
+}
+
+mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
+    if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld",
+                      mi_type_name(wt), (long long)K);
+    const int64_t groups = K * N / 16;
+    const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
+    kernel_act_f16_evens_odds<<<gb, 256, 0, st>>>(x, (__half *)xh, groups);
+    MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
+    const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
+    switch (fw_bn(N) + (wt == MI_TYPE_Q4_K ? 0 : 1)) {
+    case 16: launch_fw<MI_TYPE_Q4_K, 16>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    case 32: launch_fw<MI_TYPE_Q4_K, 32>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    case 64: launch_fw<MI_TYPE_Q4_K, 64>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    case 17: launch_fw<MI_TYPE_Q6_K, 16>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    case 33: launch_fw<MI_TYPE_Q6_K, 32>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    default: launch_fw<MI_TYPE_Q6_K, 64>(st, wb, xb, bias, y, K, M, N, pl, part); break;
+    }
+    MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
+    return MI_OK;
+}
