@@ -97,9 +97,9 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
     }
 }
 
-/* Item b22 (gemm_f16_wgmma_sm90a.cu): the same matmul on wgmma. The blocks a multiprocessor holds
- * for the kernel that takes N rows of wt (0: no sm_90a image on this build or device, or a type
- * it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them; xh:
+/* Item b22 (gemm_f16_wgmma_sm90a.cu): the same matmul on wgmma at 33..64 rows. The blocks a
+ * multiprocessor holds for the kernel that takes N rows of wt (0: no sm_90a image on this build
+ * or device, or rows or a type it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them; xh:
  * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,

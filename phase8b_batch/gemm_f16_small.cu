@@ -345,13 +345,13 @@ static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n
 }
 
 /* x's f16 copy, then the kernel over the plan's slices; b19: the kernel alone, converting x's
- * slices itself (x's rows 16-byte aligned) */
+ * slices itself (x's rows 16-byte aligned), up to MI8B_SMALL_XCONV_MAX_N rows */
 static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                            int64_t N, int S, void *workspace) {
     sk_plan p;
     if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
-    const bool conv = mi8b_small_xconv_on() && ((uintptr_t)x & 15) == 0;
+    const bool conv = mi8b_small_xconv_on() && N <= MI8B_SMALL_XCONV_MAX_N && ((uintptr_t)x & 15) == 0;
     if (!conv) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
     const uint8_t *xh = conv ? NULL : (const uint8_t *)workspace;
     const float *xf = conv ? x : NULL;

@@ -37,6 +37,9 @@
 #include "phase8b_batch/stream_ring.cuh"
 
 #define FW_THREADS 512
+/* tokens a block: 33..64 rows. At 16 and 32 (m64n16k16, m64n32k16) the same kernel measured
+ * slower than b6's mma.sync one on the 7B (results/notes/PHASE8B.md) */
+#define FW_BN 64
 #define FW_SLOT_A(bn) ((bn) * FS_SB * 2)   /* a stage's activations: bn tokens x 256 halves */
 
 template <int WT, int BN> struct fw_smem {
@@ -58,18 +61,6 @@ static __device__ __forceinline__ uint64_t fw_desc(uint32_t addr) {
 }
 /* d += A (registers, m64k16: a warp's 16 rows as mma.m16n8k16's A fragment) x B (descriptor,
  * BN tokens K-major): scale-d true, A and B not negated, B not transposed */
-static __device__ __forceinline__ void fw_mma(float (&d)[8], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-static __device__ __forceinline__ void fw_mma(float (&d)[16], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
 static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
@@ -233,11 +224,9 @@ static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __
 
 /* ---------------- launchers ---------------- */
 
-static int fw_bn(int64_t N) { return N <= 16 ? 16 : N <= 32 ? 32 : 64; }
-
 /* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
  * raises the kernel's shared memory limit, once */
-template <int WT, int BN> static int fw_occupancy(void) {
+template <int WT> static int fw_occupancy(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 0;
@@ -245,10 +234,10 @@ template <int WT, int BN> static int fw_occupancy(void) {
         int dev = 0, major = 0, n = 0;
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-            cudaFuncSetAttribute(kernel_gemm_f16w<WT, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)fw_smem<WT, BN>::bytes) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, BN>, FW_THREADS,
-                                                          fw_smem<WT, BN>::bytes) == cudaSuccess)
+            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fw_smem<WT, FW_BN>::bytes) == cudaSuccess &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN>, FW_THREADS,
+                                                          fw_smem<WT, FW_BN>::bytes) == cudaSuccess)
             bps = n;
 #endif
         (void)cudaGetLastError();
@@ -257,39 +246,26 @@ template <int WT, int BN> static int fw_occupancy(void) {
 }
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
-    const int bn = fw_bn(N);
-    if (wt == MI_TYPE_Q4_K)
-        return bn == 16 ? fw_occupancy<MI_TYPE_Q4_K, 16>() : bn == 32 ? fw_occupancy<MI_TYPE_Q4_K, 32>() : fw_occupancy<MI_TYPE_Q4_K, 64>();
-    if (wt == MI_TYPE_Q6_K)
-        return bn == 16 ? fw_occupancy<MI_TYPE_Q6_K, 16>() : bn == 32 ? fw_occupancy<MI_TYPE_Q6_K, 32>() : fw_occupancy<MI_TYPE_Q6_K, 64>();
-    return 0;
-}
-
-template <int WT, int BN>
-static void launch_fw(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y, int64_t K,
-                      int64_t M, int64_t N, const f16s_plan &pl, float *part) {
-    kernel_gemm_f16w<WT, BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<WT, BN>::bytes, st>>>(
-        w, mi_row_size((mi_type)WT, K), M, xh, K, N, pl, bias, y, part);
+    if (N <= FW_BN / 2 || N > FW_BN) return 0;
+    return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
                          float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld",
-                      mi_type_name(wt), (long long)K);
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
+                      mi_type_name(wt), (long long)K, (long long)N);
     const int64_t groups = K * N / 16;
     const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
     kernel_act_f16_evens_odds<<<gb, 256, 0, st>>>(x, (__half *)xh, groups);
     MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
-    const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
-    switch (fw_bn(N) + (wt == MI_TYPE_Q4_K ? 0 : 1)) {
-    case 16: launch_fw<MI_TYPE_Q4_K, 16>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    case 32: launch_fw<MI_TYPE_Q4_K, 32>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    case 64: launch_fw<MI_TYPE_Q4_K, 64>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    case 17: launch_fw<MI_TYPE_Q6_K, 16>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    case 33: launch_fw<MI_TYPE_Q6_K, 32>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    default: launch_fw<MI_TYPE_Q6_K, 64>(st, wb, xb, bias, y, K, M, N, pl, part); break;
-    }
+    const size_t wrow = mi_row_size(wt, K);
+    if (wt == MI_TYPE_Q4_K)
+        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
+            (const uint8_t *)w, wrow, M, (const uint8_t *)xh, K, N, pl, bias, y, part);
+    else
+        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
+            (const uint8_t *)w, wrow, M, (const uint8_t *)xh, K, N, pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
 }

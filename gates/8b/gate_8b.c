@@ -472,8 +472,10 @@ static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_t
         static const char *what[4] = {"q's RoPE", "k's RoPE", "the K cache", "the V cache"};
         int bad = -1;
         size_t at = 0;
-        for (int i = 0; i < 4 && bad < 0; i++)
-            if ((at = gu_first_diff(h[i], h[i + 2 + (i >= 2 ? 2 : 0)], hn[i])) != (size_t)-1) bad = i;
+        for (int i = 0; i < 4 && bad < 0; i++) {   /* the four kernels' h[j] against b20's h[j + 2] */
+            const int j = i < 2 ? i : i + 2;
+            if ((at = gu_first_diff(h[j], h[j + 2], hn[j])) != (size_t)-1) bad = i;
+        }
         if (bad < 0) gu_pass(&R, "%d rows (two slots outside the cache): RoPEs and cache rows bit for bit the four kernels", N);
         else gu_fail(&R, "%s differs from the four kernels' first at byte %zu", what[bad], at);
     }
