@@ -133,8 +133,9 @@ mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *w, const fl
                                int64_t K, int64_t M, int64_t N, void *workspace);
 /* b19 (install8b.c, read at each launch): the small-K kernel converts x's float slices to f16
  * itself (no x copy kernel before it), at up to MI8B_SMALL_XCONV_MAX_N rows: every block converts
- * its slices of all the rows, so at 64 rows the 0.5B's step lost 10% to it (results/notes/PHASE8B.md) */
-#define MI8B_SMALL_XCONV_MAX_N 32
+ * its slices of all the rows, so the 0.5B's step lost 3% to it at 32 rows and 10% at 64
+ * (results/notes/PHASE8B.md) */
+#define MI8B_SMALL_XCONV_MAX_N 16
 bool mi8b_small_xconv_on(void);
 /* b16 (install8b.c, read at each call): the small-K kernel takes Q8_0 weights too */
 bool mi8b_small_q8_on(void);
