@@ -10,6 +10,7 @@
 #include "common/core/mi_err.h"
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/f16_frag.cuh"
+#include "phase8b_batch/stream_ring.cuh"
 
 #define FS_BM 128        /* weight rows a block (a band) */
 #define FS_NS 3          /* ring stages: two in flight while one is computed */
@@ -41,6 +42,19 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
     if (pl.S == 0) return ((u + 1) * pl.P - 1) / pl.units;
     const int64_t j = (u % pl.nst) / pl.chunk;
     return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
+}
+
+/* Band m0's stage at byte wo of each row into ring slot rw (row r at r wslot, its bytes from
+ * (address & 15) on: gs_window), by the block's nthreads threads; rows past M are not copied */
+template <int WT>
+__device__ __forceinline__ void fs_copy_weights(uint8_t *rw, const uint8_t *W, size_t wrow, int64_t M, int64_t m0,
+                                                size_t wo, int tid, int nthreads) {
+    using F = fs_fmt<WT>;
+    const uint8_t *wend = W + (size_t)M * wrow;
+    for (int i = tid; i < FS_BM * F::wch; i += nthreads) {
+        const int r = i / F::wch, c = i - r * F::wch;
+        if (m0 + r < M) gs_window(rw + r * F::wslot, W + (size_t)(m0 + r) * wrow + wo, F::wbytes, c, W, wend);
+    }
 }
 
 /* A stage's scales, by the block's nthreads threads: for unit k and row r of the band in ring

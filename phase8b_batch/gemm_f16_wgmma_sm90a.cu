@@ -92,16 +92,11 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int nst = (int)(K / FS_SB);
     const int64_t u0 = f16s_run_start(pl, p);
     const int len = (int)(f16s_run_start(pl, p + 1) - u0);   /* units of the run */
-    const uint8_t *wend = W + (size_t)M * wrow;
 
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
-        const int64_t m0 = b * FS_BM;
-        const size_t wo = (size_t)st * F::wbytes;
-        uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * SLOT;
-        for (int i = tid; i < FS_BM * F::wch; i += FW_THREADS) {
-            const int r = i / F::wch, c = i - r * F::wch;
-            if (m0 + r < M) gs_window(rw + r * F::wslot, W + (size_t)(m0 + r) * wrow + wo, F::wbytes, c, W, wend);
-        }
+        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
+                            FW_THREADS);
+        uint8_t *ra = ring_a + (size_t)q * SLOT;
         /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
          * the products (each reads its own token only) are never stored */
         for (int i = tid; i < BN * 32; i += FW_THREADS) {
