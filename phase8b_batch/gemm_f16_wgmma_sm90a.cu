@@ -3,10 +3,12 @@
  * operand of wgmma.mma_async (m64nBNk16, A from registers) and the activations its B operand,
  * which the tensor cores read from shared memory through a matrix descriptor.
  *
- * Why: at 64 rows b6 issues, per stage and multiprocessor, ~1,000 mma.sync m16n8k16 and ~7,700
- * warp instructions (results/notes/PHASE8B.md): issue and mma.sync bound, not memory. Here a warp
- * issues, per 16 rows x 16 k, its share of one wgmma instead of BN / 8 mma.sync and as many
- * 64-bit fragment loads of the activations.
+ * Why: at 64 rows b6 issues, per stage and multiprocessor, ~1,000 mma.sync m16n8k16 among ~7,700
+ * warp instructions, not memory-bound. Here a warp issues, per 16 rows x 16 k, its share of one
+ * wgmma instead of BN / 8 mma.sync and as many 64-bit fragment loads of the activations.
+ * Measured on the 7B at 64 rows: +3% over b6; what holds a stage now is the work around the
+ * products (the copies' address math, the scales, the dequantization, two barriers), not the
+ * products (results/notes/PHASE8B.md).
  *
  * Block: 512 threads, four warpgroups over a band of 128 rows; warpgroup g takes rows 64 (g & 1)
  * .. + 63 and units 4 (g >> 1) .. + 3 of every stage (b11's K halves), the two halves added at
@@ -19,9 +21,9 @@
  * (kernel_act_f16_evens_odds): k position 2 tig + j of a k16 step holds element 4 tig + 2 j and
  * position 8 + 2 tig + j element 4 tig + 1 + 2 j, the order fs_unit_frags' registers carry. In
  * shared memory a stage is 4 column blocks of 64 k (128 bytes a token), each the canonical
- * 128-byte-swizzle K-major layout of gemm_f16_wgmma_sm90a.cu (16-byte chunk c of token n at
- * c ^ (n & 7), 8-token groups 1024 bytes apart, blocks 1024-aligned); a k16 step starts 32 bytes
- * further inside its column block.
+ * 128-byte-swizzle K-major layout of 7e's prefill kernel (phase7e_perf/gemm_f16_wgmma_sm90a.cu):
+ * 16-byte chunk c of token n at c ^ (n & 7), 8-token groups 1024 bytes apart, blocks 1024-aligned;
+ * a k16 step starts 32 bytes further inside its column block.
  *
  * Error: b6's roundings (weights, scales and activations to f16, f32 sums over all of K); the order
  * of the products inside one wgmma is the hardware's, so the sums are not b6's bits: bound by the
