@@ -7,6 +7,9 @@
 # edges (issue and compute pointers apart), the pieces written whole to Y or to slots 2p / 2p + 1, the
 # launcher's cut test and kernel_f16s_fixup adding a cut band's pieces in unit order, every output and
 # slot element written once (the fixup's bounds from f16s_run_of checked against a scan of the runs).
+# And b22's form (gemm_f16_wgmma_sm90a.cu): the activations' 16-element groups as evens then odds,
+# their stage in the 128-byte-swizzled slot as the issue loop writes it and as each k16 step's
+# matrix descriptor reads it, the warpgroups' rows and K halves, the accumulators' rows and tokens.
 # Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same f16 roundings
 # (must agree to float64 noise) and reported against the exact product. A wrong element order in
 # either operand, a wrong byte offset or scale index shows as an O(1) error.
@@ -233,17 +236,26 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
     return piece_of, cut_bands
 
 
-def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
+def swz(n, b):   # the 128-byte swizzle: byte b of token n's 128-byte row of a column block (8-row groups 1024 apart)
+    return n * 128 + (((b >> 4) ^ (n & 7)) << 4) + (b & 15)
+
+
+def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     # n-tiles a warp: 16 warps, row group w & 7; token half w >> 3, or with kh (b11) every token and
-    # units 4 (w >> 3) .. + 3 of each stage
+    # units 4 (w >> 3) .. + 3 of each stage. wg (b22, gemm_f16_wgmma_sm90a.cu): 64 tokens a block,
+    # warpgroup g (warps 4g .. 4g + 3) rows 64 (g & 1) + 16 (w & 3) .. and units 4 (g >> 1) .. + 3
     NTOK, NTW = 8 * NT, NT if kh else NT // 2
     assert not kh or 8 * NTW * 4 * 32 * 4 <= NTOK * ASLOT, "the K halves' hand-over does not fit the activation slot"
+    assert not wg or 32 < N <= 64
+    BN, CB = 64, 64 * 128   # b22: tokens a block, bytes of a 64-k column block
     W = make_weights(wt, K, M)
     bias = rng.uniform(-0.5, 0.5, size=M).astype(np.float32)
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
-    # kernel_act_f16_pairs: every group of four as (e0, e2, e1, e3)
-    X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)
+    # kernel_act_f16_pairs: every group of four as (e0, e2, e1, e3); b22's kernel_act_f16_evens_odds:
+    # every group of 16 as its evens, then its odds
+    order = [0, 2, 1, 3] if not wg else list(range(0, 16, 2)) + list(range(1, 16, 2))
+    X = x.reshape(N, K // len(order), len(order))[:, :, order].astype(np.float16).reshape(N, K)
     Xb = X.view(np.uint8).reshape(-1)
     wrow = K // 256 * WB[wt]
     mem = np.zeros(woff + M * wrow + 16, np.uint8)
@@ -258,7 +270,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
 
     def issue(b, st):   # band b's stage st as a ring slot: each row at offset (src & 15) of a 16-byte window; tokens at 544 bytes
         m0, wo = b * BM, st * WB[wt]
-        rw = np.zeros(BM * wslot, np.uint8); ra = np.zeros(NTOK * ASLOT, np.uint8)
+        rw = np.zeros(BM * wslot, np.uint8); ra = np.zeros(BN * 512 if wg else NTOK * ASLOT, np.uint8)
         for r in range(BM):
             if m0 + r >= M: continue
             src = woff + (m0 + r) * wrow + wo
@@ -266,7 +278,8 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
         for n in range(N):
             for c in range(32):
                 a = (n * K + st * 256) * 2 + 16 * c
-                ra[n * ASLOT + 16 * c:n * ASLOT + 16 * c + 16] = Xb[a:a + 16]
+                d = (c >> 3) * CB + n * 128 + (((c & 7) ^ (n & 7)) << 4) if wg else n * ASLOT + 16 * c
+                ra[d:d + 16] = Xb[a:a + 16]
         return rw, ra
 
     def compute(rw, ra, m0, st, acc):   # one unit from ring slot (rw, ra), at the computing side's band m0 and stage st
@@ -290,10 +303,20 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
                     sS[k, r] = h(np.float32(d) * np.float32(scl[2 * k])); sM[k, r] = h(np.float32(d) * np.float32(scl[2 * k + 1]))
         def ld32(base):   # little-endian words of rw at byte addresses base [lane]
             return sum(rw[base + i].astype(np.uint32) << (8 * i) for i in range(4)).astype(np.uint32)
+        if wg:   # the B operand as the tensor cores read it through the descriptor of each k16 step j:
+            # start (j >> 2) CB + 32 (j & 3) in the swizzled column block, k position kk at byte 2 kk further
+            Bj = np.zeros((16, 16, BN))
+            for j in range(16):
+                for kk in range(16):
+                    for n in range(BN):
+                        a = (j >> 2) * CB + swz(n, 32 * (j & 3) + 2 * kk)
+                        Bj[j, kk, n] = float(ra[a:a + 2].view(np.float16)[0]) if n < N else 0.0
         for warp in range(16):
-            r0, n0 = (warp & 7) * 16 + gid, 0 if kh else (warp >> 3) * NTW * 8
+            if wg: r0 = 64 * ((warp >> 2) & 1) + 16 * (warp & 3) + gid
+            else: r0, n0 = (warp & 7) * 16 + gid, 0 if kh else (warp >> 3) * NTW * 8
             w0, w1 = r0 * wslot + offs[r0], (r0 + 8) * wslot + offs[r0 + 8]
-            for k in (range(4 * (warp >> 3), 4 * (warp >> 3) + 4) if kh else range(8)):
+            k_lo = 4 * (warp >> 3) if (kh or wg) else 0
+            for k in range(k_lo, k_lo + (4 if (kh or wg) else 8)):
                 s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
                 if wt == Q4_K:
                     o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
@@ -309,6 +332,11 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
                     A1 = [deq(v0, s0, 0, wt), deq(v1, s1, 0, wt), deq(v0 >> 8, s0, 0, wt), deq(v1 >> 8, s1, 0, wt)]
                     A2 = [deq(v2, t0, 0, wt), deq(v3, t1, 0, wt), deq(v2 >> 8, t0, 0, wt), deq(v3 >> 8, t1, 0, wt)]
                 A1 = np.concatenate(A1, axis=1); A2 = np.concatenate(A2, axis=1)   # [lane, 8]: regs a0..a3, two halves each
+                if wg:   # two wgmma m64n64k16 (a warp's 16 rows of each): A as mma.m16n8k16's fragment, B from the slot
+                    for j, A8 in ((2 * k, A1), (2 * k + 1, A2)):
+                        A = np.zeros((16, 16)); A[A_row, A_col] = A8
+                        acc[warp] += A @ Bj[j]
+                    continue
                 for nt in range(NTW):
                     bp = (n0 + gid) * ASLOT + 8 * tig + nt * 8 * ASLOT + 64 * k
                     def ld64(p):   # uint2 at byte addresses p -> 4 halves [lane, 4] (b0 low, b0 high, b1 low, b1 high)
@@ -322,7 +350,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
     pieces = whole = 0
     for p in range(P):   # kernel_gemm_f16s, block p
         ring = [None] * FS_NS
-        acc = np.zeros((16, NTW, 32, 4))
+        acc = np.zeros((16, 16, BN)) if wg else np.zeros((16, NTW, 32, 4))
         for ev in block_steps(p, pl):
             if ev[0] == 'load':
                 ring[ev[1]] = issue(ev[2], ev[3])
@@ -332,8 +360,25 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
                 _, b, wh, slot, _, _ = ev
                 pieces += 1; whole += wh
                 m0 = b * BM
-                if kh:   # warps 8..15 hand their sums to warps 0..7, which write
+                if kh or wg:   # warps 8..15 (b22: warpgroups 2, 3) hand their sums to warps 0..7, which write
                     acc[:8] += acc[8:]; acc[8:] = 0.0
+                if wg:   # accumulator i of a lane: row gid + 8 ((i >> 1) & 1) of the warp's 16, token 8 (i >> 2) + 2 tig + (i & 1)
+                    for warp in range(8):
+                        r0 = 64 * ((warp >> 2) & 1) + 16 * (warp & 3) + gid
+                        for i in range(32):
+                            hr, n = (i >> 1) & 1, 8 * (i >> 2) + 2 * tig + (i & 1)
+                            r = r0 + 8 * hr
+                            m = m0 + r
+                            v = acc[warp, gid + 8 * hr, np.minimum(n, BN - 1)]
+                            ok = (m < M) & (n < N)
+                            if wh:
+                                assert np.isnan(Y[n[ok], m[ok]]).all(), "output written twice"
+                                Y[n[ok], m[ok]] = v[ok] + bias[m[ok]]
+                            else:
+                                assert np.isnan(part[slot, n[ok], r[ok]]).all(), "slot element written twice"
+                                part[slot, n[ok], r[ok]] = v[ok]
+                    acc[:] = 0.0
+                    continue
                 for warp in range(8 if kh else 16):
                     r0, n0 = (warp & 7) * 16 + gid, 0 if kh else (warp >> 3) * NTW * 8
                     for nt in range(NTW):
@@ -375,7 +420,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False):
     exact = x.astype(np.float64) @ we.T + bias
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
     nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={M} N={N} (NT {NT}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
+    print(f"{wt} K={K} M={M} N={N} ({'b22 wgmma' if wg else 'NT ' + str(NT)}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
           f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
     return bool(err <= 1e-9) and nmse <= 1e-5
@@ -413,6 +458,12 @@ def main():
         run(Q4_K, 256, 9, 9, 0, P=1, kh=True),
         run(Q6_K, 768, 300, 40, 2, S=2, chunk=2, kh=True),
         run(Q4_K, 512, 130, 64, 0, P=2, kh=True),
+        # b22: the same plan on wgmma (the activations' evens-then-odds order, the swizzled slot as the
+        # descriptor reads it, the warpgroups' rows and K halves, the accumulators' rows and tokens)
+        run(Q4_K, 768, 40, 33, 4, P=2, wg=True),
+        run(Q6_K, 768, 300, 40, 2, P=7, wg=True),
+        run(Q4_K, 512, 130, 64, 0, P=2, wg=True),
+        run(Q6_K, 768, 300, 64, 2, S=2, chunk=2, wg=True),
     ]
     if not all(ok):
         print("emulation does not match the reference"); raise SystemExit(1)
