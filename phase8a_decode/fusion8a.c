@@ -320,17 +320,17 @@ static bool rkv_quad_rows(mi_tensor *const *q) {
 static int mark_rope_kv(mi_graph *g) {
     int marked = 0;
     for (int i = 0; i + 3 < g->n_nodes; i++) {
-        if (rkv_quad_rows(g->nodes + i)) {
-            for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_ROWS_DEFER : MI_RKV_ROWS_LAST);
-            g->nodes[i + 3]->src[3] = g->nodes[i]->src[0];
-            marked += 4;
-            i += 3;
-            continue;
+        mi_tensor **q = g->nodes + i;
+        const bool rows = rkv_quad_rows(q);
+        if (!rows && !rkv_quad(q)) continue;
+        for (int k = 0; k < 4; k++)
+            mi_rope_kv_set_role(q[k], k < 3 ? (rows ? MI_RKV_ROWS_DEFER : MI_RKV_DEFER) : (rows ? MI_RKV_ROWS_LAST : MI_RKV_LAST));
+        if (rows) {   /* the V scatter's src[2] is the rows */
+            q[3]->src[3] = q[0]->src[0];
+        } else {
+            q[3]->src[2] = q[0]->src[0];
+            q[3]->src[3] = q[1]->src[0];
         }
-        if (!rkv_quad(g->nodes + i)) continue;
-        for (int k = 0; k < 4; k++) mi_rope_kv_set_role(g->nodes[i + k], k < 3 ? MI_RKV_DEFER : MI_RKV_LAST);
-        g->nodes[i + 3]->src[2] = g->nodes[i]->src[0];
-        g->nodes[i + 3]->src[3] = g->nodes[i + 1]->src[0];
         marked += 4;
         i += 3;
     }

@@ -96,6 +96,41 @@ __device__ __forceinline__ void store_kv(void *cache, bool f16, int64_t i, float
     else ((float *)cache)[i] = v;
 }
 
+/* Element u (< rot + pass) of one row's q and k heads, as kernel_rope_kv's threads take them: the
+ * pair (u < rot) or the unrotated dim rotated / copied into q_rope or k_rope (x and y that row's q
+ * or k, head-major), and a k element also stored into the K cache at kc (that row's cache row;
+ * NULL: outside the cache, not written). */
+__device__ __forceinline__ void rkv_qk_element(int64_t u, int64_t rot, int half, int w, int Hq, int hd, int neox,
+                                               const rope_freqs &fq, float pos, const float *q, const float *k,
+                                               float *q_rope, float *k_rope, void *kc, bool f16) {
+    int64_t h, d0, d1 = -1;
+    if (u < rot) {
+        const int64_t i = u % half;
+        h = u / half;
+        d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
+    } else {
+        const int64_t v = u - rot;
+        h = v / w, d0 = (hd - w) + v % w;
+    }
+    const bool is_k = h >= Hq;
+    const int64_t hh = is_k ? h - Hq : h;
+    const float *xh = (is_k ? k : q) + hh * hd;
+    float *yh = (is_k ? k_rope : q_rope) + hh * hd;
+    float y0, y1 = 0.0f;
+    if (d1 >= 0) {
+        const float2 r = rotate_pair(xh, d0, d1, pos * fq.f[u % half]);
+        y0 = r.x, y1 = r.y;
+        yh[d1] = y1;
+    } else {
+        y0 = xh[d0];
+    }
+    yh[d0] = y0;
+    if (is_k && kc) {
+        store_kv(kc, f16, hh * hd + d0, y0);
+        if (d1 >= 0) store_kv(kc, f16, hh * hd + d1, y1);
+    }
+}
+
 __global__ void kernel_rope_kv(const mi8a_rope_kv_io io, int hd, int Hq, int Hkv, int neox, int n_rot, int f16,
                                const rope_freqs fq) {
     MI_PDL_ENTRY();
@@ -111,32 +146,8 @@ __global__ void kernel_rope_kv(const mi8a_rope_kv_io io, int hd, int Hq, int Hkv
             if (v_in) store_kv(io.cache_v, f16, npv * row + j, io.v[j]);
             continue;
         }
-        int64_t h, d0, d1 = -1;
-        if (t < rot) {
-            const int64_t i = t % half;
-            h = t / half;
-            d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
-        } else {
-            const int64_t u = t - rot;
-            h = u / w, d0 = n_rot + u % w;
-        }
-        const bool is_k = h >= Hq;
-        const int64_t hh = is_k ? h - Hq : h;
-        const float *xh = (is_k ? io.k : io.q) + hh * hd;
-        float *yh = (is_k ? io.k_rope : io.q_rope) + hh * hd;
-        float y0, y1 = 0.0f;
-        if (d1 >= 0) {
-            const float2 r = rotate_pair(xh, d0, d1, (float)io.pos[0] * fq.f[t % half]);
-            y0 = r.x, y1 = r.y;
-            yh[d1] = y1;
-        } else {
-            y0 = xh[d0];
-        }
-        yh[d0] = y0;
-        if (is_k && k_in) {
-            store_kv(io.cache_k, f16, npk * row + hh * hd + d0, y0);
-            if (d1 >= 0) store_kv(io.cache_k, f16, npk * row + hh * hd + d1, y1);
-        }
+        void *kc = k_in ? (void *)((uint8_t *)io.cache_k + (size_t)(npk * row) * (f16 ? 2 : 4)) : NULL;
+        rkv_qk_element(t, rot, half, w, Hq, hd, neox, fq, (float)io.pos[0], io.q, io.k, io.q_rope, io.k_rope, kc, f16);
     }
 }
 
@@ -155,33 +166,10 @@ __global__ void kernel_rope_kv_rows(const mi8a_rope_kv_rows_io io, int hd, int H
             if (slot >= 0 && slot < io.n_rows_v) store_kv(io.cache_v, f16, slot * row + j, io.v[r * row + j]);
             continue;
         }
-        int64_t h, d0, d1 = -1;
-        if (u < rot) {
-            const int64_t i = u % half;
-            h = u / half;
-            d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
-        } else {
-            const int64_t v = u - rot;
-            h = v / w, d0 = n_rot + v % w;
-        }
-        const bool is_k = h >= Hq;
-        const int64_t hh = is_k ? h - Hq : h;
-        const int64_t base = is_k ? r * row + hh * hd : (r * Hq + hh) * hd;
-        const float *xh = (is_k ? io.k : io.q) + base;
-        float *yh = (is_k ? io.k_rope : io.q_rope) + base;
-        float y0, y1 = 0.0f;
-        if (d1 >= 0) {
-            const float2 rr = rotate_pair(xh, d0, d1, (float)io.pos[r] * fq.f[u % half]);
-            y0 = rr.x, y1 = rr.y;
-            yh[d1] = y1;
-        } else {
-            y0 = xh[d0];
-        }
-        yh[d0] = y0;
-        if (is_k && slot >= 0 && slot < io.n_rows_k) {
-            store_kv(io.cache_k, f16, slot * row + hh * hd + d0, y0);
-            if (d1 >= 0) store_kv(io.cache_k, f16, slot * row + hh * hd + d1, y1);
-        }
+        void *kc = slot >= 0 && slot < io.n_rows_k ? (void *)((uint8_t *)io.cache_k + (size_t)(slot * row) * (f16 ? 2 : 4))
+                                                    : NULL;
+        rkv_qk_element(u, rot, half, w, Hq, hd, neox, fq, (float)io.pos[r], io.q + r * Hq * hd, io.k + r * row,
+                       io.q_rope + r * Hq * hd, io.k_rope + r * row, kc, f16);
     }
 }
 
