@@ -44,6 +44,31 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
     return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
 }
 
+/* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the
+ * unit computed (band cb, stage cs) both step through the run in unit order, across band edges;
+ * head: the piece in progress began inside its band (the run's first piece). */
+struct fs_walk {
+    int64_t ib, cb;
+    int is, cs, nst, len;
+    bool head;
+    __device__ __forceinline__ fs_walk(const f16s_plan &pl, int p, int64_t K) {
+        const int64_t u0 = f16s_run_start(pl, p);
+        nst = (int)(K / FS_SB);
+        len = (int)(f16s_run_start(pl, p + 1) - u0);
+        ib = cb = u0 / nst;
+        is = cs = (int)(u0 - ib * nst);
+        head = cs != 0;
+    }
+    __device__ __forceinline__ void loaded() {
+        if (++is == nst) is = 0, ib++;
+    }
+    __device__ __forceinline__ void computed() {
+        if (++cs == nst) cs = 0, cb++;
+    }
+    /* the unit computed ends a piece: its band's last stage or the run's last unit (s) */
+    __device__ __forceinline__ bool piece_ends(int s) const { return cs == nst - 1 || s == len - 1; }
+};
+
 /* Band m0's stage at byte wo of each row into ring slot rw (row r at r wslot, its bytes from
  * (address & 15) on: gs_window), by the block's nthreads threads; rows past M are not copied */
 template <int WT>

@@ -80,9 +80,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
     const int p = blockIdx.x;
-    const int nst = (int)(K / FS_SB);
-    const int64_t u0 = f16s_run_start(pl, p);
-    const int len = (int)(f16s_run_start(pl, p + 1) - u0);   /* units of the run */
+    fs_walk wk(pl, p, K);
 
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
         fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
@@ -93,15 +91,10 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             if (n < N) async_copy16(ra + n * FS_ASLOT + 16 * c, X + ((size_t)n * K + (size_t)st * FS_SB) * 2 + 16 * c);
         }
     };
-    /* the next unit to load (ib, is) and the unit computed (cb, cs), as band and stage: both step
-     * through the run in unit order */
-    int64_t ib = u0 / nst, cb = ib;
-    int is = (int)(u0 - ib * nst), cs = is;
     auto issue_next = [&](int q) {
-        issue(ib, is, q);
-        if (++is == nst) is = 0, ib++;
+        issue(wk.ib, wk.is, q);
+        wk.loaded();
     };
-    bool head = cs != 0;   /* the piece in progress began inside its band: the run's first piece */
 
     float acc[NTW][4];
 #pragma unroll
@@ -111,21 +104,21 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
 #pragma unroll
     for (int q = 0; q < FS_NS - 1; q++) {
-        if (q < len) issue_next(q);
+        if (q < wk.len) issue_next(q);
         async_commit();
     }
     /* the warp's first row, token and unit of a stage */
     const int r0 = (warp & 7) * 16 + gid, n0 = KH ? 0 : (warp >> 3) * NTW * 8, k0 = KH ? (warp >> 3) * 4 : 0;
-    for (int s = 0; s < len; s++) {
+    for (int s = 0; s < wk.len; s++) {
         const int q = s % FS_NS;
         async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
         __syncthreads();            /* everyone's have; everyone is done with unit s - 1 */
-        if (s + FS_NS - 1 < len) issue_next((s + FS_NS - 1) % FS_NS);
+        if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const int64_t m0 = cb * FS_BM;
+        const int64_t m0 = wk.cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
-        const size_t wo = (size_t)cs * F::wbytes;
+        const size_t wo = (size_t)wk.cs * F::wbytes;
         fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FS_THREADS);
         __syncthreads();
 
@@ -147,8 +140,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             }
         }
 
-        if (cs == nst - 1 || s == len - 1) {   /* the piece ends: the band's last stage or the run's last unit */
-            const bool whole = !head && cs == nst - 1;
+        if (wk.piece_ends(s)) {
+            const bool whole = !wk.head && wk.cs == wk.nst - 1;
             if (KH) {   /* K half 1 (warps 8..15) to K half 0 through activation slot q, free until stage s + 3's copy */
                 float *red = (float *)ra + (warp & 7) * (NTW * 4 * 32) + lane;   /* [warp][nt][i][lane]: 4 NT KB <= 4.25 NT */
                 __syncthreads();   /* every warp done with slot q */
@@ -164,7 +157,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #pragma unroll
                         for (int i = 0; i < 4; i++) acc[nt][i] += red[(nt * 4 + i) * 32];
             }
-            float *slot = part + (size_t)(2 * p + (head ? 0 : 1)) * (size_t)N * FS_BM;
+            float *slot = part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM;
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
@@ -177,9 +170,9 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                     }
                     acc[nt][i] = 0.0f;
                 }
-            head = false;
+            wk.head = false;
         }
-        if (++cs == nst) cs = 0, cb++;
+        wk.computed();
     }
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 }

@@ -91,9 +91,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int gid = lane >> 2, tig = lane & 3;
     const int p = blockIdx.x;
-    const int nst = (int)(K / FS_SB);
-    const int64_t u0 = f16s_run_start(pl, p);
-    const int len = (int)(f16s_run_start(pl, p + 1) - u0);   /* units of the run */
+    fs_walk wk(pl, p, K);
 
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
         fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
@@ -108,13 +106,10 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                              X + ((size_t)n * K + (size_t)st * FS_SB) * 2 + 16 * c);
         }
     };
-    int64_t ib = u0 / nst, cb = ib;
-    int is = (int)(u0 - ib * nst), cs = is;
     auto issue_next = [&](int q) {
-        issue(ib, is, q);
-        if (++is == nst) is = 0, ib++;
+        issue(wk.ib, wk.is, q);
+        wk.loaded();
     };
-    bool head = cs != 0;   /* the piece in progress began inside its band: the run's first piece */
 
     float d[ND];
 #pragma unroll
@@ -122,23 +117,23 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
 #pragma unroll
     for (int q = 0; q < FS_NS - 1; q++) {
-        if (q < len) issue_next(q);
+        if (q < wk.len) issue_next(q);
         async_commit();
     }
     const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
     const int k0 = 4 * (wg >> 1);                            /* its first unit of a stage */
-    for (int s = 0; s < len; s++) {
+    for (int s = 0; s < wk.len; s++) {
         const int q = s % FS_NS;
         async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();   /* everyone's have; every warp's products of unit s - 1 are done */
-        if (s + FS_NS - 1 < len) issue_next((s + FS_NS - 1) % FS_NS);
+        if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const int64_t m0 = cb * FS_BM;
+        const int64_t m0 = wk.cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
-        const size_t wo = (size_t)cs * F::wbytes;
+        const size_t wo = (size_t)wk.cs * F::wbytes;
         fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FW_THREADS);
         __syncthreads();
 
@@ -170,8 +165,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #pragma unroll
         for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
 
-        if (cs == nst - 1 || s == len - 1) {   /* the piece ends: the band's last stage or the run's last unit */
-            const bool whole = !head && cs == nst - 1;
+        if (wk.piece_ends(s)) {
+            const bool whole = !wk.head && wk.cs == wk.nst - 1;
             /* K half 1 (warpgroups 2, 3) to K half 0 through activation slot q, free until stage
              * s + 3's copy: [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
@@ -181,7 +176,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                 for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
             __syncthreads();
             if (wg < 2) {
-                float *slot = part + (size_t)(2 * p + (head ? 0 : 1)) * (size_t)N * FS_BM;
+                float *slot = part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM;
                 /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
 #pragma unroll
                 for (int i = 0; i < ND; i++) {
@@ -195,9 +190,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                     d[i] = 0.0f;
                 }
             }
-            head = false;
+            wk.head = false;
         }
-        if (++cs == nst) cs = 0, cb++;
+        wk.computed();
     }
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 #endif
