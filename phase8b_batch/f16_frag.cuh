@@ -16,6 +16,15 @@ __device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* a unit (two k16 steps: A1, A2) times one n-tile of 8 tokens, whose B registers for the two steps
+ * are the 64-bit shared loads at bp and bp + 32 (the activations' stored order, above) */
+__device__ __forceinline__ void mma_f16_unit(float (&d)[4], const uint32_t (&A1)[4], const uint32_t (&A2)[4],
+                                             const uint8_t *bp) {
+    const uint2 b = *(const uint2 *)bp, c = *(const uint2 *)(bp + 32);
+    mma_f16_16816(d, A1, b.x, b.y);
+    mma_f16_16816(d, A2, c.x, c.y);
+}
+
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 /* the levels in bits [0, 4) and [16, 20) of v (Q4_K) as f16 weights: L s + m, m = -dmin min */
 __device__ __forceinline__ uint32_t deq_q4(uint32_t v, __half2 s, __half2 m) {

@@ -167,12 +167,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
                 A2[2] = deq_q40(v0 >> 12, d0), A2[3] = deq_q40(v1 >> 12, d1);
             }
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const uint8_t *bp = xa + nt * 8 * astr + 64 * k;
-                const uint2 bv = *(const uint2 *)bp, cv = *(const uint2 *)(bp + 32);
-                mma_f16_16816(acc[nt], A1, bv.x, bv.y);
-                mma_f16_16816(acc[nt], A2, cv.x, cv.y);
-            }
+            for (int nt = 0; nt < NT; nt++) mma_f16_unit(acc[nt], A1, A2, xa + nt * 8 * astr + 64 * k);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)

@@ -132,12 +132,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
                               sM[k * FS_BM + r0 + 8], A1, A2);
 #pragma unroll
-            for (int nt = 0; nt < NTW; nt++) {
-                const uint8_t *bp = xa + nt * 8 * FS_ASLOT + 64 * k;
-                const uint2 b = *(const uint2 *)bp, c = *(const uint2 *)(bp + 32);
-                mma_f16_16816(acc[nt], A1, b.x, b.y);
-                mma_f16_16816(acc[nt], A2, c.x, c.y);
-            }
+            for (int nt = 0; nt < NTW; nt++) mma_f16_unit(acc[nt], A1, A2, xa + nt * 8 * FS_ASLOT + 64 * k);
         }
 
         if (wk.piece_ends(s)) {
