@@ -136,11 +136,14 @@ bool mi8a_run_plain(const struct mi_cuda_kernel *k, bool one_token);
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm);
 /* An upper layer's matmul kernel that takes runs of any rows (8b's small-K batch matmul, b13):
  * the pass marks its runs as it marks d13's, where the dispatch gives the marked nodes defer
- * (role MI_MM_RUN_DEFER) and last (MI_MM_RUN_LAST); no norm is folded into them. Their run()s
- * keep the record as d13's do: defer calls mi8a_run_record, last mi8a_run_take, which hands
- * back the run's matmuls, its own last (*k of them, valid until the next run starts). */
+ * (role MI_MM_RUN_DEFER) and last (MI_MM_RUN_LAST); where it gives a run's nodes as NORM_MATMUL
+ * defer_norm and last_norm (NULL: none), the run's x = rms_norm(x0, w) read by the run alone
+ * is folded into it as d17 folds it. Their run()s keep the record as d13's do: defer calls
+ * mi8a_run_record, last mi8a_run_take, which hands back the run's matmuls, its own last (*k of
+ * them, valid until the next run starts). */
 void mi8a_run_add(const struct mi_cuda_kernel *plain, const struct mi_cuda_kernel *defer,
-                  const struct mi_cuda_kernel *last);
+                  const struct mi_cuda_kernel *last, const struct mi_cuda_kernel *defer_norm,
+                  const struct mi_cuda_kernel *last_norm);
 struct mi_cuda_ctx;
 struct mi_tensor;
 mi_status mi8a_run_record(struct mi_cuda_ctx *c, const struct mi_tensor *n);

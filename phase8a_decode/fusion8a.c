@@ -179,7 +179,8 @@ static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kerne
 }
 /* d17: the run [i, j) reads x = rms_norm(x0, w), which is no output and no tap, and every other
  * reader of x is a one-token matmul that a NORM_MATMUL candidate takes (none takes the 7B's Q6_K
- * v beside a run of q and k, so that norm stays). The run's nodes become NORM_MATMUL
+ * v beside a run of q and k, so that norm stays). x may have many rows where the dispatch gives
+ * the run's nodes an upper layer's norm kernels (mi8a_run_add: 8b's b24); the probes decide. The run's nodes become NORM_MATMUL
  * of x0 (the norm's weight src[3], its eps pf(1)), each marked as before, where the dispatch gives
  * them d17's candidates; the other readers become NORM_MATMUL too; the norm leaves the graph
  * (dead[]). Every form applies MI_OP_RMS_NORM's arithmetic, so the bits do not change. */
@@ -201,7 +202,7 @@ static bool other_reader_ok(const mi_tensor *n, const mi_tensor *norm) {
 static bool norm_readers(const mi_graph *g, const mi_tensor *x, int i, int j, mi_tensor **others, int *n_others) {
     *n_others = 0;
     if (!x || x->op != MI_OP_RMS_NORM || x->id < 0 || x->id >= g->n_nodes || g->nodes[x->id] != x ||
-        (x->flags & MI_T_OUTPUT) || x == g->output || !x->src[0] || !x->src[1] || !one_token(x->src[0]) ||
+        (x->flags & MI_T_OUTPUT) || x == g->output || !x->src[0] || !x->src[1] || x->src[0]->type != MI_TYPE_F32 ||
         mi_norm_group(x) != x->ne[0])
         return false;
     int in_run = 0;

@@ -257,15 +257,17 @@ mi_status mi8a_run_take(mi_cuda_ctx *c, const mi_tensor *n, const mi8a_run_seg *
 /* the kernels of upper layers that take runs of many rows (mi8a_run_add) */
 #define RUN_ADDED_MAX 4
 static struct {
-    const mi_cuda_kernel *plain, *defer, *last;
+    const mi_cuda_kernel *plain, *defer, *last, *defer_norm, *last_norm;
 } g_run_added[RUN_ADDED_MAX];
 static int g_n_run_added;
-void mi8a_run_add(const mi_cuda_kernel *plain, const mi_cuda_kernel *defer, const mi_cuda_kernel *last) {
+void mi8a_run_add(const mi_cuda_kernel *plain, const mi_cuda_kernel *defer, const mi_cuda_kernel *last,
+                  const mi_cuda_kernel *defer_norm, const mi_cuda_kernel *last_norm) {
     for (int i = 0; i < g_n_run_added; i++)
         if (g_run_added[i].plain == plain) return;   /* installs are idempotent */
     if (g_n_run_added == RUN_ADDED_MAX) abort();      /* a broken install, not input */
     g_run_added[g_n_run_added].plain = plain, g_run_added[g_n_run_added].defer = defer;
-    g_run_added[g_n_run_added++].last = last;
+    g_run_added[g_n_run_added].last = last, g_run_added[g_n_run_added].defer_norm = defer_norm;
+    g_run_added[g_n_run_added++].last_norm = last_norm;
 }
 static int run_added(const mi_cuda_kernel *k) {
     for (int i = 0; k && i < g_n_run_added; i++)
@@ -277,8 +279,8 @@ bool mi8a_run_plain(const struct mi_cuda_kernel *k, bool one_token) {
 }
 const struct mi_cuda_kernel *mi8a_run_kernel(int role, const struct mi_cuda_kernel *plain, bool norm) {
     const int a = run_added(plain);
-    if (a >= 0) return norm ? NULL : role == MI_MM_RUN_DEFER ? g_run_added[a].defer
-                                   : role == MI_MM_RUN_LAST  ? g_run_added[a].last : NULL;
+    if (a >= 0) return role == MI_MM_RUN_DEFER ? (norm ? g_run_added[a].defer_norm : g_run_added[a].defer)
+                     : role == MI_MM_RUN_LAST  ? (norm ? g_run_added[a].last_norm : g_run_added[a].last) : NULL;
     if (role == MI_MM_RUN_DEFER) return norm ? &k_run_defer_norm : &k_run_defer;
     if (role != MI_MM_RUN_LAST || !plain) return NULL;
     if (plain_q4k(plain)) return norm ? &k_run_last_q4k_norm : &k_run_last_q4k;

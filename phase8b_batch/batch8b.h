@@ -46,6 +46,10 @@ bool mi8b_paged_mma_on(void);
 /* b17 (install8b.c, read at each launch): the tensor-core kernel's splits fill one wave of the
  * blocks a multiprocessor holds, not four blocks a multiprocessor */
 bool mi8b_paged_wave_on(void);
+/* b23 (install8b.c, read at each launch): the tensor-core kernel's splits of a (row, KV head) as one
+ * thread block cluster of at most MI8B_PG_CLUSTER_MAX, merged in it (no combine launch) */
+bool mi8b_paged_merge_on(void);
+#define MI8B_PG_CLUSTER_MAX 8
 /* Splits of a row's keys for rows of 16-byte aligned caches of type ctype: the scalar kernel's
  * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
  * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the
@@ -123,6 +127,17 @@ mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const flo
 mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                                   int64_t N, void *workspace);
 int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t K, int64_t N);
+/* item b24: the same run with x = rms_norm(x0, nw, eps): the norm written straight into x's f16
+ * copy (norm_f16_exact.cu: one launch for the norm and the copy), the same halves as the norm
+ * kernel followed by the copy, so the same outputs bit for bit */
+mi_status mi8b_gemm_f16_small_run_norm(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x0,
+                                       const float *nw, float eps, int64_t K, int64_t N, void *workspace);
+/* norm_f16_exact.cu: rows x [rows][G] RMS-normalized (weight w [G], MI_OP_RMS_NORM's canonical
+ * arithmetic) into xh as kernel_act_f16_pairs writes x's f16 copy; G % 4 == 0 and at most
+ * MI8B_NORM_F16_MAX_K (the row is staged in 48 KB of shared memory) */
+#define MI8B_NORM_F16_MAX_K 12280
+mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh, int64_t G,
+                                  int64_t rows);
 /* item b15: the same kernel for K past MI8B_SMALL_MAX_K (the 0.5B's down, K = 4864): K split into
  * slices of at most 28 units (896), a block a slice of x and bands of rows, the slices' partial
  * sums added in slice order by a second kernel (then the bias). workspace: x in f16, the partials. */
@@ -146,6 +161,9 @@ bool mi8b_f16_small_n_on(void);
 bool mi8b_f16s_khalf_on(void);
 /* b22 (install8b.c, read at each launch): b6's matmul on wgmma where the build and device have it */
 bool mi8b_f16s_wgmma_on(void);
+/* b25 (install8b.c, read at each launch): b22's scales computed by each quad for its rows and
+ * shared by shuffles (no block-wide pass and barrier), Q4_K rows copied as whole chunks */
+bool mi8b_f16w_quad_scales_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -82,9 +82,24 @@ __device__ __forceinline__ void fs_copy_weights(uint8_t *rw, const uint8_t *W, s
     }
 }
 
-/* A stage's scales, by the block's nthreads threads: for unit k and row r of the band in ring
- * slot rw (stage bytes wo of each row), Q4_K d sc into sS [k][r] and -dmin m into sM; Q6_K d sc
- * of the unit's two 16-element halves. Rounded to f16 once. */
+/* Unit k's scales of the row whose super-block is at b: Q4_K d sc into s and -dmin m into m; Q6_K
+ * d sc of the unit's two 16-element halves. Rounded to f16 once. */
+template <int WT>
+__device__ __forceinline__ void fs_unit_scales(const uint8_t *b, int k, __half2 &s, __half2 &m) {
+    if (WT == MI_TYPE_Q4_K) {
+        int sc, mn;
+        k4_scale_min(b + 4, k, &sc, &mn);
+        s = __float2half2_rn(ld_f16(b) * (float)sc);
+        m = __float2half2_rn(-(ld_f16(b + 2) * (float)mn));
+    } else {
+        const float d = ld_f16(b + 208);
+        s = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k]);
+        m = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k + 1]);
+    }
+}
+
+/* A stage's scales, by the block's nthreads threads: unit k of row r of the band in ring slot rw
+ * (stage bytes wo of each row) into sS [k][r] and sM [k][r] */
 template <int WT>
 __device__ __forceinline__ void fs_stage_scales(const uint8_t *rw, const uint8_t *W, size_t wrow, int64_t m0, size_t wo,
                                                 int64_t M, __half2 *sS, __half2 *sM, int tid, int nthreads) {
@@ -93,16 +108,7 @@ __device__ __forceinline__ void fs_stage_scales(const uint8_t *rw, const uint8_t
         const int r = i % FS_BM, k = i / FS_BM;
         if (m0 + r >= M) continue;
         const uint8_t *b = rw + r * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r) * wrow + wo) & 15);
-        if (WT == MI_TYPE_Q4_K) {
-            int sc, mn;
-            k4_scale_min(b + 4, k, &sc, &mn);
-            sS[k * FS_BM + r] = __float2half2_rn(ld_f16(b) * (float)sc);
-            sM[k * FS_BM + r] = __float2half2_rn(-(ld_f16(b + 2) * (float)mn));
-        } else {
-            const float d = ld_f16(b + 208);
-            sS[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k]);
-            sM[k * FS_BM + r] = __float2half2_rn(d * (float)((const int8_t *)(b + 192))[2 * k + 1]);
-        }
+        fs_unit_scales<WT>(b, k, sS[k * FS_BM + r], sM[k * FS_BM + r]);
     }
 }
 

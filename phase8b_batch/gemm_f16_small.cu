@@ -339,17 +339,12 @@ static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n
     }
 }
 
-/* x's f16 copy, then the kernel over the plan's slices; b19: the kernel alone, converting x's
- * slices itself (x's rows 16-byte aligned), up to MI8B_SMALL_XCONV_MAX_N rows */
-static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
-                           int64_t N, int S, void *workspace) {
+/* the kernel over the plan's slices, reading x's f16 copy xh, or (b19) x's floats xf */
+static mi_status sk_run(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const uint8_t *xh, const float *xf,
+                        int64_t K, int64_t N, int S) {
     sk_plan p;
     if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
-    const bool conv = mi8b_small_xconv_on() && N <= MI8B_SMALL_XCONV_MAX_N && ((uintptr_t)x & 15) == 0;
-    if (!conv) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
-    const uint8_t *xh = conv ? NULL : (const uint8_t *)workspace;
-    const float *xf = conv ? x : NULL;
     switch (sk_nt(N)) {
     case 2: return launch_small_rg<2>(st, seg, n, xh, xf, K, N, &p);
     case 4: return launch_small_rg<4>(st, seg, n, xh, xf, K, N, &p);
@@ -357,8 +352,17 @@ static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg,
     }
 }
 
-extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n,
-                                             const float *x, int64_t K, int64_t N, void *workspace) {
+/* x's f16 copy, then the kernel; b19: the kernel alone, converting x's slices itself (x's rows
+ * 16-byte aligned), up to MI8B_SMALL_XCONV_MAX_N rows */
+static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
+                           int64_t N, int S, void *workspace) {
+    const bool conv = mi8b_small_xconv_on() && N <= MI8B_SMALL_XCONV_MAX_N && ((uintptr_t)x & 15) == 0;
+    if (!conv) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+    return sk_run(st, wt, seg, n, conv ? NULL : (const uint8_t *)workspace, conv ? x : NULL, K, N, S);
+}
+
+/* a run's matmuls and shape, as mi8b_gemm_f16_small_run takes them */
+static mi_status sk_run_check(mi_type wt, const mi8a_run_seg *seg, int n, int64_t K, int64_t N) {
     int64_t rows = 0;
     for (int s = 0; s < n && n <= MI8A_RUN_MAX; s++) {
         if (!seg[s].w || !seg[s].y || seg[s].M < 1)
@@ -369,8 +373,23 @@ extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8
         rows > MI8B_SMALL_MAX_M)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: %d matmuls of type %s, K = %lld, %lld rows, N = %lld",
                       n, mi_type_name(wt), (long long)K, (long long)rows, (long long)N);
+    return MI_OK;
+}
+
+extern "C" mi_status mi8b_gemm_f16_small_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n,
+                                             const float *x, int64_t K, int64_t N, void *workspace) {
+    MI_TRY(sk_run_check(wt, seg, n, K, N));
     if (!x || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
     return sk_launch((cudaStream_t)stream, wt, seg, n, x, K, N, 1, workspace);
+}
+
+extern "C" mi_status mi8b_gemm_f16_small_run_norm(void *stream, mi_type wt, const mi8a_run_seg *seg, int n,
+                                                  const float *x0, const float *nw, float eps, int64_t K, int64_t N,
+                                                  void *workspace) {
+    MI_TRY(sk_run_check(wt, seg, n, K, N));
+    if (!x0 || !nw || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16_small: null pointer");
+    MI_TRY(mi8b_rms_norm_f16_pairs(stream, x0, nw, eps, workspace, K, N));
+    return sk_run((cudaStream_t)stream, wt, seg, n, (const uint8_t *)workspace, NULL, K, N, 1);
 }
 
 extern "C" mi_status mi8b_gemm_f16_small(void *stream, mi_type wt, const void *w, const float *x, const float *bias,

@@ -72,8 +72,12 @@ static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
- * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16_evens_odds's f16 copy. */
-template <int WT, int BN>
+ * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16_evens_odds's f16 copy.
+ * QS (item b25): no block-wide scale pass and its barrier: lane tig of a quad computes unit
+ * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
+ * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
+ * 9 whole chunks, without the window logic. */
+template <int WT, int BN, bool QS>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
@@ -93,9 +97,20 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int p = blockIdx.x;
     fs_walk wk(pl, p, K);
 
+    /* b25: Q4_K rows 16-byte aligned (wrow = 144 K / 256 is a multiple of 16): whole chunks */
+    const bool whole_rows = QS && WT == MI_TYPE_Q4_K && ((uintptr_t)W & 15) == 0;
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
-        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
-                            FW_THREADS);
+        uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
+        if (whole_rows) {
+            const int64_t m0 = b * FS_BM;
+            for (int i = tid; i < FS_BM * (F::wbytes / 16); i += FW_THREADS) {
+                const int r = i / (F::wbytes / 16), c = i - r * (F::wbytes / 16);
+                if (m0 + r < M)
+                    async_copy16(rw + r * F::wslot + 16 * c, W + (size_t)(m0 + r) * wrow + (size_t)st * F::wbytes + 16 * c);
+            }
+        } else {
+            fs_copy_weights<WT>(rw, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid, FW_THREADS);
+        }
         uint8_t *ra = ring_a + (size_t)q * SLOT;
         /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
          * the products (each reads its own token only) are never stored */
@@ -134,11 +149,18 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const int64_t m0 = wk.cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
         const size_t wo = (size_t)wk.cs * F::wbytes;
-        fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FW_THREADS);
-        __syncthreads();
+        if (!QS) {
+            fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FW_THREADS);
+            __syncthreads();
+        }
 
         const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
         const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
+        __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
+        if (QS) {
+            fs_unit_scales<WT>(w0, k0 + tig, qs0, qm0);
+            fs_unit_scales<WT>(w1, k0 + tig, qs1, qm1);
+        }
         const uint32_t rb = sa0 + (uint32_t)q * SLOT;
         uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
 #pragma unroll
@@ -146,8 +168,15 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #pragma unroll
             for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
                 const int k = k0 + kk;
-                fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
-                                  sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
+                if (QS) {
+                    const int src = (lane & ~3) | kk;   /* the quad's lane that computed unit k */
+                    fs_unit_frags<WT>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
+                                      __shfl_sync(0xffffffffu, qm0, src), __shfl_sync(0xffffffffu, qm1, src), A[kk][0],
+                                      A[kk][1]);
+                } else {
+                    fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
+                                      sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
+                }
             }
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -218,7 +247,7 @@ static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __
 
 /* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
  * raises the kernel's shared memory limit, once */
-template <int WT> static int fw_occupancy(void) {
+template <int WT, bool QS> static int fw_occupancy_of(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 0;
@@ -226,15 +255,21 @@ template <int WT> static int fw_occupancy(void) {
         int dev = 0, major = 0, n = 0;
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)fw_smem<WT, FW_BN>::bytes) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN>, FW_THREADS,
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS>, FW_THREADS,
                                                           fw_smem<WT, FW_BN>::bytes) == cudaSuccess)
             bps = n;
 #endif
         (void)cudaGetLastError();
     }
     return bps;
+}
+
+/* of both forms (b25 on and off: one plan for either) */
+template <int WT> static int fw_occupancy(void) {
+    const int a = fw_occupancy_of<WT, false>(), b = fw_occupancy_of<WT, true>();
+    return a < b ? a : b;
 }
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
@@ -252,12 +287,21 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     kernel_act_f16_evens_odds<<<gb, 256, 0, st>>>(x, (__half *)xh, groups);
     MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
     const size_t wrow = mi_row_size(wt, K);
-    if (wt == MI_TYPE_Q4_K)
-        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
-            (const uint8_t *)w, wrow, M, (const uint8_t *)xh, K, N, pl, bias, y, part);
+    const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
+    const unsigned P = (unsigned)pl.P;
+    const bool qs = mi8b_f16w_quad_scales_on();
+    if (wt == MI_TYPE_Q4_K && qs)
+        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
+    else if (wt == MI_TYPE_Q4_K)
+        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
+    else if (qs)
+        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     else
-        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN><<<(unsigned)pl.P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
-            (const uint8_t *)w, wrow, M, (const uint8_t *)xh, K, N, pl, bias, y, part);
+        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
 }

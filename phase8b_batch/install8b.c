@@ -220,6 +220,8 @@ static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable 
 bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
 /* b17: read at each launch and by the workspace rule (a switch changes the dispatch epoch) */
 bool mi8b_paged_wave_on(void) { return mi_cuda_item_on("b17"); }
+/* b23: read at each launch and split count (a switch changes the dispatch epoch) */
+bool mi8b_paged_merge_on(void) { return mi_cuda_item_on("b23"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -306,6 +308,8 @@ static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 bool mi8b_f16s_khalf_on(void) { return mi_cuda_item_on("b11"); }
 /* b22: read at each launch, as b11 */
 bool mi8b_f16s_wgmma_on(void) { return mi_cuda_item_on("b22"); }
+/* b25: read at each launch, as b22 */
+bool mi8b_f16w_quad_scales_on(void) { return mi_cuda_item_on("b25"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -433,6 +437,37 @@ static const mi_cuda_kernel k_small_run_last = {
     "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: every matmul of its run in one launch after x's f16 copy", "b12,b13",
     sup_small_run_last, run_small_run_last, ws_mm_small, 0};
 
+/* b24: a b13 run whose x = rms_norm(x0, w) the run alone reads (8a's pass folds it as d17 does,
+ * mi8a_run_add): NORM_MATMUL nodes, x0 their src[1], the norm's weight src[3] and eps pf(1); the
+ * last writes the norm straight into x's f16 copy, then launches the run as b13's last does */
+static bool small_norm_ok(const mi_tensor *n, int role) {
+    if (n->op != MI_OP_NORM_MATMUL || mi_matmul_shared_x(n) != role || !n->src[0] || !n->src[1]) return false;
+    const mi_tensor *w = n->src[0], *nw = n->src[3];
+    if (!nw || !nw->data || nw->type != MI_TYPE_F32 || nw->ne[0] != w->ne[0] || mi_nrows(nw) != 1 ||
+        w->ne[0] % 4 || w->ne[0] > MI8B_NORM_F16_MAX_K)
+        return false;
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    mm.src[3] = NULL;
+    return sup_mm_small(&mm);
+}
+static bool sup_small_run_defer_norm(const mi_tensor *n) { return small_norm_ok(n, MI_MM_RUN_DEFER); }
+static bool sup_small_run_last_norm(const mi_tensor *n) { return small_norm_ok(n, MI_MM_RUN_LAST); }
+static mi_status run_small_run_last_norm(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    const mi8a_run_seg *seg;
+    int k;
+    MI_TRY(mi8a_run_take(c, n, &seg, &k));
+    return mi8b_gemm_f16_small_run_norm(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, n->src[3]->data,
+                                        mi_fused_norm_eps(n), w->ne[0], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_small_run_defer_norm = {
+    "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: its rows computed by its run's last node", "b12,b13,b24",
+    sup_small_run_defer_norm, run_small_run_defer, NULL, 0};
+static const mi_cuda_kernel k_small_run_last_norm = {
+    "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: the norm written as x's f16 copy, then every matmul of its "
+    "run in one launch", "b12,b13,b24", sup_small_run_last_norm, run_small_run_last_norm, ws_mm_small, 0};
+
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
     const mi_tensor *x = n->src[0], *sc = n->src[1];
@@ -479,6 +514,8 @@ void mi_phase8b_install(void) {
                                 "from registers, the activations the B operand read from shared memory by the tensor "
                                 "cores (one wgmma a warpgroup per 64 rows x 16 k, not 8 mma.sync and 8 fragment "
                                 "loads a warp)");
+    mi_cuda_item_declare("b25", "b22's stage without the block's scale pass and its barrier: each quad computes its rows' "
+                                "scales and shares them by shuffles; Q4_K rows copied as whole 16-byte chunks");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
@@ -486,7 +523,11 @@ void mi_phase8b_install(void) {
                                 "made once; a block takes band after band, the next band's rows loading meanwhile");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_defer);
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_small_run_last);
-    mi8a_run_add(&k_mm_small, &k_small_run_defer, &k_small_run_last);
+    mi_cuda_item_declare("b24", "the RMS norm before a b13 run that alone reads it written straight into x's f16 copy "
+                                "(one launch for the norm and the copy; 8a's d17 fold at 2..64 rows)");
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_small_run_defer_norm);
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_small_run_last_norm);
+    mi8a_run_add(&k_mm_small, &k_small_run_defer, &k_small_run_last, &k_small_run_defer_norm, &k_small_run_last_norm);
     mi_cuda_item_declare("b15", "a batch's Q4_0 matmuls past K = 1024 (the 0.5B's down) on b12's kernel, K split "
                                 "into slices of 896, the slices' sums added in order by a second kernel");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_ksplit);   /* in front of b3 and b5 */
@@ -502,6 +543,8 @@ void mi_phase8b_install(void) {
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b17", "b7's paged attention takes as many splits as fill one wave of the blocks a "
                                 "multiprocessor holds (its occupancy), rounded down, not about four blocks a multiprocessor");
+    mi_cuda_item_declare("b23", "b7's splits of a (row, KV head) as one thread block cluster (at most 8), their partials "
+                                "merged in it through distributed shared memory: no combine launch");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

@@ -19,6 +19,8 @@
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
 #include "phase8b_batch/batch8b.h"
+#include "phase7e_perf/perf7e.h"
+#include "common/core/mi_canon.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/quant/mi_types.h"
 #include "common/backend/backend.h"
@@ -187,7 +189,7 @@ static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int6
     const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel"};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
-             (long long)N, woff ? "_unaligned" : "", strcmp(off, "b22") ? "_b11off" : "");
+             (long long)N, woff ? "_unaligned" : "", !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
@@ -312,6 +314,92 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
     cudaFree(ws);
 }
 
+/* b24: a run whose x = rms_norm(x0, w) (the 0.5B's q + k + v and gate + up): the norm written as
+ * x's f16 copy by mi8b_gemm_f16_small_run_norm against 7e's norm kernel then the run on its
+ * output, every matmul's outputs bit for bit; a second run bitwise; against the exact product of
+ * the host's canonical norm (NMSE <= 1e-5) */
+static void run_norm_case(int64_t K, int64_t N, const int64_t *ms, int n) {
+    char name[112];
+    int len = snprintf(name, sizeof name, "small_run_norm_Q4_0_K%lld_N%lld_M", (long long)K, (long long)N);
+    for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
+    if (!gu_selected(name)) return;
+    gu_begin(&R, name);
+    const float eps = 1e-6f;
+    float *x0 = gu_rand_f32(&g_seed, (size_t)(K * N), -2.f, 2.f), *nw = gu_rand_f32(&g_seed, (size_t)K, 0.5f, 1.5f);
+    float *xn = malloc((size_t)(K * N) * 4);
+    for (int64_t t = 0; t < N; t++) {   /* the host's canonical norm (common/core/mi_canon.h) */
+        const float *xr = x0 + t * K;
+        const float sc = mi_canon_rms_scale(mi_canon_sumsq_host(xr, K), K, eps);
+        for (int64_t i = 0; i < K; i++) xn[t * K + i] = (xr[i] * sc) * nw[i];
+    }
+    void *b[4 + 3 * MI8A_RUN_MAX];
+    int nb = 0;
+    float *dx0 = dev_up_at(x0, (size_t)(K * N) * 4, 0, &b[nb++]), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &b[nb++]);
+    float *dxn = dev_poison((size_t)(K * N) * 4);
+    b[nb++] = dxn;
+    uint8_t *w[MI8A_RUN_MAX];
+    float *bias[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *fused[MI8A_RUN_MAX], *fused2[MI8A_RUN_MAX];
+    double *ref[MI8A_RUN_MAX];
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+    int64_t rows = 0;
+    for (int s = 0; s < n; s++) {
+        size_t wb;
+        const size_t ny = (size_t)(ms[s] * N);
+        w[s] = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, ms[s], 1.0f, &wb);
+        bias[s] = gu_rand_f32(&g_seed, (size_t)ms[s], -0.5f, 0.5f);
+        ref[s] = malloc(ny * sizeof(double));
+        got[s] = malloc(ny * 4), fused[s] = malloc(ny * 4), fused2[s] = malloc(ny * 4);
+        exact_matmul(MI_TYPE_Q4_0, w[s], xn, bias[s], ref[s], K, ms[s], N);
+        const void *dw = dev_up_at(w[s], wb, 0, &b[nb++]);
+        const float *db = dev_up_at(bias[s], (size_t)ms[s] * 4, 0, &b[nb++]);
+        float *dy = dev_poison(ny * 4);
+        b[nb++] = dy;
+        seg[s] = (mi8a_run_seg){dw, db, dy, ms[s]};
+        rows += ms[s];
+    }
+    void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
+    mi_status st = mi7e_rms_norm(S, dx0, dnw, dxn, K, N, eps);
+    if (st == MI_OK) st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dxn, K, N, ws);
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], seg[s].y, (size_t)(ms[s] * N));
+    for (int rep = 0; rep < 2; rep++) {
+        for (int s = 0; s < n && st == MI_OK; s++)
+            st = cudaMemset(seg[s].y, 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+        if (st == MI_OK) st = mi8b_gemm_f16_small_run_norm(S, MI_TYPE_Q4_0, seg, n, dx0, dnw, eps, K, N, ws);
+        for (int s = 0; s < n && st == MI_OK; s++)
+            st = dev_read_back(S, rep ? fused2[s] : fused[s], seg[s].y, (size_t)(ms[s] * N));
+    }
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        double worst = 0.0;
+        bool same = true, rep = true;
+        for (int s = 0; s < n; s++) {
+            const size_t ny = (size_t)(ms[s] * N);
+            const double e = gu_nmse_d(fused[s], ref[s], ny);
+            worst = e > worst ? e : worst;
+            rep = rep && memcmp(fused[s], fused2[s], ny * 4) == 0;
+            if (memcmp(fused[s], got[s], ny * 4) != 0) {
+                same = false;
+                for (size_t i = 0; i < ny; i++)
+                    if (fused[s][i] != got[s][i]) {
+                        printf("    %s: matmul %d, first mismatch index %zu (token %zu, row %zu) fused %.9g two kernels %.9g\n",
+                               name, s, i, i / (size_t)ms[s], i % (size_t)ms[s], fused[s][i], got[s][i]);
+                        break;
+                    }
+            }
+        }
+        if (same && rep && worst <= 1e-5)
+            gu_pass(&R, "bit for bit the norm kernel then the run, repeat bitwise, nmse vs exact <= %.3g", worst);
+        else
+            gu_fail(&R, "against the norm kernel then the run %s, repeat %s, nmse vs exact %.3g (bound 1e-5)",
+                    same ? "bitwise" : "DIFFERS", rep ? "bitwise" : "DIFFERS", worst);
+    }
+    for (int s = 0; s < n; s++) free(w[s]), free(bias[s]), free(ref[s]), free(got[s]), free(fused[s]), free(fused2[s]);
+    for (int i = 0; i < nb; i++) cudaFree(b[i]);
+    cudaFree(ws);
+    free(x0), free(nw), free(xn);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -339,6 +427,10 @@ int main(int argc, char **argv) {
     f16s_case(MI_TYPE_Q4_K, 3584, 3584, 2, 0);
     f16s_case(MI_TYPE_Q4_K, 3584, 18944, 4, 0);
     f16s_case(MI_TYPE_Q6_K, 18944, 3584, 8, 2);
+    /* b22's kernel with its block-wide scale pass and window copies (b25 off) as the third run */
+    f16s_case_off("b25", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
+    f16s_case_off("b25", MI_TYPE_Q6_K, 3328, 200, 63, 6);
+    f16s_case_off("b25", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
     /* b11 off (the mma.sync kernel's warps each over half the tokens) */
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
@@ -378,6 +470,10 @@ int main(int argc, char **argv) {
     run_case(896, 64, gu, 2, 0);
     run_case(896, 33, gu, 2, 0);
     run_case(1024, 40, edge, 4, 2);
+    /* b24: the norm folded into x's f16 copy: q + k + v at 64 and 9 rows, gate + up at 33 */
+    run_norm_case(896, 64, qkv, 3);
+    run_norm_case(896, 9, qkv, 3);
+    run_norm_case(896, 33, gu, 2);
     /* b15: the 0.5B's down (K = 4864), the 1.5B's (8960), K just past 1024, a short last slice */
     ksplit_case(4864, 896, 64, 0);
     ksplit_case(4864, 896, 17, 0);

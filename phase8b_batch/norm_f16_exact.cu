@@ -1,0 +1,62 @@
+/* Item b24: the RMS norm before a run of the batch's small-K f16 matmuls (b13), written straight
+ * into the f16 copy of x the run reads (`kernel_act_f16_pairs`' layout: each group of four
+ * elements as e0, e2, e1, e3), so a layer's norm and x's copy are one launch, not two.
+ *
+ * Bits: the norm is MI_OP_RMS_NORM's canonical arithmetic as 7e's kernel_rms_norm_wide computes
+ * it (the row staged in shared memory, warp 0 summing x^2 as lane j over i = j, j + 32, ... then
+ * the xor butterfly, mi_canon_rms_scale, y = (x scale) w with no contraction: this file is built
+ * with --fmad=false, the *_exact.cu rule), and each y is rounded to f16 as the copy kernel rounds
+ * the norm's output: the same halves as the two kernels. */
+#include <cuda_fp16.h>
+#include "phase7b_ops/dev7b.cuh"
+#include "phase8b_batch/batch8b.h"
+#include "common/core/mi_canon.h"
+
+#define NF_BLOCK 256
+
+/* one block a row (blocks stride over rows); G % 4 == 0, G <= MI8B_NORM_F16_MAX_K */
+__global__ void __launch_bounds__(NF_BLOCK)
+kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__ w, __half2 *__restrict__ xh,
+                          int64_t G, int64_t rows, float eps) {
+    extern __shared__ float nf_sx[];
+    __shared__ float s_scale;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + (size_t)r * G;
+        for (int64_t i = tid; i < G; i += NF_BLOCK) nf_sx[i] = xr[i];
+        __syncthreads();
+        if (tid < 32) {
+            float acc = 0.0f;
+            for (int64_t i = lane; i < G; i += 32) {
+                const float sq = nf_sx[i] * nf_sx[i];
+                acc = acc + sq;
+            }
+            for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
+            if (lane == 0) s_scale = mi_canon_rms_scale(acc, G, eps);
+        }
+        __syncthreads();
+        const float scale = s_scale;
+        __half2 *o = xh + (size_t)r * (size_t)(G / 2);
+        for (int64_t g = tid; g < G / 4; g += NF_BLOCK) {
+            const float *s = nf_sx + 4 * g;
+            const float *wg = w + 4 * g;
+            const float y0 = (s[0] * scale) * wg[0], y1 = (s[1] * scale) * wg[1];
+            const float y2 = (s[2] * scale) * wg[2], y3 = (s[3] * scale) * wg[3];
+            o[2 * g] = __floats2half2_rn(y0, y2);
+            o[2 * g + 1] = __floats2half2_rn(y1, y3);
+        }
+        __syncthreads();   /* nf_sx and s_scale are reused by the next row */
+    }
+}
+
+extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh,
+                                             int64_t G, int64_t rows) {
+    if (G < 4 || G % 4 || G > MI8B_NORM_F16_MAX_K || rows < 1)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_f16_pairs: rows of %lld, %lld rows", (long long)G, (long long)rows);
+    if (!x || !w || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_f16_pairs: null pointer");
+    const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    kernel_rms_norm_f16_pairs<<<blocks, NF_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream>>>(
+        x, w, (__half2 *)xh, G, rows, eps);
+    MI_CU_CHECK_LAUNCH("kernel_rms_norm_f16_pairs");
+    return MI_OK;
+}
