@@ -20,7 +20,6 @@
  * from the step's shape alone (rows, longest sequence, the device's SM count), so the arithmetic
  * of a row depends only on the step's shape: repeated runs are bit-identical. */
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
@@ -289,19 +288,27 @@ __global__ void __launch_bounds__(PG_T, 5)
  * value sums as m16n8k16 mma with the group's heads as the rows, q and P in two f16 parts; the
  * partials and the combine are the scalar kernel's. Fixed orders: bit-identical run to run;
  * within the attention bound of the CPU, not the scalar kernel's bits. */
-#define PM_PART_OFF(hd) (4 * 16 * 2 + 64 * (hd))   /* floats: mma_merge's scratch, then [G][hd + 2] */
-
-/* a split that holds keys, on the tensor cores: its partials (CL: into pp) or, S == 1, the output */
-template <int HD, bool CL>
-__device__ __forceinline__ void pm_split_body(const float *__restrict__ Q, const uint16_t *__restrict__ Kc,
-                                              const uint16_t *__restrict__ Vc, float *__restrict__ part,
-                                              float *__restrict__ O, const pg_range &R, int B, int64_t r, int kvh, int h0,
-                                              int G, int Hq, int Hkv, int S, int s, float scale, float *pp) {
+template <int HD>
+__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
+    kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
+                          float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
+                          int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
+                          int min_chunk, float scale) {
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
     uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][MMA_TK][LD] */
     uint16_t *vs = ks + 2 * MMA_TK * LD;     /* [2][MMA_TK][LD] */
+    const int G = Hq / Hkv;
+    const int64_t r = blockIdx.x / Hkv;
+    const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
     const int tid = threadIdx.x, warp = tid >> 5;
+    /* the scalar kernel's start, written out in each: moving these lines into a shared helper
+     * changed the scalar kernel's register allocation, and it spilled */
+    const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
+    if (R.bad || R.k0 >= R.k1) {
+        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);
+        return;
+    }
     const int32_t *table = R.table;
     const int64_t k0 = R.k0, k1 = R.k1;
     const size_t qrow = (size_t)HD * Hq, kvrow = (size_t)HD * Hkv, pstride = (size_t)HD + 2;
@@ -338,7 +345,7 @@ __device__ __forceinline__ void pm_split_body(const float *__restrict__ Q, const
         if (S == 1) {
             O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = acc / L;
         } else {
-            float *p = CL ? pp + (size_t)h * (HD + 2) : part + (((size_t)r * Hq + h0 + h) * S + s) * pstride;
+            float *p = part + (((size_t)r * Hq + h0 + h) * S + s) * pstride;
             if (d == 0) {
                 p[0] = M;
                 p[1] = L;
@@ -347,77 +354,6 @@ __device__ __forceinline__ void pm_split_body(const float *__restrict__ Q, const
         }
     });
 }
-
-
-/* b23: the cluster's block 0 merges the S partials of (row r, heads h0 ..) from the blocks' shared
- * memory in split order: kernel_attn_paged_combine's operations, in its order */
-template <int HD>
-__device__ __forceinline__ void pm_cluster_merge(const float *pp, float *__restrict__ O, int64_t r, int h0, int G,
-                                                 int Hq, int S) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    cl.sync();   /* every split's partial is in its block's shared memory */
-    if (cl.block_rank() == 0) {
-        const size_t qrow = (size_t)HD * Hq;
-        for (int i = threadIdx.x; i < G * HD; i += MMA_THREADS) {
-            const int h = i / HD, d = i - h * HD;
-            float ms = -INFINITY;   /* the max is exact in any order */
-            for (int q = 0; q < S; q++) ms = fmaxf(ms, cl.map_shared_rank(pp, q)[(size_t)h * (HD + 2)]);
-            float l = 0.0f, o = 0.0f;
-            for (int q = 0; q < S; q++) {
-                const float *p = cl.map_shared_rank(pp, q) + (size_t)h * (HD + 2);
-                if (p[1] == 0.0f) continue;
-                const float w = expf(p[0] - ms);
-                l += p[1] * w;
-                o += p[2 + d] * w;
-            }
-            O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = o / l;
-        }
-    }
-    cl.sync();   /* the others' shared memory stays until block 0 has read it */
-#endif
-}
-
-/* CL (item b23): the S splits of a (row, KV head) are one thread block cluster (1 x S); each block
- * leaves its partials in its own shared memory (after mma_merge's scratch) and the cluster's
- * block 0 merges them in split order through distributed shared memory, as kernel_attn_paged_combine
- * does (the same operations in the same order), so no second launch and no partials in global
- * memory. Every block reaches both cluster barriers (no early return). */
-template <int HD, bool CL>
-__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
-    kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
-                          float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
-                          int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
-                          int min_chunk, float scale) {
-    extern __shared__ uint4 pm_smem4[];
-    const int G = Hq / Hkv;
-    const int64_t r = blockIdx.x / Hkv;
-    const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
-    const int tid = threadIdx.x;
-    /* the scalar kernel's start, written out in each: moving these lines into a shared helper
-     * changed the scalar kernel's register allocation, and it spilled */
-    const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
-    const bool unused = R.bad || R.k0 >= R.k1;
-    float *pp = (float *)pm_smem4 + PM_PART_OFF(HD);   /* CL: this split's [G][HD + 2] partials */
-    if (unused && !CL) {
-        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);
-        return;
-    }
-    if (unused) {   /* CL: the partial pg_write_unused would write, in shared memory */
-        for (int i = tid; i < G * HD; i += MMA_THREADS) {
-            const int g = i / HD, d = i - g * HD;
-            float *p = pp + (size_t)g * (HD + 2);
-            if (d == 0) p[0] = R.bad ? NAN : -INFINITY, p[1] = R.bad ? NAN : 0.0f;
-            p[2 + d] = R.bad ? NAN : 0.0f;
-        }
-    } else {
-        pm_split_body<HD, CL>(Q, Kc, Vc, part, O, R, B, r, kvh, h0, G, Hq, Hkv, S, s, scale, pp);
-    }
-    if (CL) pm_cluster_merge<HD>(pp, O, r, h0, G, Hq, S);
-}
-
-
 
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
  * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
@@ -485,9 +421,7 @@ static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8)
 static bool pm_opt_in128(void) {
     static int opted = -1;
     if (opted < 0) {
-        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)pm_smem(128)) == cudaSuccess &&
-                cudaFuncSetAttribute(kernel_attn_paged_mma<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)pm_smem(128)) == cudaSuccess;
         if (!opted) (void)cudaGetLastError();
     }
@@ -500,8 +434,8 @@ static int pm_resident(int64_t hd) {
         int n = 0;
         if (hd != 64) (void)pm_opt_in128();
         const cudaError_t e =
-            hd == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<64, false>, MMA_THREADS, pm_smem(64))
-                     : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<128, false>, MMA_THREADS, pm_smem(128));
+            hd == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<64>, MMA_THREADS, pm_smem(64))
+                     : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<128>, MMA_THREADS, pm_smem(128));
         if (e != cudaSuccess) (void)cudaGetLastError();
         *r = e == cudaSuccess && n > 0 ? n : 1;
     }
@@ -509,9 +443,7 @@ static int pm_resident(int64_t hd) {
 }
 /* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
 static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
-    const int S = pg_splits(T, max_kv, Hkv, mma && mi8b_paged_wave_on() ? pm_resident(hd) : 0);
-    /* b23: the splits of a (row, KV head) are one cluster: at most MI8B_PG_CLUSTER_MAX (portable) */
-    return mma && mi8b_paged_merge_on() && S > MI8B_PG_CLUSTER_MAX ? MI8B_PG_CLUSTER_MAX : S;
+    return pg_splits(T, max_kv, Hkv, mma && mi8b_paged_wave_on() ? pm_resident(hd) : 0);
 }
 
 extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, mi_type ctype) {
@@ -526,28 +458,6 @@ extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t h
         S = Sm > S ? Sm : S;
     }
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
-}
-
-/* b23's launch: grid (rows x KV heads, S) in clusters of 1 x S blocks */
-template <int HD>
-static cudaError_t pm_launch_cluster(dim3 grid, size_t smem, cudaStream_t st, const float *q, const uint16_t *k,
-                                     const uint16_t *v, float *part, float *o, const int32_t *seqs, int n_seqs,
-                                     int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
-                                     int min_chunk, float scale) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(MMA_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = (unsigned)S;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel_attn_paged_mma<HD, true>, q, k, v, part, o, seqs, n_seqs, seqs_len, n_rows, B,
-                              max_kv, Hq, Hkv, S, min_chunk, scale);
 }
 
 extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
@@ -584,16 +494,12 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const bool wide = hd > PG_T;
     const size_t smem_mma = pm_smem(hd);
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
-    const bool merge = mma && S > 1 && mi8b_paged_merge_on();
-    if (mma && hd != 64 && !pm_opt_in128())
-        return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
-    if (merge) {   /* b23: a cluster of the S splits of each (row, KV head), merged in it */
-        MI_CU_CHECK(hd == 64 ? pm_launch_cluster<64>(grid, smem_mma, st, q, k16, v16, PM_ARGS)
-                             : pm_launch_cluster<128>(grid, smem_mma, st, q, k16, v16, PM_ARGS));
-    } else if (mma && hd == 64) {
-        kernel_attn_paged_mma<64, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+    if (mma && hd == 64) {
+        kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (mma) {
-        kernel_attn_paged_mma<128, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        if (!pm_opt_in128())
+            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
+        kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
@@ -602,7 +508,7 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
 #undef PG_ARGS
 #undef PM_ARGS
     MI_CU_CHECK_LAUNCH("kernel_attn_paged");
-    if (S > 1 && !merge) {
+    if (S > 1) {
         kernel_attn_paged_combine<<<(unsigned)(T * Hq), 128, 0, st>>>(part, o, (int)hd, S);
         MI_CU_CHECK_LAUNCH("kernel_attn_paged_combine");
     }

@@ -46,10 +46,6 @@ bool mi8b_paged_mma_on(void);
 /* b17 (install8b.c, read at each launch): the tensor-core kernel's splits fill one wave of the
  * blocks a multiprocessor holds, not four blocks a multiprocessor */
 bool mi8b_paged_wave_on(void);
-/* b23 (install8b.c, read at each launch): the tensor-core kernel's splits of a (row, KV head) as one
- * thread block cluster of at most MI8B_PG_CLUSTER_MAX, merged in it (no combine launch) */
-bool mi8b_paged_merge_on(void);
-#define MI8B_PG_CLUSTER_MAX 8
 /* Splits of a row's keys for rows of 16-byte aligned caches of type ctype: the scalar kernel's
  * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
  * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the

@@ -220,8 +220,6 @@ static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable 
 bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
 /* b17: read at each launch and by the workspace rule (a switch changes the dispatch epoch) */
 bool mi8b_paged_wave_on(void) { return mi_cuda_item_on("b17"); }
-/* b23: read at each launch and split count (a switch changes the dispatch epoch) */
-bool mi8b_paged_merge_on(void) { return mi_cuda_item_on("b23"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -543,8 +541,6 @@ void mi_phase8b_install(void) {
                                "value sums as mma over 64-key tiles, q and the probabilities in two f16 parts");
     mi_cuda_item_declare("b17", "b7's paged attention takes as many splits as fill one wave of the blocks a "
                                 "multiprocessor holds (its occupancy), rounded down, not about four blocks a multiprocessor");
-    mi_cuda_item_declare("b23", "b7's splits of a (row, KV head) as one thread block cluster (at most 8), their partials "
-                                "merged in it through distributed shared memory: no combine launch");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

@@ -324,15 +324,6 @@ static void test_paged(void) {
     decode_case("decode_b64_b7off", 64, 700, MI_TYPE_F16, 64, 14, 2);
     decode_case("decode_b64_b7off", 64, 700, MI_TYPE_F16, 128, 28, 4);
     paged_case("mixed_b7off", mixed, nm, MI_TYPE_F16, 128, 28, 4);
-    /* the tensor-core kernel's splits merged by the combine launch (b23 off; on above: in clusters) */
-    if (mi_cuda_items_set_off("b23") != MI_OK) {
-        gu_begin(g_r, "paged_b23off");
-        gu_fail(g_r, "%s", mi_errmsg());
-        return;
-    }
-    decode_case("decode_b4_b23off", 4, 200, MI_TYPE_F16, 64, 14, 2);
-    { seq_spec one = {1, 3000}; paged_case("decode_b1_past3000_b23off", &one, 1, MI_TYPE_F16, 128, 28, 4); }
-    paged_case("mixed_b23off", mixed, nm, MI_TYPE_F16, 64, 14, 2);
     mi_cuda_items_set_off("");
 }
 
