@@ -357,27 +357,38 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
 
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
  * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
- * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
+ * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it.
+ * The kernel is latency: thread s reads split s's m and l and computes its weight, and each
+ * output's S partials are loaded into registers before the sums, so the loads of a row are in
+ * flight together rather than one after another; the sums keep split order. */
+static_assert(MI8B_PG_MAX_SPLITS <= 128, "a split's weight a thread of the combine's 128");
 __global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
-    __shared__ float wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
+    __shared__ float msh[MI8B_PG_MAX_SPLITS], wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
     const size_t rh = blockIdx.x, pstride = (size_t)hd + 2;
     const float *p = part + rh * (size_t)S * pstride;
-    if (threadIdx.x == 0) {
-        float ms = -INFINITY;   /* the max is exact in any order */
-        for (int s = 0; s < S; s++) ms = fmaxf(ms, p[(size_t)s * pstride]);
-        for (int s = 0; s < S; s++) {
-            lsh[s] = p[(size_t)s * pstride + 1];
-            wsh[s] = lsh[s] == 0.0f ? 0.0f : expf(p[(size_t)s * pstride] - ms);
-        }
+    const int t = threadIdx.x;
+    if (t < S) {
+        msh[t] = p[(size_t)t * pstride];
+        lsh[t] = p[(size_t)t * pstride + 1];
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    if (t < S) {
+        float ms = -INFINITY;   /* the max is exact in any order */
+        for (int s = 0; s < S; s++) ms = fmaxf(ms, msh[s]);
+        wsh[t] = lsh[t] == 0.0f ? 0.0f : expf(msh[t] - ms);
+    }
+    __syncthreads();
+    for (int d = t; d < hd; d += blockDim.x) {
+        float acc[MI8B_PG_MAX_SPLITS];
+#pragma unroll
+        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) acc[s] = s < S ? p[(size_t)s * pstride + 2 + d] : 0.0f;
         float l = 0.0f, o = 0.0f;
-        for (int s = 0; s < S; s++) {
-            if (lsh[s] == 0.0f) continue;
+#pragma unroll
+        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) {
+            if (s >= S || lsh[s] == 0.0f) continue;
             const float w = wsh[s];
             l += lsh[s] * w;
-            o += p[(size_t)s * pstride + 2 + d] * w;
+            o += acc[s] * w;
         }
         O[rh * (size_t)hd + d] = o / l;
     }
@@ -388,11 +399,11 @@ extern "C" bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, m
            Hq / Hkv <= PG_MAX_G && Hq <= 65535 && (ctype == MI_TYPE_F16 || ctype == MI_TYPE_F32);
 }
 
-/* MINFER_PAGED_MIN_SPLIT: the fewest keys a split takes (MI8B_PG_MIN_SPLIT by default; 128, a
- * whole tile, for the A/B) */
+/* MINFER_PAGED_MIN_SPLIT: the fewest keys a split takes (MI8B_PG_MIN_SPLIT by default; for the
+ * A/B of the split rule: 128 a whole tile, the longest cache or more one split, no combine) */
 static int pg_min_split(void) {
     static long v = -1;
-    return (int)mi_setting_int_once("MINFER_PAGED_MIN_SPLIT", 16, PG_T, MI8B_PG_MIN_SPLIT, &v);
+    return (int)mi_setting_int_once("MINFER_PAGED_MIN_SPLIT", 16, 65536, MI8B_PG_MIN_SPLIT, &v);
 }
 
 /* Splits of T rows x Hkv heads. resident 0: enough blocks for about four a multiprocessor (the

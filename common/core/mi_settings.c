@@ -69,7 +69,7 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_PDL_MIN_EMBD", MI_SETTING_INT,
      "narrowest model (its first RMS norm's width) whose one-token steps launch the small kernels as programmatic dependents (8a's d10), 1..2^30; default 2048 (read once per process; for measurements)"},
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
-     "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..128; default 32 (read once per process; for measurements)"},
+     "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..65536 (one at least that long: one split, no combine); default 32 (read once per process; for measurements)"},
     {"MINFER_SMALL_ROWS", MI_SETTING_INT,
      "weight rows a band of 8b's small-K matmul (b12, b13, b15), 16, 32 or 64, where its shared memory fits; default: the fewest rows whose bands fit one wave, else the rows whose busiest block has the fewest K units a warp (read once per process; for measurements)"},
     {"MINFER_NORM_FOLD_READERS", MI_SETTING_INT,

@@ -16,8 +16,12 @@
  * as tools/ncu_step_sum.py splits). With --batch B, B sequences of that prompt decode together
  * (mi_batch, greedy, the next tokens read back as `minfer bench --batch` does): the steps are
  * batched steps of B rows.
+ * --before B,B,...: batches of those sizes run first, untraced, each as `minfer bench --batch`
+ * runs a row (its prompts, n steps, freed), so the traced steps see the device and the allocator
+ * as a table's later row does.
  * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
- *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B] */
+ *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B]
+ *          [--before B,B,...] */
 #include <cupti.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -168,16 +172,18 @@ static void stepper_free(stepper *r) {
 int main(int argc, char **argv) {
     const char *model = NULL;
     long p = 32, n = 32, top = 24, B = 0;
+    const char *before = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) p = atol(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atol(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--before") && i + 1 < argc) before = argv[++i];
         else if (argv[i][0] != '-' && !model) model = argv[i];
         else model = NULL, i = argc;
     }
     if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1 || B < 0 || B > 1024) {
-        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)]\n");
+        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)] [--before B,B,...]\n");
         return 2;
     }
     int devices = 0;
@@ -198,8 +204,26 @@ int main(int argc, char **argv) {
     int32_t *ids = malloc((size_t)total * sizeof *ids);
     if (!ids) return 1;
     for (int64_t i = 0; i < total; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
+    mi_status st = MI_OK;
+    for (const char *c = before; st == MI_OK && *c;) {   /* the earlier rows, untraced */
+        char *end = NULL;
+        const long b = strtol(c, &end, 10);
+        if (end == c || b < 1 || b > 1024) {
+            fprintf(stderr, "bench_trace: --before wants sizes 1..1024 separated by commas, not '%s'\n", before);
+            return 2;
+        }
+        stepper pre = {0};
+        st = stepper_begin(&pre, m, (int)b, p, n, ids);
+        for (long i = 0; st == MI_OK && i < n; i++) st = stepper_step(&pre, ids, p + i);
+        stepper_free(&pre);
+        if (st != MI_OK) {
+            fprintf(stderr, "bench_trace: the row of %ld before: %s\n", b, mi_errmsg());
+            return 1;
+        }
+        c = *end == ',' ? end + 1 : end;
+    }
     stepper run = {0};
-    mi_status st = stepper_begin(&run, m, (int)B, p, n, ids);
+    if (st == MI_OK) st = stepper_begin(&run, m, (int)B, p, n, ids);
     if (st != MI_OK && !run.s && !run.b) {
         printf("skipped: %s\n", mi_errmsg());   /* no CUDA device: nothing to trace */
         stepper_free(&run);
