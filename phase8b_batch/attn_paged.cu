@@ -381,11 +381,15 @@ __global__ void kernel_attn_paged_combine(const float *__restrict__ part, float 
     for (int d = t; d < hd; d += blockDim.x) {
         float acc[MI8B_PG_MAX_SPLITS];
 #pragma unroll
-        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) acc[s] = s < S ? p[(size_t)s * pstride + 2 + d] : 0.0f;
+        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) {
+            if (s >= S) break;   /* the loops stop at S: a step of 64 rows merges 3 splits, not 32 */
+            acc[s] = p[(size_t)s * pstride + 2 + d];
+        }
         float l = 0.0f, o = 0.0f;
 #pragma unroll
         for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) {
-            if (s >= S || lsh[s] == 0.0f) continue;
+            if (s >= S) break;
+            if (lsh[s] == 0.0f) continue;
             const float w = wsh[s];
             l += lsh[s] * w;
             o += acc[s] * w;

@@ -18,10 +18,11 @@
  * batched steps of B rows.
  * --before B,B,...: batches of those sizes run first, untraced, each as `minfer bench --batch`
  * runs a row (its prompts, n steps, freed), so the traced steps see the device and the allocator
- * as a table's later row does.
+ * as a table's later row does; --before-direct runs them without CUDA graphs (7d's capture off
+ * while they run), so what the earlier rows leave behind can be told from what their graphs do.
  * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
  *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B]
- *          [--before B,B,...] */
+ *          [--before B,B,... [--before-direct]] */
 #include <cupti.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@
 #include "common/model/mi.h"
 #include "common/model/mi_batch.h"
 #include "common/core/mi_err.h"
+#include "phase7d_graphs/graphs7d.h"
 
 typedef struct {
     uint64_t start, end;
@@ -173,17 +175,19 @@ int main(int argc, char **argv) {
     const char *model = NULL;
     long p = 32, n = 32, top = 24, B = 0;
     const char *before = "";
+    int before_direct = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) p = atol(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atol(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atol(argv[++i]);
         else if (!strcmp(argv[i], "--before") && i + 1 < argc) before = argv[++i];
+        else if (!strcmp(argv[i], "--before-direct")) before_direct = 1;
         else if (argv[i][0] != '-' && !model) model = argv[i];
         else model = NULL, i = argc;
     }
     if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1 || B < 0 || B > 1024) {
-        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)] [--before B,B,...]\n");
+        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)] [--before B,B,... [--before-direct]]\n");
         return 2;
     }
     int devices = 0;
@@ -205,6 +209,7 @@ int main(int argc, char **argv) {
     if (!ids) return 1;
     for (int64_t i = 0; i < total; i++) ids[i] = (int32_t)((i * 7919 + 13) % V);
     mi_status st = MI_OK;
+    if (before_direct) mi_cuda_graph_set_enabled(false);
     for (const char *c = before; st == MI_OK && *c;) {   /* the earlier rows, untraced */
         char *end = NULL;
         const long b = strtol(c, &end, 10);
@@ -222,6 +227,9 @@ int main(int argc, char **argv) {
         }
         c = *end == ',' ? end + 1 : end;
     }
+    if (before_direct) mi_cuda_graph_set_enabled(true);
+    mi_cuda_graph_counters gc0, gc1;
+    mi_cuda_graph_stats(&gc0);
     stepper run = {0};
     if (st == MI_OK) st = stepper_begin(&run, m, (int)B, p, n, ids);
     if (st != MI_OK && !run.s && !run.b) {
@@ -292,6 +300,10 @@ int main(int argc, char **argv) {
            "dropped: %zu)\n", model, backend, steps, B ? "batched decode" : "one-token", p,
            (double)(step0[steps] - step0[0]) / S, g_dropped);
     if (B) printf("%ld sequences a step\n", B);
+    mi_cuda_graph_stats(&gc1);
+    printf("CUDA graphs: %llu captured and %llu destroyed before the traced row (in the process), %llu captured "
+           "and %llu replayed in it\n", (unsigned long long)gc0.captures, (unsigned long long)gc0.evictions,
+           (unsigned long long)(gc1.captures - gc0.captures), (unsigned long long)(gc1.replays - gc0.replays));
     printf("a step: span %.1f us, kernels summed %.1f us, no kernel running %.1f us; between steps %.1f us; "
            "%.1f us a token (%.1f tok/s)\n", span / S / 1e3, ksum / S / 1e3, (span - busy) / S / 1e3,
            between / S / 1e3, (span + between) / S / 1e3, 1e9 * S / (span + between));
