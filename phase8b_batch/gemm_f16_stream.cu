@@ -361,6 +361,7 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     return f16s_launch((cudaStream_t)stream, wt, sg, x, K, M, N, workspace);
 }
 
+static_assert(FS_SEGS_MAX >= MI8A_RUN_MAX, "a launch holds the longest run the pass marks");
 extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int k, const float *x,
                                         int64_t K, int64_t N, int64_t run_rows, void *workspace) {
     if (k < 1 || k > FS_SEGS_MAX || !seg || !x || !workspace)
