@@ -12,6 +12,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7e_perf/rms_row_scale.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* One block per row: the whole block copies the row into shared memory (every load in
@@ -31,16 +32,7 @@ kernel_rms_norm_wide(const float *__restrict__ x, const float *__restrict__ w, f
 #pragma unroll 4
         for (int64_t i = tid; i < G; i += NRM_BLOCK) sx[i] = xr[i];
         __syncthreads();
-        if (tid < 32) {
-            float acc = 0.0f;
-#pragma unroll 16
-            for (int64_t i = lane; i < G; i += 32) {
-                const float sq = sx[i] * sx[i];
-                acc = acc + sq;
-            }
-            for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
-            if (lane == 0) s_scale = mi_canon_rms_scale(acc, G, eps);
-        }
+        if (tid < 32) rms_row_scale_warp0(sx, G, eps, lane, &s_scale);
         __syncthreads();
         const float scale = s_scale;
         float *yr = y + (size_t)r * G;

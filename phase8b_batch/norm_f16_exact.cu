@@ -3,14 +3,14 @@
  * elements as e0, e2, e1, e3), so a layer's norm and x's copy are one launch, not two.
  *
  * Bits: the norm is MI_OP_RMS_NORM's canonical arithmetic as 7e's kernel_rms_norm_wide computes
- * it (the row staged in shared memory, warp 0 summing x^2 as lane j over i = j, j + 32, ... then
- * the xor butterfly, mi_canon_rms_scale, y = (x scale) w with no contraction: this file is built
+ * it (the row staged in shared memory, its scale by the same function, rms_row_scale_warp0,
+ * y = (x scale) w with no contraction: this file is built
  * with --fmad=false, the *_exact.cu rule), and each y is rounded to f16 as the copy kernel rounds
  * the norm's output: the same halves as the two kernels. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/batch8b.h"
-#include "common/core/mi_canon.h"
+#include "phase7e_perf/rms_row_scale.cuh"
 
 #define NF_BLOCK 256
 
@@ -25,15 +25,7 @@ kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__
         const float *xr = x + (size_t)r * G;
         for (int64_t i = tid; i < G; i += NF_BLOCK) nf_sx[i] = xr[i];
         __syncthreads();
-        if (tid < 32) {
-            float acc = 0.0f;
-            for (int64_t i = lane; i < G; i += 32) {
-                const float sq = nf_sx[i] * nf_sx[i];
-                acc = acc + sq;
-            }
-            for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(0xffffffffu, acc, off);
-            if (lane == 0) s_scale = mi_canon_rms_scale(acc, G, eps);
-        }
+        if (tid < 32) rms_row_scale_warp0(nf_sx, G, eps, lane, &s_scale);
         __syncthreads();
         const float scale = s_scale;
         __half2 *o = xh + (size_t)r * (size_t)(G / 2);
