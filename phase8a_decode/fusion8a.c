@@ -252,9 +252,6 @@ static int mark_runs(mi_graph *g) {
         if (!ok) continue;
         if (!dead || !fold_norm(g, i, j, plain, dead))
             for (int k = i; k < j; k++) g->nodes[k]->p[0] = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
-        int64_t rows = 0;   /* mi_matmul_run_rows */
-        for (int k = i; k < j; k++) rows += g->nodes[k]->src[0]->ne[1];
-        g->nodes[j - 1]->p[2] = rows;
         marked += j - i;
         i = j - 1;
     }

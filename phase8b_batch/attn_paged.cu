@@ -357,42 +357,27 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
 
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
  * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
- * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it.
- * The kernel is latency: thread s reads split s's m and l and computes its weight, and each
- * output's S partials are loaded into registers before the sums, so the loads of a row are in
- * flight together rather than one after another; the sums keep split order. */
-static_assert(MI8B_PG_MAX_SPLITS <= 128, "a split's weight a thread of the combine's 128");
+ * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
 __global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
-    __shared__ float msh[MI8B_PG_MAX_SPLITS], wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
+    __shared__ float wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
     const size_t rh = blockIdx.x, pstride = (size_t)hd + 2;
     const float *p = part + rh * (size_t)S * pstride;
-    const int t = threadIdx.x;
-    if (t < S) {
-        msh[t] = p[(size_t)t * pstride];
-        lsh[t] = p[(size_t)t * pstride + 1];
-    }
-    __syncthreads();
-    if (t < S) {
+    if (threadIdx.x == 0) {
         float ms = -INFINITY;   /* the max is exact in any order */
-        for (int s = 0; s < S; s++) ms = fmaxf(ms, msh[s]);
-        wsh[t] = lsh[t] == 0.0f ? 0.0f : expf(msh[t] - ms);
+        for (int s = 0; s < S; s++) ms = fmaxf(ms, p[(size_t)s * pstride]);
+        for (int s = 0; s < S; s++) {
+            lsh[s] = p[(size_t)s * pstride + 1];
+            wsh[s] = lsh[s] == 0.0f ? 0.0f : expf(p[(size_t)s * pstride] - ms);
+        }
     }
     __syncthreads();
-    for (int d = t; d < hd; d += blockDim.x) {
-        float acc[MI8B_PG_MAX_SPLITS];
-#pragma unroll
-        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) {
-            if (s >= S) break;   /* the loops stop at S: a step of 64 rows merges 3 splits, not 32 */
-            acc[s] = p[(size_t)s * pstride + 2 + d];
-        }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float l = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int s = 0; s < MI8B_PG_MAX_SPLITS; s++) {
-            if (s >= S) break;
+        for (int s = 0; s < S; s++) {
             if (lsh[s] == 0.0f) continue;
             const float w = wsh[s];
             l += lsh[s] * w;
-            o += acc[s] * w;
+            o += p[(size_t)s * pstride + 2 + d] * w;
         }
         O[rh * (size_t)hd + d] = o / l;
     }

@@ -98,21 +98,12 @@ mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float 
  * workspace: x in f16, then two slots of 128 x N floats a run when a band is cut. Bit-identical
  * run to run (the plan is fixed by the shape and the device). blocks: P (0 when not
  * supported); split: 0 for stream-K, else the K split S (1: whole bands), -1 when not supported. */
-#define MI8B_F16S_BM 128   /* weight rows a band */
 bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
-/* item b26: the rows of up to MI8A_RUN_MAX such matmuls of one x (the 7B's q, k, v and its gate,
- * up) as one: one plan over all their bands (every M but the last a multiple of 128, so a band
- * lies in one matmul), x's f16 copy once, one launch and one fixup. run_rows: the rows of all
- * of them, which the workspace was sized for (mi8b_gemm_f16s_workspace of run_rows rows). A
- * matmul's sums follow the run's plan, so they are its launch alone's bits only where the plans
- * cut its bands alike; within the same bound of the exact product. */
-mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int k, const float *x, int64_t K,
-                             int64_t N, int64_t run_rows, void *workspace);
 /* ---- gemm_f16_small.cu: the same product for Q4_0 (and, item b16, Q8_0) weights at K <=
  * MI8B_SMALL_MAX_K (item b12):
  * one launch after x's f16 copy, a block a band of 16..64 weight rows over the whole K and every

@@ -11,9 +11,8 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/f16_frag.cuh"
 #include "phase8b_batch/stream_ring.cuh"
-#include "phase8b_batch/batch8b.h"
 
-#define FS_BM MI8B_F16S_BM   /* weight rows a block (a band) */
+#define FS_BM 128        /* weight rows a block (a band) */
 #define FS_NS 3          /* ring stages: two in flight while one is computed */
 #define FS_SB 256        /* elements a stage: one super-block */
 
@@ -45,37 +44,6 @@ __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int
     return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
 }
 
-/* The matmuls of one x a launch computes (item b26: the run the pass marks, the 7B's q, k, v or
- * gate, up; one matmul: n = 1): matmul i's weight w[i] [K, M[i]] and output y[i] [N, M[i]] (+
- * bias[i], or NULL) hold the launch's bands band0[i] .. band0[i + 1] - 1; every M but the last is
- * a multiple of FS_BM, so a band lies in one matmul, and the plan's units are its bands x K. */
-#define FS_SEGS_MAX 4
-typedef struct {
-    const uint8_t *w[FS_SEGS_MAX];
-    const float *bias[FS_SEGS_MAX];
-    float *y[FS_SEGS_MAX];
-    int64_t M[FS_SEGS_MAX], band0[FS_SEGS_MAX + 1];
-    int n;
-    bool w16;   /* every w 16-byte aligned */
-} f16s_segs;
-
-/* band b's matmul: its weight, output, bias and rows, and the band's first row in it. Selected
- * with constant indices (the kernel parameters stay in the constant bank, no local copy). */
-struct fs_band {
-    const uint8_t *w;
-    const float *bias;
-    float *y;
-    int64_t M, m0;
-    __device__ __forceinline__ fs_band(const f16s_segs &g, int64_t b) {
-        w = g.w[0], bias = g.bias[0], y = g.y[0], M = g.M[0];
-        int64_t b0 = 0;
-#pragma unroll
-        for (int j = 1; j < FS_SEGS_MAX; j++)
-            if (j < g.n && b >= g.band0[j]) w = g.w[j], bias = g.bias[j], y = g.y[j], M = g.M[j], b0 = g.band0[j];
-        m0 = (b - b0) * FS_BM;
-    }
-};
-
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the
  * unit computed (band cb, stage cs) both step through the run in unit order, across band edges;
  * head: the piece in progress began inside its band (the run's first piece). */
@@ -101,9 +69,8 @@ struct fs_walk {
     __device__ __forceinline__ bool piece_ends(int s) const { return cs == nst - 1 || s == len - 1; }
 };
 
-/* Rows m0 .. m0 + FS_BM - 1's stage at byte wo of each row into ring slot rw (row r at r wslot,
- * its bytes from (address & 15) on: gs_window), by the block's nthreads threads; rows past M are
- * not copied */
+/* Band m0's stage at byte wo of each row into ring slot rw (row r at r wslot, its bytes from
+ * (address & 15) on: gs_window), by the block's nthreads threads; rows past M are not copied */
 template <int WT>
 __device__ __forceinline__ void fs_copy_weights(uint8_t *rw, const uint8_t *W, size_t wrow, int64_t M, int64_t m0,
                                                 size_t wo, int tid, int nthreads) {
@@ -177,10 +144,9 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
 
 /* Item b22 (gemm_f16_wgmma_sm90a.cu): the same matmul on wgmma at 33..64 rows. The blocks a
  * multiprocessor holds for the kernel that takes N rows of wt (0: no sm_90a image on this build
- * or device, or rows or a type it does not take); the matmuls of sg for plan pl (outputs and part
- * as kernel_gemm_f16s writes them; xh: K x N halves of workspace for x's f16 copy), without the
- * fixup of cut bands. */
+ * or device, or rows or a type it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them; xh:
+ * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
-mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const f16s_segs &sg, const float *x, void *xh, int64_t K,
-                         int64_t N, const f16s_plan &pl, float *part);
+mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part);
 #endif

@@ -53,8 +53,7 @@ template <int WT, int NT> struct fs_smem {
     static constexpr size_t bytes = ring_w + ring_a + scales;
 };
 
-/* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces (Y, M and
- * the bias those of the band's matmul in sg: b26's runs of matmuls of one x): block p
+/* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces: block p
  * takes run p of the plan's P runs (units = bands x nst). A piece that begins inside its
  * band (the run's first) goes to slot 2p, one that begins at the band's first stage and ends
  * inside the band (the run's last) to slot 2p + 1: two slots a run at most. Warp w computes
@@ -66,8 +65,9 @@ template <int WT, int NT> struct fs_smem {
  * once. X: the activations of kernel_act_f16_pairs. */
 template <int WT, int NT, bool KH>
 __global__ void __launch_bounds__(FS_THREADS, 1)
-kernel_gemm_f16s(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X, int64_t K, int64_t N,
-                 const f16s_plan pl, float *__restrict__ part) {
+kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
+                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
+                 float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = KH ? NT : NT / 2;   /* n-tiles a warp */
@@ -83,8 +83,7 @@ kernel_gemm_f16s(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
     fs_walk wk(pl, p, K);
 
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
-        const fs_band bd(sg, b);
-        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, bd.w, wrow, bd.M, bd.m0, (size_t)st * F::wbytes, tid,
+        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
                             FS_THREADS);
         uint8_t *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         for (int i = tid; i < NTOK * (FS_SB * 2 / 16); i += FS_THREADS) {
@@ -117,9 +116,7 @@ kernel_gemm_f16s(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
         if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const fs_band bd(sg, wk.cb);
-        const uint8_t *W = bd.w;
-        const int64_t m0 = bd.m0, M = bd.M;
+        const int64_t m0 = wk.cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         const size_t wo = (size_t)wk.cs * F::wbytes;
         fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FS_THREADS);
@@ -163,7 +160,7 @@ kernel_gemm_f16s(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
                     const int r = r0 + (i >> 1) * 8;
                     const int64_t m = m0 + r, n = n0 + nt * 8 + 2 * tig + (i & 1);
                     if ((!KH || warp < 8) && m < M && n < N) {
-                        if (whole) bd.y[(size_t)n * M + m] = bd.bias ? acc[nt][i] + bd.bias[m] : acc[nt][i];
+                        if (whole) Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
                         else slot[(size_t)n * FS_BM + r] = acc[nt][i];
                     }
                     acc[nt][i] = 0.0f;
@@ -175,27 +172,27 @@ kernel_gemm_f16s(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 }
 
-/* The outputs of the cut bands (each its matmul's of sg): block (x, y) takes the boundary of run
- * p = x + 1 when it falls inside a band b and run p - 1 holds b's first unit (so each cut band has one block x), and
+/* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls
+ * inside a band b and run p - 1 holds b's first unit (so each cut band has one block x), and
  * tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1 holds its first unit (its piece
  * begins at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the
  * band (slot 2q); + bias. hi, the run holding the band's last unit, is one division
  * (f16s_run_of), not a run-start scan per thread and load. */
-__global__ void kernel_f16s_fixup(const float *__restrict__ part, const f16s_segs sg, int64_t N, const f16s_plan pl) {
+__global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
+                                  int64_t M, int64_t N, const f16s_plan pl) {
     const int p = blockIdx.x + 1;
     const int64_t nst = pl.nst, u = f16s_run_start(pl, p);
     if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
     const int64_t b = u / nst, bs = b * nst;
     if (f16s_run_start(pl, p - 1) > bs) return;   /* band b's first boundary is an earlier run's */
     const int r = threadIdx.x % FS_BM;
-    const fs_band bd(sg, b);
-    const int64_t m = bd.m0 + r, M = bd.M, hi = f16s_run_of(pl, bs + nst - 1);
+    const int64_t m = b * FS_BM + r, hi = f16s_run_of(pl, bs + nst - 1);
     if (m >= M) return;
     const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
     for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
         float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
         for (int64_t q = p; q <= hi; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
-        bd.y[(size_t)n * M + m] = bd.bias ? s + bd.bias[m] : s;
+        Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
     }
 }
 
@@ -299,52 +296,35 @@ extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int
 }
 
 template <int WT, int NT>
-static mi_status launch_f16s(cudaStream_t st, const f16s_segs &sg, const uint8_t *xh, int64_t K, int64_t N,
-                             const f16s_plan &pl, float *part) {
+static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
+                             int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
     if (mi8b_f16s_khalf_on())
-        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(sg, wrow, xh, K, N, pl,
-                                                                                                   part);
+        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                   pl, bias, y, part);
     else
-        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(sg, wrow, xh, K, N, pl,
-                                                                                                    part);
+        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                    pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
     return MI_OK;
 }
 
-static mi_status launch_f16s_fixup(cudaStream_t st, const f16s_segs &sg, int64_t N, const f16s_plan &pl,
-                                   const float *part) {
+static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, float *y, int64_t M, int64_t N,
+                                   const f16s_plan &pl, const float *part) {
     if (!f16s_cut(pl)) return MI_OK;
-    kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, sg, N, pl);
+    kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
     MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }
 
 template <int WT>
-static mi_status launch_f16s_n(cudaStream_t st, const f16s_segs &sg, const uint8_t *xh, int64_t K, int64_t N,
-                               const f16s_plan &pl, float *part) {
+static mi_status launch_f16s_n(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
+                               int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     switch (f16s_nt(N)) {
-    case 2: return launch_f16s<WT, 2>(st, sg, xh, K, N, pl, part);
-    case 4: return launch_f16s<WT, 4>(st, sg, xh, K, N, pl, part);
-    default: return launch_f16s<WT, 8>(st, sg, xh, K, N, pl, part);
+    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, pl, part);
+    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, pl, part);
+    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, pl, part);
     }
-}
-
-/* the matmuls of sg (M rows in all) on x: one plan over all their bands, x's f16 copy once, one
- * launch, one fixup */
-static mi_status f16s_launch(cudaStream_t st, mi_type wt, const f16s_segs &sg, const float *x, int64_t K, int64_t M,
-                             int64_t N, void *workspace) {
-    const f16s_plan pl = f16s_plan_for(wt, K, M, N);
-    float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    if (mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1) {
-        MI_TRY(mi8b_gemm_f16w(st, wt, sg, x, workspace, K, N, pl, part));
-    } else {
-        MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
-        const uint8_t *xh = (const uint8_t *)workspace;
-        if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, sg, xh, K, N, pl, part));
-        else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, sg, xh, K, N, pl, part));
-    }
-    return launch_f16s_fixup(st, sg, N, pl, part);
 }
 
 extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
@@ -353,40 +333,16 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)M, (long long)N);
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s: null pointer");
-    f16s_segs sg = {};
-    sg.w[0] = (const uint8_t *)w, sg.bias[0] = bias, sg.y[0] = y, sg.M[0] = M;
-    sg.band0[1] = (M + FS_BM - 1) / FS_BM;
-    sg.n = 1;
-    sg.w16 = ((uintptr_t)w & 15) == 0;
-    return f16s_launch((cudaStream_t)stream, wt, sg, x, K, M, N, workspace);
-}
-
-static_assert(FS_SEGS_MAX >= MI8A_RUN_MAX, "a launch holds the longest run the pass marks");
-extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int k, const float *x,
-                                        int64_t K, int64_t N, int64_t run_rows, void *workspace) {
-    if (k < 1 || k > FS_SEGS_MAX || !seg || !x || !workspace)
-        return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run: %d matmuls (1..%d), or a null pointer", k, FS_SEGS_MAX);
-    f16s_segs sg = {};
-    int64_t M = 0;
-    sg.w16 = true;
-    for (int i = 0; i < k; i++) {
-        const int64_t Mi = seg[i].M;
-        if (!seg[i].w || !seg[i].y || Mi < 1 || (i + 1 < k && Mi % FS_BM))
-            return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run: matmul %d of %d: %lld rows (a multiple of %d but the "
-                          "last), or a null pointer", i, k, (long long)Mi, FS_BM);
-        sg.w[i] = (const uint8_t *)seg[i].w, sg.bias[i] = seg[i].bias, sg.y[i] = seg[i].y, sg.M[i] = Mi;
-        sg.band0[i] = M / FS_BM;
-        sg.w16 = sg.w16 && ((uintptr_t)seg[i].w & 15) == 0;
-        M += Mi;
+    const cudaStream_t st = (cudaStream_t)stream;
+    const f16s_plan pl = f16s_plan_for(wt, K, M, N);
+    float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
+    if (mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1) {
+        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part));
+    } else {
+        MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+        const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
+        if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
+        else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
     }
-    sg.band0[k] = (M + FS_BM - 1) / FS_BM;
-    sg.n = k;
-    /* the workspace was sized for the run's rows (mi8b_gemm_f16s_workspace of run_rows) */
-    if (M != run_rows)
-        return mi_err(MI_ERR_INTERNAL, "mi8b_gemm_f16s_run: the run holds %lld rows, its workspace was sized for %lld",
-                      (long long)M, (long long)run_rows);
-    if (!mi8b_gemm_f16s_supported(wt, K, M, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
-                      (long long)K, (long long)M, (long long)N);
-    return f16s_launch((cudaStream_t)stream, wt, sg, x, K, M, N, workspace);
+    return launch_f16s_fixup(st, bias, y, M, N, pl, part);
 }

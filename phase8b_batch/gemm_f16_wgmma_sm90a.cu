@@ -72,15 +72,16 @@ static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
- * kernel_gemm_f16s (the same plan, slots and fixup; Y, M and the bias the band's matmul's of sg). X: kernel_act_f16_evens_odds's f16 copy.
+ * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16_evens_odds's f16 copy.
  * QS (item b25): no block-wide scale pass and its barrier: lane tig of a quad computes unit
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
 template <int WT, int BN, bool QS>
 __global__ void __launch_bounds__(FW_THREADS, 1)
-kernel_gemm_f16w(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X, int64_t K, int64_t N,
-                 const f16s_plan pl, float *__restrict__ part) {
+kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
+                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
+                 float *__restrict__ part) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
@@ -97,19 +98,18 @@ kernel_gemm_f16w(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
     fs_walk wk(pl, p, K);
 
     /* b25: Q4_K rows 16-byte aligned (wrow = 144 K / 256 is a multiple of 16): whole chunks */
-    const bool whole_rows = QS && WT == MI_TYPE_Q4_K && sg.w16;
+    const bool whole_rows = QS && WT == MI_TYPE_Q4_K && ((uintptr_t)W & 15) == 0;
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
-        const fs_band bd(sg, b);
         if (whole_rows) {
+            const int64_t m0 = b * FS_BM;
             for (int i = tid; i < FS_BM * (F::wbytes / 16); i += FW_THREADS) {
                 const int r = i / (F::wbytes / 16), c = i - r * (F::wbytes / 16);
-                if (bd.m0 + r < bd.M)
-                    async_copy16(rw + r * F::wslot + 16 * c,
-                                 bd.w + (size_t)(bd.m0 + r) * wrow + (size_t)st * F::wbytes + 16 * c);
+                if (m0 + r < M)
+                    async_copy16(rw + r * F::wslot + 16 * c, W + (size_t)(m0 + r) * wrow + (size_t)st * F::wbytes + 16 * c);
             }
         } else {
-            fs_copy_weights<WT>(rw, bd.w, wrow, bd.M, bd.m0, (size_t)st * F::wbytes, tid, FW_THREADS);
+            fs_copy_weights<WT>(rw, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid, FW_THREADS);
         }
         uint8_t *ra = ring_a + (size_t)q * SLOT;
         /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
@@ -146,9 +146,7 @@ kernel_gemm_f16w(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
         if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const fs_band bd(sg, wk.cb);
-        const uint8_t *W = bd.w;
-        const int64_t m0 = bd.m0, M = bd.M;
+        const int64_t m0 = wk.cb * FS_BM;
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
         const size_t wo = (size_t)wk.cs * F::wbytes;
         if (!QS) {
@@ -215,7 +213,7 @@ kernel_gemm_f16w(const f16s_segs sg, size_t wrow, const uint8_t *__restrict__ X,
                     const int r = r0 + ((i >> 1) & 1) * 8;
                     const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
                     if (m < M && n < N) {
-                        if (whole) bd.y[(size_t)n * M + m] = bd.bias ? v + bd.bias[m] : v;
+                        if (whole) Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
                         else slot[(size_t)n * FS_BM + r] = v;
                     }
                     d[i] = 0.0f;
@@ -279,8 +277,8 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
     return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
 }
 
-mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const f16s_segs &sg, const float *x, void *xh, int64_t K,
-                         int64_t N, const f16s_plan &pl, float *part) {
+mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
                       mi_type_name(wt), (long long)K, (long long)N);
@@ -289,21 +287,21 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const f16s_segs &sg, const
     kernel_act_f16_evens_odds<<<gb, 256, 0, st>>>(x, (__half *)xh, groups);
     MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
     const size_t wrow = mi_row_size(wt, K);
-    const uint8_t *xb = (const uint8_t *)xh;
+    const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
     const unsigned P = (unsigned)pl.P;
     const bool qs = mi8b_f16w_quad_scales_on();
     if (wt == MI_TYPE_Q4_K && qs)
         kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
-            sg, wrow, xb, K, N, pl, part);
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     else if (wt == MI_TYPE_Q4_K)
         kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
-            sg, wrow, xb, K, N, pl, part);
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     else if (qs)
         kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
-            sg, wrow, xb, K, N, pl, part);
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     else
         kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
-            sg, wrow, xb, K, N, pl, part);
+            wb, wrow, M, xb, K, N, pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
 }

@@ -312,38 +312,6 @@ static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
 
-/* b26: a run of b6's matmuls of one x (the pass's d13 marks, mi8a_run_add: the 7B's q, k, v and
- * gate, up) in one launch: the nodes before the last record their matmul, the last launches them
- * as one (x's f16 copy, the plan and the fixup once). A band lies in one matmul: the nodes before
- * the last have whole bands of rows. The last's workspace is the run's (mi_matmul_run_rows). */
-static mi_status run_record_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {   /* b13's and b26's */
-    (void)ws;
-    return mi8a_run_record(c, n);
-}
-static bool sup_f16s_run_defer(const mi_tensor *n) {
-    return mi_matmul_shared_x(n) == MI_MM_RUN_DEFER && sup_mm_f16s(n) && n->src[0]->ne[1] % MI8B_F16S_BM == 0;
-}
-static bool sup_f16s_run_last(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_f16s(n); }
-static size_t ws_f16s_run_last(const mi_tensor *n) {
-    const mi_tensor *w = n->src[0];
-    const int64_t rows = mi_matmul_run_rows(n) > 0 ? mi_matmul_run_rows(n) : w->ne[1];
-    return mi8b_gemm_f16s_workspace(w->type, w->ne[0], rows, mi_nrows(n->src[1]));
-}
-static mi_status run_f16s_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *w = n->src[0];
-    const mi8a_run_seg *seg;
-    int k;
-    MI_TRY(mi8a_run_take(c, n, &seg, &k));
-    return mi8b_gemm_f16s_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]),
-                              mi_matmul_run_rows(n), ws);
-}
-static const mi_cuda_kernel k_f16s_run_defer = {
-    "matmul, 2..64 rows, Q4_K/Q6_K: its rows computed by its run's last node", "b6,b26", sup_f16s_run_defer,
-    run_record_defer, NULL, 0};
-static const mi_cuda_kernel k_f16s_run_last = {
-    "matmul, 2..64 rows, Q4_K/Q6_K: every matmul of its run as one (one plan, x's f16 copy, launch and fixup)",
-    "b6,b26", sup_f16s_run_last, run_f16s_run_last, ws_f16s_run_last, 0};
-
 /* b12: Q4_0 (b16: and Q8_0) at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the
  * 0.5B's q/k/v/o and gate/up, where b1 takes three launches and b3's ring has under four stages a
  * band to fill; b16: its Q8_0 head, which b3's stream kernel reads at ~0.7 TB/s) */
@@ -448,6 +416,10 @@ static bool sup_small_run_defer(const mi_tensor *n) {
     return mi_matmul_shared_x(n) == MI_MM_RUN_DEFER && sup_mm_small(n);
 }
 static bool sup_small_run_last(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_small(n); }
+static mi_status run_small_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    return mi8a_run_record(c, n);
+}
 static mi_status run_small_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     const mi8a_run_seg *seg;
@@ -458,7 +430,7 @@ static mi_status run_small_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws
 }
 static const mi_cuda_kernel k_small_run_defer = {"matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: its rows computed by its "
                                                  "run's last node", "b12,b13", sup_small_run_defer,
-                                                 run_record_defer, NULL, 0};
+                                                 run_small_run_defer, NULL, 0};
 static const mi_cuda_kernel k_small_run_last = {
     "matmul, 9..64 rows, Q4_0 / Q8_0 at K <= 1024: every matmul of its run in one launch after x's f16 copy", "b12,b13",
     sup_small_run_last, run_small_run_last, ws_mm_small, 0};
@@ -489,7 +461,7 @@ static mi_status run_small_run_last_norm(mi_cuda_ctx *c, const mi_tensor *n, voi
 }
 static const mi_cuda_kernel k_small_run_defer_norm = {
     "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: its rows computed by its run's last node", "b12,b13,b24",
-    sup_small_run_defer_norm, run_record_defer, NULL, 0};
+    sup_small_run_defer_norm, run_small_run_defer, NULL, 0};
 static const mi_cuda_kernel k_small_run_last_norm = {
     "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: the norm written as x's f16 copy, then every matmul of its "
     "run in one launch", "b12,b13,b24", sup_small_run_last_norm, run_small_run_last_norm, ws_mm_small, 0};
@@ -540,11 +512,6 @@ void mi_phase8b_install(void) {
                                 "from registers, the activations the B operand read from shared memory by the tensor "
                                 "cores (one wgmma a warpgroup per 64 rows x 16 k, not 8 mma.sync and 8 fragment "
                                 "loads a warp)");
-    mi_cuda_item_declare("b26", "a run of b6's matmuls of one x (q, k, v; gate, up) as one: one plan over their "
-                                "bands, x's f16 copy, one launch and one fixup where each took its own");
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
-    mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
     mi_cuda_item_declare("b25", "b22's stage without the block's scale pass and its barrier: each quad computes its rows' "
                                 "scales and shares them by shuffles; Q4_K rows copied as whole 16-byte chunks");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "

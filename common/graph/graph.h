@@ -140,9 +140,6 @@ static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(
  * launching nothing. 0: no run. Hints of a device's pass: the CPU computes each node itself. */
 enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2, MI_MM_RUN_DEFER = 3, MI_MM_RUN_LAST = 4 };
 static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
-/* MATMUL / NORM_MATMUL p[2] of a run's last node: the output rows of all the run's matmuls (a
- * kernel that computes them as one sizes its workspace by them); 0 elsewhere */
-static inline int64_t mi_matmul_run_rows(const mi_tensor *n) { return n->p[2]; }
 /* ROPE p[4], KV_STORE and KV_SCATTER p[1]: the node is one of a step's four that one launch can
  * do (q's RoPE, k's RoPE, the K store of k's RoPE, the V store, consecutive): the V store
  * (MI_RKV_LAST) does all four, the others (MI_RKV_DEFER) launch nothing; the V store then

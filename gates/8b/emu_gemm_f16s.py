@@ -10,9 +10,6 @@
 # And b22's form (gemm_f16_wgmma_sm90a.cu): the activations' 16-element groups as evens then odds,
 # their stage in the 128-byte-swizzled slot as the issue loop writes it and as each k16 step's
 # matrix descriptor reads it, the warpgroups' rows and K halves, the accumulators' rows and tokens.
-# And b26's runs (a launch of several matmuls of one x): each band's tensor, its rows and first row
-# picked as fs_band picks them, each tensor in its own memory at its own alignment, runs and the
-# fixup's bands across the tensors' edges.
 # Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same f16 roundings
 # (must agree to float64 noise) and reported against the exact product. A wrong element order in
 # either operand, a wrong byte offset or scale index shows as an O(1) error.
@@ -243,11 +240,7 @@ def swz(n, b):   # the 128-byte swizzle: byte b of token n's 128-byte row of a c
     return n * 128 + (((b >> 4) ^ (n & 7)) << 4) + (b & 15)
 
 
-def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, woffs=None):
-    """Ms (b26): the launch's matmuls of one x, their rows (all but the last whole bands; M their sum),
-    each weight its own tensor at byte offset woffs[i] of a 16-byte boundary; the outputs side by side."""
-    Ms = Ms or [M]; woffs = woffs or [woff] * len(Ms)
-    assert sum(Ms) == M and all(m % BM == 0 for m in Ms[:-1]) and len(Ms) <= 4
+def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     # n-tiles a warp: 16 warps, row group w & 7; token half w >> 3, or with kh (b11) every token and
     # units 4 (w >> 3) .. + 3 of each stage. wg (b22, gemm_f16_wgmma_sm90a.cu): 64 tokens a block,
@@ -265,20 +258,8 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
     X = x.reshape(N, K // len(order), len(order))[:, :, order].astype(np.float16).reshape(N, K)
     Xb = X.view(np.uint8).reshape(-1)
     wrow = K // 256 * WB[wt]
-    # the tensors one after another, each from a 16-byte boundary + its offset; band0: each one's first band
-    base, band0, row0, at = [], [], [], 0
-    for i, mi in enumerate(Ms):
-        at = (at + 15) // 16 * 16 + 64 * i   # a gap between tensors: a read past one shows up as another's bytes
-        base.append(at + woffs[i]); band0.append(sum(Ms[:i]) // BM); row0.append(sum(Ms[:i])); at = base[-1] + mi * wrow
-    mem = np.zeros(at + 16, np.uint8)
-    for i, mi in enumerate(Ms):
-        mem[base[i]:base[i] + mi * wrow] = W[row0[i]:row0[i] + mi].reshape(-1)
-
-    def fs_band(b):   # f16s_common.cuh's fs_band: the band's matmul (the last i with band0[i] <= b), its first row in it
-        i = 0
-        for j in range(1, len(Ms)):
-            if b >= band0[j]: i = j
-        return base[i], Ms[i], (b - band0[i]) * BM, row0[i]
+    mem = np.zeros(woff + M * wrow + 16, np.uint8)
+    mem[woff:woff + M * wrow] = W.reshape(-1)
     nst = K // 256
     bands = (M + BM - 1) // BM
     units = bands * nst
@@ -288,12 +269,11 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
 
     def issue(b, st):   # band b's stage st as a ring slot: each row at offset (src & 15) of a 16-byte window; tokens at 544 bytes
-        wbase, Mi, m0, _ = fs_band(b)
-        wo = st * WB[wt]
+        m0, wo = b * BM, st * WB[wt]
         rw = np.zeros(BM * wslot, np.uint8); ra = np.zeros(BN * 512 if wg else NTOK * ASLOT, np.uint8)
         for r in range(BM):
-            if m0 + r >= Mi: continue
-            src = wbase + (m0 + r) * wrow + wo
+            if m0 + r >= M: continue
+            src = woff + (m0 + r) * wrow + wo
             rw[r * wslot + (src & 15):r * wslot + (src & 15) + WB[wt]] = mem[src:src + WB[wt]]
         for n in range(N):
             for c in range(32):
@@ -302,16 +282,15 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
                 ra[d:d + 16] = Xb[a:a + 16]
         return rw, ra
 
-    def compute(rw, ra, b, st, acc):   # one unit from ring slot (rw, ra), at the computing side's band b and stage st
-        wbase, Mi, m0, _ = fs_band(b)
+    def compute(rw, ra, m0, st, acc):   # one unit from ring slot (rw, ra), at the computing side's band m0 and stage st
         wo = st * WB[wt]
         offs = np.zeros(BM, np.int64)   # (W + (m0 + r) wrow + wo) & 15
         for r in range(BM):
-            if m0 + r < Mi: offs[r] = (wbase + (m0 + r) * wrow + wo) & 15
+            if m0 + r < M: offs[r] = (woff + (m0 + r) * wrow + wo) & 15
         # the stage's scales: sS, sM per [unit][row]
         sS = np.zeros((8, BM)); sM = np.zeros((8, BM))
         for r in range(BM):
-            if m0 + r >= Mi: continue
+            if m0 + r >= M: continue
             b = r * wslot + offs[r]
             if wt == Q4_K:
                 d = float(rw[b:b + 2].view(np.float16)[0]); dmin = float(rw[b + 2:b + 4].view(np.float16)[0])
@@ -376,12 +355,11 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
             if ev[0] == 'load':
                 ring[ev[1]] = issue(ev[2], ev[3])
             elif ev[0] == 'unit':   # the unit's data from the ring slot, its band and stage from the compute side
-                compute(ring[ev[1]][0], ring[ev[1]][1], ev[2], ev[3], acc)
+                compute(ring[ev[1]][0], ring[ev[1]][1], ev[2] * BM, ev[3], acc)
             else:
                 _, b, wh, slot, _, _ = ev
                 pieces += 1; whole += wh
-                _, Mi, m0l, r0g = fs_band(b)   # the epilogue writes the band's matmul's rows m0l + r of Mi
-                m0 = r0g + m0l                  # (as a column of the outputs side by side)
+                m0 = b * BM
                 if kh or wg:   # warps 8..15 (b22: warpgroups 2, 3) hand their sums to warps 0..7, which write
                     acc[:8] += acc[8:]; acc[8:] = 0.0
                 if wg:   # accumulator i of a lane: row gid + 8 ((i >> 1) & 1) of the warp's 16, token 8 (i >> 2) + 2 tig + (i & 1)
@@ -392,7 +370,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
                             r = r0 + 8 * hr
                             m = m0 + r
                             v = acc[warp, gid + 8 * hr, np.minimum(n, BN - 1)]
-                            ok = (m0l + r < Mi) & (n < N)
+                            ok = (m < M) & (n < N)
                             if wh:
                                 assert np.isnan(Y[n[ok], m[ok]]).all(), "output written twice"
                                 Y[n[ok], m[ok]] = v[ok] + bias[m[ok]]
@@ -408,7 +386,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
                             r = r0 + (i >> 1) * 8
                             m = m0 + r
                             n = n0 + nt * 8 + 2 * tig + (i & 1)
-                            ok = (m0l + r < Mi) & (n < N)
+                            ok = (m < M) & (n < N)
                             if wh:
                                 assert np.isnan(Y[n[ok], m[ok]]).all(), "output written twice"
                                 Y[n[ok], m[ok]] = acc[warp, nt, ok, i] + bias[m[ok]]
@@ -420,11 +398,10 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
         for bx, by, b, order in fixup_blocks(pl, N):
             p = bx + 1
             hi = run_of(pl, b * nst + nst - 1)   # the kernel's hi
-            _, Mi, m0l, r0g = fs_band(b)
             for t in range(256):
                 r = t % BM
-                m = r0g + m0l + r
-                if m0l + r >= Mi: continue
+                m = b * BM + r
+                if m >= M: continue
                 n1 = min(by * 8 + 8, N)
                 for n in range(by * 8 + t // BM, n1, 256 // BM):
                     sm, read = part[2 * (p - 1) + 1, n, r], [2 * (p - 1) + 1]
@@ -443,7 +420,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, Ms=None, wo
     exact = x.astype(np.float64) @ we.T + bias
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
     nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={'+'.join(map(str, Ms))} N={N} ({'b22 wgmma' if wg else 'NT ' + str(NT)}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
+    print(f"{wt} K={K} M={M} N={N} ({'b22 wgmma' if wg else 'NT ' + str(NT)}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
           f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
     return bool(err <= 1e-9) and nmse <= 1e-5
@@ -487,13 +464,6 @@ def main():
         run(Q6_K, 768, 300, 40, 2, P=7, wg=True),
         run(Q4_K, 512, 130, 64, 0, P=2, wg=True),
         run(Q6_K, 768, 300, 64, 2, S=2, chunk=2, wg=True),
-        # b26: a run of matmuls of one x as one launch: bands of three / two tensors one after another,
-        # each at its own alignment; stream-K runs and K-split chunks across the tensors' edges, the
-        # fixup's band in its own tensor, a last tensor with rows past its band
-        run(Q4_K, 768, 128 + 256 + 40, 33, 0, P=5, Ms=[128, 256, 40], woffs=[0, 4, 8]),
-        run(Q6_K, 768, 256 + 130, 40, 0, S=2, chunk=2, Ms=[256, 130], woffs=[2, 6], kh=True),
-        run(Q4_K, 512, 128 + 128 + 128, 64, 0, P=4, Ms=[128, 128, 128], woffs=[0, 0, 4], wg=True),
-        run(Q4_K, 512, 128 + 9, 9, 0, P=3, Ms=[128, 9], woffs=[4, 0]),
     ]
     if not all(ok):
         print("emulation does not match the reference"); raise SystemExit(1)

@@ -15,9 +15,6 @@
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
  *                   where both take the same rows a band)
- *  f16s_run_*       item b26 (a run of b6's matmuls of one x as one plan and launch): each output
- *                   against the exact product (NMSE <= 1e-5), itself (bitwise); a run of one
- *                   matmul bit for bit its launch alone (the same plan)
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
@@ -233,20 +230,12 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "K slices summed in order");
 }
 
-/* b13 (t Q4_0: mi8b_gemm_f16_small_run) and b26 (Q4_K, Q6_K: mi8b_gemm_f16s_run): a run of
- * matmuls of one x in one launch: each output against the exact product (NMSE <= 1e-5), itself on
- * a second run (bitwise) and its matmul launched alone (bitwise where both take the same rows a
- * band (b13) or the same plan (b26: a run of one), else each held to the exact product) */
-static mi_status run_launch(mi_type t, const mi8a_run_seg *seg, int n, const float *dx, int64_t K, int64_t N,
-                            int64_t rows, void *ws) {
-    return t == MI_TYPE_Q4_0 ? mi8b_gemm_f16_small_run(S, t, seg, n, dx, K, N, ws)
-                             : mi8b_gemm_f16s_run(S, t, seg, n, dx, K, N, rows, ws);
-}
-static void run_case_t(mi_type t, int64_t K, int64_t N, const int64_t *ms, int n, size_t woff) {
-    const bool small = t == MI_TYPE_Q4_0;
+/* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
+ * the exact product (NMSE <= 1e-5), itself on a second run (bitwise) and its matmul launched
+ * alone (bitwise where both take the same rows a band, else each held to the exact product) */
+static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff) {
     char name[112];
-    int len = snprintf(name, sizeof name, "%s_run_%s_K%lld_N%lld_M", small ? "small" : "f16s", mi_type_name(t),
-                       (long long)K, (long long)N);
+    int len = snprintf(name, sizeof name, "small_run_Q4_0_K%lld_N%lld_M", (long long)K, (long long)N);
     for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
     if (woff) snprintf(name + len, sizeof name - (size_t)len, "_unaligned");
     if (!gu_selected(name)) return;
@@ -263,33 +252,27 @@ static void run_case_t(mi_type t, int64_t K, int64_t N, const int64_t *ms, int n
     for (int s = 0; s < n; s++) {
         size_t wb;
         const size_t ny = (size_t)(ms[s] * N);
-        w[s] = gu_make_weights(&g_seed, t, K, ms[s], 1.0f, &wb);
+        w[s] = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, ms[s], 1.0f, &wb);
         bias[s] = gu_rand_f32(&g_seed, (size_t)ms[s], -0.5f, 0.5f);
         ref[s] = malloc(ny * sizeof(double));
         got[s] = malloc(ny * 4), got2[s] = malloc(ny * 4), alone[s] = malloc(ny * 4);
-        exact_matmul(t, w[s], x, bias[s], ref[s], K, ms[s], N);
+        exact_matmul(MI_TYPE_Q4_0, w[s], x, bias[s], ref[s], K, ms[s], N);
         const void *dw = dev_up_at(w[s], wb, woff * (size_t)(s & 1), &wbase[s]);
         const float *db = dev_up_at(bias[s], (size_t)ms[s] * 4, 0, &bbase[s]);
         dy[s] = dev_poison(ny * 4);
         seg[s] = (mi8a_run_seg){dw, db, dy[s], ms[s]};
         rows += ms[s];
     }
-    size_t wsb = small ? mi8b_gemm_f16_small_workspace(t, K, rows, N) : mi8b_gemm_f16s_workspace(t, K, rows, N);
-    for (int s = 0; !small && s < n; s++) {   /* a matmul alone may cut more bands than the run */
-        const size_t a = mi8b_gemm_f16s_workspace(t, K, ms[s], N);
-        wsb = a > wsb ? a : wsb;
-    }
-    void *ws = dev_poison(wsb);
-    const int band = small ? mi8b_gemm_f16_small_rows(t, seg, n, K, N) : 0;
-    mi_status st = run_launch(t, seg, n, dx, K, N, rows, ws);
+    void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
+    const int band = mi8b_gemm_f16_small_rows(MI_TYPE_Q4_0, seg, n, K, N);
+    mi_status st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dx, K, N, ws);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++)
         st = cudaMemset(dy[s], 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    if (st == MI_OK) st = run_launch(t, seg, n, dx, K, N, rows, ws);
+    if (st == MI_OK) st = mi8b_gemm_f16_small_run(S, MI_TYPE_Q4_0, seg, n, dx, K, N, ws);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++) {
-        st = small ? mi8b_gemm_f16_small(S, t, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws)
-                   : mi8b_gemm_f16s(S, t, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
+        st = mi8b_gemm_f16_small(S, MI_TYPE_Q4_0, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
         if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
     }
     if (st != MI_OK) {
@@ -302,7 +285,7 @@ static void run_case_t(mi_type t, int64_t K, int64_t N, const int64_t *ms, int n
             const size_t ny = (size_t)(ms[s] * N);
             const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse_d(alone[s], ref[s], ny);
             worst = e > worst ? e : worst;
-            const bool bw = small ? mi8b_gemm_f16_small_rows(t, &seg[s], 1, K, N) == band : n == 1;
+            const bool bw = mi8b_gemm_f16_small_rows(MI_TYPE_Q4_0, &seg[s], 1, K, N) == band;
             rep = rep && memcmp(got[s], got2[s], ny * 4) == 0;
             if (bw) bitwise++, same = same && memcmp(got[s], alone[s], ny * 4) == 0;
             if (!(e <= 1e-5) || !(ea <= 1e-5) || (bw && memcmp(got[s], alone[s], ny * 4) != 0)) {
@@ -315,13 +298,11 @@ static void run_case_t(mi_type t, int64_t K, int64_t N, const int64_t *ms, int n
                     }
             }
         }
-        char what[48] = "one plan";
-        if (small) snprintf(what, sizeof what, "%d rows a band", band);
         if (ok && rep)
-            gu_pass(&R, "%s: nmse vs exact <= %.3g, %d of %d matmuls bitwise their launch alone, repeat bitwise",
-                    what, worst, bitwise, n);
+            gu_pass(&R, "%d rows a band: nmse vs exact <= %.3g, %d of %d matmuls bitwise their launch alone, repeat bitwise",
+                    band, worst, bitwise, n);
         else
-            gu_fail(&R, "%s: nmse vs exact up to %.3g (bound 1e-5), alone %s, repeat %s", what, worst,
+            gu_fail(&R, "%d rows a band: nmse vs exact up to %.3g (bound 1e-5), alone %s, repeat %s", band, worst,
                     same ? "bitwise where compared" : "DIFFERS", rep ? "bitwise" : "DIFFERS");
     }
     for (int s = 0; s < n; s++) {
@@ -331,9 +312,6 @@ static void run_case_t(mi_type t, int64_t K, int64_t N, const int64_t *ms, int n
     free(x);
     cudaFree(xbase);
     cudaFree(ws);
-}
-static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff) {
-    run_case_t(MI_TYPE_Q4_0, K, N, ms, n, woff);
 }
 
 /* b24: a run whose x = rms_norm(x0, w) (the 0.5B's q + k + v and gate + up): the norm written as
@@ -457,18 +435,6 @@ int main(int argc, char **argv) {
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
-    /* b26: the 7B's q + k + v at 64, 33 and 4 rows and gate + up at 64 as one plan (the Q6_K layers' v
-     * beside Q4_K q, k is no run: the formats differ); four matmuls, the last with rows past a band,
-     * unaligned tensors; a run of one */
-    static const int64_t qkv7[] = {3584, 512, 512}, gu7[] = {18944, 18944}, edge7[] = {256, 128, 1024, 333},
-                         one7[] = {3584};
-    run_case_t(MI_TYPE_Q4_K, 3584, 64, qkv7, 3, 0);
-    run_case_t(MI_TYPE_Q4_K, 3584, 33, qkv7, 3, 0);
-    run_case_t(MI_TYPE_Q4_K, 3584, 4, qkv7, 3, 0);
-    run_case_t(MI_TYPE_Q4_K, 3584, 64, gu7, 2, 0);
-    run_case_t(MI_TYPE_Q6_K, 2560, 40, edge7, 4, 4);
-    run_case_t(MI_TYPE_Q4_K, 1024, 40, edge7, 4, 4);
-    run_case_t(MI_TYPE_Q4_K, 3584, 64, one7, 1, 0);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
         mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
