@@ -80,9 +80,10 @@ static int parse(int argc, char **argv, batch_args *a) {
 /* a row's times, and what it held: the KV pool's bytes and positions, and the device memory in
  * use at its fullest (sampled after every step; 0 on the CPU); tg_us: a TG step's microseconds
  * in mi_batch_step's phases (prepare, compute, read, draw: mi_batch_stats), then compute's parts
- * (split set-up, nodes, split ends) */
+ * (split set-up, nodes, split ends); tg_splits, tg_copies: a TG step's scheduler splits and
+ * cross-backend copies (one and none where the whole step runs on one device) */
 typedef struct {
-    double t_pp, t_tg, tg_us[7];
+    double t_pp, t_tg, tg_us[7], tg_splits, tg_copies;
     size_t kv_bytes, mem_peak, mem_total;
     int64_t kv_tokens;
     bool kv_dev;
@@ -167,6 +168,8 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     t->tg_us[4] = 1e6 * (s1.s_split_begin - s0.s_split_begin) / n_steps;
     t->tg_us[5] = 1e6 * (s1.s_nodes - s0.s_nodes) / n_steps;
     t->tg_us[6] = 1e6 * (s1.s_split_end - s0.s_split_end) / n_steps;
+    t->tg_splits = (double)(s1.splits - s0.splits) / n_steps;
+    t->tg_copies = (double)(s1.copies - s0.copies) / n_steps;
     free(next);
     free(ids);
     free(id);
@@ -215,20 +218,21 @@ int cmd_bench_batch(int argc, char **argv) {
         printf("\n");
         if (a.tg)
             printf("  B = %d: a TG step %.0f us: prepare %.0f, compute %.0f (split set-up %.0f, nodes %.0f, split ends "
-                   "%.0f), read %.0f, draw %.0f\n",
+                   "%.0f), read %.0f, draw %.0f; %.3g split%s, %.3g cross-backend copies a step\n",
                    B, 1e6 * t.t_tg / (double)a.tg, t.tg_us[0], t.tg_us[1], t.tg_us[4], t.tg_us[5], t.tg_us[6],
-                   t.tg_us[2], t.tg_us[3]);
+                   t.tg_us[2], t.tg_us[3], t.tg_splits, t.tg_splits == 1.0 ? "" : "s", t.tg_copies);
         fflush(stdout);
         fprintf(jf,
                 "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
                 "\"B\":%d,\"n_kv\":%.0f,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f,"
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
                 "\"dev_mem_total_mb\":%.1f,\"tg_step_us\":{\"prepare\":%.1f,\"compute\":%.1f,\"read\":%.1f,"
-                "\"draw\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f},\"gpu\":",
+                "\"draw\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f},\"tg_splits\":%.3f,"
+                "\"tg_copies\":%.3f,\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
                 (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3],
-                t.tg_us[4], t.tg_us[5], t.tg_us[6]);
+                t.tg_us[4], t.tg_us[5], t.tg_us[6], t.tg_splits, t.tg_copies);
         bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
         fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
         bench_json_str(jf, rf.commit);

@@ -508,6 +508,8 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     b->stats.s_split_begin += ss->s_split_begin;
     b->stats.s_nodes += ss->s_nodes;
     b->stats.s_split_end += ss->s_split_end;
+    b->stats.splits += ss->n_splits;
+    b->stats.copies += ss->n_copies;
     *n_run = S;
     return MI_OK;
 }

@@ -85,9 +85,11 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
  * compute (the scheduler's run: on a device the launches or the graph's replay, on the CPU the
  * whole computation), read (the output read back: on a device, the wait for the step), draw;
  * and compute's parts (mi_sched_stats): the backends' split set-up, issuing the nodes, their
- * split ends (a captured step's launch). */
+ * split ends (a captured step's launch); and the scheduler's splits and cross-backend copies,
+ * summed over the steps (a step on one device is one split with no copies; more means part of
+ * it ran on another backend, the CPU). */
 typedef struct {
-    int64_t steps, graph_builds, graph_reuses;
+    int64_t steps, graph_builds, graph_reuses, splits, copies;
     double s_prepare, s_compute, s_read, s_draw;
     double s_split_begin, s_nodes, s_split_end;
 } mi_batch_stats;
