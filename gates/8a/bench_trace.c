@@ -20,9 +20,12 @@
  * runs a row (its prompts, n steps, freed), so the traced steps see the device and the allocator
  * as a table's later row does; --before-direct runs them without CUDA graphs (7d's capture off
  * while they run), so what the earlier rows leave behind can be told from what their graphs do.
+ * --order K: also the first K kernels of a step in launch order, each one's time and the gap
+ * before it averaged over the steps (a replayed step launches the same kernels in the same order:
+ * one layer's q, k, v ... told apart where the merged table adds them up).
  * Not a gate (run_device_gates.sh runs gate_* only); built where CUPTI is found.
  *   usage: bench_trace MODEL [-p N (default 32)] [-n N (default 32)] [--top K (default 24)] [--batch B]
- *          [--before B,B,... [--before-direct]] */
+ *          [--before B,B,... [--before-direct]] [--order K] */
 #include <cupti.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -171,9 +174,36 @@ static void stepper_free(stepper *r) {
     free(r->next);
 }
 
+/* --order K: the first K kernels of a step by position, averaged over the steps; only where every
+ * step launched the same kernels in the same order */
+static void print_order(const size_t *step0, size_t steps, long order) {
+    if (order <= 0) return;
+    const size_t len = step0[1] - step0[0];
+    for (size_t t = 1; t < steps; t++) {
+        bool same = step0[t + 1] - step0[t] == len;
+        for (size_t i = 0; same && i < len; i++) same = !strcmp(g_rec[step0[t] + i].name, g_rec[step0[0] + i].name);
+        if (!same) {
+            printf("--order: the steps launched different kernels (step %zu); no order table\n", t);
+            return;
+        }
+    }
+    printf("| # | kernel | us | gap before, us |\n| ---: | --- | ---: | ---: |\n");
+    for (size_t i = 0; i < len && i < (size_t)order; i++) {
+        double dur = 0, gap = 0;
+        for (size_t t = 0; t < steps; t++) {
+            const krec *r = &g_rec[step0[t] + i];
+            dur += (double)(r->end - r->start);
+            if (i > 0) gap += (double)r->start - (double)g_rec[step0[t] + i - 1].end;
+        }
+        char nm[96];
+        short_name(g_rec[step0[0] + i].name, nm, sizeof nm);
+        printf("| %zu | %s | %.2f | %.2f |\n", i, nm, dur / (double)steps / 1e3, gap / (double)steps / 1e3);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL;
-    long p = 32, n = 32, top = 24, B = 0;
+    long p = 32, n = 32, top = 24, B = 0, order = 0;
     const char *before = "";
     int before_direct = 0;
     for (int i = 1; i < argc; i++) {
@@ -183,11 +213,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atol(argv[++i]);
         else if (!strcmp(argv[i], "--before") && i + 1 < argc) before = argv[++i];
         else if (!strcmp(argv[i], "--before-direct")) before_direct = 1;
+        else if (!strcmp(argv[i], "--order") && i + 1 < argc) order = atol(argv[++i]);
         else if (argv[i][0] != '-' && !model) model = argv[i];
         else model = NULL, i = argc;
     }
-    if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1 || B < 0 || B > 1024) {
-        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)] [--before B,B,... [--before-direct]]\n");
+    if (!model || p < 1 || p > 1 << 20 || n < 2 || n > 4096 || top < 1 || B < 0 || B > 1024 || order < 0) {
+        fprintf(stderr, "usage: bench_trace MODEL [-p N (1..)] [-n N (2..4096)] [--top K] [--batch B (1..1024)] [--before B,B,... [--before-direct]] [--order K]\n");
         return 2;
     }
     int devices = 0;
@@ -324,6 +355,7 @@ int main(int argc, char **argv) {
                ks[i].gap_ns / ks[i].n / 1e3, (ks[i].dur_ns + ks[i].gap_ns) / S / 1e3);
     }
     free(ks);
+    print_order(step0, steps, order);
     free(step0);
     free(ids);
     free(g_rec);
