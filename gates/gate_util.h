@@ -47,6 +47,8 @@ void gu_skip_named(gu_run *r, const char *name, const char *why);
  * thing); unset: everything. A test left out is not recorded at all, neither passed
  * nor skipped, so a partial run's JSON never reads as the whole gate. */
 int gu_selected(const char *name);
+/* an environment switch of a gate (MINFER_GATE_NO_7B=1 ...): set, not empty and not "0" */
+int gu_env_on(const char *name);
 /* Print the closing line, write the JSON summary, return the exit status (1 on a failure). */
 int gu_finish(gu_run *r);
 /* SIGSEGV, SIGBUS, SIGABRT (and SIGTERM, sent by a timeout, when asked) end in a summary

@@ -183,7 +183,8 @@ static bool run_role_ok(const mi_tensor *n, int role, const struct mi_cuda_kerne
  * the run's nodes an upper layer's norm kernels (mi8a_run_add: 8b's b24); the probes decide. The
  * run's nodes become NORM_MATMUL of x0 (the norm's weight src[3], its eps pf(1)), each marked as
  * before, where the dispatch gives them d17's candidates; the other readers become NORM_MATMUL
- * too; the norm leaves the graph (dead[]). Every form applies MI_OP_RMS_NORM's arithmetic, so the bits do not change. */
+ * too; the norm leaves the graph (dead[]). Every form applies MI_OP_RMS_NORM's arithmetic, so
+ * the bits do not change. */
 #define FOLD_MAX_OTHERS 4
 static void as_norm_mm(mi_tensor *n, const mi_tensor *norm, int role) {
     n->op = MI_OP_NORM_MATMUL;

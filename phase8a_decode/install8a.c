@@ -143,12 +143,6 @@ static bool sup_run_last_q4k(const mi_tensor *n) { return mi_matmul_shared_x(n) 
 static bool sup_run_last_rows(const mi_tensor *n) { return mi_matmul_shared_x(n) == MI_MM_RUN_LAST && run_rows_ok(n); }
 /* d17: a run whose x the pass found normalized for it alone is a run of NORM_MATMUL nodes (x the
  * norm's input, src[3] its weight): the last applies the norm in every block of its kernel */
-static mi_tensor mm_part(const mi_tensor *n) {
-    mi_tensor mm = *n;
-    mm.op = MI_OP_MATMUL;
-    mm.src[3] = NULL;
-    return mm;
-}
 static bool run_norm_ok(const mi_tensor *n, int role) {
     return n->op == MI_OP_NORM_MATMUL && mi_matmul_shared_x(n) == role && n->src[0] && n->src[3] && n->src[3]->data &&
            f32_vec(n->src[3], n->src[0]->ne[0]);
@@ -161,17 +155,17 @@ static bool run_rows_norm_ok(const mi_tensor *n) {
 }
 static bool sup_run_defer_norm(const mi_tensor *n) {
     if (!run_norm_ok(n, MI_MM_RUN_DEFER)) return false;
-    const mi_tensor mm = mm_part(n);
+    const mi_tensor mm = mi_norm_matmul_part(n);
     return run_q4k_ok(&mm) || (run_rows_ok(&mm) && run_rows_norm_ok(n));
 }
 static bool sup_run_last_q4k_norm(const mi_tensor *n) {
     if (!run_norm_ok(n, MI_MM_RUN_LAST) || !q4k_rule(n, true) || !aligned16(n->src[3])) return false;
-    const mi_tensor mm = mm_part(n);
+    const mi_tensor mm = mi_norm_matmul_part(n);
     return run_q4k_ok(&mm);
 }
 static bool sup_run_last_rows_norm(const mi_tensor *n) {
     if (!run_norm_ok(n, MI_MM_RUN_LAST) || !run_rows_norm_ok(n)) return false;
-    const mi_tensor mm = mm_part(n);
+    const mi_tensor mm = mi_norm_matmul_part(n);
     return run_rows_ok(&mm);
 }
 /* the norm of a d17 run (NULL for a plain run) */

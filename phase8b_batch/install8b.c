@@ -344,7 +344,8 @@ bool mi8b_small_q8_on(void) { return mi_cuda_item_on("b16"); }
 /* b15: Q4_0 past K = 1024 (the 0.5B's down) on the same kernel, K split into slices */
 static bool sup_mm_ksplit(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && mi_nrows(n->src[1]) >= small_min_n() && mi8b_gemm_f16_ksplit_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
+    return w && n->src[1] && mi_nrows(n->src[1]) >= small_min_n() &&
+           mi8b_gemm_f16_ksplit_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) &&
            mi7b_matmul_node_supported(n);
 }
 static size_t ws_mm_ksplit(const mi_tensor *n) {
@@ -444,9 +445,7 @@ static bool small_norm_ok(const mi_tensor *n, int role) {
     if (!nw || !nw->data || nw->type != MI_TYPE_F32 || nw->ne[0] != w->ne[0] || mi_nrows(nw) != 1 ||
         w->ne[0] % 4 || w->ne[0] > MI8B_NORM_F16_MAX_K)
         return false;
-    mi_tensor mm = *n;
-    mm.op = MI_OP_MATMUL;
-    mm.src[3] = NULL;
+    const mi_tensor mm = mi_norm_matmul_part(n);
     return sup_mm_small(&mm);
 }
 static bool sup_small_run_defer_norm(const mi_tensor *n) { return small_norm_ok(n, MI_MM_RUN_DEFER); }

@@ -129,6 +129,13 @@ static inline float mi_attn_scale(const mi_tensor *n) { return mi_tensor_pf(n, 4
 static inline int64_t mi_norm_group(const mi_tensor *n) { return n->p[0]; }       /* RMS_NORM */
 static inline float mi_norm_eps(const mi_tensor *n) { return mi_tensor_pf(n, 1); }
 static inline float mi_fused_norm_eps(const mi_tensor *n) { return mi_tensor_pf(n, 1); } /* NORM_* */
+/* the MATMUL a NORM_MATMUL applies to its normalized x (a kernel's own rule for the matmul part) */
+static inline mi_tensor mi_norm_matmul_part(const mi_tensor *n) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    mm.src[3] = NULL;
+    return mm;
+}
 static inline int64_t mi_rope_head_dim(const mi_tensor *n) { return n->p[0]; }    /* ROPE */
 static inline int mi_rope_mode(const mi_tensor *n) { return n->p[1]; }
 static inline int mi_rope_n_rot(const mi_tensor *n) { return n->p[2]; }

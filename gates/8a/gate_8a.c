@@ -370,11 +370,6 @@ static void test_graph_reuse(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
-static bool env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0");
-}
-
 /* every case but the 7B's */
 static void gate_small(void) {
     kernels8a_fused(&R, S, &g_seed);
@@ -436,8 +431,8 @@ int main(int argc, char **argv) {
     mi_phases_install();
     passes8a_run(&R, &g_seed);
     if (!dev_gate_start(&R, "gate_8a", &S)) return gu_finish(&R);
-    if (!env_on("MINFER_GATE_ONLY_7B")) gate_small();
-    if (env_on("MINFER_GATE_NO_7B")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
+    if (!gu_env_on("MINFER_GATE_ONLY_7B")) gate_small();
+    if (gu_env_on("MINFER_GATE_NO_7B")) gu_skip_named(&R, "model_qwen2.5-7b_q4_k_m", "MINFER_GATE_NO_7B set");
     else gate_7b();
     cudaStreamDestroy(S);
     return gu_finish(&R);

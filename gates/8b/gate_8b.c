@@ -93,8 +93,7 @@ static void test_batch_model(const plan *p) {
     snprintf(label, sizeof label, "batch_%.30s_%.20s_%dseq%s", p->shape, p->type, p->nseq,
              p->kv_type == MI_TYPE_F32 ? "_f32kv" : "");
     if (!gu_selected(label)) return;
-    const char *no7 = getenv("MINFER_GATE_NO_7B");
-    if (strstr(p->shape, "7b") && no7 && *no7 && strcmp(no7, "0")) {
+    if (strstr(p->shape, "7b") && gu_env_on("MINFER_GATE_NO_7B")) {
         gu_skip_named(&R, label, "MINFER_GATE_NO_7B set");
         return;
     }

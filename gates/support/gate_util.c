@@ -57,6 +57,11 @@ void gu_skip_named(gu_run *r, const char *name, const char *why) {
     gu_skip(r, "%s", why);
 }
 
+int gu_env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
 int gu_selected(const char *name) {
     const char *e = getenv("MINFER_GATE_ONLY");
     if (!e || !*e) return 1;
