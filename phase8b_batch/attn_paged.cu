@@ -287,8 +287,15 @@ __global__ void __launch_bounds__(PG_T, 5)
  * V rows come by cp.async from the rows the block table names, two stages; the scores and the
  * value sums as m16n8k16 mma with the group's heads as the rows, q and P in two f16 parts; the
  * partials and the combine are the scalar kernel's. Fixed orders: bit-identical run to run;
- * within the attention bound of the CPU, not the scalar kernel's bits. */
-template <int HD>
+ * within the attention bound of the CPU, not the scalar kernel's bits.
+ * RW (item b27): a tile's cache rows looked up once a key, not once a 16-byte copy. A thread's
+ * copies of a tile are J = MMA_TK x CPR / MMA_THREADS rows of one 16-byte column; without RW each
+ * computed its row as table[t / B] B + t % B in 64-bit arithmetic (a 64-bit division and modulo
+ * and a dependent table load a copy: 16 a thread a tile at hd 128, several times the tile's mma
+ * work). With RW lane l < 16 of a warp looks up one of the warp's 16 keys in 32-bit arithmetic
+ * (positions and cache rows fit: the launcher holds n_rows to INT32_MAX) and each copy takes its
+ * row from that lane by a shuffle. The same bytes land in the same places: the same bits out. */
+template <int HD, bool RW>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
@@ -313,15 +320,38 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     const int64_t k0 = R.k0, k1 = R.k1;
     const size_t qrow = (size_t)HD * Hq, kvrow = (size_t)HD * Hkv, pstride = (size_t)HD + 2;
     const uint16_t *kb = Kc + (size_t)kvh * HD, *vb = Vc + (size_t)kvh * HD;
+    /* RW: copy i = tid + MMA_THREADS j of a tile is key KPW warp + lane / CPR + KPI j, column
+     * lane % CPR; lane l < KPW J of the warp looks up key KPW warp + l % KPW + KPI (l / KPW) */
+    constexpr int KPW = 32 / CPR, KPI = MMA_THREADS / CPR, J = MMA_TK * CPR / MMA_THREADS;
+    static_assert(KPW * J == 16 && 32 % CPR == 0, "a warp's keys of a tile: one a lane of 16");
+    const int lane = tid & 31;
     auto load = [&](int buf, int64_t t0) {
-        for (int i = tid; i < MMA_TK * CPR; i += MMA_THREADS) {
-            const int kr = i / CPR, cc = i - kr * CPR;
-            const int64_t t = t0 + kr;
-            const bool ok = t < k1;
-            const size_t row = ok ? (size_t)table[t / B] * (size_t)B + (size_t)(t % B) : 0;
-            const size_t off = row * kvrow + (size_t)cc * 8;
-            cp16_or_zero(ks + (buf * MMA_TK + kr) * LD + cc * 8, kb + off, ok);
-            cp16_or_zero(vs + (buf * MMA_TK + kr) * LD + cc * 8, vb + off, ok);
+        if (RW) {
+            const int64_t t = t0 + KPW * warp + lane % KPW + KPI * (lane / KPW);
+            int mine = -1;   /* the key's cache row, -1 past the split */
+            if (lane < KPW * J && t < k1) {
+                const int tt = (int)t, b = tt / B;
+                mine = table[b] * B + (tt - b * B);
+            }
+            const int cc = lane % CPR;
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                const int kr = KPW * warp + lane / CPR + KPI * j;
+                const int row = __shfl_sync(0xffffffffu, mine, lane / CPR + KPW * j);
+                const size_t off = (size_t)(row < 0 ? 0 : row) * kvrow + (size_t)cc * 8;
+                cp16_or_zero(ks + (buf * MMA_TK + kr) * LD + cc * 8, kb + off, row >= 0);
+                cp16_or_zero(vs + (buf * MMA_TK + kr) * LD + cc * 8, vb + off, row >= 0);
+            }
+        } else {
+            for (int i = tid; i < MMA_TK * CPR; i += MMA_THREADS) {
+                const int kr = i / CPR, cc = i - kr * CPR;
+                const int64_t t = t0 + kr;
+                const bool ok = t < k1;
+                const size_t row = ok ? (size_t)table[t / B] * (size_t)B + (size_t)(t % B) : 0;
+                const size_t off = row * kvrow + (size_t)cc * 8;
+                cp16_or_zero(ks + (buf * MMA_TK + kr) * LD + cc * 8, kb + off, ok);
+                cp16_or_zero(vs + (buf * MMA_TK + kr) * LD + cc * 8, vb + off, ok);
+            }
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
@@ -416,30 +446,34 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
 /* blocks of the tensor-core kernel for hd (64 or 128) resident on a multiprocessor (the device's
  * occupancy for its registers and shared memory; asked once a head size) */
 static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2; }   /* K and V, two stages */
-/* hd 128's kernel takes more than 48 KB of dynamic shared memory: asked for once, before the
- * occupancy query and the first launch */
-static bool pm_opt_in128(void) {
+/* hd 128's kernel takes more than 48 KB of dynamic shared memory: asked for once a form, before
+ * the occupancy query and the first launch */
+template <bool RW> static bool pm_opt_in128(void) {
     static int opted = -1;
     if (opted < 0) {
-        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)pm_smem(128)) == cudaSuccess;
         if (!opted) (void)cudaGetLastError();
     }
     return opted;
 }
-static int pm_resident(int64_t hd) {
-    static int r64 = -1, r128 = -1;
-    int *r = hd == 64 ? &r64 : &r128;
-    if (*r < 0) {
+template <int HD, bool RW> static int pm_resident_of(void) {
+    static int r = -1;
+    if (r < 0) {
         int n = 0;
-        if (hd != 64) (void)pm_opt_in128();
+        if (HD == 128) (void)pm_opt_in128<RW>();
         const cudaError_t e =
-            hd == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<64>, MMA_THREADS, pm_smem(64))
-                     : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<128>, MMA_THREADS, pm_smem(128));
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<HD, RW>, MMA_THREADS, pm_smem(HD));
         if (e != cudaSuccess) (void)cudaGetLastError();
-        *r = e == cudaSuccess && n > 0 ? n : 1;
+        r = e == cudaSuccess && n > 0 ? n : 1;
     }
-    return *r;
+    return r;
+}
+/* of the form that runs (b27 on or off: its registers may differ) */
+static int pm_resident(int64_t hd) {
+    const bool rw = mi8b_paged_rows_once_on();
+    return hd == 64 ? (rw ? pm_resident_of<64, true>() : pm_resident_of<64, false>())
+                    : (rw ? pm_resident_of<128, true>() : pm_resident_of<128, false>());
 }
 /* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
 static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
@@ -494,12 +528,15 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const bool wide = hd > PG_T;
     const size_t smem_mma = pm_smem(hd);
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
+    const bool rw = mi8b_paged_rows_once_on();
     if (mma && hd == 64) {
-        kernel_attn_paged_mma<64><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        if (rw) kernel_attn_paged_mma<64, true><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        else kernel_attn_paged_mma<64, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (mma) {
-        if (!pm_opt_in128())
+        if (!(rw ? pm_opt_in128<true>() : pm_opt_in128<false>()))
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
-        kernel_attn_paged_mma<128><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        if (rw) kernel_attn_paged_mma<128, true><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        else kernel_attn_paged_mma<128, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);

@@ -163,7 +163,7 @@ static void bench_usage(FILE *f) {
                "  -p 0 or -n 0 skips that test; JSON lines go to --json PATH (appended), else to stdout\n"
                "  -d D,...: run every test after D tokens already in the context (default 0)\n"
                "  -t THREADS: CPU threads, 1..%d; 0 (the default) means one per online CPU\n"
-               "       minfer bench --batch 1,4,16 -m FILE [-p 512] [-n 128] [-t N] [--ubatch 2048] [--backend ...] [--json PATH]\n"
+               "       minfer bench --batch 1,4,16 -m FILE [-p 512] [-n 128] [-t N] [--ubatch 2048] [--pool shared|row] [--backend ...] [--json PATH]\n"
                "  many sequences in one step: llama-batched-bench's table (tools/cmd_bench_batch.c)\n",
             mi_cli_max_threads());
 }

@@ -7,7 +7,12 @@
  * the device memory in use at its fullest (sampled after every step, outside the timed time: a
  * device's memory query costs more than a small model's step); one JSON line a row (those
  * too: kv_mb, kv_tokens, kv_on_device, dev_mem_peak_mb, dev_mem_total_mb) to --json PATH
- * (appended) or stdout. */
+ * (appended) or stdout.
+ * --pool shared (the default): one batch runs every row, its pool and sequence slots sized for the
+ * largest B, each row's sequences freed at its end, as a server keeps one batch and
+ * llama-batched-bench one context; --pool row: a batch of its own a row, its pool B x (PP + TG +
+ * 16) positions. Measured on the H200: a row's replayed kernels start further apart after earlier
+ * rows created and freed batches of their own (results/notes/PHASE8B.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,7 @@ typedef struct {
     int64_t pp, tg, ubatch;
     int nb, n_threads;
     int b[16];
+    bool pool_per_row;   /* --pool row */
 } batch_args;
 
 static int fail(const char *msg) {
@@ -45,7 +51,7 @@ static int parse(int argc, char **argv, batch_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (i + 1 >= argc) {
-            fprintf(stderr, "minfer: option '%s' needs a value (bench --batch LIST -m FILE [-p PP] [-n TG] [-t N] [--ubatch N] [--json PATH])\n", o);
+            fprintf(stderr, "minfer: option '%s' needs a value (bench --batch LIST -m FILE [-p PP] [-n TG] [-t N] [--ubatch N] [--pool shared|row] [--json PATH])\n", o);
             return 1;
         }
         const char *v = argv[++i];
@@ -54,6 +60,7 @@ static int parse(int argc, char **argv, batch_args *a) {
         else if (!strcmp(o, "--batch")) blist = v;
         else if (!strcmp(o, "--json")) a->json = v;
         else if (!strcmp(o, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "auto"))) a->backend = v;
+        else if (!strcmp(o, "--pool") && (!strcmp(v, "shared") || !strcmp(v, "row"))) a->pool_per_row = !strcmp(v, "row");
         else if (!strcmp(o, "-t")) {
             if (mi_cli_threads(v, &a->n_threads, err, sizeof err)) return fail(err);
         } else if (!strcmp(o, "-p") && (a->pp = strtoll(v, &end, 10), *end == 0 && a->pp >= 1 && a->pp <= (1 << 20))) {}
@@ -101,8 +108,8 @@ static mi_status sample_memory(const mi_batch *b, batch_times *t, double *spent)
     return MI_OK;
 }
 
-/* one row: B sequences, PP prompt tokens each, then TG tokens each */
-static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, char *be, size_t be_cap) {
+/* a batch for B sequences of PP + TG tokens */
+static mi_status new_batch(mi_model *m, const batch_args *a, int B, mi_batch **b) {
     mi_batch_params bp;
     mi_batch_params_default(&bp);
     bp.n_seq_max = B;
@@ -110,16 +117,20 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     bp.n_threads = a->n_threads;
     bp.backend = a->backend;
     bp.no_logits = true;   /* greedy: the next tokens come back, not B rows of logits (as a server would run) */
-    mi_batch *b = NULL;
-    MI_TRY(mi_batch_new(m, &bp, &b));
+    return mi_batch_new(m, &bp, b);
+}
+
+/* one row on batch b (no sequence open): B sequences, PP prompt tokens each, then TG tokens
+ * each; the sequences freed at the end */
+static mi_status run_b(mi_batch *b, mi_model *m, const batch_args *a, int B, batch_times *t, char *be, size_t be_cap) {
     snprintf(be, be_cap, "%s", mi_batch_backend(b));
     memset(t, 0, sizeof *t);
     t->kv_bytes = mi_batch_kv_bytes(b);
-    t->kv_tokens = mi_batch_kv_blocks(b) * bp.block;
+    t->kv_tokens = mi_batch_kv_tokens(b);
     t->kv_dev = mi_batch_kv_on_device(b);
     const int64_t V = mi_model_hparams(m)->n_vocab;
     int32_t *ids = malloc((size_t)a->pp * sizeof *ids);
-    int *id = malloc((size_t)B * sizeof *id);
+    int *id = malloc((size_t)B * sizeof *id), opened = 0;
     mi_status st = ids && id ? MI_OK : mi_err(MI_ERR_NOMEM, "out of memory");
     uint64_t r = 0x5eed;
     for (int s = 0; st == MI_OK && s < B; s++) {
@@ -128,7 +139,7 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
             ids[j] = (int32_t)((r >> 33) % (uint64_t)V);
         }
         st = mi_batch_seq_new(b, NULL, &id[s]);
-        if (st == MI_OK) st = mi_batch_seq_add(b, id[s], ids, a->pp);
+        if (st == MI_OK) opened++, st = mi_batch_seq_add(b, id[s], ids, a->pp);
     }
     /* a sequence's first generated token comes from the prompt step that ended its prompt: with
      * B * PP over --ubatch the prompts take several steps, and only the last step's sequences
@@ -170,10 +181,10 @@ static mi_status run_b(mi_model *m, const batch_args *a, int B, batch_times *t, 
     t->tg_us[6] = 1e6 * (s1.s_split_end - s0.s_split_end) / n_steps;
     t->tg_splits = (double)(s1.splits - s0.splits) / n_steps;
     t->tg_copies = (double)(s1.copies - s0.copies) / n_steps;
+    for (int s = 0; s < opened; s++) mi_batch_seq_free(b, id[s]);
     free(next);
     free(ids);
     free(id);
-    mi_batch_free(b);
     return st;
 }
 
@@ -196,12 +207,22 @@ int cmd_bench_batch(int argc, char **argv) {
     printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n");
     printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n");
     fflush(stdout);
-    int rc = 0;
+    int rc = 0, bmax = 0;
+    for (int i = 0; i < a.nb; i++) bmax = a.b[i] > bmax ? a.b[i] : bmax;
+    mi_batch *shared = NULL;
+    if (!a.pool_per_row && new_batch(m, &a, bmax, &shared) != MI_OK) {
+        fprintf(stderr, "minfer: a batch of %d sequences: %s\n", bmax, mi_errmsg());
+        rc = 1;
+    }
     for (int i = 0; i < a.nb && !rc; i++) {
         const int B = a.b[i];
         batch_times t;
         char be[16] = "cpu";
-        if (run_b(m, &a, B, &t, be, sizeof be) != MI_OK) {
+        mi_batch *b = shared;
+        mi_status st = b ? MI_OK : new_batch(m, &a, B, &b);
+        if (st == MI_OK) st = run_b(b, m, &a, B, &t, be, sizeof be);
+        if (b != shared) mi_batch_free(b);
+        if (st != MI_OK) {
             fprintf(stderr, "minfer: B = %d: %s\n", B, mi_errmsg());
             rc = 1;
             break;
@@ -212,8 +233,9 @@ int cmd_bench_batch(int argc, char **argv) {
                (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T);
         fflush(stdout);
         const double mib = 1048576.0;
-        printf("  B = %d: KV pool %.1f MiB (%lld positions, %s)", B, (double)t.kv_bytes / mib, (long long)t.kv_tokens,
-               t.kv_dev ? "on the device" : "host memory");
+        printf("  B = %d: KV pool %.1f MiB (%lld positions, %s, %s)", B, (double)t.kv_bytes / mib,
+               (long long)t.kv_tokens, t.kv_dev ? "on the device" : "host memory",
+               a.pool_per_row ? "this row's own" : "one batch for every row");
         if (t.mem_total) printf(", device memory in use at most %.0f of %.0f MiB", (double)t.mem_peak / mib, (double)t.mem_total / mib);
         printf("\n");
         if (a.tg)
@@ -228,11 +250,11 @@ int cmd_bench_batch(int argc, char **argv) {
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
                 "\"dev_mem_total_mb\":%.1f,\"tg_step_us\":{\"prepare\":%.1f,\"compute\":%.1f,\"read\":%.1f,"
                 "\"draw\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f},\"tg_splits\":%.3f,"
-                "\"tg_copies\":%.3f,\"gpu\":",
+                "\"tg_copies\":%.3f,\"pool\":\"%s\",\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
                 (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3],
-                t.tg_us[4], t.tg_us[5], t.tg_us[6], t.tg_splits, t.tg_copies);
+                t.tg_us[4], t.tg_us[5], t.tg_us[6], t.tg_splits, t.tg_copies, a.pool_per_row ? "row" : "shared");
         bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
         fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
         bench_json_str(jf, rf.commit);
@@ -241,6 +263,7 @@ int cmd_bench_batch(int argc, char **argv) {
         fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);
         fflush(jf);
     }
+    if (shared) mi_batch_free(shared);
     if (jf != stdout) fclose(jf);
     mi_model_free(m);
     return rc;

@@ -564,4 +564,5 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
     return MI_OK;
 }
 int64_t mi_batch_kv_blocks(const mi_batch *b) { return b->pool.n_blocks; }
+int64_t mi_batch_kv_tokens(const mi_batch *b) { return b->pool.n_blocks * b->pool.block; }
 void mi_batch_get_stats(const mi_batch *b, mi_batch_stats *out) { *out = b->stats; }

@@ -70,6 +70,8 @@ const char *mi_batch_backend(const mi_batch *b);
 /* KV blocks free in the pool, and its size. */
 int64_t mi_batch_kv_free_blocks(const mi_batch *b);
 int64_t mi_batch_kv_blocks(const mi_batch *b);
+/* Positions the pool holds (its blocks x the block size). */
+int64_t mi_batch_kv_tokens(const mi_batch *b);
 /* Bytes of the KV pool (K and V of every layer), and whether it lives on the device. */
 size_t mi_batch_kv_bytes(const mi_batch *b);
 bool mi_batch_kv_on_device(const mi_batch *b);
