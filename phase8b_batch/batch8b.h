@@ -163,6 +163,9 @@ bool mi8b_f16s_wgmma_on(void);
 /* b25 (install8b.c, read at each launch): b22's scales computed by each quad for its rows and
  * shared by shuffles (no block-wide pass and barrier), Q4_K rows copied as whole chunks */
 bool mi8b_f16w_quad_scales_on(void);
+/* b28 (install8b.c, read at each launch): b25's stage fed by bulk tensor copies (TMA) on one
+ * mbarrier a slot: the activations always, Q4_K weights of a 16-byte aligned tensor too */
+bool mi8b_f16w_tma_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -25,14 +25,24 @@
  * 16-byte chunk c of token n at c ^ (n & 7), 8-token groups 1024 bytes apart, blocks 1024-aligned;
  * a k16 step starts 32 bytes further inside its column block.
  *
+ * TM (item b28): a stage's activations come as four bulk tensor copies (TMA: one a 64-k column
+ * block, the 128-byte swizzle done by the copy engine, tokens past N filled with zeros) and, for
+ * Q4_K rows of a 16-byte aligned tensor, its weights as one more (128 rows x 144 bytes, rows 144
+ * bytes apart in the slot), all issued by one thread and completing on the slot's mbarrier,
+ * instead of 2,048 + 1,152 16-byte cp.async whose addresses every thread computes. The same bytes
+ * reach the same places for the products (the weight rows only sit closer: 36 words apart, which
+ * keeps a quad's loads on distinct banks), so the same bits come out.
+ *
  * Error: b6's roundings (weights, scales and activations to f16, f32 sums over all of K); the order
  * of the products inside one wgmma is the hardware's, so the sums are not b6's bits: bound by the
  * exact product like b6 (gate_8b_matmul_f16). A fixed plan and fixed orders: bit-identical run
  * to run. Built for sm_90a only (Makefile: *_sm90a.cu); elsewhere the kernel body is empty and
  * mi8b_gemm_f16w_occupancy says 0. */
+#include <cuda.h>   /* CUtensorMap and its encoder's types (the encoder itself comes through the runtime) */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 #include "phase7a_skeleton/cuda_check.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16s_common.cuh"
@@ -48,8 +58,11 @@ template <int WT, int BN> struct fw_smem {
     static constexpr size_t ring_a = (size_t)FS_NS * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
     static constexpr size_t ring_w = (size_t)FS_NS * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
-    static constexpr size_t bytes = 1024 + ring_a + ring_w + scales;   /* + room to align the base */
+    static constexpr size_t bars = FS_NS * sizeof(uint64_t);            /* TM: a slot's mbarrier */
+    static constexpr size_t bytes = 1024 + ring_a + ring_w + scales + bars;   /* + room to align the base */
 };
+/* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
+#define FW_TM_WROW 144
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FW_HAVE_WGMMA 1
@@ -69,6 +82,27 @@ static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
+/* the mbarrier at shared address a: armed for one arrival, then waited for by parity */
+static __device__ __forceinline__ void fw_bar_init(uint32_t a) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(a) : "memory");
+}
+static __device__ __forceinline__ void fw_bar_expect(uint32_t a, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void fw_bar_wait(uint32_t a, uint32_t parity) {
+    uint32_t ok = 0;
+    while (!ok)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+}
+/* the box of map tm at (x, y) into shared address dst, its bytes counted on mbarrier bar */
+static __device__ __forceinline__ void fw_tma_2d(uint32_t dst, const CUtensorMap *tm, int x, int y, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(dst), "l"((uint64_t)tm), "r"(x), "r"(y), "r"(bar)
+                 : "memory");
+}
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
@@ -77,11 +111,12 @@ static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS>
+template <int WT, int BN, bool QS, bool TM>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
-                 float *__restrict__ part) {
+                 float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
+                 const __grid_constant__ CUtensorMap tm_w, bool tma_w) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
@@ -91,6 +126,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const uint32_t sh0 = (uint32_t)__cvta_generic_to_shared(fw_sh), sa0 = (sh0 + 1023u) & ~1023u;
     uint8_t *ring_a = fw_sh + (sa0 - sh0), *ring_w = ring_a + SM::ring_a;
     __half2 *sS = (__half2 *)(ring_w + SM::ring_w), *sM = sS + 8 * FS_BM;
+    const uint32_t bar0 = sa0 + (uint32_t)(SM::ring_a + SM::ring_w + SM::scales);   /* TM: slot q's at bar0 + 8 q */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int gid = lane >> 2, tig = lane & 3;
@@ -99,8 +135,33 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
     /* b25: Q4_K rows 16-byte aligned (wrow = 144 K / 256 is a multiple of 16): whole chunks */
     const bool whole_rows = QS && WT == MI_TYPE_Q4_K && ((uintptr_t)W & 15) == 0;
+    /* TM: weights by the bulk copy (the launcher checked the tensor as whole_rows does): a slot's
+     * rows FW_TM_WROW bytes apart and from their first byte, else F::wslot apart from the window
+     * offset of their address */
+    const bool wt_tma = TM && WT == MI_TYPE_Q4_K && tma_w;
+    const int wstride = wt_tma ? FW_TM_WROW : F::wslot;
+    if (TM) {
+        if (tid == 0) {
+            for (int q = 0; q < FS_NS; q++) fw_bar_init(bar0 + 8u * q);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
+        if (TM) {
+            if (tid == 0) {
+                const uint32_t bar = bar0 + 8u * q;
+                fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
+                if (wt_tma)
+                    fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), &tm_w, st * FW_TM_WROW,
+                              (int)(b * FS_BM), bar);
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    fw_tma_2d(sa0 + (uint32_t)q * SLOT + (uint32_t)c * CB, &tm_x, st * FS_SB + 64 * c, 0, bar);
+            }
+            if (wt_tma) return;
+        }
         if (whole_rows) {
             const int64_t m0 = b * FS_BM;
             for (int i = tid; i < FS_BM * (F::wbytes / 16); i += FW_THREADS) {
@@ -111,6 +172,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         } else {
             fs_copy_weights<WT>(rw, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid, FW_THREADS);
         }
+        if (TM) return;
         uint8_t *ra = ring_a + (size_t)q * SLOT;
         /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
          * the products (each reads its own token only) are never stored */
@@ -140,6 +202,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     for (int s = 0; s < wk.len; s++) {
         const int q = s % FS_NS;
         async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
+        if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / FS_NS) & 1u);   /* and the slot's bulk copies */
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();   /* everyone's have; every warp's products of unit s - 1 are done */
@@ -154,8 +217,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             __syncthreads();
         }
 
-        const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
-        const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
+        const uint8_t *w0 = rw + r0 * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15));
+        const uint8_t *w1 =
+            rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
         __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
         if (QS) {
             fs_unit_scales<WT>(w0, k0 + tig, qs0, qm0);
@@ -245,9 +309,54 @@ static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __
 
 /* ---------------- launchers ---------------- */
 
+/* TM's tensor maps: cuTensorMapEncodeTiled from the driver through the runtime (no link to
+ * libcuda), asked for once; NULL where this runtime or driver has none */
+typedef CUresult (*fw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static fw_encode_fn fw_encoder(void) {
+    static fw_encode_fn fn = NULL;
+    static int asked = 0;
+    if (!asked) {
+        asked = 1;
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+        const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+        if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) fn = (fw_encode_fn)f;
+        else (void)cudaGetLastError();
+    }
+    return fn;
+}
+/* x's f16 copy [N][K] as 64 x 64 boxes (a stage's column block: 128 bytes of k by BN tokens) in
+ * the 128-byte swizzle; rows past N read as zeros */
+static bool fw_map_x(CUtensorMap *tm, const void *xh, int64_t K, int64_t N) {
+    const fw_encode_fn enc = fw_encoder();
+    const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)N}, strides[1] = {(cuuint64_t)K * 2};
+    const cuuint32_t box[2] = {64, FW_BN}, step[2] = {1, 1};
+    return enc && ((uintptr_t)xh & 15) == 0 &&
+           enc(tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)xh, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* Q4_K rows [M][wrow bytes] as boxes of FS_BM rows x one super-block (144 bytes); rows past M
+ * read as zeros. The tensor 16-byte aligned (wrow = 144 K / 256 is a multiple of 16) */
+static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
+    const fw_encode_fn enc = fw_encoder();
+    const cuuint64_t dims[2] = {(cuuint64_t)wrow, (cuuint64_t)M}, strides[1] = {(cuuint64_t)wrow};
+    const cuuint32_t box[2] = {FW_TM_WROW, FS_BM}, step[2] = {1, 1};
+    return enc && ((uintptr_t)w & 15) == 0 && wrow % 16 == 0 &&
+           enc(tm, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)w, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
  * raises the kernel's shared memory limit, once */
-template <int WT, bool QS> static int fw_occupancy_of(void) {
+template <int WT, bool QS, bool TM> static int fw_occupancy_of(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 0;
@@ -255,9 +364,9 @@ template <int WT, bool QS> static int fw_occupancy_of(void) {
         int dev = 0, major = 0, n = 0;
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)fw_smem<WT, FW_BN>::bytes) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS>, FW_THREADS,
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS, TM>, FW_THREADS,
                                                           fw_smem<WT, FW_BN>::bytes) == cudaSuccess)
             bps = n;
 #endif
@@ -266,15 +375,34 @@ template <int WT, bool QS> static int fw_occupancy_of(void) {
     return bps;
 }
 
-/* of both forms (b25 on and off: one plan for either) */
+/* of every form (b25 and b28 on and off: one plan for each) */
 template <int WT> static int fw_occupancy(void) {
-    const int a = fw_occupancy_of<WT, false>(), b = fw_occupancy_of<WT, true>();
-    return a < b ? a : b;
+    const int a = fw_occupancy_of<WT, false, false>(), b = fw_occupancy_of<WT, true, false>(),
+              c = fw_occupancy_of<WT, true, true>();
+    const int ab = a < b ? a : b;
+    return ab < c ? ab : c;
 }
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
     if (N <= FW_BN / 2 || N > FW_BN) return 0;
     return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
+}
+
+template <int WT>
+static void fw_launch(cudaStream_t st, bool qs, bool tm, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
+                      int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y, float *part,
+                      const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w) {
+    const unsigned P = (unsigned)pl.P;
+    const size_t sm = fw_smem<WT, FW_BN>::bytes;
+    if (tm)
+        kernel_gemm_f16w<WT, FW_BN, true, true><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw,
+                                                                         tma_w);
+    else if (qs)
+        kernel_gemm_f16w<WT, FW_BN, true, false><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx,
+                                                                          tw, false);
+    else
+        kernel_gemm_f16w<WT, FW_BN, false, false><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx,
+                                                                           tw, false);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
@@ -288,20 +416,18 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
     const size_t wrow = mi_row_size(wt, K);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
-    const unsigned P = (unsigned)pl.P;
     const bool qs = mi8b_f16w_quad_scales_on();
-    if (wt == MI_TYPE_Q4_K && qs)
-        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
-            wb, wrow, M, xb, K, N, pl, bias, y, part);
-    else if (wt == MI_TYPE_Q4_K)
-        kernel_gemm_f16w<MI_TYPE_Q4_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q4_K, FW_BN>::bytes, st>>>(
-            wb, wrow, M, xb, K, N, pl, bias, y, part);
-    else if (qs)
-        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, true><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
-            wb, wrow, M, xb, K, N, pl, bias, y, part);
+    /* b28 (with b25's form): the activations by the bulk copy where their map encodes, and Q4_K
+     * weights too where theirs does; else b25's copies */
+    CUtensorMap tx, tw;
+    memset(&tx, 0, sizeof tx);
+    memset(&tw, 0, sizeof tw);
+    const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
+    const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
+    if (wt == MI_TYPE_Q4_K)
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w);
     else
-        kernel_gemm_f16w<MI_TYPE_Q6_K, FW_BN, false><<<P, FW_THREADS, fw_smem<MI_TYPE_Q6_K, FW_BN>::bytes, st>>>(
-            wb, wrow, M, xb, K, N, pl, bias, y, part);
+        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
 }

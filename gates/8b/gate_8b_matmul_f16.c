@@ -93,6 +93,7 @@ typedef struct {
     mm_fn i8_run;
     ws_fn i8_ws;            /* 0: the int8 kernel does not take the shape */
     const char *i8_name;
+    bool off_bitwise;       /* the third run must equal the first bit for bit (an item that moves bytes only) */
 } mm_variant;
 
 /* one shape of a variant: the weight at byte woff of its allocation (Q4_0 and Q6_K rows are
@@ -131,9 +132,14 @@ static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K,
         const double e_ex = gu_nmse_d(got, ref, ny), e_i8 = have8 ? gu_nmse(got, i8, ny) : 0.0;
         const double e_off = off ? gu_nmse_d(got3, ref, ny) : 0.0;
         const bool rep = memcmp(got, got2, ny * 4) == 0;
-        char offs[64] = "";
-        if (off) snprintf(offs, sizeof offs, " (%s off %.3g)", v->item_off, e_off);
-        if (!(e_ex <= 1e-5) || !(e_off <= 1e-5) || !(e_i8 <= 1e-4) || !rep) {
+        const size_t d_off = off && v->off_bitwise ? gu_first_diff(got, got3, ny * 4) : (size_t)-1;
+        char offs[96] = "";
+        if (off) snprintf(offs, sizeof offs, " (%s off %.3g%s)", v->item_off, e_off,
+                          !v->off_bitwise ? "" : d_off == (size_t)-1 ? ", bitwise" : ", NOT BITWISE");
+        if (d_off != (size_t)-1)
+            printf("    %s: %s off differs first at index %zu (token %zu, row %zu): %.9g against %.9g\n", name,
+                   v->item_off, d_off / 4, d_off / 4 / (size_t)M, d_off / 4 % (size_t)M, got3[d_off / 4], got[d_off / 4]);
+        if (!(e_ex <= 1e-5) || !(e_off <= 1e-5) || !(e_i8 <= 1e-4) || !rep || d_off != (size_t)-1) {
             for (size_t i = 0; i < ny; i++)
                 if (!(fabs((double)got[i] - ref[i]) <= 1e-2 * (fabs(ref[i]) + 1.0))) {
                     printf("    %s: first mismatch index %zu (token %zu, row %zu) got %.9g want %.9g (int8 %.9g)\n", name,
@@ -186,10 +192,12 @@ static bool case_begin(const char *name, bool supported) {
 /* b6 against b3's int8 kernel: as the items are (b22's wgmma kernel where the device has it), then
  * with the items of off as the third run (b22: b6's mma.sync kernel; b11,b22: its other warp split) */
 static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
-    const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel"};
+    const bool b28 = !strcmp(off, "b28");
+    const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel", b28};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
-             (long long)N, woff ? "_unaligned" : "", !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : "_b11off");
+             (long long)N, woff ? "_unaligned" : "",
+             !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
@@ -202,7 +210,7 @@ static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
 /* b12 (Q4_0) against b1's split int8 kernel */
 static void small_case_t(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     static const mm_variant v = {run_small, mi8b_gemm_f16_small_workspace, "b19", run_split, ws_split,
-                                 "b1's int8 kernel"};
+                                 "b1's int8 kernel", false};
     char name[112];
     snprintf(name, sizeof name, "small_mm_%s_K%lld_M%lld_N%lld%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "");
@@ -222,7 +230,7 @@ static mi_status run_ksplit(mi_type t, const void *w, const float *x, const floa
 }
 static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     static const mm_variant v = {run_ksplit, mi8b_gemm_f16_ksplit_workspace, "b19", run_stream3, ws_stream3,
-                                 "b3's int8 kernel"};
+                                 "b3's int8 kernel", false};
     char name[112];
     snprintf(name, sizeof name, "ksplit_mm_Q4_0_K%lld_M%lld_N%lld%s", (long long)K, (long long)M, (long long)N,
              woff ? "_unaligned" : "");
@@ -431,6 +439,17 @@ int main(int argc, char **argv) {
     f16s_case_off("b25", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b25", MI_TYPE_Q6_K, 3328, 200, 63, 6);
     f16s_case_off("b25", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
+    /* b28 off (b25's cp.async copies where b28's bulk copies ran): the same bits. The 7B's gate/up
+     * (stream-K) and q/o (K split), both downs, Q6_K v at 33 rows, and the edges: rows past M and
+     * N of 40 (the copies' zero rows), a tensor 4 bytes past alignment (Q4_K weights by cp.async) */
+    f16s_case_off("b28", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
+    f16s_case_off("b28", MI_TYPE_Q4_K, 3584, 3584, 64, 0);
+    f16s_case_off("b28", MI_TYPE_Q4_K, 18944, 3584, 64, 0);
+    f16s_case_off("b28", MI_TYPE_Q6_K, 18944, 3584, 64, 0);
+    f16s_case_off("b28", MI_TYPE_Q6_K, 3584, 512, 33, 0);
+    f16s_case_off("b28", MI_TYPE_Q4_K, 2560, 333, 40, 0);
+    f16s_case_off("b28", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
+    f16s_case_off("b28", MI_TYPE_Q6_K, 3328, 200, 63, 6);
     /* b11 off (the mma.sync kernel's warps each over half the tokens) */
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
