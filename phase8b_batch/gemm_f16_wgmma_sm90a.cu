@@ -385,6 +385,7 @@ template <int WT> static int fw_occupancy(void) {
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
     if (N <= FW_BN / 2 || N > FW_BN) return 0;
+    (void)fw_encoder();   /* asked for with the plan, not first inside a stream capture */
     return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
 }
 
