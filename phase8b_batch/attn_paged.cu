@@ -25,6 +25,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/attn_mma_tile.cuh"
 #include "phase8b_batch/batch8b.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 #include "common/graph/graph.h"
 #include "common/core/mi_settings.h"
 
@@ -303,6 +304,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
                           int min_chunk, float scale) {
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
+    MI_PDL_ENTRY();   /* b29: every block, before its early return */
     uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][MMA_TK][LD] */
     uint16_t *vs = ks + 2 * MMA_TK * LD;     /* [2][MMA_TK][LD] */
     const int G = Hq / Hkv;
@@ -390,6 +392,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
  * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
 __global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
     __shared__ float wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
+    MI_PDL_ENTRY();
     const size_t rh = blockIdx.x, pstride = (size_t)hd + 2;
     const float *p = part + rh * (size_t)S * pstride;
     if (threadIdx.x == 0) {
@@ -528,15 +531,16 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const bool wide = hd > PG_T;
     const size_t smem_mma = pm_smem(hd);
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
-    const bool rw = mi8b_paged_rows_once_on();
+    const bool rw = mi8b_paged_rows_once_on(), pdl = mi8b_pdl_on();
+    const dim3 mt(MMA_THREADS);
     if (mma && hd == 64) {
-        if (rw) kernel_attn_paged_mma<64, true><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
-        else kernel_attn_paged_mma<64, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<64, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+        else (void)pdl_launch(pdl, kernel_attn_paged_mma<64, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
     } else if (mma) {
         if (!(rw ? pm_opt_in128<true>() : pm_opt_in128<false>()))
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
-        if (rw) kernel_attn_paged_mma<128, true><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
-        else kernel_attn_paged_mma<128, false><<<grid, MMA_THREADS, smem_mma, st>>>(q, k16, v16, PM_ARGS);
+        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<128, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+        else (void)pdl_launch(pdl, kernel_attn_paged_mma<128, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
@@ -546,7 +550,8 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
 #undef PM_ARGS
     MI_CU_CHECK_LAUNCH("kernel_attn_paged");
     if (S > 1) {
-        kernel_attn_paged_combine<<<(unsigned)(T * Hq), 128, 0, st>>>(part, o, (int)hd, S);
+        (void)pdl_launch(mma && pdl, kernel_attn_paged_combine, dim3((unsigned)(T * Hq)), dim3(128), 0, st, part, o,
+                         (int)hd, S);
         MI_CU_CHECK_LAUNCH("kernel_attn_paged_combine");
     }
     return MI_OK;

@@ -166,6 +166,10 @@ bool mi8b_f16w_quad_scales_on(void);
 /* b28 (install8b.c, read at each launch): b25's stage fed by bulk tensor copies (TMA) on one
  * mbarrier a slot: the activations always, Q4_K weights of a 16-byte aligned tensor too */
 bool mi8b_f16w_tma_on(void);
+/* b29 (install8b.c, read at each launch): 8b's kernels of a node the pass flagged MI_T_EARLY
+ * (every node of a batched step) launched as programmatic dependents, as 8a's d10 launches the
+ * lower phases' small kernels (phase7a_skeleton/cuda_pdl.cuh) */
+bool mi8b_pdl_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

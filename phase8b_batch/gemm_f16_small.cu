@@ -104,9 +104,13 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gid = lane >> 2, tig = lane & 3;
 
-    /* every token's slice of K (x's f16 copy) with the first band (one group), the second band
-     * (the next); b19 (Xf): x's float slice converted here as kernel_act_f16_pairs converts it,
-     * while the bands' rows are on their way */
+    /* the first band's rows (weights: no kernel writes them, so before b29's programmatic wait),
+     * then every token's slice of K (x's f16 copy), one group; the second band the next group;
+     * b19 (Xf): x's float slice converted here as kernel_act_f16_pairs converts it, while the
+     * bands' rows are on their way */
+    int b = blockIdx.x - z * G;
+    if (b < bands) sk_load_band(sw0, run, b, BM, wrow, u0, nu, wslot, UB);
+    MI_PDL_ENTRY();
     if (!Xf) {
         const int ach = 2 * 32 * nu / 16;
         for (int i = tid; i < N * ach; i += SK_THREADS) {
@@ -114,11 +118,9 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
             async_copy16(sa + n * astr + 16 * c, X + (size_t)n * 2 * K + (size_t)u0 * 64 + 16 * c);
         }
     }
-    int b = blockIdx.x - z * G;
-    for (int q = 0; q < 2; q++) {
-        if (b + q * G < bands) sk_load_band(sw0 + q * band_bytes, run, b + q * G, BM, wrow, u0, nu, wslot, UB);
-        async_commit();
-    }
+    async_commit();
+    if (b + G < bands) sk_load_band(sw0 + band_bytes, run, b + G, BM, wrow, u0, nu, wslot, UB);
+    async_commit();
     if (Xf) {
         const int g4 = 8 * nu;   /* groups of four elements in a token's slice */
         for (int i = tid; i < N * g4; i += SK_THREADS) {
@@ -321,7 +323,8 @@ static mi_status launch_small(cudaStream_t st, const mi8a_run_seg *seg, int n, c
         run.band0[s + 1] = run.band0[s] + (int)((seg[s].M + 16 * RG - 1) / (16 * RG));
         run.w[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.y[s] = seg[s].y, run.M[s] = seg[s].M;
     }
-    kernel_gemm_f16_small<NT, RG, Q8><<<(unsigned)(p->G * p->S), SK_THREADS, smem, st>>>(run, xh, xf, (int)K, (int)N);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_gemm_f16_small<NT, RG, Q8>, dim3((unsigned)(p->G * p->S)), dim3(SK_THREADS),
+                     smem, st, run, xh, xf, (int)K, (int)N);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16_small");
     return MI_OK;
 }
@@ -421,7 +424,8 @@ extern "C" mi_status mi8b_gemm_f16_ksplit(void *stream, mi_type wt, const void *
     float *part = (float *)((uint8_t *)workspace + sk_x_f16_bytes(K, N));
     const mi8a_run_seg seg = {w, NULL, part, M};
     MI_TRY(sk_launch(st, wt, &seg, 1, x, K, N, S, workspace));
-    kernel_split_sum<<<split_sum_blocks(M, N), 256, 0, st>>>(part, bias, y, M, N, S);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_split_sum, dim3(split_sum_blocks(M, N)), dim3(256), 0, st, part, bias, y, M,
+                     N, S);
     MI_CU_CHECK_LAUNCH("kernel_split_sum");
     return MI_OK;
 }

@@ -36,6 +36,7 @@
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16_frag.cuh"
 #include "phase8b_batch/f16s_common.cuh"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
 /* 16 warps: warp w takes row group w & 7 for half the tokens (w >> 3). Each row group's weights
@@ -180,6 +181,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
  * (f16s_run_of), not a run-start scan per thread and load. */
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
                                   int64_t M, int64_t N, const f16s_plan pl) {
+    MI_PDL_ENTRY();   /* b29: every block, before its early returns */
     const int p = blockIdx.x + 1;
     const int64_t nst = pl.nst, u = f16s_run_start(pl, p);
     if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
@@ -312,7 +314,8 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
 static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, float *y, int64_t M, int64_t N,
                                    const f16s_plan &pl, const float *part) {
     if (!f16s_cut(pl)) return MI_OK;
-    kernel_f16s_fixup<<<dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), 256, 0, st>>>(part, bias, y, M, N, pl);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup, dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), dim3(256), 0,
+                     st, part, bias, y, M, N, pl);
     MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }

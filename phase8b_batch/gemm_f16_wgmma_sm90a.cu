@@ -44,6 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "phase7a_skeleton/cuda_check.h"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16s_common.cuh"
 #include "phase8b_batch/stream_ring.cuh"
@@ -147,21 +148,17 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         }
         __syncthreads();
     }
-    auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
+    /* band b's stage st into ring slot q: its weights (issue_w), then its activations (issue_x) */
+    auto issue_w = [&](int64_t b, int st, int q) {
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
-        if (TM) {
-            if (tid == 0) {
-                const uint32_t bar = bar0 + 8u * q;
-                fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
-                if (wt_tma)
-                    fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), &tm_w, st * FW_TM_WROW,
-                              (int)(b * FS_BM), bar);
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    fw_tma_2d(sa0 + (uint32_t)q * SLOT + (uint32_t)c * CB, &tm_x, st * FS_SB + 64 * c, 0, bar);
-            }
-            if (wt_tma) return;
+        if (TM && tid == 0) {
+            const uint32_t bar = bar0 + 8u * q;
+            fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
+            if (wt_tma)
+                fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), &tm_w, st * FW_TM_WROW,
+                          (int)(b * FS_BM), bar);
         }
+        if (wt_tma) return;
         if (whole_rows) {
             const int64_t m0 = b * FS_BM;
             for (int i = tid; i < FS_BM * (F::wbytes / 16); i += FW_THREADS) {
@@ -172,7 +169,15 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         } else {
             fs_copy_weights<WT>(rw, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid, FW_THREADS);
         }
-        if (TM) return;
+    };
+    auto issue_x = [&](int st, int q) {
+        if (TM) {
+            if (tid == 0)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    fw_tma_2d(sa0 + (uint32_t)q * SLOT + (uint32_t)c * CB, &tm_x, st * FS_SB + 64 * c, 0, bar0 + 8u * q);
+            return;
+        }
         uint8_t *ra = ring_a + (size_t)q * SLOT;
         /* token n's 16-byte chunk c of the stage. Tokens N .. BN - 1 are not copied: their columns of
          * the products (each reads its own token only) are never stored */
@@ -184,7 +189,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         }
     };
     auto issue_next = [&](int q) {
-        issue(wk.ib, wk.is, q);
+        issue_w(wk.ib, wk.is, q);
+        issue_x(wk.is, q);
         wk.loaded();
     };
 
@@ -192,9 +198,22 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #pragma unroll
     for (int i = 0; i < ND; i++) d[i] = 0.0f;
 
+    /* the ring's first stages: their weights (which no kernel writes) before the programmatic wait
+     * (b29: the kernel before may still run), their activations after it; one commit group a
+     * slot as in the loop (group 0 holds the first slots' weights and slot 0's activations) */
+    int pst[FS_NS - 1];
 #pragma unroll
     for (int q = 0; q < FS_NS - 1; q++) {
-        if (q < wk.len) issue_next(q);
+        pst[q] = wk.is;
+        if (q < wk.len) {
+            issue_w(wk.ib, wk.is, q);
+            wk.loaded();
+        }
+    }
+    MI_PDL_ENTRY();
+#pragma unroll
+    for (int q = 0; q < FS_NS - 1; q++) {
+        if (q < wk.len) issue_x(pst[q], q);
         async_commit();
     }
     const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
@@ -293,6 +312,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
 /* x F32 [N][K] -> F16 [N][K], each group of 16 elements stored as its even elements, then its odd */
 static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __half *__restrict__ xh, int64_t groups) {
+    MI_PDL_ENTRY();
     for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
         const float4 *p = (const float4 *)(x + 16 * g);
         const float4 a = p[0], b = p[1], c = p[2], e = p[3];
@@ -393,17 +413,18 @@ template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
                       int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y, float *part,
                       const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w) {
-    const unsigned P = (unsigned)pl.P;
+    const dim3 P((unsigned)pl.P);
     const size_t sm = fw_smem<WT, FW_BN>::bytes;
+    const bool pdl = mi8b_pdl_on();
     if (tm)
-        kernel_gemm_f16w<WT, FW_BN, true, true><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw,
-                                                                         tma_w);
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K, N,
+                         pl, bias, y, part, tx, tw, tma_w);
     else if (qs)
-        kernel_gemm_f16w<WT, FW_BN, true, false><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx,
-                                                                          tw, false);
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
+                         N, pl, bias, y, part, tx, tw, false);
     else
-        kernel_gemm_f16w<WT, FW_BN, false, false><<<P, FW_THREADS, sm, st>>>(wb, wrow, M, xb, K, N, pl, bias, y, part, tx,
-                                                                           tw, false);
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
+                         N, pl, bias, y, part, tx, tw, false);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
@@ -413,7 +434,7 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
                       mi_type_name(wt), (long long)K, (long long)N);
     const int64_t groups = K * N / 16;
     const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-    kernel_act_f16_evens_odds<<<gb, 256, 0, st>>>(x, (__half *)xh, groups);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_act_f16_evens_odds, dim3(gb), dim3(256), 0, st, x, (__half *)xh, groups);
     MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
     const size_t wrow = mi_row_size(wt, K);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;

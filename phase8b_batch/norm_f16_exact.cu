@@ -11,6 +11,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/rms_row_scale.cuh"
+#include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define NF_BLOCK 256
 
@@ -20,6 +21,7 @@ kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__
                           int64_t G, int64_t rows, float eps) {
     extern __shared__ float nf_sx[];
     __shared__ float s_scale;
+    MI_PDL_ENTRY();
     const int tid = threadIdx.x, lane = tid & 31;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + (size_t)r * G;
@@ -47,8 +49,8 @@ extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_f16_pairs: rows of %lld, %lld rows", (long long)G, (long long)rows);
     if (!x || !w || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_f16_pairs: null pointer");
     const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    kernel_rms_norm_f16_pairs<<<blocks, NF_BLOCK, (size_t)G * sizeof(float), (cudaStream_t)stream>>>(
-        x, w, (__half2 *)xh, G, rows, eps);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_f16_pairs, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
+                     (cudaStream_t)stream, x, w, (__half2 *)xh, G, rows, eps);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_f16_pairs");
     return MI_OK;
 }
