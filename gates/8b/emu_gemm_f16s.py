@@ -240,7 +240,7 @@ def swz(n, b):   # the 128-byte swizzle: byte b of token n's 128-byte row of a c
     return n * 128 + (((b >> 4) ^ (n & 7)) << 4) + (b & 15)
 
 
-def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
+def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
     NT = 2 if N <= 16 else 4 if N <= 32 else 8
     # n-tiles a warp: 16 warps, row group w & 7; token half w >> 3, or with kh (b11) every token and
     # units 4 (w >> 3) .. + 3 of each stage. wg (b22, gemm_f16_wgmma_sm90a.cu): 64 tokens a block,
@@ -248,6 +248,10 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
     NTOK, NTW = 8 * NT, NT if kh else NT // 2
     assert not kh or 8 * NTW * 4 * 32 * 4 <= NTOK * ASLOT, "the K halves' hand-over does not fit the activation slot"
     assert not wg or 32 < N <= 64
+    # tm (b28): the stage's bytes as the bulk tensor copies write them: Q4_K rows of a 16-byte aligned
+    # tensor 144 bytes apart from their first byte, rows past M and tokens past N zero
+    assert not tm or wg
+    wt_tma = tm and wt == Q4_K and woff % 16 == 0
     BN, CB = 64, 64 * 128   # b22: tokens a block, bytes of a 64-k column block
     W = make_weights(wt, K, M)
     bias = rng.uniform(-0.5, 0.5, size=M).astype(np.float32)
@@ -265,8 +269,9 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
     units = bands * nst
     pl = Plan(bands, nst, P, S, chunk)
     P = pl.P
-    wslot = 16 * (((WB[wt] + 30) // 16) | 1)
+    wslot = 144 if wt_tma else 16 * (((WB[wt] + 30) // 16) | 1)
     lane = np.arange(32); gid, tig = lane >> 2, lane & 3
+    conflicts = [0]   # b28: loads of a quad's rows that share a bank
 
     def issue(b, st):   # band b's stage st as a ring slot: each row at offset (src & 15) of a 16-byte window; tokens at 544 bytes
         m0, wo = b * BM, st * WB[wt]
@@ -274,7 +279,8 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
         for r in range(BM):
             if m0 + r >= M: continue
             src = woff + (m0 + r) * wrow + wo
-            rw[r * wslot + (src & 15):r * wslot + (src & 15) + WB[wt]] = mem[src:src + WB[wt]]
+            o = 0 if wt_tma else src & 15
+            rw[r * wslot + o:r * wslot + o + WB[wt]] = mem[src:src + WB[wt]]
         for n in range(N):
             for c in range(32):
                 a = (n * K + st * 256) * 2 + 16 * c
@@ -286,7 +292,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
         wo = st * WB[wt]
         offs = np.zeros(BM, np.int64)   # (W + (m0 + r) wrow + wo) & 15
         for r in range(BM):
-            if m0 + r < M: offs[r] = (woff + (m0 + r) * wrow + wo) & 15
+            if m0 + r < M and not wt_tma: offs[r] = (woff + (m0 + r) * wrow + wo) & 15
         # the stage's scales: sS, sM per [unit][row]
         sS = np.zeros((8, BM)); sM = np.zeros((8, BM))
         for r in range(BM):
@@ -320,6 +326,9 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
                 s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
                 if wt == Q4_K:
                     o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
+                    if wt_tma:   # one 32-bit load a lane: 8 rows x 4 tig on 32 distinct banks
+                        for base in (w0 + o, w1 + o, w0 + o + 16, w1 + o + 16):
+                            conflicts[0] += 32 - len(set(((base // 4) % 32).tolist()))
                     v0, v1 = ld32(w0 + o) >> sft, ld32(w1 + o) >> sft
                     v2, v3 = ld32(w0 + o + 16) >> sft, ld32(w1 + o + 16) >> sft
                     A1 = [deq(v0, s0, t0, wt), deq(v1, s1, t1, wt), deq(v0 >> 8, s0, t0, wt), deq(v1 >> 8, s1, t1, wt)]
@@ -420,10 +429,11 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False):
     exact = x.astype(np.float64) @ we.T + bias
     err = np.max(np.abs(Y - ref) / (np.abs(ref) + 1e-3))
     nmse = float(((Y - exact) ** 2).sum() / (exact ** 2).sum())
-    print(f"{wt} K={K} M={M} N={N} ({'b22 wgmma' if wg else 'NT ' + str(NT)}{', K halves' if kh else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
+    if wt_tma: print(f"  b28's slot: {conflicts[0]} bank conflicts in the quads' weight loads")
+    print(f"{wt} K={K} M={M} N={N} ({'b22 wgmma' if wg else 'NT ' + str(NT)}{', K halves' if kh else ''}{', b28 bulk copies' if tm else ''}) tensor at +{woff}: {bands} bands x {nst} stages, {pl}: "
           f"{pieces} pieces ({whole} whole), slots {used}, fixup {'bands ' + str(cut_bands) if cut_bands else 'none'}; "
           f"max rel err vs the same roundings {err:.3g}, nmse vs the exact product {nmse:.3g}")
-    return bool(err <= 1e-9) and nmse <= 1e-5
+    return bool(err <= 1e-9) and nmse <= 1e-5 and conflicts[0] == 0
 
 
 def main():
@@ -464,6 +474,10 @@ def main():
         run(Q6_K, 768, 300, 40, 2, P=7, wg=True),
         run(Q4_K, 512, 130, 64, 0, P=2, wg=True),
         run(Q6_K, 768, 300, 64, 2, S=2, chunk=2, wg=True),
+        # b28: the slot as the bulk copies write it (Q4_K aligned: rows 144 bytes apart; else b25's rows)
+        run(Q4_K, 512, 130, 64, 0, P=2, wg=True, tm=True),
+        run(Q4_K, 768, 40, 33, 4, P=2, wg=True, tm=True),
+        run(Q6_K, 768, 300, 40, 2, P=7, wg=True, tm=True),
     ]
     if not all(ok):
         print("emulation does not match the reference"); raise SystemExit(1)
