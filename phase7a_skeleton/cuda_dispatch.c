@@ -153,6 +153,7 @@ const mi_cuda_kernel *mi_cuda_choose(mi_tensor *node) {
 
 static bool (*_Atomic g_pdl_policy)(const mi_tensor *);
 static _Thread_local const mi_tensor *t_running;   /* the node mi_cuda_dispatch_run is running */
+static _Thread_local uint64_t t_serial;            /* its number among this thread's runs */
 void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node)) { g_pdl_policy = policy; }
 bool mi_cuda_pdl_small(void) {
     bool (*f)(const mi_tensor *) = g_pdl_policy;
@@ -164,11 +165,14 @@ mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace)
     if (!s)
         return mi_err(MI_ERR_UNSUPPORTED, "cuda: no kernel of this build runs %s '%s'", mi_op_name(node->op), node->name);
     atomic_fetch_add(&s->runs, 1);
+    t_serial++;
     t_running = node;
     const mi_status st = s->k->run(c, node, workspace);
     t_running = NULL;
     return st;
 }
+
+uint64_t mi_cuda_dispatch_serial(void) { return t_running ? t_serial : 0; }
 
 uint64_t mi_cuda_dispatch_epoch(void) {
     off_mask();   /* MINFER_PERF_OFF applied before anyone keys on the epoch */

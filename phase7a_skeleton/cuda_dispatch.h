@@ -94,6 +94,11 @@ bool mi_cuda_item_on(const char *name);
  * launch with the attribute changes when it starts, never what it computes. */
 bool mi_cuda_pdl_small(void);
 void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node));
+/* The number of the run mi_cuda_dispatch_run is in on this thread (each run one more than the
+ * one before it; 0 outside a run): a launcher can tell that two of its calls come from the same
+ * node or from two nodes run one right after the other, with nothing launched between them but
+ * its own kernels. */
+uint64_t mi_cuda_dispatch_serial(void);
 /* Whether every item of a kernel's list ("e12,e14"; NULL or "" = none) is on. */
 bool mi_cuda_items_on(const char *items);
 /* "on: e2,e5; off: none" */

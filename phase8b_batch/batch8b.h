@@ -170,6 +170,9 @@ bool mi8b_f16w_tma_on(void);
  * (every node of a batched step) launched as programmatic dependents, as 8a's d10 launches the
  * lower phases' small kernels (phase7a_skeleton/cuda_pdl.cuh) */
 bool mi8b_pdl_on(void);
+/* b30 (install8b.c, read at each call): b6's and b22's matmuls of one x in consecutive nodes
+ * convert x to f16 once (gemm_f16_stream.cu, f16s_x_ready) */
+bool mi8b_x_reuse_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

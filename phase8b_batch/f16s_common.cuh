@@ -148,5 +148,5 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
  * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part);
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready);
 #endif

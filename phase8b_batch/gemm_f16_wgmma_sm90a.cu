@@ -428,14 +428,16 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, const uint8_t *wb, size
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready) {
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
                       mi_type_name(wt), (long long)K, (long long)N);
-    const int64_t groups = K * N / 16;
-    const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-    (void)pdl_launch(mi8b_pdl_on(), kernel_act_f16_evens_odds, dim3(gb), dim3(256), 0, st, x, (__half *)xh, groups);
-    MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
+    if (!x_ready) {   /* b30: else the matmul before this one left this x's copy in xh */
+        const int64_t groups = K * N / 16;
+        const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
+        (void)pdl_launch(mi8b_pdl_on(), kernel_act_f16_evens_odds, dim3(gb), dim3(256), 0, st, x, (__half *)xh, groups);
+        MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
+    }
     const size_t wrow = mi_row_size(wt, K);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
     const bool qs = mi8b_f16w_quad_scales_on();

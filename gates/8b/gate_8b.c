@@ -525,8 +525,10 @@ int main(int argc, char **argv) {
         {"tiny-qwen3", "q4_k_m", 7, 6, 9, false, MI_TYPE_F16},
         {"qwen2.5-0.5b", "q4_0", 7, 6, 9, false, MI_TYPE_F16},
         {"qwen2.5-0.5b", "q4_0", 64, 64, 5, true, MI_TYPE_F16},
-        /* the 7B's Q4_K / Q6_K batch matmuls (b6, b21, b22) and its paged attention at hd 128 */
-        {"qwen2.5-7b", "q4_k_m", 16, 16, 4, true, MI_TYPE_F16},
+        /* the 7B's Q4_K / Q6_K batch matmuls and its paged attention at hd 128: decode steps of 40
+         * rows (b22, and b30's reuse of x's copy in its form), then 32 once 8 have ended (b6, b30
+         * in b6's form) */
+        {"qwen2.5-7b", "q4_k_m", 40, 40, 4, true, MI_TYPE_F16},
     };
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
     test_batch_replay("tiny-qwen2", "q4_0", 5);
