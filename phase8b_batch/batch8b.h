@@ -173,6 +173,8 @@ bool mi8b_pdl_on(void);
 /* b30 (install8b.c, read at each call): b6's and b22's matmuls of one x in consecutive nodes
  * convert x to f16 once (gemm_f16_stream.cu, f16s_x_ready) */
 bool mi8b_x_reuse_on(void);
+/* b31 (install8b.c, read at each launch): with b28, Q6_K weight rows by one bulk copy a row */
+bool mi8b_f16w_q6_bulk_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

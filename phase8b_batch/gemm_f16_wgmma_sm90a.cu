@@ -83,9 +83,9 @@ static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
-/* the mbarrier at shared address a: armed for one arrival, then waited for by parity */
-static __device__ __forceinline__ void fw_bar_init(uint32_t a) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(a) : "memory");
+/* the mbarrier at shared address a: armed for n arrivals a phase, then waited for by parity */
+static __device__ __forceinline__ void fw_bar_init(uint32_t a, uint32_t n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n) : "memory");
 }
 static __device__ __forceinline__ void fw_bar_expect(uint32_t a, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
@@ -97,6 +97,12 @@ static __device__ __forceinline__ void fw_bar_wait(uint32_t a, uint32_t parity) 
                      : "=r"(ok)
                      : "r"(a), "r"(parity)
                      : "memory");
+}
+/* n bytes (a multiple of 16) from global src to shared dst (both 16-byte aligned), counted on bar */
+static __device__ __forceinline__ void fw_bulk(uint32_t dst, const void *src, uint32_t n, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"((uint64_t)src), "r"(n), "r"(bar)
+                 : "memory");
 }
 /* the box of map tm at (x, y) into shared address dst, its bytes counted on mbarrier bar */
 static __device__ __forceinline__ void fw_tma_2d(uint32_t dst, const CUtensorMap *tm, int x, int y, uint32_t bar) {
@@ -117,7 +123,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
                  float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
-                 const __grid_constant__ CUtensorMap tm_w, bool tma_w) {
+                 const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
@@ -141,9 +147,14 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
      * offset of their address */
     const bool wt_tma = TM && WT == MI_TYPE_Q4_K && tma_w;
     const int wstride = wt_tma ? FW_TM_WROW : F::wslot;
+    /* b31: Q6_K rows (not 16-byte multiples, so no tensor map) by one bulk copy a row of the
+     * 16-byte windows that cover its super-block, landing where b25's window copies put them;
+     * each of the band's FS_BM row threads arrives on the slot's mbarrier with its bytes (a row
+     * whose windows reach outside the tensor, or past M, with none: gs_window's cp.async) */
+    const bool wq_bulk = TM && WT == MI_TYPE_Q6_K && bulk_w;
     if (TM) {
         if (tid == 0) {
-            for (int q = 0; q < FS_NS; q++) fw_bar_init(bar0 + 8u * q);
+            for (int q = 0; q < FS_NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -151,6 +162,23 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     /* band b's stage st into ring slot q: its weights (issue_w), then its activations (issue_x) */
     auto issue_w = [&](int64_t b, int st, int q) {
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
+        if (wq_bulk) {
+            if (tid < FS_BM) {
+                const uint32_t bar = bar0 + 8u * q;
+                const int64_t m = b * FS_BM + tid;
+                const uint8_t *src = W + (size_t)m * wrow + (size_t)st * F::wbytes;
+                const uint8_t *a = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
+                const uint8_t *e = (const uint8_t *)(((uintptr_t)src + F::wbytes + 15) & ~(uintptr_t)15);
+                const bool bulk = m < M && a >= W && e <= W + (size_t)M * wrow;
+                const uint32_t n = bulk ? (uint32_t)(e - a) : 0u;
+                fw_bar_expect(bar, n + (tid == 0 ? 4u * CB : 0u));
+                if (bulk) fw_bulk(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot + (size_t)tid * F::wslot), a, n, bar);
+                else if (m < M)
+                    for (int c = 0; c < F::wch; c++)
+                        gs_window(rw + tid * F::wslot, src, F::wbytes, c, W, W + (size_t)M * wrow);
+            }
+            return;
+        }
         if (TM && tid == 0) {
             const uint32_t bar = bar0 + 8u * q;
             fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
@@ -412,19 +440,19 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
 template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
                       int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y, float *part,
-                      const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w) {
+                      const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
     const dim3 P((unsigned)pl.P);
     const size_t sm = fw_smem<WT, FW_BN>::bytes;
     const bool pdl = mi8b_pdl_on();
     if (tm)
         (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K, N,
-                         pl, bias, y, part, tx, tw, tma_w);
+                         pl, bias, y, part, tx, tw, tma_w, bulk_w);
     else if (qs)
         (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
-                         N, pl, bias, y, part, tx, tw, false);
+                         N, pl, bias, y, part, tx, tw, false, false);
     else
         (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
-                         N, pl, bias, y, part, tx, tw, false);
+                         N, pl, bias, y, part, tx, tw, false, false);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
@@ -449,9 +477,10 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
     const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
     if (wt == MI_TYPE_Q4_K)
-        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w);
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
     else
-        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false);
+        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
+                                mi8b_f16w_q6_bulk_on());
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
 }

@@ -316,6 +316,8 @@ bool mi8b_f16w_tma_on(void) { return mi_cuda_item_on("b28"); }
 bool mi8b_pdl_on(void) { return mi_cuda_pdl_small() && mi_cuda_item_on("b29"); }
 /* b30: read at each call */
 bool mi8b_x_reuse_on(void) { return mi_cuda_item_on("b30"); }
+/* b31: read at each launch, as b22 */
+bool mi8b_f16w_q6_bulk_on(void) { return mi_cuda_item_on("b31"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -529,6 +531,8 @@ void mi_phase8b_install(void) {
                                 "the paged attention and its combine, the K split's sum, b24's norm)");
     mi_cuda_item_declare("b30", "b6's and b22's matmuls of one x in consecutive nodes (q, k, v; gate, up) convert x to "
                                 "f16 once: the later ones read the copy the first left in the workspace");
+    mi_cuda_item_declare("b31", "with b28, a stage's Q6_K weight rows as one bulk copy a row (the 16-byte windows "
+                                "covering its 210 bytes) by the band's row threads, not 15 cp.async a row");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
