@@ -110,6 +110,103 @@ static __device__ __forceinline__ void fw_tma_2d(uint32_t dst, const CUtensorMap
                  ::"r"(dst), "l"((uint64_t)tm), "r"(x), "r"(y), "r"(bar)
                  : "memory");
 }
+
+/* b31: row thread tid's Q6_K stage st of band rows m0 .. into its slot row (rw, at shared address
+ * srw): one bulk copy of the 16-byte windows that cover it, to where gs_window's copies put them,
+ * its bytes (and extra) arrived with on bar; a row whose windows reach outside the tensor by
+ * gs_window's cp.async (no bytes), a row past M nothing */
+template <int WT>
+static __device__ __forceinline__ void fw_row_bulk(uint8_t *rw, uint32_t srw, const uint8_t *W, size_t wrow, int64_t M,
+                                                   int64_t m0, int st, uint32_t bar, uint32_t extra, int tid) {
+    using F = fs_fmt<WT>;
+    const int64_t m = m0 + tid;
+    const uint8_t *src = W + (size_t)m * wrow + (size_t)st * F::wbytes, *end = W + (size_t)M * wrow;
+    const uint8_t *a = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
+    const uint8_t *e = (const uint8_t *)(((uintptr_t)src + F::wbytes + 15) & ~(uintptr_t)15);
+    const bool bulk = m < M && a >= W && e <= end;
+    const uint32_t n = bulk ? (uint32_t)(e - a) : 0u;
+    fw_bar_expect(bar, n + extra);
+    if (bulk) fw_bulk(srw + (uint32_t)tid * F::wslot, a, n, bar);
+    else if (m < M)
+        for (int c = 0; c < F::wch; c++) gs_window(rw + tid * F::wslot, src, F::wbytes, c, W, end);
+}
+
+/* A warp's part of a stage's products: its rows r0, r0 + 8 (their super-blocks at w0, w1 in the
+ * ring) x units k0 .. k0 + 3 dequantized into registers, two units at a time, each pair's four
+ * wgmma (a k16 step each, B from the activation slot at shared address rb) issued and committed
+ * while the next pair dequantizes; all waited for. QS: lane tig of a quad computes unit k0 +
+ * tig's scales of the quad's rows and the quad shares them by shuffles; else from sS, sM. */
+template <int WT, bool QS, int ND, int CB>
+static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
+                                                    int lane, int r0, uint32_t rb, const __half2 *sS,
+                                                    const __half2 *sM) {
+    const int tig = lane & 3;
+    __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
+    if (QS) {
+        fs_unit_scales<WT>(w0, k0 + tig, qs0, qm0);
+        fs_unit_scales<WT>(w1, k0 + tig, qs1, qm1);
+    }
+    uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+#pragma unroll
+        for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
+            const int k = k0 + kk;
+            if (QS) {
+                const int src = (lane & ~3) | kk;   /* the quad's lane that computed unit k */
+                fs_unit_frags<WT>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
+                                  __shfl_sync(0xffffffffu, qm0, src), __shfl_sync(0xffffffffu, qm1, src), A[kk][0],
+                                  A[kk][1]);
+            } else {
+                fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
+                                  sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
+            }
+        }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kk = 2 * half; kk < 2 * half + 2; kk++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * (k0 + kk) + h;   /* the k16 step of the stage */
+                fw_mma(d, A[kk][h], fw_desc(rb + (uint32_t)(j >> 2) * CB + (uint32_t)(j & 3) * 32));
+            }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* the accumulators are written asynchronously: tie every register to this point so the
+     * compiler moves no use of them above the wait */
+#pragma unroll
+    for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A piece's end: warpgroups 2, 3 (K half 1) hand their ND accumulators d to warpgroups 0, 1
+ * through red (the stage's activation slot, free until its next copy), which add them and write
+ * rows r0, r0 + 8 of band rows m0 .. to Y (a whole band, + bias) or to the piece's slot of part;
+ * d cleared. Every thread of the block calls it (two barriers). */
+template <int ND>
+static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, int wg, int tig, int r0, int64_t m0,
+                                                    int64_t M, int64_t N, bool whole, const float *__restrict__ bias,
+                                                    float *__restrict__ Y, float *__restrict__ slot) {
+    __syncthreads();   /* every warpgroup's products of the slot are done */
+    if (wg >= 2)
+#pragma unroll
+        for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
+    __syncthreads();
+    if (wg < 2) {
+        /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const float v = d[i] + red[i * 128];
+            const int r = r0 + ((i >> 1) & 1) * 8;
+            const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
+            if (m < M && n < N) {
+                if (whole) Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
+                else slot[(size_t)n * FS_BM + r] = v;
+            }
+            d[i] = 0.0f;
+        }
+    }
+}
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
@@ -163,20 +260,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     auto issue_w = [&](int64_t b, int st, int q) {
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
         if (wq_bulk) {
-            if (tid < FS_BM) {
-                const uint32_t bar = bar0 + 8u * q;
-                const int64_t m = b * FS_BM + tid;
-                const uint8_t *src = W + (size_t)m * wrow + (size_t)st * F::wbytes;
-                const uint8_t *a = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
-                const uint8_t *e = (const uint8_t *)(((uintptr_t)src + F::wbytes + 15) & ~(uintptr_t)15);
-                const bool bulk = m < M && a >= W && e <= W + (size_t)M * wrow;
-                const uint32_t n = bulk ? (uint32_t)(e - a) : 0u;
-                fw_bar_expect(bar, n + (tid == 0 ? 4u * CB : 0u));
-                if (bulk) fw_bulk(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot + (size_t)tid * F::wslot), a, n, bar);
-                else if (m < M)
-                    for (int c = 0; c < F::wch; c++)
-                        gs_window(rw + tid * F::wslot, src, F::wbytes, c, W, W + (size_t)M * wrow);
-            }
+            if (tid < FS_BM)
+                fw_row_bulk<WT>(rw, sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), W, wrow, M, b * FS_BM, st,
+                                bar0 + 8u * q, tid == 0 ? 4u * CB : 0u, tid);
             return;
         }
         if (TM && tid == 0) {
@@ -267,69 +353,14 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w0 = rw + r0 * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15));
         const uint8_t *w1 =
             rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
-        __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
-        if (QS) {
-            fs_unit_scales<WT>(w0, k0 + tig, qs0, qm0);
-            fs_unit_scales<WT>(w1, k0 + tig, qs1, qm1);
-        }
-        const uint32_t rb = sa0 + (uint32_t)q * SLOT;
-        uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-#pragma unroll
-            for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
-                const int k = k0 + kk;
-                if (QS) {
-                    const int src = (lane & ~3) | kk;   /* the quad's lane that computed unit k */
-                    fs_unit_frags<WT>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
-                                      __shfl_sync(0xffffffffu, qm0, src), __shfl_sync(0xffffffffu, qm1, src), A[kk][0],
-                                      A[kk][1]);
-                } else {
-                    fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
-                                      sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
-                }
-            }
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 2 * half; kk < 2 * half + 2; kk++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int j = 2 * (k0 + kk) + h;   /* the k16 step of the stage */
-                    fw_mma(d, A[kk][h], fw_desc(rb + (uint32_t)(j >> 2) * CB + (uint32_t)(j & 3) * 32));
-                }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        }
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        /* the accumulators are written asynchronously: tie every register to this point so the
-         * compiler moves no use of them above the wait */
-#pragma unroll
-        for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
+        fw_stage_mma<WT, QS, ND, CB>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM);
 
         if (wk.piece_ends(s)) {
-            const bool whole = !wk.head && wk.cs == wk.nst - 1;
-            /* K half 1 (warpgroups 2, 3) to K half 0 through activation slot q, free until stage
-             * s + 3's copy: [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
+            /* K half 1 to K half 0 through activation slot q, free until stage s + 3's copy:
+             * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
-            __syncthreads();   /* every warpgroup's products of slot q are done */
-            if (wg >= 2)
-#pragma unroll
-                for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
-            __syncthreads();
-            if (wg < 2) {
-                float *slot = part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM;
-                /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
-#pragma unroll
-                for (int i = 0; i < ND; i++) {
-                    const float v = d[i] + red[i * 128];
-                    const int r = r0 + ((i >> 1) & 1) * 8;
-                    const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
-                    if (m < M && n < N) {
-                        if (whole) Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
-                        else slot[(size_t)n * FS_BM + r] = v;
-                    }
-                    d[i] = 0.0f;
-                }
-            }
+            fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
+                             part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
             wk.head = false;
         }
         wk.computed();
