@@ -348,10 +348,13 @@ static thread_local f16s_xcopy t_xcopy;
 static bool f16s_x_ready(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
     const uint64_t cur = mi_cuda_dispatch_serial();
     const f16s_xcopy &l = t_xcopy;
-    const bool ready = cur != 0 && mi8b_x_reuse_on() && (l.serial == cur || l.serial + 1 == cur) && l.x == x &&
-                       l.ws == ws && l.K == K && l.N == N && l.wg == wg;
-    t_xcopy = {cur, x, ws, K, N, wg};
-    return ready;
+    return cur != 0 && mi8b_x_reuse_on() && (l.serial == cur || l.serial + 1 == cur) && l.x == x && l.ws == ws &&
+           l.K == K && l.N == N && l.wg == wg;
+}
+/* after a matmul's launches went through: its copy is there for the next (a failed call leaves
+ * no record, so nothing after it trusts a copy it did not make) */
+static void f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
+    t_xcopy = {mi_cuda_dispatch_serial(), x, ws, K, N, wg};
 }
 
 extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
@@ -363,14 +366,18 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     const cudaStream_t st = (cudaStream_t)stream;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    if (mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1) {
-        const bool ready = f16s_x_ready(x, workspace, K, N, true);
+    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    const bool ready = f16s_x_ready(x, workspace, K, N, wg);
+    t_xcopy.serial = 0;   /* no copy to trust until this call's launches went through */
+    if (wg) {
         MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part, ready));
     } else {
-        if (!f16s_x_ready(x, workspace, K, N, false)) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+        if (!ready) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
         const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
         if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
         else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
     }
-    return launch_f16s_fixup(st, bias, y, M, N, pl, part);
+    MI_TRY(launch_f16s_fixup(st, bias, y, M, N, pl, part));
+    f16s_x_made(x, workspace, K, N, wg);
+    return MI_OK;
 }
