@@ -11,8 +11,8 @@
  * --pool shared (the default): one batch runs every row, its pool and sequence slots sized for the
  * largest B, each row's sequences freed at its end, as a server keeps one batch and
  * llama-batched-bench one context; --pool row: a batch of its own a row, its pool B x (PP + TG +
- * 16) positions. Measured on the H200: a row's replayed kernels start further apart after earlier
- * rows created and freed batches of their own (results/notes/PHASE8B.md). */
+ * 16) positions, the pattern of a process that creates and frees batches (results/notes/PHASE8B.md:
+ * what it costs the rows after). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -238,6 +238,22 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
     mm_case(name, &v, MI_TYPE_Q4_0, K, M, N, woff, "K slices summed in order");
 }
 
+/* Segment s of a run over x [N][K]: Q4_0 weights of M rows and a bias made on the host (*w, *bias),
+ * their exact product into a new *ref, both uploaded (the weights woff bytes past alignment; the
+ * device bases into *wbase, *bbase) with a poisoned output (*dy): the segment a run is handed */
+static mi8a_run_seg run_seg_make(int64_t K, int64_t M, int64_t N, const float *x, size_t woff, uint8_t **w, float **bias,
+                                 double **ref, void **wbase, void **bbase, float **dy) {
+    size_t wb;
+    *w = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, M, 1.0f, &wb);
+    *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
+    *ref = malloc((size_t)(M * N) * sizeof(double));
+    exact_matmul(MI_TYPE_Q4_0, *w, x, *bias, *ref, K, M, N);
+    const void *dw = dev_up_at(*w, wb, woff, wbase);
+    const float *db = dev_up_at(*bias, (size_t)M * 4, 0, bbase);
+    *dy = dev_poison((size_t)(M * N) * 4);
+    return (mi8a_run_seg){dw, db, *dy, M};
+}
+
 /* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
  * the exact product (NMSE <= 1e-5), itself on a second run (bitwise) and its matmul launched
  * alone (bitwise where both take the same rows a band, else each held to the exact product) */
@@ -258,17 +274,9 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase);
     int64_t rows = 0;
     for (int s = 0; s < n; s++) {
-        size_t wb;
         const size_t ny = (size_t)(ms[s] * N);
-        w[s] = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, ms[s], 1.0f, &wb);
-        bias[s] = gu_rand_f32(&g_seed, (size_t)ms[s], -0.5f, 0.5f);
-        ref[s] = malloc(ny * sizeof(double));
+        seg[s] = run_seg_make(K, ms[s], N, x, woff * (size_t)(s & 1), &w[s], &bias[s], &ref[s], &wbase[s], &bbase[s], &dy[s]);
         got[s] = malloc(ny * 4), got2[s] = malloc(ny * 4), alone[s] = malloc(ny * 4);
-        exact_matmul(MI_TYPE_Q4_0, w[s], x, bias[s], ref[s], K, ms[s], N);
-        const void *dw = dev_up_at(w[s], wb, woff * (size_t)(s & 1), &wbase[s]);
-        const float *db = dev_up_at(bias[s], (size_t)ms[s] * 4, 0, &bbase[s]);
-        dy[s] = dev_poison(ny * 4);
-        seg[s] = (mi8a_run_seg){dw, db, dy[s], ms[s]};
         rows += ms[s];
     }
     void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
@@ -351,18 +359,12 @@ static void run_norm_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     mi8a_run_seg seg[MI8A_RUN_MAX];
     int64_t rows = 0;
     for (int s = 0; s < n; s++) {
-        size_t wb;
         const size_t ny = (size_t)(ms[s] * N);
-        w[s] = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, ms[s], 1.0f, &wb);
-        bias[s] = gu_rand_f32(&g_seed, (size_t)ms[s], -0.5f, 0.5f);
-        ref[s] = malloc(ny * sizeof(double));
+        float *dy;
+        seg[s] = run_seg_make(K, ms[s], N, xn, 0, &w[s], &bias[s], &ref[s], &b[nb], &b[nb + 1], &dy);
+        b[nb + 2] = dy;
+        nb += 3;
         got[s] = malloc(ny * 4), fused[s] = malloc(ny * 4), fused2[s] = malloc(ny * 4);
-        exact_matmul(MI_TYPE_Q4_0, w[s], xn, bias[s], ref[s], K, ms[s], N);
-        const void *dw = dev_up_at(w[s], wb, 0, &b[nb++]);
-        const float *db = dev_up_at(bias[s], (size_t)ms[s] * 4, 0, &b[nb++]);
-        float *dy = dev_poison(ny * 4);
-        b[nb++] = dy;
-        seg[s] = (mi8a_run_seg){dw, db, dy, ms[s]};
         rows += ms[s];
     }
     void *ws = dev_poison(mi8b_gemm_f16_small_workspace(MI_TYPE_Q4_0, K, rows, N));
