@@ -175,6 +175,9 @@ bool mi8b_pdl_on(void);
 bool mi8b_x_reuse_on(void);
 /* b31 (install8b.c, read at each launch): with b28, Q6_K weight rows by one bulk copy a row */
 bool mi8b_f16w_q6_bulk_on(void);
+/* b32 (install8b.c, read at each launch): with b28, the products of a stage run on while the
+ * next one dequantizes */
+bool mi8b_f16w_overlap_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -54,12 +54,18 @@
  * slower than b6's mma.sync one on the 7B (results/notes/PHASE8B.md) */
 #define FW_BN 64
 #define FW_SLOT_A(bn) ((bn) * FS_SB * 2)   /* a stage's activations: bn tokens x 256 halves */
+/* The ring: FW_AHEAD stages loading ahead of the one computed, in FW_NS slots. One slot more than
+ * the stages in flight: with b32 a warpgroup's products of stage s - 1 still run while it
+ * dequantizes stage s, so stage s - 1's slot is only free at stage s + 1's barrier, and the slot
+ * written at stage s's is stage s - 2's. */
+#define FW_NS 4
+#define FW_AHEAD 2
 
 template <int WT, int BN> struct fw_smem {
-    static constexpr size_t ring_a = (size_t)FS_NS * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
-    static constexpr size_t ring_w = (size_t)FS_NS * FS_BM * fs_fmt<WT>::wslot;
+    static constexpr size_t ring_a = (size_t)FW_NS * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
+    static constexpr size_t ring_w = (size_t)FW_NS * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
-    static constexpr size_t bars = FS_NS * sizeof(uint64_t);            /* TM: a slot's mbarrier */
+    static constexpr size_t bars = FW_NS * sizeof(uint64_t);            /* TM: a slot's mbarrier */
     static constexpr size_t bytes = 1024 + ring_a + ring_w + scales + bars;   /* + room to align the base */
 };
 /* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
@@ -131,12 +137,26 @@ static __device__ __forceinline__ void fw_row_bulk(uint8_t *rw, uint32_t srw, co
         for (int c = 0; c < F::wch; c++) gs_window(rw + tid * F::wslot, src, F::wbytes, c, W, end);
 }
 
+/* every wgmma of the warpgroup done; the compiler moves no use of the accumulators d (written
+ * asynchronously) above this point */
+template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[ND]) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 /* A warp's part of a stage's products: its rows r0, r0 + 8 (their super-blocks at w0, w1 in the
  * ring) x units k0 .. k0 + 3 dequantized into registers, two units at a time, each pair's four
  * wgmma (a k16 step each, B from the activation slot at shared address rb) issued and committed
- * while the next pair dequantizes; all waited for. QS: lane tig of a quad computes unit k0 +
- * tig's scales of the quad's rows and the quad shares them by shuffles; else from sS, sM. */
-template <int WT, bool QS, int ND, int CB>
+ * while the next pair dequantizes. QS: lane tig of a quad computes unit k0 + tig's scales of the
+ * quad's rows and the quad shares them by shuffles; else from sS, sM.
+ * OV (item b32): the stage's second pair's products are left running; before each pair's
+ * dequantization only the group committed last may still run (the pair's registers were read by
+ * the group before it), so the tensor cores work across the stage's barrier instead of draining
+ * at its end. The caller waits for all (fw_mma_done) before it reads d. Without OV every group
+ * is waited for here, as before. The same products in the same order on the same accumulators
+ * either way: the same bits. */
+template <int WT, bool QS, int ND, int CB, bool OV>
 static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
                                                     int lane, int r0, uint32_t rb, const __half2 *sS,
                                                     const __half2 *sM) {
@@ -149,6 +169,7 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
     uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
 #pragma unroll
     for (int half = 0; half < 2; half++) {
+        if (OV) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 #pragma unroll
         for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
             const int k = k0 + kk;
@@ -172,11 +193,7 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
             }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* the accumulators are written asynchronously: tie every register to this point so the
-     * compiler moves no use of them above the wait */
-#pragma unroll
-    for (int i = 0; i < ND; i++) asm volatile("" : "+f"(d[i])::"memory");
+    if (!OV) fw_mma_done(d);
 }
 
 /* A piece's end: warpgroups 2, 3 (K half 1) hand their ND accumulators d to warpgroups 0, 1
@@ -215,7 +232,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM>
+template <int WT, int BN, bool QS, bool TM, bool OV>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
@@ -251,7 +268,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const bool wq_bulk = TM && WT == MI_TYPE_Q6_K && bulk_w;
     if (TM) {
         if (tid == 0) {
-            for (int q = 0; q < FS_NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
+            for (int q = 0; q < FW_NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -315,9 +332,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     /* the ring's first stages: their weights (which no kernel writes) before the programmatic wait
      * (b29: the kernel before may still run), their activations after it; one commit group a
      * slot as in the loop (group 0 holds the first slots' weights and slot 0's activations) */
-    int pst[FS_NS - 1];
+    int pst[FW_AHEAD];
 #pragma unroll
-    for (int q = 0; q < FS_NS - 1; q++) {
+    for (int q = 0; q < FW_AHEAD; q++) {
         pst[q] = wk.is;
         if (q < wk.len) {
             issue_w(wk.ib, wk.is, q);
@@ -326,20 +343,22 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     }
     MI_PDL_ENTRY();
 #pragma unroll
-    for (int q = 0; q < FS_NS - 1; q++) {
+    for (int q = 0; q < FW_AHEAD; q++) {
         if (q < wk.len) issue_x(pst[q], q);
         async_commit();
     }
     const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
     const int k0 = 4 * (wg >> 1);                            /* its first unit of a stage */
     for (int s = 0; s < wk.len; s++) {
-        const int q = s % FS_NS;
-        async_wait<FS_NS - 2>();   /* this thread's copies of unit s have landed */
-        if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / FS_NS) & 1u);   /* and the slot's bulk copies */
+        const int q = s % FW_NS;
+        async_wait<FW_AHEAD - 1>();   /* this thread's copies of unit s have landed */
+        if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / FW_NS) & 1u);   /* and the slot's bulk copies */
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();   /* everyone's have; every warp's products of unit s - 1 are done */
-        if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
+        /* everyone's have; every warp's products of unit s - 2 are done (of s - 1 too without
+         * OV), so its slot takes unit s + 2 */
+        __syncthreads();
+        if (s + FW_AHEAD < wk.len) issue_next((s + FW_AHEAD) % FW_NS);
         async_commit();
 
         const int64_t m0 = wk.cb * FS_BM;
@@ -353,10 +372,11 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w0 = rw + r0 * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15));
         const uint8_t *w1 =
             rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
-        fw_stage_mma<WT, QS, ND, CB>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM);
+        fw_stage_mma<WT, QS, ND, CB, OV>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM);
 
         if (wk.piece_ends(s)) {
-            /* K half 1 to K half 0 through activation slot q, free until stage s + 3's copy:
+            if (OV) fw_mma_done(d);
+            /* K half 1 to K half 0 through activation slot q, free until stage s + 2's copy:
              * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
             fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
@@ -365,7 +385,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         }
         wk.computed();
     }
-    async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
+    if (OV) fw_mma_done(d);   /* the run's last unit ended a piece: nothing is running */
+    async_wait<0>();          /* no copy outlives the block (the last commits are empty) */
 #endif
 }
 
@@ -435,7 +456,7 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
 
 /* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
  * raises the kernel's shared memory limit, once */
-template <int WT, bool QS, bool TM> static int fw_occupancy_of(void) {
+template <int WT, bool QS, bool TM, bool OV> static int fw_occupancy_of(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 0;
@@ -443,9 +464,9 @@ template <int WT, bool QS, bool TM> static int fw_occupancy_of(void) {
         int dev = 0, major = 0, n = 0;
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS, TM, OV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)fw_smem<WT, FW_BN>::bytes) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS, TM>, FW_THREADS,
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS, TM, OV>, FW_THREADS,
                                                           fw_smem<WT, FW_BN>::bytes) == cudaSuccess)
             bps = n;
 #endif
@@ -454,12 +475,13 @@ template <int WT, bool QS, bool TM> static int fw_occupancy_of(void) {
     return bps;
 }
 
-/* of every form (b25 and b28 on and off: one plan for each) */
+/* of every form (b25, b28 and b32 on and off: one plan for each) */
 template <int WT> static int fw_occupancy(void) {
-    const int a = fw_occupancy_of<WT, false, false>(), b = fw_occupancy_of<WT, true, false>(),
-              c = fw_occupancy_of<WT, true, true>();
-    const int ab = a < b ? a : b;
-    return ab < c ? ab : c;
+    const int f[4] = {fw_occupancy_of<WT, false, false, false>(), fw_occupancy_of<WT, true, false, false>(),
+                      fw_occupancy_of<WT, true, true, false>(), fw_occupancy_of<WT, true, true, true>()};
+    int n = f[0];
+    for (int i = 1; i < 4; i++) n = f[i] < n ? f[i] : n;
+    return n;
 }
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
@@ -469,20 +491,23 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
 }
 
 template <int WT>
-static void fw_launch(cudaStream_t st, bool qs, bool tm, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
+static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
                       int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y, float *part,
                       const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
     const dim3 P((unsigned)pl.P);
     const size_t sm = fw_smem<WT, FW_BN>::bytes;
     const bool pdl = mi8b_pdl_on();
-    if (tm)
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K, N,
-                         pl, bias, y, part, tx, tw, tma_w, bulk_w);
+    if (tm && ov)
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true, true>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb,
+                         K, N, pl, bias, y, part, tx, tw, tma_w, bulk_w);
+    else if (tm)
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M,
+                         xb, K, N, pl, bias, y, part, tx, tw, tma_w, bulk_w);
     else if (qs)
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
                          N, pl, bias, y, part, tx, tw, false, false);
     else
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
+        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, false, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
                          N, pl, bias, y, part, tx, tw, false, false);
 }
 
@@ -507,10 +532,11 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     memset(&tw, 0, sizeof tw);
     const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
     const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
+    const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form */
     if (wt == MI_TYPE_Q4_K)
-        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
     else
-        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
+        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
                                 mi8b_f16w_q6_bulk_on());
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;
