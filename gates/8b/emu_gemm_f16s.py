@@ -21,7 +21,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ptx_frag import A_row, A_col, B_row, B_col, C_row, C_col   # noqa: E402
 
 rng = np.random.default_rng(86)
-BM, ASLOT, FS_NS = 128, 544, 3
+BM, ASLOT = 128, 544
+# the rings: (slots, stages loading ahead of the one computed, lag): a slot may take a new unit at the
+# barrier `lag` stages after its last unit was computed. b6 (FS_NS): the next barrier. b22 (FW_NS,
+# FW_AHEAD) with b32: a warpgroup's last products of stage s run on through stage s + 1, so the
+# slot is free at stage s + 2's barrier.
+RING_B6, RING_B22 = (3, 2, 1), (4, 2, 2)
 Q4_K, Q6_K = "q4_k", "q6_k"
 WB = {Q4_K: 144, Q6_K: 210}
 
@@ -127,10 +132,11 @@ def cut(pl):   # the launcher's f16s_cut: a run boundary inside a band
     return any(run_start(pl, p) % pl.nst != 0 for p in range(1, pl.P))
 
 
-def block_steps(p, pl):
-    """kernel_gemm_f16s's control flow for block p, line by line: ('load', ring slot, band, stage) for each
-    issue, ('unit', ring slot, band, stage) for each unit computed, ('piece', band, whole, slot, first unit,
-    end unit) at each epilogue"""
+def block_steps(p, pl, ring=RING_B6):
+    """kernel_gemm_f16s's (ring RING_B22: kernel_gemm_f16w's) control flow for block p, line by line:
+    ('load', ring slot, band, stage) for each issue, ('unit', ring slot, band, stage) for each unit computed,
+    ('piece', band, whole, slot, first unit, end unit) at each epilogue"""
+    ns, ahead, _ = ring
     nst = pl.nst
     u0 = run_start(pl, p)
     ln = run_start(pl, p + 1) - u0
@@ -138,15 +144,15 @@ def block_steps(p, pl):
     cb, cs = ib, is_
     head = cs != 0
     pstart = u0
-    for q in range(FS_NS - 1):   # the prologue
+    for q in range(ahead):   # the prologue
         if q < ln:
             yield ('load', q, ib, is_)
             is_ += 1
             if is_ == nst: is_, ib = 0, ib + 1
     for s in range(ln):
-        q = s % FS_NS
-        if s + FS_NS - 1 < ln:
-            yield ('load', (s + FS_NS - 1) % FS_NS, ib, is_)
+        q = s % ns
+        if s + ahead < ln:
+            yield ('load', (s + ahead) % ns, ib, is_)
             is_ += 1
             if is_ == nst: is_, ib = 0, ib + 1
         yield ('unit', q, cb, cs)
@@ -178,11 +184,12 @@ def fixup_blocks(pl, N):
             yield bx, by, b, order
 
 
-def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
+def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0, ring=RING_B6):
     """the runs, the ring's order, the pieces, the slots, the launcher's cut test and the fixup's pieces
     on index math alone: every unit computed once, in unit order within a run, each ring slot computed
-    as loaded; each band either one whole piece or fixed up once from pieces covering its units in
-    order; each slot one piece. Returns {slot: (band, first unit, end unit)} and the cut bands."""
+    as loaded and loaded again only `lag` stages after; each band either one whole piece or fixed up
+    once from pieces covering its units in order; each slot one piece. Returns {slot: (band, first
+    unit, end unit)} and the cut bands."""
     pl = Plan(bands, nst, P, S, chunk)
     units, P = pl.units, pl.P
     assert 1 <= P <= units, "P runs, none empty"
@@ -191,15 +198,21 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
     for p in range(P):
         assert run_start(pl, p + 1) - run_start(pl, p) >= 1, "an empty run"
         assert all(run_of(pl, u) == p for u in range(run_start(pl, p), run_start(pl, p + 1))), "run_of disagrees"
-        ring = [None] * FS_NS
+        slots = [None] * ring[0]
+        done_at = [None] * ring[0]   # the stage at which each slot's last unit was computed
         last = run_start(pl, p) - 1
-        for ev in block_steps(p, pl):
+        step = 0
+        for ev in block_steps(p, pl, ring):
             if ev[0] == 'load':
-                assert ring[ev[1]] is None, "a ring slot loaded before it was computed"
-                ring[ev[1]] = ev[2:]
+                assert slots[ev[1]] is None, "a ring slot loaded before it was computed"
+                assert done_at[ev[1]] is None or done_at[ev[1]] <= step - ring[2], \
+                    "a ring slot loaded while its last unit's products may still read it"
+                slots[ev[1]] = ev[2:]
             elif ev[0] == 'unit':
-                assert ring[ev[1]] == ev[2:], "a ring slot computed as another unit than loaded"
-                ring[ev[1]] = None
+                assert slots[ev[1]] == ev[2:], "a ring slot computed as another unit than loaded"
+                slots[ev[1]] = None
+                done_at[ev[1]] = step
+                step += 1
                 u = ev[2] * nst + ev[3]
                 assert u == last + 1, "units out of order"
                 last = u; seen[u] += 1
@@ -213,7 +226,7 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0):
                     assert (u0, u1) != (b * nst, b * nst + nst), "a whole band into a slot"
                     assert slot not in piece_of, f"slot {slot} holds two pieces"
                     piece_of[slot] = (b, u0, u1)
-        assert all(r is None for r in ring), "a loaded ring slot never computed"
+        assert all(r is None for r in slots), "a loaded ring slot never computed"
     assert (seen == 1).all(), "a unit computed twice or never"
     cut_bands = sorted({b for b, _, _ in piece_of.values()})
     assert cut(pl) == bool(cut_bands), "the launcher's cut test disagrees with the runs"
@@ -353,14 +366,15 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
                     acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
                     acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
 
-    piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk)
+    rg = RING_B22 if wg else RING_B6
+    piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk, ring=rg)
     Y = np.full((N, M), np.nan)
     part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
     pieces = whole = 0
     for p in range(P):   # kernel_gemm_f16s, block p
-        ring = [None] * FS_NS
+        ring = [None] * rg[0]
         acc = np.zeros((16, 16, BN)) if wg else np.zeros((16, NTW, 32, 4))
-        for ev in block_steps(p, pl):
+        for ev in block_steps(p, pl, rg):
             if ev[0] == 'load':
                 ring[ev[1]] = issue(ev[2], ev[3])
             elif ev[0] == 'unit':   # the unit's data from the ring slot, its band and stage from the compute side
@@ -439,12 +453,14 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
 def main():
     # the index math alone on the gate's shapes at the H200's P (132 multiprocessors, one block each) and twice
     # that: the 7B's gate/up (148 bands x 14), q/o (28 x 14), k/v (4 x 14), down (28 x 74), K = 256 (132 x 1)
-    for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
-        for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
-            check_plan(bands, nst, P)
-    # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
-    for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
-        check_plan(bands, nst, S=S, chunk=chunk)
+    # (each plan through both kernels' rings)
+    for rg in (RING_B6, RING_B22):
+        for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
+            for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
+                check_plan(bands, nst, P, quiet=rg is RING_B22, ring=rg)
+        # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
+        for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
+            check_plan(bands, nst, S=S, chunk=chunk, quiet=rg is RING_B22, ring=rg)
 
     ok = [
         run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
