@@ -54,18 +54,22 @@
  * slower than b6's mma.sync one on the 7B (results/notes/PHASE8B.md) */
 #define FW_BN 64
 #define FW_SLOT_A(bn) ((bn) * FS_SB * 2)   /* a stage's activations: bn tokens x 256 halves */
-/* The ring: FW_AHEAD stages loading ahead of the one computed, in FW_NS slots. One slot more than
- * the stages in flight: with b32 a warpgroup's products of stage s - 1 still run while it
- * dequantizes stage s, so stage s - 1's slot is only free at stage s + 1's barrier, and the slot
- * written at stage s's is stage s - 2's. */
-#define FW_NS 4
+/* The ring: FW_AHEAD stages loading ahead of the one computed, in fw_ring<WT>::ns slots: four for
+ * Q4_K, three for Q6_K (whose 240-byte row slots leave no room for a fourth). The slot written at
+ * stage s's barrier takes stage s + FW_AHEAD and held stage s + FW_AHEAD - ns, whose products must
+ * be done: the stage before (s - 1) at the least, s - 2 with b32 (a stage's products run on while
+ * the next dequantizes), which needs Q4_K's fourth slot. A third stage ahead measured slower. */
 #define FW_AHEAD 2
+template <int WT> struct fw_ring {
+    static constexpr int ns = WT == MI_TYPE_Q4_K ? 4 : 3;
+};
 
 template <int WT, int BN> struct fw_smem {
-    static constexpr size_t ring_a = (size_t)FW_NS * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
-    static constexpr size_t ring_w = (size_t)FW_NS * FS_BM * fs_fmt<WT>::wslot;
+    static constexpr int ns = fw_ring<WT>::ns;
+    static constexpr size_t ring_a = (size_t)ns * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
+    static constexpr size_t ring_w = (size_t)ns * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
-    static constexpr size_t bars = FW_NS * sizeof(uint64_t);            /* TM: a slot's mbarrier */
+    static constexpr size_t bars = ns * sizeof(uint64_t);            /* TM: a slot's mbarrier */
     static constexpr size_t bytes = 1024 + ring_a + ring_w + scales + bars;   /* + room to align the base */
 };
 /* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
@@ -241,6 +245,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
+    constexpr int NS = SM::ns, AH = FW_AHEAD;
+    static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
     constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
     constexpr int ND = BN / 2;                           /* accumulators a thread: 64 rows x BN tokens / 128 */
     extern __shared__ __align__(16) uint8_t fw_sh[];
@@ -268,7 +274,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const bool wq_bulk = TM && WT == MI_TYPE_Q6_K && bulk_w;
     if (TM) {
         if (tid == 0) {
-            for (int q = 0; q < FW_NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
+            for (int q = 0; q < NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -332,9 +338,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     /* the ring's first stages: their weights (which no kernel writes) before the programmatic wait
      * (b29: the kernel before may still run), their activations after it; one commit group a
      * slot as in the loop (group 0 holds the first slots' weights and slot 0's activations) */
-    int pst[FW_AHEAD];
+    int pst[AH];
 #pragma unroll
-    for (int q = 0; q < FW_AHEAD; q++) {
+    for (int q = 0; q < AH; q++) {
         pst[q] = wk.is;
         if (q < wk.len) {
             issue_w(wk.ib, wk.is, q);
@@ -343,22 +349,22 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     }
     MI_PDL_ENTRY();
 #pragma unroll
-    for (int q = 0; q < FW_AHEAD; q++) {
+    for (int q = 0; q < AH; q++) {
         if (q < wk.len) issue_x(pst[q], q);
         async_commit();
     }
     const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
     const int k0 = 4 * (wg >> 1);                            /* its first unit of a stage */
     for (int s = 0; s < wk.len; s++) {
-        const int q = s % FW_NS;
-        async_wait<FW_AHEAD - 1>();   /* this thread's copies of unit s have landed */
-        if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / FW_NS) & 1u);   /* and the slot's bulk copies */
+        const int q = s % NS;
+        async_wait<AH - 1>();   /* this thread's copies of unit s have landed */
+        if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / NS) & 1u);   /* and the slot's bulk copies */
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* everyone's have; every warp's products of unit s - 2 are done (of s - 1 too without
-         * OV), so its slot takes unit s + 2 */
+        /* everyone's have; every warp's products of unit s - 1 are done (with OV: of s - 2), so
+         * slot (s + AH) % NS is free (fw_ring) */
         __syncthreads();
-        if (s + FW_AHEAD < wk.len) issue_next((s + FW_AHEAD) % FW_NS);
+        if (s + AH < wk.len) issue_next((s + AH) % NS);
         async_commit();
 
         const int64_t m0 = wk.cb * FS_BM;
@@ -454,34 +460,47 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* blocks a multiprocessor holds (0: no sm_90a image here, or it does not fit); the first call
- * raises the kernel's shared memory limit, once */
-template <int WT, bool QS, bool TM, bool OV> static int fw_occupancy_of(void) {
-    static int bps = -1;
-    if (bps < 0) {
-        bps = 0;
-#ifdef MI_BUILT_SM90A
-        int dev = 0, major = 0, n = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9 &&
-            cudaFuncSetAttribute(kernel_gemm_f16w<WT, FW_BN, QS, TM, OV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)fw_smem<WT, FW_BN>::bytes) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_gemm_f16w<WT, FW_BN, QS, TM, OV>, FW_THREADS,
-                                                          fw_smem<WT, FW_BN>::bytes) == cudaSuccess)
-            bps = n;
-#endif
-        (void)cudaGetLastError();
-    }
-    return bps;
+/* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where the ring has its fourth slot) */
+typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
+                             const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool, bool);
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov) {
+    if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
+        if (tm && ov) return kernel_gemm_f16w<WT, FW_BN, true, true, true>;
+    if (tm) return kernel_gemm_f16w<WT, FW_BN, true, true, false>;
+    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, false>;
+    return kernel_gemm_f16w<WT, FW_BN, false, false, false>;
 }
 
-/* of every form (b25, b28 and b32 on and off: one plan for each) */
-template <int WT> static int fw_occupancy(void) {
-    const int f[4] = {fw_occupancy_of<WT, false, false, false>(), fw_occupancy_of<WT, true, false, false>(),
-                      fw_occupancy_of<WT, true, true, false>(), fw_occupancy_of<WT, true, true, true>()};
-    int n = f[0];
-    for (int i = 1; i < 4; i++) n = f[i] < n ? f[i] : n;
+/* blocks a multiprocessor holds for kernel k (0: no sm_90a image here, or it does not fit); the
+ * first call raises the kernel's shared memory limit */
+template <int WT> static int fw_occupancy_of(fw_kernel_fn k) {
+    int n = 0;
+#ifdef MI_BUILT_SM90A
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9 ||
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, FW_THREADS, fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
+        n = 0;
+#else
+    (void)k;
+#endif
+    (void)cudaGetLastError();
     return n;
+}
+
+/* of every form (one plan for each), asked once */
+template <int WT> static int fw_occupancy(void) {
+    static int bps = -1;
+    if (bps < 0) {
+        bps = 1 << 30;
+        for (int f = 0; f < 8; f++) {
+            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4));
+            bps = b < bps ? b : bps;
+        }
+    }
+    return bps;
 }
 
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
@@ -491,24 +510,12 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
 }
 
 template <int WT>
-static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, const uint8_t *wb, size_t wrow, int64_t M, const uint8_t *xb,
-                      int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y, float *part,
-                      const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
-    const dim3 P((unsigned)pl.P);
-    const size_t sm = fw_smem<WT, FW_BN>::bytes;
-    const bool pdl = mi8b_pdl_on();
-    if (tm && ov)
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true, true>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb,
-                         K, N, pl, bias, y, part, tx, tw, tma_w, bulk_w);
-    else if (tm)
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, true, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M,
-                         xb, K, N, pl, bias, y, part, tx, tw, tma_w, bulk_w);
-    else if (qs)
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, true, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
-                         N, pl, bias, y, part, tx, tw, false, false);
-    else
-        (void)pdl_launch(pdl, kernel_gemm_f16w<WT, FW_BN, false, false, false>, P, dim3(FW_THREADS), sm, st, wb, wrow, M, xb, K,
-                         N, pl, bias, y, part, tx, tw, false, false);
+static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, const uint8_t *wb, size_t wrow, int64_t M,
+                      const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y,
+                      float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
+    (void)pdl_launch(mi8b_pdl_on(), fw_kernel<WT>(qs, tm, ov), dim3((unsigned)pl.P), dim3(FW_THREADS),
+                     fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tm && tma_w,
+                     tm && bulk_w);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
@@ -532,7 +539,7 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     memset(&tw, 0, sizeof tw);
     const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
     const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
-    const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form */
+    const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form, for Q4_K (fw_ring) */
     if (wt == MI_TYPE_Q4_K)
         fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
     else

@@ -23,9 +23,9 @@ from ptx_frag import A_row, A_col, B_row, B_col, C_row, C_col   # noqa: E402
 rng = np.random.default_rng(86)
 BM, ASLOT = 128, 544
 # the rings: (slots, stages loading ahead of the one computed, lag): a slot may take a new unit at the
-# barrier `lag` stages after its last unit was computed. b6 (FS_NS): the next barrier. b22 (FW_NS,
-# FW_AHEAD) with b32: a warpgroup's last products of stage s run on through stage s + 1, so the
-# slot is free at stage s + 2's barrier.
+# barrier `lag` stages after its last unit was computed. b6 (FS_NS), and b22 for Q6_K: the next
+# barrier. b22 for Q4_K (fw_ring, FW_AHEAD) with b32: a warpgroup's last products of stage s run on
+# through stage s + 1, so the slot is free at stage s + 2's barrier.
 RING_B6, RING_B22 = (3, 2, 1), (4, 2, 2)
 Q4_K, Q6_K = "q4_k", "q6_k"
 WB = {Q4_K: 144, Q6_K: 210}
@@ -366,7 +366,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
                     acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
                     acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
 
-    rg = RING_B22 if wg else RING_B6
+    rg = RING_B22 if wg and wt == Q4_K else RING_B6
     piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk, ring=rg)
     Y = np.full((N, M), np.nan)
     part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
