@@ -31,17 +31,30 @@ typedef struct {
     int P, S;
 } f16s_plan;
 
-/* the first unit of run p; run p is [start (p), start (p + 1)) */
-__host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, int64_t p) {
-    if (pl.S == 0) return p * pl.units / pl.P;
-    const int64_t z = (p % pl.S) * pl.chunk;
-    return (p / pl.S) * pl.nst + (z < pl.nst ? z : pl.nst);
+/* the first unit of run p; run p is [start (p), start (p + 1)). I: int64_t, or uint32_t where
+ * units x (P + 1) < 2^32 (f16s_plan_narrow: every products' and quotients' range), whose division
+ * is a few instructions where int64_t's is a long dependent sequence */
+template <typename I> __host__ __device__ __forceinline__ I f16s_run_start_t(const f16s_plan &pl, I p) {
+    const I units = (I)pl.units, P = (I)pl.P, S = (I)pl.S, nst = (I)pl.nst, chunk = (I)pl.chunk;
+    if (S == 0) return p * units / P;
+    const I z = (p % S) * chunk;
+    return (p / S) * nst + (z < nst ? z : nst);
 }
 /* the run holding unit u: the last p with f16s_run_start (p) <= u (no run is empty) */
+template <typename I> __host__ __device__ __forceinline__ I f16s_run_of_t(const f16s_plan &pl, I u) {
+    const I units = (I)pl.units, P = (I)pl.P, S = (I)pl.S, nst = (I)pl.nst, chunk = (I)pl.chunk;
+    if (S == 0) return ((u + 1) * P - 1) / units;
+    const I j = (u % nst) / chunk;
+    return (u / nst) * S + (j < S - 1 ? j : S - 1);
+}
+__host__ __device__ __forceinline__ bool f16s_plan_narrow(const f16s_plan &pl) {
+    return (uint64_t)pl.units * (uint64_t)(pl.P + 1) < ((uint64_t)1 << 32) && pl.nst * (int64_t)(pl.S + 1) < (1ll << 31);
+}
+__host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, int64_t p) {
+    return f16s_run_start_t<int64_t>(pl, p);
+}
 __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int64_t u) {
-    if (pl.S == 0) return ((u + 1) * pl.P - 1) / pl.units;
-    const int64_t j = (u % pl.nst) / pl.chunk;
-    return (u / pl.nst) * pl.S + (j < pl.S - 1 ? j : pl.S - 1);
+    return f16s_run_of_t<int64_t>(pl, u);
 }
 
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the

@@ -173,29 +173,59 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     async_wait<0>();   /* no copy outlives the block (the last commits are empty) */
 }
 
-/* Y for the cut bands: block (x, y) takes the boundary of run p = x + 1 when it falls
- * inside a band b and run p - 1 holds b's first unit (so each cut band has one block x), and
- * tokens 8 y .. 8 y + 7. Band b's pieces in unit order: run p - 1 holds its first unit (its piece
- * begins at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the
- * band (slot 2q); + bias. hi, the run holding the band's last unit, is one division
- * (f16s_run_of), not a run-start scan per thread and load. */
+/* The cut band whose fixup block x = p - 1 writes: the boundary of run p falls inside band b and
+ * run p - 1 holds b's first unit (so each cut band has one block x); hi, the run holding b's last
+ * unit (one division, f16s_run_of, not a scan of the run starts). False: block x writes nothing. */
+template <typename I> __device__ __forceinline__ bool fixup_band(const f16s_plan &pl, I p, I &b, I &hi) {
+    const I nst = (I)pl.nst, u = f16s_run_start_t<I>(pl, p);
+    b = u / nst;
+    const I bs = b * nst;
+    if (u == bs) return false;                                /* a boundary on a band edge cuts nothing */
+    if (f16s_run_start_t<I>(pl, p - 1) > bs) return false;   /* band b's first boundary is an earlier run's */
+    hi = f16s_run_of_t<I>(pl, bs + nst - 1);
+    return true;
+}
+
+/* tokens a fixup block sums: two a pass of its 256 threads (a thread's row r, tokens 2 j + its half) */
+#define FX_TOK 32
+
+/* Y for the cut bands: block (x, y) takes the band of run boundary x + 1 (fixup_band), tokens FX_TOK
+ * y .. + FX_TOK - 1. Band b's pieces in unit order: run p - 1 holds its first unit (its piece begins
+ * at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the band (slot
+ * 2q); + bias. A thread's tokens are summed side by side, each in that order: its loads of a slot
+ * all in flight at once. The plan's divisions in 32 bits where they fit (every real shape). */
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
                                   int64_t M, int64_t N, const f16s_plan pl) {
     MI_PDL_ENTRY();   /* b29: every block, before its early returns */
     const int p = blockIdx.x + 1;
-    const int64_t nst = pl.nst, u = f16s_run_start(pl, p);
-    if (u % nst == 0) return;   /* a boundary on a band edge cuts nothing */
-    const int64_t b = u / nst, bs = b * nst;
-    if (f16s_run_start(pl, p - 1) > bs) return;   /* band b's first boundary is an earlier run's */
-    const int r = threadIdx.x % FS_BM;
-    const int64_t m = b * FS_BM + r, hi = f16s_run_of(pl, bs + nst - 1);
-    if (m >= M) return;
-    const int64_t n1 = (int64_t)blockIdx.y * 8 + 8 < N ? (int64_t)blockIdx.y * 8 + 8 : N;
-    for (int64_t n = (int64_t)blockIdx.y * 8 + threadIdx.x / FS_BM; n < n1; n += blockDim.x / FS_BM) {
-        float s = part[((size_t)(2 * p - 1) * N + n) * FS_BM + r];
-        for (int64_t q = p; q <= hi; q++) s += part[((size_t)(2 * q) * N + n) * FS_BM + r];
-        Y[(size_t)n * M + m] = bias ? s + bias[m] : s;
+    int64_t b, hi;
+    if (f16s_plan_narrow(pl)) {
+        uint32_t b32, hi32;
+        if (!fixup_band<uint32_t>(pl, (uint32_t)p, b32, hi32)) return;
+        b = b32, hi = hi32;
+    } else if (!fixup_band<int64_t>(pl, p, b, hi)) {
+        return;
     }
+    const int r = threadIdx.x % FS_BM;
+    const int64_t m = b * FS_BM + r;
+    if (m >= M) return;
+    const int64_t n0 = (int64_t)blockIdx.y * FX_TOK + threadIdx.x / FS_BM;
+    constexpr int NJ = FX_TOK / 2;
+    float s[NJ];
+    const float *first = part + (size_t)(2 * p - 1) * (size_t)N * FS_BM + r;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+        if (n0 + 2 * j < N) s[j] = first[(size_t)(n0 + 2 * j) * FS_BM];
+    for (int64_t q = p; q <= hi; q++) {
+        const float *sl = part + (size_t)(2 * q) * (size_t)N * FS_BM + r;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            if (n0 + 2 * j < N) s[j] += sl[(size_t)(n0 + 2 * j) * FS_BM];
+    }
+    const float bm = bias ? bias[m] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+        if (n0 + 2 * j < N) Y[(size_t)(n0 + 2 * j) * M + m] = bias ? s[j] + bm : s[j];
 }
 
 /* ---------------- launchers ---------------- */
@@ -314,8 +344,8 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
 static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, float *y, int64_t M, int64_t N,
                                    const f16s_plan &pl, const float *part) {
     if (!f16s_cut(pl)) return MI_OK;
-    (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup, dim3((unsigned)(pl.P - 1), (unsigned)((N + 7) / 8)), dim3(256), 0,
-                     st, part, bias, y, M, N, pl);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup, dim3((unsigned)(pl.P - 1), (unsigned)((N + FX_TOK - 1) / FX_TOK)),
+                     dim3(2 * FS_BM), 0, st, part, bias, y, M, N, pl);
     MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }

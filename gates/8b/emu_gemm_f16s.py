@@ -22,6 +22,7 @@ from ptx_frag import A_row, A_col, B_row, B_col, C_row, C_col   # noqa: E402
 
 rng = np.random.default_rng(86)
 BM, ASLOT = 128, 544
+FX_TOK = 32   # tokens a fixup block sums (its 256 threads: a row each, two tokens a pass)
 # the rings: (slots, stages loading ahead of the one computed, lag): a slot may take a new unit at the
 # barrier `lag` stages after its last unit was computed. b6 (FS_NS), and b22 for Q6_K: the next
 # barrier. b22 for Q4_K (fw_ring, FW_AHEAD) with b32: a warpgroup's last products of stage s run on
@@ -180,7 +181,7 @@ def fixup_blocks(pl, N):
         q = p
         while q < P and run_start(pl, q) < be:
             order.append(2 * q); q += 1
-        for by in range((N + 7) // 8):
+        for by in range((N + FX_TOK - 1) // FX_TOK):
             yield bx, by, b, order
 
 
@@ -417,16 +418,16 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
                                 assert np.isnan(part[slot, n[ok], r[ok]]).all(), "slot element written twice"
                                 part[slot, n[ok], r[ok]] = acc[warp, nt, ok, i]
                 acc[:] = 0.0
-    if cut(pl):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / 8) of 256 threads
+    if cut(pl):   # kernel_f16s_fixup: blocks (P - 1) x ceil(N / FX_TOK) of 256 threads
         for bx, by, b, order in fixup_blocks(pl, N):
             p = bx + 1
             hi = run_of(pl, b * nst + nst - 1)   # the kernel's hi
-            for t in range(256):
+            for t in range(2 * BM):
                 r = t % BM
                 m = b * BM + r
                 if m >= M: continue
-                n1 = min(by * 8 + 8, N)
-                for n in range(by * 8 + t // BM, n1, 256 // BM):
+                for n in [by * FX_TOK + t // BM + 2 * j for j in range(FX_TOK // 2)]:
+                    if n >= N: continue
                     sm, read = part[2 * (p - 1) + 1, n, r], [2 * (p - 1) + 1]
                     for q in range(p, hi + 1):
                         sm += part[2 * q, n, r]; read.append(2 * q)
