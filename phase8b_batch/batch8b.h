@@ -178,6 +178,8 @@ bool mi8b_f16w_q6_bulk_on(void);
 /* b32 (install8b.c, read at each launch): with b28, the products of a stage run on while the
  * next one dequantizes */
 bool mi8b_f16w_overlap_on(void);
+/* b33 (install8b.c, read at each call): with b28, a K split's band summed in its cluster */
+bool mi8b_f16w_cluster_sum_on(void);
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

@@ -161,5 +161,10 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
  * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready);
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
+                         bool cl);
+/* Item b33: whether the wgmma kernel sums plan pl's cut bands itself (a K split of 2..8 chunks, in
+ * clusters of a band's chunks that fit this GPU): then mi8b_gemm_f16w is called with cl and the
+ * fixup is not launched */
+bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl);
 #endif

@@ -399,15 +399,16 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
     const bool ready = f16s_x_ready(x, workspace, K, N, wg);
     t_xcopy.serial = 0;   /* no copy to trust until this call's launches went through */
+    const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
     if (wg) {
-        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part, ready));
+        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part, ready, sums));
     } else {
         if (!ready) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
         const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
         if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
         else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
     }
-    MI_TRY(launch_f16s_fixup(st, bias, y, M, N, pl, part));
+    if (!sums) MI_TRY(launch_f16s_fixup(st, bias, y, M, N, pl, part));
     f16s_x_made(x, workspace, K, N, wg);
     return MI_OK;
 }

@@ -38,6 +38,7 @@
  * exact product like b6 (gate_8b_matmul_f16). A fixed plan and fixed orders: bit-identical run
  * to run. Built for sm_90a only (Makefile: *_sm90a.cu); elsewhere the kernel body is empty and
  * mi8b_gemm_f16w_occupancy says 0. */
+#include <cooperative_groups.h>
 #include <cuda.h>   /* CUtensorMap and its encoder's types (the encoder itself comes through the runtime) */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -228,6 +229,48 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
         }
     }
 }
+/* b33: a K split's band summed inside its cluster (the band's S blocks, rank c its chunk c, each run
+ * one piece). The K halves added as fw_piece_out does, each block leaves its piece's sums in its
+ * shared memory (out, [token][row]: a free ring slot), the cluster waits for all, and block c
+ * adds elements c / S .. (c + 1) / S of the band's 64 x 128 from every block's copy in chunk
+ * order, + bias: the fixup's additions in the fixup's order, without its launch or the partials'
+ * trip through global memory. The cluster waits again before any block exits. */
+template <int ND>
+static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red, float *out, int wg, int tig, int r0,
+                                                      int64_t m0, int64_t M, int64_t N, const float *__restrict__ bias,
+                                                      float *__restrict__ Y) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    __syncthreads();
+    if (wg >= 2)
+#pragma unroll
+        for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
+    __syncthreads();
+    if (wg < 2)
+#pragma unroll
+        for (int i = 0; i < ND; i++) {
+            const int r = r0 + ((i >> 1) & 1) * 8, n = 8 * (i >> 2) + 2 * tig + (i & 1);
+            out[n * FS_BM + r] = d[i] + red[i * 128];
+            d[i] = 0.0f;
+        }
+    cl.sync();
+    const int S = (int)cl.num_blocks(), c = (int)cl.block_rank();
+    const float *src[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) src[j] = j < S ? cl.map_shared_rank(out, j) : out;
+    constexpr int E = FW_BN * FS_BM;
+    for (int e = c * E / S + (int)threadIdx.x; e < (c + 1) * E / S; e += FW_THREADS) {
+        const int n = e / FS_BM, r = e % FS_BM;
+        const int64_t m = m0 + r;
+        if (m >= M || n >= N) continue;
+        float v = src[0][e];
+#pragma unroll
+        for (int j = 1; j < 8; j++)   /* unrolled: src stays in registers */
+            if (j < S) v += src[j][e];
+        Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
+    }
+    cl.sync();
+}
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
@@ -236,7 +279,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM, bool OV>
+template <int WT, int BN, bool QS, bool TM, bool OV, bool CL>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
@@ -385,8 +428,12 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             /* K half 1 to K half 0 through activation slot q, free until stage s + 2's copy:
              * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
-            fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
-                             part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
+            if (CL)   /* b33: the run's one piece; slot q + 1 is free (no copy is issued past the last stage) */
+                fw_cluster_out<ND>(d, red, (float *)(ring_a + (size_t)((q + 1) % NS) * SLOT), wg, tig, r0, m0, M, N,
+                                   bias, Y);
+            else
+                fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
+                                 part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
             wk.head = false;
         }
         wk.computed();
@@ -460,15 +507,18 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where the ring has its fourth slot) */
+/* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where the ring has its fourth slot),
+ * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool, bool);
-template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov) {
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl) {
     if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
-        if (tm && ov) return kernel_gemm_f16w<WT, FW_BN, true, true, true>;
-    if (tm) return kernel_gemm_f16w<WT, FW_BN, true, true, false>;
-    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, false>;
-    return kernel_gemm_f16w<WT, FW_BN, false, false, false>;
+        if (tm && ov) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, true, true>
+                                : kernel_gemm_f16w<WT, FW_BN, true, true, true, false>;
+    if (tm) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, false, true>
+                      : kernel_gemm_f16w<WT, FW_BN, true, true, false, false>;
+    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, false, false>;
+    return kernel_gemm_f16w<WT, FW_BN, false, false, false, false>;
 }
 
 /* blocks a multiprocessor holds for kernel k (0: no sm_90a image here, or it does not fit); the
@@ -496,7 +546,7 @@ template <int WT> static int fw_occupancy(void) {
     if (bps < 0) {
         bps = 1 << 30;
         for (int f = 0; f < 8; f++) {
-            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4));
+            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4, false));
             bps = b < bps ? b : bps;
         }
     }
@@ -509,17 +559,71 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
     return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
 }
 
+/* b33: whether clusters of S blocks of the form's CL kernel fit on this GPU (asked once per S,
+ * at the plan, not inside a stream capture); S <= 8, the portable cluster size */
+template <int WT> static bool fw_clusters_fit(bool ov, int S) {
+    static signed char fit[2][9];
+    if (S < 2 || S > 8) return false;
+    signed char &f = fit[ov][S];
+    if (f == 0) {
+        f = -1;
+#ifdef MI_BUILT_SM90A
+        if (fw_occupancy<WT>() >= 1) {
+            const fw_kernel_fn k = fw_kernel<WT>(true, true, ov, true);
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute a[1];
+            a[0].id = cudaLaunchAttributeClusterDimension;
+            a[0].val.clusterDim.x = (unsigned)S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
+            cfg.gridDim = dim3((unsigned)S), cfg.blockDim = dim3(FW_THREADS);
+            cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes;
+            cfg.attrs = a, cfg.numAttrs = 1;
+            int n = 0;
+            if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) ==
+                    cudaSuccess &&
+                cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1)
+                f = 1;
+        }
+#endif
+        (void)cudaGetLastError();
+    }
+    return f > 0;
+}
+
+/* cl (b33): in clusters of the plan's S blocks, with the programmatic attribute where pdl */
 template <int WT>
-static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, const uint8_t *wb, size_t wrow, int64_t M,
+static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const uint8_t *wb, size_t wrow, int64_t M,
                       const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y,
                       float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
-    (void)pdl_launch(mi8b_pdl_on(), fw_kernel<WT>(qs, tm, ov), dim3((unsigned)pl.P), dim3(FW_THREADS),
-                     fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tm && tma_w,
-                     tm && bulk_w);
+    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl);
+    const bool pdl = mi8b_pdl_on();
+    if (!cl) {
+        (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
+                         N, pl, bias, y, part, tx, tw, tm && tma_w, tm && bulk_w);
+        return;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute a[2];
+    a[0].id = cudaLaunchAttributeClusterDimension;
+    a[0].val.clusterDim.x = (unsigned)pl.S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
+    a[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)pl.P), cfg.blockDim = dim3(FW_THREADS);
+    cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
+    cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
+    (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tm && tma_w, tm && bulk_w);
+}
+
+bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
+    if (!mi8b_f16w_cluster_sum_on() || !mi8b_f16w_tma_on() || !mi8b_f16w_quad_scales_on() || pl.S < 2 ||
+        mi8b_gemm_f16w_occupancy(wt, N) < 1)
+        return false;
+    const bool ov = mi8b_f16w_overlap_on();
+    return wt == MI_TYPE_Q4_K ? fw_clusters_fit<MI_TYPE_Q4_K>(ov, pl.S) : fw_clusters_fit<MI_TYPE_Q6_K>(false, pl.S);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready) {
+                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
+                         bool cl) {
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
                       mi_type_name(wt), (long long)K, (long long)N);
@@ -540,10 +644,14 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
     const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
     const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form, for Q4_K (fw_ring) */
+    /* b33: the caller asked (mi8b_gemm_f16w_sums_bands) and skips the fixup; the x map's failure
+     * to encode (no TM) cannot be absorbed then */
+    if (cl && !tm)
+        return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16w: the activations' tensor map did not encode for a cluster sum");
     if (wt == MI_TYPE_Q4_K)
-        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
     else
-        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
+        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
                                 mi8b_f16w_q6_bulk_on());
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;

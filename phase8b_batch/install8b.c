@@ -320,6 +320,8 @@ bool mi8b_x_reuse_on(void) { return mi_cuda_item_on("b30"); }
 bool mi8b_f16w_q6_bulk_on(void) { return mi_cuda_item_on("b31"); }
 /* b32: read at each launch, as b22 */
 bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
+/* b33: read at each call, as b22 */
+bool mi8b_f16w_cluster_sum_on(void) { return mi_cuda_item_on("b33"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -538,6 +540,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b32", "with b28, a warpgroup's products of a stage left running while it dequantizes the "
                                 "next (waited for before each pair's registers are reused and at a piece's end), not "
                                 "drained before every stage's barrier");
+    mi_cuda_item_declare("b33", "with b28, a K split's band summed by its chunks' blocks launched as one thread block "
+                                "cluster, through each other's shared memory, instead of partials in global memory "
+                                "and the fixup launch");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
