@@ -142,6 +142,36 @@ static __device__ __forceinline__ void fw_row_bulk(uint8_t *rw, uint32_t srw, co
         for (int c = 0; c < F::wch; c++) gs_window(rw + tid * F::wslot, src, F::wbytes, c, W, end);
 }
 
+/* a 32-bit shuffle of a half2: the builtin, which the compiler may schedule, where __half2's own
+ * is an opaque asm statement */
+static __device__ __forceinline__ __half2 fw_shfl_h2(__half2 v, int src) {
+    const uint32_t u = __shfl_sync(0xffffffffu, *reinterpret_cast<uint32_t *>(&v), src);
+    return *reinterpret_cast<const __half2 *>(&u);
+}
+
+/* Q4_K units k (even) and k + 1 of rows r0 (w0) and r0 + 8 (w1), their scales from the quad's
+ * lanes k & 3 and (k & 3) + 1 (fw_stage_mma's QS): fs_unit_frags's operations on the low and the
+ * high nibbles of the one chunk both units read, its four words loaded once */
+static __device__ __forceinline__ void fw_pair_frags_q4k(const uint8_t *w0, const uint8_t *w1, int k, int lane,
+                                                         __half2 qs0, __half2 qs1, __half2 qm0, __half2 qm1,
+                                                         uint32_t (&Alo)[2][4], uint32_t (&Ahi)[2][4]) {
+    const int tig = lane & 3, o = 16 + 32 * (k >> 1) + 4 * tig;
+    const uint32_t v0 = *(const uint32_t *)(w0 + o), v1 = *(const uint32_t *)(w1 + o);
+    const uint32_t v2 = *(const uint32_t *)(w0 + o + 16), v3 = *(const uint32_t *)(w1 + o + 16);
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int src = (lane & ~3) | ((k + u) & 3), sft = 4 * u;
+        const __half2 s0 = fw_shfl_h2(qs0, src), s1 = fw_shfl_h2(qs1, src);
+        const __half2 t0 = fw_shfl_h2(qm0, src), t1 = fw_shfl_h2(qm1, src);
+        uint32_t (&A)[2][4] = u ? Ahi : Alo;
+        const uint32_t a0 = v0 >> sft, a1 = v1 >> sft, a2 = v2 >> sft, a3 = v3 >> sft;
+        A[0][0] = deq_q4(a0, s0, t0), A[0][1] = deq_q4(a1, s1, t1);
+        A[0][2] = deq_q4(a0 >> 8, s0, t0), A[0][3] = deq_q4(a1 >> 8, s1, t1);
+        A[1][0] = deq_q4(a2, s0, t0), A[1][1] = deq_q4(a3, s1, t1);
+        A[1][2] = deq_q4(a2 >> 8, s0, t0), A[1][3] = deq_q4(a3 >> 8, s1, t1);
+    }
+}
+
 /* every wgmma of the warpgroup done; the compiler moves no use of the accumulators d (written
  * asynchronously) above this point */
 template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[ND]) {
@@ -175,6 +205,9 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         if (OV) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (QS && WT == MI_TYPE_Q4_K) {   /* the pair's units 2c, 2c + 1 share their 32-byte chunk: one load */
+            fw_pair_frags_q4k(w0, w1, k0 + 2 * half, lane, qs0, qs1, qm0, qm1, A[2 * half], A[2 * half + 1]);
+        } else
 #pragma unroll
         for (int kk = 2 * half; kk < 2 * half + 2; kk++) {
             const int k = k0 + kk;
