@@ -264,7 +264,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
 }
 /* b33: a K split's band summed inside its cluster (the band's S blocks, rank c its chunk c, each run
  * one piece). The K halves added as fw_piece_out does, each block leaves its piece's sums in its
- * shared memory (out, [token][row]: a free ring slot), the cluster waits for all, and block c
+ * shared memory (out, [token][row], at one offset in every block), the cluster waits for all, and block c
  * adds elements c / S .. (c + 1) / S of the band's 64 x 128 from every block's copy in chunk
  * order, + bias: the fixup's additions in the fixup's order, without its launch or the partials'
  * trip through global memory. The cluster waits again before any block exits. */
@@ -323,6 +323,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     using SM = fw_smem<WT, BN>;
     constexpr int NS = SM::ns, AH = FW_AHEAD;
     static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
+    static_assert(!CL || SM::ring_w >= (size_t)BN * FS_BM * sizeof(float), "b33's sums fit the weight ring");
     constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
     constexpr int ND = BN / 2;                           /* accumulators a thread: 64 rows x BN tokens / 128 */
     extern __shared__ __align__(16) uint8_t fw_sh[];
@@ -461,9 +462,10 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             /* K half 1 to K half 0 through activation slot q, free until stage s + 2's copy:
              * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
-            if (CL)   /* b33: the run's one piece; slot q + 1 is free (no copy is issued past the last stage) */
-                fw_cluster_out<ND>(d, red, (float *)(ring_a + (size_t)((q + 1) % NS) * SLOT), wg, tig, r0, m0, M, N,
-                                   bias, Y);
+            if (CL)   /* b33: the run's one piece. Its sums go to the weight ring's start: the same offset in
+                       * every block of the cluster (a block's last slot q depends on its run's length), and
+                       * free: no copy is issued past the last stage, whose weights are dequantized */
+                fw_cluster_out<ND>(d, red, (float *)ring_w, wg, tig, r0, m0, M, N, bias, Y);
             else
                 fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
                                  part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
