@@ -59,7 +59,7 @@
  * Q4_K, three for Q6_K (whose 240-byte row slots leave no room for a fourth). The slot written at
  * stage s's barrier takes stage s + FW_AHEAD and held stage s + FW_AHEAD - ns, whose products must
  * be done: the stage before (s - 1) at the least, s - 2 with b32 (a stage's products run on while
- * the next dequantizes), which needs Q4_K's fourth slot. A third stage ahead measured slower. */
+ * the next dequantizes), which needs Q4_K's fourth slot. */
 #define FW_AHEAD 2
 template <int WT> struct fw_ring {
     static constexpr int ns = WT == MI_TYPE_Q4_K ? 4 : 3;
@@ -189,7 +189,7 @@ template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[
  * dequantization only the group committed last may still run (the pair's registers were read by
  * the group before it), so the tensor cores work across the stage's barrier instead of draining
  * at its end. The caller waits for all (fw_mma_done) before it reads d. Without OV every group
- * is waited for here, as before. The same products in the same order on the same accumulators
+ * is waited for here. The same products in the same order on the same accumulators
  * either way: the same bits. */
 template <int WT, bool QS, int ND, int CB, bool OV>
 static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
@@ -234,24 +234,33 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
     if (!OV) fw_mma_done(d);
 }
 
-/* A piece's end: warpgroups 2, 3 (K half 1) hand their ND accumulators d to warpgroups 0, 1
- * through red (the stage's activation slot, free until its next copy), which add them and write
- * rows r0, r0 + 8 of band rows m0 .. to Y (a whole band, + bias) or to the piece's slot of part;
- * d cleared. Every thread of the block calls it (two barriers). */
-template <int ND>
-static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, int wg, int tig, int r0, int64_t m0,
-                                                    int64_t M, int64_t N, bool whole, const float *__restrict__ bias,
-                                                    float *__restrict__ Y, float *__restrict__ slot) {
+/* A piece's K halves: warpgroups 2, 3 (K half 1) hand their ND accumulators d to warpgroups 0, 1
+ * through red (the stage's activation slot, free until its next copy), which add them to theirs;
+ * d cleared in warpgroups 2, 3. Every thread of the block calls it (two barriers). */
+template <int ND> static __device__ __forceinline__ void fw_khalves(float (&d)[ND], float *red, int wg) {
     __syncthreads();   /* every warpgroup's products of the slot are done */
     if (wg >= 2)
 #pragma unroll
         for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
     __syncthreads();
+    if (wg < 2)
+#pragma unroll
+        for (int i = 0; i < ND; i++) d[i] = d[i] + red[i * 128];
+}
+
+/* A piece's end: the K halves added (fw_khalves), warpgroups 0, 1 write rows r0, r0 + 8 of band
+ * rows m0 .. to Y (a whole band, + bias) or to the piece's slot of part; d cleared. Every thread
+ * of the block calls it. */
+template <int ND>
+static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, int wg, int tig, int r0, int64_t m0,
+                                                    int64_t M, int64_t N, bool whole, const float *__restrict__ bias,
+                                                    float *__restrict__ Y, float *__restrict__ slot) {
+    fw_khalves(d, red, wg);
     if (wg < 2) {
         /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
 #pragma unroll
         for (int i = 0; i < ND; i++) {
-            const float v = d[i] + red[i * 128];
+            const float v = d[i];
             const int r = r0 + ((i >> 1) & 1) * 8;
             const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
             if (m < M && n < N) {
@@ -263,7 +272,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
     }
 }
 /* b33: a K split's band summed inside its cluster (the band's S blocks, rank c its chunk c, each run
- * one piece). The K halves added as fw_piece_out does, each block leaves its piece's sums in its
+ * one piece). The K halves added (fw_khalves), each block leaves its piece's sums in its
  * shared memory (out, [token][row], at one offset in every block), the cluster waits for all, and block c
  * adds elements c / S .. (c + 1) / S of the band's 64 x 128 from every block's copy in chunk
  * order, + bias: the fixup's additions in the fixup's order, without its launch or the partials'
@@ -274,16 +283,12 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
                                                       float *__restrict__ Y) {
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
-    __syncthreads();
-    if (wg >= 2)
-#pragma unroll
-        for (int i = 0; i < ND; i++) red[i * 128] = d[i], d[i] = 0.0f;
-    __syncthreads();
+    fw_khalves(d, red, wg);
     if (wg < 2)
 #pragma unroll
         for (int i = 0; i < ND; i++) {
             const int r = r0 + ((i >> 1) & 1) * 8, n = 8 * (i >> 2) + 2 * tig + (i & 1);
-            out[n * FS_BM + r] = d[i] + red[i * 128];
+            out[n * FS_BM + r] = d[i];
             d[i] = 0.0f;
         }
     cl.sync();
