@@ -107,6 +107,14 @@ int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
+/* x's f16 copy left in the workspace by the op that makes x (items b34, b35), for the next node's
+ * b6 or b22 matmul of x to read instead of converting x itself (b30's rule, f16s_x_ready): its
+ * form at N rows (true: b22's evens-then-odds, which b22 takes where its kernels fit both Q4_K
+ * and Q6_K; false: b6's pairs), its bytes (K x N halves, the workspace's first), and the record
+ * the producer leaves once its launches went through */
+bool mi8b_f16s_x_form(int64_t N);
+size_t mi8b_f16s_x_bytes(int64_t K, int64_t N);
+void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg);
 /* ---- gemm_f16_small.cu: the same product for Q4_0 (and, item b16, Q8_0) weights at K <=
  * MI8B_SMALL_MAX_K (item b12):
  * one launch after x's f16 copy, a block a band of 16..64 weight rows over the whole K and every
@@ -137,6 +145,14 @@ mi_status mi8b_gemm_f16_small_run_norm(void *stream, mi_type wt, const mi8a_run_
 #define MI8B_NORM_F16_MAX_K 12280
 mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh, int64_t G,
                                   int64_t rows);
+/* item b34: the same norm written to y as 7e's kernel writes it and, beside it, into xh as x's f16
+ * copy in form eo (mi8b_f16s_x_form); G % 16 == 0 and at most MI8B_NORM_F16_MAX_K */
+mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, float eps, float *y, void *xh, int64_t G,
+                              int64_t rows, bool eo);
+/* item b35 (swiglu_f16_exact.cu): y = silu (g) u over n elements (7b's SwiGLU, mi_canon_swiglu) and,
+ * beside it, y's f16 copy in form eo into xh; rows of F elements, F % 16 == 0 */
+mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F, int64_t N,
+                            bool eo);
 /* item b15: the same kernel for K past MI8B_SMALL_MAX_K (the 0.5B's down, K = 4864): K split into
  * slices of at most 28 units (896), a block a slice of x and bands of rows, the slices' partial
  * sums added in slice order by a second kernel (then the bias). workspace: x in f16, the partials. */

@@ -386,6 +386,14 @@ static bool f16s_x_ready(const float *x, const void *ws, int64_t K, int64_t N, b
 static void f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
     t_xcopy = {mi_cuda_dispatch_serial(), x, ws, K, N, wg};
 }
+extern "C" void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
+    f16s_x_made(x, ws, K, N, wg);
+}
+extern "C" bool mi8b_f16s_x_form(int64_t N) {
+    return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1 &&
+           mi8b_gemm_f16w_occupancy(MI_TYPE_Q6_K, N) >= 1;
+}
+extern "C" size_t mi8b_f16s_x_bytes(int64_t K, int64_t N) { return f16s_act_bytes(K, N); }
 
 extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                                     float *y, int64_t K, int64_t M, int64_t N, void *workspace) {

@@ -399,30 +399,46 @@ static bool sup_ffn_f16(const mi_tensor *n) {
 static size_t ffn_part_bytes(const mi_tensor *n) {
     return ((size_t)n->ne[0] * (size_t)n->ne[1] * sizeof(float) + 255) & ~(size_t)255;
 }
-static size_t ws_ffn_f16(const mi_tensor *n) {
+/* The workspace: the matmuls' (first, where the node's neighbours leave and read x's f16 copy:
+ * b30, b34, b35), then gate's and up's outputs. On b6's kernel the matmuls' part also holds the
+ * down projection's copy of the output (b35). */
+static size_t ffn_mm_bytes(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0];
-    const size_t mm = ffn_on_f16s(n) ? mi8b_gemm_f16s_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1])
-                                     : mi8b_gemm_f16_small_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
-    return 2 * ffn_part_bytes(n) + mm;
+    if (!ffn_on_f16s(n)) return mi8b_gemm_f16_small_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+    const size_t mm = mi8b_gemm_f16s_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+    const size_t out = mi8b_f16s_x_bytes(wg->ne[1], n->ne[1]);
+    return ((mm > out ? mm : out) + 255) & ~(size_t)255;
 }
-static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+static size_t ws_ffn_f16(const mi_tensor *n) { return ffn_mm_bytes(n) + 2 * ffn_part_bytes(n); }
+static mi_status ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws, bool copy) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1];
     const float *x = n->src[2]->data;
     const int64_t K = wg->ne[0], F = wg->ne[1], N = n->ne[1];
-    float *g = (float *)ws, *u = (float *)((uint8_t *)ws + ffn_part_bytes(n));
-    void *mws = (uint8_t *)ws + 2 * ffn_part_bytes(n);
+    void *mws = ws;
+    float *g = (float *)((uint8_t *)ws + ffn_mm_bytes(n)), *u = (float *)((uint8_t *)g + ffn_part_bytes(n));
     void *st = mi_cuda_stream(c);
-    if (ffn_on_f16s(n)) {
-        MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, mws));
-        MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, mws));
-    } else {
+    if (!ffn_on_f16s(n)) {
         const mi8a_run_seg seg[2] = {{wg->data, NULL, g, F}, {wu->data, NULL, u, F}};
         MI_TRY(mi8b_gemm_f16_small_run(st, wg->type, seg, 2, x, K, N, mws));
+        return mi7b_swiglu(st, g, u, n->data, F * N);
     }
-    return mi7b_swiglu(st, g, u, n->data, F * N);
+    MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, mws));
+    MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, mws));
+    if (!copy) return mi7b_swiglu(st, g, u, n->data, F * N);
+    /* b35: the output's copy over the matmuls' (x's copy and partials: their kernels are done) */
+    const bool eo = mi8b_f16s_x_form(N);
+    MI_TRY(mi8b_swiglu_y_f16(st, g, u, n->data, ws, F, N, eo));
+    mi8b_f16s_x_made(n->data, ws, F, N, eo);
+    return MI_OK;
 }
+static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return ffn_f16(c, n, ws, false); }
+static bool sup_ffn_f16_copy(const mi_tensor *n) { return sup_ffn_f16(n) && ffn_on_f16s(n) && n->ne[0] % 16 == 0; }
+static mi_status run_ffn_f16_copy(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return ffn_f16(c, n, ws, true); }
+static const mi_cuda_kernel k_ffn_f16_copy = {
+    "fused FFN, 2..64 rows: gate and up on b6's kernel, then SwiGLU with the down projection's f16 copy of its output",
+    "b21,b35", sup_ffn_f16_copy, run_ffn_f16_copy, ws_ffn_f16, 0};
 static const mi_cuda_kernel k_ffn_f16 = {
-    "fused FFN, 2..8 rows: gate and up on b6's or b12's f16 kernel (each weight read once for all rows), then SwiGLU",
+    "fused FFN, 2..64 rows: gate and up on b6's or b12's f16 kernel (each weight read once for all rows), then SwiGLU",
     "b21", sup_ffn_f16, run_ffn_f16, ws_ffn_f16, 0};
 
 /* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
@@ -478,6 +494,30 @@ static const mi_cuda_kernel k_small_run_defer_norm = {
 static const mi_cuda_kernel k_small_run_last_norm = {
     "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: the norm written as x's f16 copy, then every matmul of its "
     "run in one launch", "b12,b13,b24", sup_small_run_last_norm, run_small_run_last_norm, ws_mm_small, 0};
+
+/* b34: an RMS norm over whole rows of 2..64 rows wide enough for b6's and b22's matmuls (the 7B's
+ * attention and FFN norms), writing y and x's f16 copy for the next node's matmuls in one launch;
+ * where the next node is no such matmul of y the copy is not read (b30's rule) */
+static bool sup_norm_f16(const mi_tensor *n) {
+    const mi_tensor *x = n->src[0], *w = n->src[1];
+    if (!x || !w || x->type != MI_TYPE_F32 || w->type != MI_TYPE_F32 || n->type != MI_TYPE_F32 || !w->data) return false;
+    const int64_t G = x->ne[0], N = mi_nrows(x);
+    return mi_norm_group(n) == G && w->ne[0] == G && mi_nrows(w) == 1 && mi_nelements(n) == G * N && G >= STREAM_MIN_K &&
+           G % 16 == 0 && G <= MI8B_NORM_F16_MAX_K && N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N &&
+           mi7b_rms_node_supported(n);
+}
+static size_t ws_norm_f16(const mi_tensor *n) { return mi8b_f16s_x_bytes(n->src[0]->ne[0], mi_nrows(n->src[0])); }
+static mi_status run_norm_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const int64_t G = n->src[0]->ne[0], N = mi_nrows(n->src[0]);
+    const bool eo = mi8b_f16s_x_form(N);
+    MI_TRY(mi8b_rms_norm_y_f16(mi_cuda_stream(c), n->src[0]->data, n->src[1]->data, mi_norm_eps(n), n->data, ws, G,
+                               N, eo));
+    mi8b_f16s_x_made(n->data, ws, G, N, eo);
+    return MI_OK;
+}
+static const mi_cuda_kernel k_norm_f16 = {
+    "RMS norm, 2..64 rows of 2,048..12,280: y and its f16 copy for b6's or b22's matmuls after it, one launch", "b34",
+    sup_norm_f16, run_norm_f16, ws_norm_f16, 0};
 
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
@@ -564,6 +604,13 @@ void mi_phase8b_install(void) {
                                 "FFN at 2..8 rows as their gate and up, then SwiGLU, where 7e's staged rows read the "
                                 "weights once a row");
     mi_cuda_add_kernel(MI_OP_FFN_SWIGLU, &k_ffn_f16);   /* in front of 7e's and 7c's */
+    mi_cuda_item_declare("b34", "an RMS norm of 2..64 rows before b6's or b22's matmuls writes x's f16 copy beside "
+                                "its output, for the matmuls to read (one launch for the norm and the copy)");
+    mi_cuda_add_kernel(MI_OP_RMS_NORM, &k_norm_f16);   /* in front of 7e's */
+    mi_cuda_item_declare("b35", "a batch's fused FFN on b6's or b22's matmuls ends in a SwiGLU that writes the down "
+                                "projection's f16 copy of its output beside it (one launch for the activation and "
+                                "the copy)");
+    mi_cuda_add_kernel(MI_OP_FFN_SWIGLU, &k_ffn_f16_copy);   /* in front of b21's */
     mi_cuda_item_declare("b16", "b12's kernel takes Q8_0 weights too (the 0.5B's output head at K = 896, which b3's "
                                 "stream kernel reads at a fraction of the bandwidth)");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "

@@ -12,6 +12,7 @@
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/rms_row_scale.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
+#include "phase8b_batch/x_f16_copy.cuh"
 
 #define NF_BLOCK 256
 
@@ -52,5 +53,49 @@ extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const
     (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_f16_pairs, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
                      (cudaStream_t)stream, x, w, (__half2 *)xh, G, rows, eps);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_f16_pairs");
+    return MI_OK;
+}
+
+/* Item b34: 7e's kernel_rms_norm_wide (one block a row staged in shared memory, the same scale
+ * and y = (x scale) w) writing y and, beside it, y's f16 copy in form eo (x_f16_copy.cuh): the
+ * norm and the copy kernel after it in one launch. A thread takes groups of 16 elements. */
+__global__ void __launch_bounds__(NF_BLOCK)
+kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
+                      __half *__restrict__ xh, int64_t G, int64_t rows, float eps, bool eo) {
+    extern __shared__ float nf_sx[];
+    __shared__ float s_scale;
+    MI_PDL_ENTRY();
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + (size_t)r * G;
+        for (int64_t i = tid; i < G; i += NF_BLOCK) nf_sx[i] = xr[i];
+        __syncthreads();
+        if (tid < 32) rms_row_scale_warp0(nf_sx, G, eps, lane, &s_scale);
+        __syncthreads();
+        const float scale = s_scale;
+        for (int64_t g = tid; g < G / 16; g += NF_BLOCK) {
+            float v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) v[j] = (nf_sx[16 * g + j] * scale) * w[16 * g + j];
+            float4 *yo = (float4 *)(y + (size_t)r * G + 16 * g);
+#pragma unroll
+            for (int j = 0; j < 4; j++) yo[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+            x_f16_store16(xh + (size_t)r * G + 16 * g, v, eo);
+        }
+        __syncthreads();   /* nf_sx and s_scale are reused by the next row */
+    }
+}
+
+extern "C" mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, float eps, float *y, void *xh,
+                                         int64_t G, int64_t rows, bool eo) {
+    if (G < 16 || G % 16 || G > MI8B_NORM_F16_MAX_K || rows < 1)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_y_f16: rows of %lld, %lld rows", (long long)G, (long long)rows);
+    if (!x || !w || !y || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_y_f16: null pointer");
+    if (((uintptr_t)y | (uintptr_t)xh) & 15)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_y_f16: y or the copy not 16-byte aligned");
+    const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
+                     (cudaStream_t)stream, x, w, y, (__half *)xh, G, rows, eps, eo);
+    MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");
     return MI_OK;
 }

@@ -319,7 +319,7 @@ static void test_no_logits(void) {
 /* ---------------- b2: a batch's decode steps reused on the host and replayed on the device ---------------- */
 #define RP_STEPS 300
 static int rp_prompt(int i) { return 1 + (i * 5) % 19; }
-static int rp_end(int i, int nseq) { return i == nseq / 2 ? RP_STEPS / 2 : RP_STEPS - 1; }
+static int rp_end(int i, int nseq, int steps) { return i == nseq / 2 ? steps / 2 : steps - 1; }
 
 /* a row of logits, bit for bit: a 64-bit hash of its bytes (the 0.5B's rows of a whole run
  * would take gigabytes) */
@@ -334,15 +334,15 @@ static uint64_t rp_hash(const float *x, int64_t n) {
     return h;
 }
 
-/* a hash of each row of logits [nseq][RP_STEPS] (0: did not run): prompts at step 0, then one
+/* a hash of each row of logits [nseq][steps] (0: did not run): prompts at step 0, then one
  * token a step; *replays: the graph replays of the run, *bs: the batch's builds and reuses */
-static mi_status rp_run(mi_model *m, int nseq, const char *off, bool reuse, uint64_t *out, uint64_t *replays,
-                        mi_batch_stats *bs) {
+static mi_status rp_run(mi_model *m, int nseq, int steps, const char *off, bool reuse, uint64_t *out,
+                        uint64_t *replays, mi_batch_stats *bs) {
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch_params bp;
     mi_batch_params_default(&bp);
     bp.n_seq_max = nseq;
-    bp.kv_tokens = (int64_t)nseq * (RP_STEPS + 32);
+    bp.kv_tokens = (int64_t)nseq * (steps + 32);
     bp.backend = "cuda";
     mi_status st = mi_cuda_items_set_off(off);
     mi_batch *b = NULL;
@@ -353,9 +353,9 @@ static mi_status rp_run(mi_model *m, int nseq, const char *off, bool reuse, uint
     mi_cuda_graph_stats(&c0);
     int id[64];
     int32_t toks[32];
-    for (int step = 0; st == MI_OK && step < RP_STEPS; step++) {
+    for (int step = 0; st == MI_OK && step < steps; step++) {
         for (int i = 0; st == MI_OK && i < nseq; i++) {
-            if (step > rp_end(i, nseq)) continue;
+            if (step > rp_end(i, nseq, steps)) continue;
             const int64_t n = step == 0 ? rp_prompt(i) : 1;
             for (int64_t j = 0; j < n; j++) toks[j] = plan_tok(i, step == 0 ? j : rp_prompt(i) + step - 1, V);
             if (step == 0) st = mi_batch_seq_new(b, NULL, &id[i]);
@@ -364,11 +364,11 @@ static mi_status rp_run(mi_model *m, int nseq, const char *off, bool reuse, uint
         int ran = 0;
         if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
         for (int i = 0; st == MI_OK && i < nseq; i++) {
-            if (step > rp_end(i, nseq)) continue;
+            if (step > rp_end(i, nseq, steps)) continue;
             const float *got = mi_batch_seq_logits(b, id[i]);
             if (!got) st = mi_err(MI_ERR_INTERNAL, "sequence %d has no logits at step %d", i, step);
-            else out[(size_t)i * RP_STEPS + (size_t)step] = rp_hash(got, V);
-            if (step == rp_end(i, nseq) && step < RP_STEPS - 1) mi_batch_seq_free(b, id[i]);
+            else out[(size_t)i * steps + (size_t)step] = rp_hash(got, V);
+            if (step == rp_end(i, nseq, steps) && step < steps - 1) mi_batch_seq_free(b, id[i]);
         }
     }
     mi_cuda_graph_stats(&c1);
@@ -402,9 +402,9 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), *host = calloc(n, 8);
     uint64_t r_on = 0, r_off = 0, r_host = 0;
     mi_batch_stats s_on = {0}, s_off = {0}, s_host = {0};
-    mi_status st = rp_run(m, nseq, "", true, on, &r_on, &s_on);            /* reused and replayed */
-    if (st == MI_OK) st = rp_run(m, nseq, "b2", false, off, &r_off, &s_off);   /* built every step, direct */
-    if (st == MI_OK) st = rp_run(m, nseq, "b2", true, host, &r_host, &s_host); /* reused, direct */
+    mi_status st = rp_run(m, nseq, RP_STEPS, "", true, on, &r_on, &s_on);             /* reused and replayed */
+    if (st == MI_OK) st = rp_run(m, nseq, RP_STEPS, "b2", false, off, &r_off, &s_off);   /* built every step, direct */
+    if (st == MI_OK) st = rp_run(m, nseq, RP_STEPS, "b2", true, host, &r_host, &s_host); /* reused, direct */
     size_t bad_off = 0, bad_host = 0, first = n;
     for (size_t j = 0; st == MI_OK && j < n; j++) {
         const bool d1 = on[j] != off[j], d2 = on[j] != host[j];
@@ -432,6 +432,58 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     free(on);
     free(off);
     free(host);
+    mi_model_free(m);
+}
+
+/* Items that fold a copy or a launch into another kernel with the same operations (b34, b35): a
+ * batch's every logits row bit for bit with them and without, and each ran */
+static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
+    char path[2048], label[160];
+    snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.40s_off", shape, type, nseq, items);
+    for (char *p = label; *p; p++)
+        if (*p == ',') *p = '_';
+    if (!gu_selected(label)) return;
+    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const size_t n = (size_t)nseq * (size_t)steps;
+    uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
+    mi_batch_stats s_on = {0}, s_off = {0};
+    char list[64];
+    snprintf(list, sizeof list, "%s", items);
+    uint64_t runs[4] = {0};
+    const char *name[4] = {0};
+    int k = 0;
+    for (char *t = strtok(list, ","); t && k < 4; t = strtok(NULL, ",")) name[k] = t, runs[k++] = mi_cuda_item_runs(t);
+    mi_status st = rp_run(m, nseq, steps, "", true, on, &r_on, &s_on);
+    for (int i = 0; i < k; i++) runs[i] = mi_cuda_item_runs(name[i]) - runs[i];
+    if (st == MI_OK) st = rp_run(m, nseq, steps, items, true, off, &r_off, &s_off);
+    size_t bad = 0, first = n, rows = 0;
+    for (size_t j = 0; st == MI_OK && j < n; j++) {
+        rows += on[j] != 0;
+        if (on[j] != off[j]) {
+            bad++;
+            if (first == n) first = j;
+        }
+    }
+    int idle = -1;
+    for (int i = 0; i < k && idle < 0; i++)
+        if (!runs[i]) idle = i;
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (bad)
+        gu_fail(&R, "%zu of %zu logits rows differ with %s off; first: sequence %zu step %zu", bad, rows, items,
+                first / (size_t)steps, first % (size_t)steps);
+    else if (idle >= 0) gu_fail(&R, "%s never ran with it on", name[idle]);
+    else
+        gu_pass(&R, "%d sequences (one ends at step %d), %d steps: %zu logits rows bit for bit with %s off; runs %llu%s%llu",
+                nseq, steps / 2, steps, rows, items, (unsigned long long)runs[0], k > 1 ? ", " : "",
+                k > 1 ? (unsigned long long)runs[1] : 0ull);
+    free(on);
+    free(off);
     mi_model_free(m);
 }
 
@@ -533,6 +585,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
     test_batch_replay("tiny-qwen2", "q4_0", 5);
     test_batch_replay("qwen2.5-0.5b", "q4_0", 16);
+    /* b34, b35 at 64 and 63 rows (b22's form of x's copy) and at 24 and 23 (b6's) */
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b34,b35");
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b34,b35");
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);
