@@ -149,7 +149,7 @@ mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, 
  * copy in form eo (mi8b_f16s_x_form); G % 16 == 0 and at most MI8B_NORM_F16_MAX_K */
 mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, float eps, float *y, void *xh, int64_t G,
                               int64_t rows, bool eo);
-/* item b35 (swiglu_f16_exact.cu): y = silu (g) u over n elements (7b's SwiGLU, mi_canon_swiglu) and,
+/* item b35 (swiglu_f16_exact.cu): y = silu (g) u over F x N elements (7b's SwiGLU, mi_canon_swiglu) and,
  * beside it, y's f16 copy in form eo into xh; rows of F elements, F % 16 == 0 */
 mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F, int64_t N,
                             bool eo);

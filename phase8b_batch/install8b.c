@@ -10,6 +10,7 @@
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "phase7b_ops/ops7b.h"
+#include "phase7e_perf/perf7e.h"
 #include "common/graph/graph.h"
 #include <stdint.h>
 
@@ -399,46 +400,32 @@ static bool sup_ffn_f16(const mi_tensor *n) {
 static size_t ffn_part_bytes(const mi_tensor *n) {
     return ((size_t)n->ne[0] * (size_t)n->ne[1] * sizeof(float) + 255) & ~(size_t)255;
 }
-/* The workspace: the matmuls' (first, where the node's neighbours leave and read x's f16 copy:
- * b30, b34, b35), then gate's and up's outputs. On b6's kernel the matmuls' part also holds the
- * down projection's copy of the output (b35). */
+/* The workspace: the matmuls' first (where the node before leaves x's f16 copy: b34), then
+ * gate's and up's outputs */
 static size_t ffn_mm_bytes(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0];
-    if (!ffn_on_f16s(n)) return mi8b_gemm_f16_small_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
-    const size_t mm = mi8b_gemm_f16s_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
-    const size_t out = mi8b_f16s_x_bytes(wg->ne[1], n->ne[1]);
-    return ((mm > out ? mm : out) + 255) & ~(size_t)255;
+    const size_t mm = ffn_on_f16s(n) ? mi8b_gemm_f16s_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1])
+                                     : mi8b_gemm_f16_small_workspace(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+    return (mm + 255) & ~(size_t)255;
 }
 static size_t ws_ffn_f16(const mi_tensor *n) { return ffn_mm_bytes(n) + 2 * ffn_part_bytes(n); }
-static mi_status ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws, bool copy) {
+static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1];
     const float *x = n->src[2]->data;
     const int64_t K = wg->ne[0], F = wg->ne[1], N = n->ne[1];
-    void *mws = ws;
     float *g = (float *)((uint8_t *)ws + ffn_mm_bytes(n)), *u = (float *)((uint8_t *)g + ffn_part_bytes(n));
     void *st = mi_cuda_stream(c);
-    if (!ffn_on_f16s(n)) {
+    if (ffn_on_f16s(n)) {
+        MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, ws));
+        MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, ws));
+    } else {
         const mi8a_run_seg seg[2] = {{wg->data, NULL, g, F}, {wu->data, NULL, u, F}};
-        MI_TRY(mi8b_gemm_f16_small_run(st, wg->type, seg, 2, x, K, N, mws));
-        return mi7b_swiglu(st, g, u, n->data, F * N);
+        MI_TRY(mi8b_gemm_f16_small_run(st, wg->type, seg, 2, x, K, N, ws));
     }
-    MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, mws));
-    MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, mws));
-    if (!copy) return mi7b_swiglu(st, g, u, n->data, F * N);
-    /* b35: the output's copy over the matmuls' (x's copy and partials: their kernels are done) */
-    const bool eo = mi8b_f16s_x_form(N);
-    MI_TRY(mi8b_swiglu_y_f16(st, g, u, n->data, ws, F, N, eo));
-    mi8b_f16s_x_made(n->data, ws, F, N, eo);
-    return MI_OK;
+    return mi7b_swiglu(st, g, u, n->data, F * N);
 }
-static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return ffn_f16(c, n, ws, false); }
-static bool sup_ffn_f16_copy(const mi_tensor *n) { return sup_ffn_f16(n) && ffn_on_f16s(n) && n->ne[0] % 16 == 0; }
-static mi_status run_ffn_f16_copy(mi_cuda_ctx *c, const mi_tensor *n, void *ws) { return ffn_f16(c, n, ws, true); }
-static const mi_cuda_kernel k_ffn_f16_copy = {
-    "fused FFN, 2..64 rows: gate and up on b6's kernel, then SwiGLU with the down projection's f16 copy of its output",
-    "b21,b35", sup_ffn_f16_copy, run_ffn_f16_copy, ws_ffn_f16, 0};
 static const mi_cuda_kernel k_ffn_f16 = {
-    "fused FFN, 2..64 rows: gate and up on b6's or b12's f16 kernel (each weight read once for all rows), then SwiGLU",
+    "fused FFN, 2..8 rows: gate and up on b6's or b12's f16 kernel (each weight read once for all rows), then SwiGLU",
     "b21", sup_ffn_f16, run_ffn_f16, ws_ffn_f16, 0};
 
 /* b13: a run of such matmuls of one x (the pass's d13 marks, mi8a_run_add) in one launch: the
@@ -507,17 +494,46 @@ static bool sup_norm_f16(const mi_tensor *n) {
            mi7b_rms_node_supported(n);
 }
 static size_t ws_norm_f16(const mi_tensor *n) { return mi8b_f16s_x_bytes(n->src[0]->ne[0], mi_nrows(n->src[0])); }
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 static mi_status run_norm_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const int64_t G = n->src[0]->ne[0], N = mi_nrows(n->src[0]);
+    void *st = mi_cuda_stream(c);
+    if (!aligned16(n->data) || !aligned16(ws))   /* the allocator's offsets are 256-byte aligned: not met */
+        return mi7e_rms_norm(st, n->src[0]->data, n->src[1]->data, n->data, G, N, mi_norm_eps(n));
     const bool eo = mi8b_f16s_x_form(N);
-    MI_TRY(mi8b_rms_norm_y_f16(mi_cuda_stream(c), n->src[0]->data, n->src[1]->data, mi_norm_eps(n), n->data, ws, G,
-                               N, eo));
+    MI_TRY(mi8b_rms_norm_y_f16(st, n->src[0]->data, n->src[1]->data, mi_norm_eps(n), n->data, ws, G, N, eo));
     mi8b_f16s_x_made(n->data, ws, G, N, eo);
     return MI_OK;
 }
 static const mi_cuda_kernel k_norm_f16 = {
     "RMS norm, 2..64 rows of 2,048..12,280: y and its f16 copy for b6's or b22's matmuls after it, one launch", "b34",
     sup_norm_f16, run_norm_f16, ws_norm_f16, 0};
+
+/* b35: a SwiGLU of 2..64 rows wide enough for b6's and b22's matmuls (the 7B's, before its down
+ * projection), writing y and x's f16 copy for the down in one launch */
+static bool sup_swiglu_f16(const mi_tensor *n) {
+    const mi_tensor *g = n->src[0], *u = n->src[1];
+    if (!g || !u || g->type != MI_TYPE_F32 || u->type != MI_TYPE_F32 || n->type != MI_TYPE_F32) return false;
+    const int64_t F = n->ne[0], N = mi_nrows(n);
+    return g->ne[0] == F && u->ne[0] == F && mi_nrows(g) == N && mi_nrows(u) == N && mi_nelements(n) == F * N &&
+           mi_nelements(g) == F * N && mi_nelements(u) == F * N && F >= STREAM_MIN_K && F % 16 == 0 &&
+           N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N;
+}
+static size_t ws_swiglu_f16(const mi_tensor *n) { return mi8b_f16s_x_bytes(n->ne[0], mi_nrows(n)); }
+static mi_status run_swiglu_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const int64_t F = n->ne[0], N = mi_nrows(n);
+    const float *g = n->src[0]->data, *u = n->src[1]->data;
+    void *st = mi_cuda_stream(c);
+    if (!aligned16(g) || !aligned16(u) || !aligned16(n->data) || !aligned16(ws))
+        return mi7b_swiglu(st, g, u, n->data, F * N);
+    const bool eo = mi8b_f16s_x_form(N);
+    MI_TRY(mi8b_swiglu_y_f16(st, g, u, n->data, ws, F, N, eo));
+    mi8b_f16s_x_made(n->data, ws, F, N, eo);
+    return MI_OK;
+}
+static const mi_cuda_kernel k_swiglu_f16 = {
+    "SwiGLU, 2..64 rows of 2,048 or more: y and its f16 copy for b6's or b22's matmul after it, one launch", "b35",
+    sup_swiglu_f16, run_swiglu_f16, ws_swiglu_f16, 0};
 
 /* ---------------- TOPK: a batch's top-k step, the candidates where the logits are ---------------- */
 static bool sup_topk(const mi_tensor *n) {
@@ -607,10 +623,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b34", "an RMS norm of 2..64 rows before b6's or b22's matmuls writes x's f16 copy beside "
                                 "its output, for the matmuls to read (one launch for the norm and the copy)");
     mi_cuda_add_kernel(MI_OP_RMS_NORM, &k_norm_f16);   /* in front of 7e's */
-    mi_cuda_item_declare("b35", "a batch's fused FFN on b6's or b22's matmuls ends in a SwiGLU that writes the down "
-                                "projection's f16 copy of its output beside it (one launch for the activation and "
-                                "the copy)");
-    mi_cuda_add_kernel(MI_OP_FFN_SWIGLU, &k_ffn_f16_copy);   /* in front of b21's */
+    mi_cuda_item_declare("b35", "a SwiGLU of 2..64 rows before b6's or b22's down projection writes its f16 copy "
+                                "beside its output, for the matmul to read (one launch for the activation and the copy)");
+    mi_cuda_add_kernel(MI_OP_SWIGLU, &k_swiglu_f16);   /* in front of 7b's */
     mi_cuda_item_declare("b16", "b12's kernel takes Q8_0 weights too (the 0.5B's output head at K = 896, which b3's "
                                 "stream kernel reads at a fraction of the bandwidth)");
     mi_cuda_item_declare("b7", "a step's paged attention on the tensor cores (F16 caches, hd 64 or 128): scores and "

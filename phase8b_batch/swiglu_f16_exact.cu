@@ -1,5 +1,6 @@
-/* Item b35: a batch's fused FFN ends in 7b's SwiGLU (y = silu (g) u, mi_canon_swiglu), whose
- * output the down projection reads next as x's f16 copy, made by its own copy kernel. Here the
+/* Item b35: a batch's FFN at 9..64 rows is its gate and up matmuls, 7b's SwiGLU (y = silu (g) u,
+ * mi_canon_swiglu) and the down projection, which reads y as x's f16 copy made by its own copy
+ * kernel. Here the
  * SwiGLU writes y and, beside it, that copy (x_f16_copy.cuh): the activation and the copy in one
  * launch. The same function on the same operands, built like 7b's (*_exact.cu: no contraction),
  * and each y rounded to f16 as the copy kernel rounds it: the same y and the same halves. */
