@@ -1,4 +1,5 @@
-/* Phase 8a's fusion pass: fewer kernels per decode step. For one-token graphs it folds
+/* Phase 8a's fusion pass: fewer kernels per decode step. For one-token graphs (the residual
+ * add also for a batch step's rows where 8b's kernels take it) it folds
  *   the residual add into the matmul before it:  add(r, matmul(W, x))  ->  matmul_add(W, x, r)
  *   the RMS norm into the matmul it feeds:       matmul(W, rms_norm(x, w))  ->  norm_matmul(W, x, w)
  *                                                ffn_swiglu(Wg, Wu, rms_norm(x, w)) -> norm_ffn_swiglu
@@ -36,6 +37,9 @@ static bool is_node(const pass *p, const mi_tensor *t) {
 }
 
 static bool one_token(const mi_tensor *x) { return x && x->type == MI_TYPE_F32 && mi_nrows(x) == 1; }
+/* rows of F32: the residual fold's x, of one token (8a's kernels) or of a batch step (8b's b36: each
+ * kernel's supports() says which rows it takes) */
+static bool rows_f32(const mi_tensor *x) { return x && x->type == MI_TYPE_F32 && mi_nrows(x) >= 1; }
 
 static bool accepts(const pass *p, mi_tensor *probe) { return p->cuda->iface->supports(p->cuda, probe); }
 
@@ -48,8 +52,10 @@ static int fuse_residuals(pass *p) {
         for (int side = 1; side >= 0; side--) {
             mi_tensor *mm = a->src[side], *r = a->src[1 - side];
             if (!is_node(p, mm) || mm->op != MI_OP_MATMUL || mm->src[2] || (mm->flags & MI_T_OUTPUT)) continue;
-            if (p->uses[mm->id] != 1 || !one_token(mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
-            if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] || mi_nrows(mm) != 1) continue;
+            if (p->uses[mm->id] != 1 || !rows_f32(mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
+            if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] ||
+                mi_nrows(mm) != mi_nrows(a) || mi_nrows(mm) != mi_nrows(mm->src[1]))
+                continue;
             mi_tensor probe = *a;
             probe.op = MI_OP_MATMUL_ADD;
             memset(probe.p, 0, sizeof probe.p);

@@ -107,6 +107,11 @@ int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
+/* item b36: y = res + W @ x (MI_OP_MATMUL_ADD: the residual add after the matmul), res [N][M] added
+ * where the outputs are stored (the wgmma kernel's whole bands and cluster sums, the fixup), else
+ * by 7b's add after b6's matmul: the same float addition as the add node's, so its bits */
+mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w, const float *x, const float *res, float *y,
+                             int64_t K, int64_t M, int64_t N, void *workspace);
 /* x's f16 copy left in the workspace by the op that makes x (items b34, b35), for the next node's
  * b6 or b22 matmul of x to read instead of converting x itself (b30's rule, f16s_x_ready): its
  * form at N rows (true: b22's evens-then-odds, which b22 takes where its kernels fit both Q4_K

@@ -157,11 +157,12 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
 
 /* Item b22 (gemm_f16_wgmma_sm90a.cu): the same matmul on wgmma at 33..64 rows. The blocks a
  * multiprocessor holds for the kernel that takes N rows of wt (0: no sm_90a image on this build
- * or device, or rows or a type it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them; xh:
+ * or device, or rows or a type it does not take); the matmul for plan pl (y and part as kernel_gemm_f16s writes them,
+ * res added to the outputs it writes whole where given (b36); xh:
  * K x N halves of workspace for x's f16 copy), without the fixup of cut bands. */
 int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N);
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
+                         const float *res, float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
                          bool cl);
 /* Item b33: whether the wgmma kernel sums plan pl's cut bands itself (a K split of 2..8 chunks, in
  * clusters of a band's chunks that fit this GPU): then mi8b_gemm_f16w is called with cl and the

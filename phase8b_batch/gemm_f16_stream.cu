@@ -32,6 +32,7 @@
  * fixed orders: bit-identical run to run. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
+#include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16_frag.cuh"
@@ -194,8 +195,9 @@ template <typename I> __device__ __forceinline__ bool fixup_band(const f16s_plan
  * at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the band (slot
  * 2q); + bias. A thread's tokens are summed side by side, each in that order: its loads of a slot
  * all in flight at once. The plan's divisions in 32 bits where they fit (every real shape). */
-__global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias, float *__restrict__ Y,
-                                  int64_t M, int64_t N, const f16s_plan pl) {
+__global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias,
+                                  const float *__restrict__ R, float *__restrict__ Y, int64_t M, int64_t N,
+                                  const f16s_plan pl) {
     MI_PDL_ENTRY();   /* b29: every block, before its early returns */
     const int p = blockIdx.x + 1;
     int64_t b, hi;
@@ -225,7 +227,11 @@ __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *_
     const float bm = bias ? bias[m] : 0.0f;
 #pragma unroll
     for (int j = 0; j < NJ; j++)
-        if (n0 + 2 * j < N) Y[(size_t)(n0 + 2 * j) * M + m] = bias ? s[j] + bm : s[j];
+        if (n0 + 2 * j < N) {
+            const size_t o = (size_t)(n0 + 2 * j) * M + m;
+            const float y = bias ? s[j] + bm : s[j];
+            Y[o] = R ? y + R[o] : y;   /* b36: the residual add after the matmul, in its place */
+        }
 }
 
 /* ---------------- launchers ---------------- */
@@ -341,11 +347,11 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
     return MI_OK;
 }
 
-static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, float *y, int64_t M, int64_t N,
-                                   const f16s_plan &pl, const float *part) {
+static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, const float *res, float *y, int64_t M,
+                                   int64_t N, const f16s_plan &pl, const float *part) {
     if (!f16s_cut(pl)) return MI_OK;
     (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup, dim3((unsigned)(pl.P - 1), (unsigned)((N + FX_TOK - 1) / FX_TOK)),
-                     dim3(2 * FS_BM), 0, st, part, bias, y, M, N, pl);
+                     dim3(2 * FS_BM), 0, st, part, bias, res, y, M, N, pl);
     MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }
@@ -395,13 +401,15 @@ extern "C" bool mi8b_f16s_x_form(int64_t N) {
 }
 extern "C" size_t mi8b_f16s_x_bytes(int64_t K, int64_t N) { return f16s_act_bytes(K, N); }
 
-extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                                    float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+/* res (b36): y = res + W @ x (+ bias), the residual add after the matmul: in the wgmma kernel's and
+ * the fixup's stores where b22 runs, else b6's matmul and then 7b's add in place (the same float
+ * addition either way) */
+static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const float *x, const float *bias,
+                           const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)M, (long long)N);
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s: null pointer");
-    const cudaStream_t st = (cudaStream_t)stream;
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
     const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
@@ -409,14 +417,24 @@ extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, con
     t_xcopy.serial = 0;   /* no copy to trust until this call's launches went through */
     const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
     if (wg) {
-        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, y, K, M, N, pl, part, ready, sums));
+        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, res, y, K, M, N, pl, part, ready, sums));
     } else {
         if (!ready) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
         const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
         if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
         else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
     }
-    if (!sums) MI_TRY(launch_f16s_fixup(st, bias, y, M, N, pl, part));
+    if (!sums) MI_TRY(launch_f16s_fixup(st, bias, wg ? res : NULL, y, M, N, pl, part));
+    if (res && !wg) MI_TRY(mi7b_binary(st, 0, y, res, y, M, N, N));
     f16s_x_made(x, workspace, K, N, wg);
     return MI_OK;
+}
+extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
+                                    float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+    return gemm_f16s((cudaStream_t)stream, wt, w, x, bias, NULL, y, K, M, N, workspace);
+}
+extern "C" mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w, const float *x, const float *res,
+                                        float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+    if (!res) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_add: null residual");
+    return gemm_f16s((cudaStream_t)stream, wt, w, x, NULL, res, y, K, M, N, workspace);
 }

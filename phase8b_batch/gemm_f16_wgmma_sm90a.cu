@@ -234,6 +234,14 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
     if (!OV) fw_mma_done(d);
 }
 
+/* an output: its sum v + bias (the matmul's), then + R (b36: the residual add after it, one
+ * float addition, which commutes: the two kernels' bits) */
+static __device__ __forceinline__ float fw_out(float v, const float *__restrict__ bias, const float *__restrict__ R,
+                                               int64_t m, int64_t n, int64_t M) {
+    const float y = bias ? v + bias[m] : v;
+    return R ? y + R[(size_t)n * M + m] : y;
+}
+
 /* A piece's K halves: warpgroups 2, 3 (K half 1) hand their ND accumulators d to warpgroups 0, 1
  * through red (the stage's activation slot, free until its next copy), which add them to theirs;
  * d cleared in warpgroups 2, 3. Every thread of the block calls it (two barriers). */
@@ -249,12 +257,13 @@ template <int ND> static __device__ __forceinline__ void fw_khalves(float (&d)[N
 }
 
 /* A piece's end: the K halves added (fw_khalves), warpgroups 0, 1 write rows r0, r0 + 8 of band
- * rows m0 .. to Y (a whole band, + bias) or to the piece's slot of part; d cleared. Every thread
- * of the block calls it. */
+ * rows m0 .. to Y (a whole band, + bias, + R where given: item b36's residual) or to the
+ * piece's slot of part; d cleared. Every thread of the block calls it. */
 template <int ND>
 static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, int wg, int tig, int r0, int64_t m0,
                                                     int64_t M, int64_t N, bool whole, const float *__restrict__ bias,
-                                                    float *__restrict__ Y, float *__restrict__ slot) {
+                                                    const float *__restrict__ R, float *__restrict__ Y,
+                                                    float *__restrict__ slot) {
     fw_khalves(d, red, wg);
     if (wg < 2) {
         /* accumulator i: tokens 8 (i / 4) + 2 tig + (i & 1), row r0 + 8 ((i / 2) & 1) */
@@ -264,7 +273,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
             const int r = r0 + ((i >> 1) & 1) * 8;
             const int64_t m = m0 + r, n = 8 * (i >> 2) + 2 * tig + (i & 1);
             if (m < M && n < N) {
-                if (whole) Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
+                if (whole) Y[(size_t)n * M + m] = fw_out(v, bias, R, m, n, M);
                 else slot[(size_t)n * FS_BM + r] = v;
             }
             d[i] = 0.0f;
@@ -280,7 +289,7 @@ static __device__ __forceinline__ void fw_piece_out(float (&d)[ND], float *red, 
 template <int ND>
 static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red, float *out, int wg, int tig, int r0,
                                                       int64_t m0, int64_t M, int64_t N, const float *__restrict__ bias,
-                                                      float *__restrict__ Y) {
+                                                      const float *__restrict__ R, float *__restrict__ Y) {
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
     fw_khalves(d, red, wg);
@@ -305,7 +314,7 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
 #pragma unroll
         for (int j = 1; j < 8; j++)   /* unrolled: src stays in registers */
             if (j < S) v += src[j][e];
-        Y[(size_t)n * M + m] = bias ? v + bias[m] : v;
+        Y[(size_t)n * M + m] = fw_out(v, bias, R, m, n, M);
     }
     cl.sync();
 }
@@ -320,7 +329,8 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
 template <int WT, int BN, bool QS, bool TM, bool OV, bool CL>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
-                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
+                 int64_t N, const f16s_plan pl, const float *__restrict__ bias, const float *__restrict__ R,
+                 float *__restrict__ Y,
                  float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
                  const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w) {
 #ifdef FW_HAVE_WGMMA
@@ -470,9 +480,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             if (CL)   /* b33: the run's one piece. Its sums go to the weight ring's start: the same offset in
                        * every block of the cluster (a block's last slot q depends on its run's length), and
                        * free: no copy is issued past the last stage, whose weights are dequantized */
-                fw_cluster_out<ND>(d, red, (float *)ring_w, wg, tig, r0, m0, M, N, bias, Y);
+                fw_cluster_out<ND>(d, red, (float *)ring_w, wg, tig, r0, m0, M, N, bias, R, Y);
             else
-                fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, Y,
+                fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, R, Y,
                                  part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
             wk.head = false;
         }
@@ -550,7 +560,8 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
 /* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where the ring has its fourth slot),
  * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
-                             const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool, bool);
+                             const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
+                             bool);
 template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl) {
     if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
         if (tm && ov) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, true, true>
@@ -632,13 +643,13 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
 /* cl (b33): in clusters of the plan's S blocks, with the programmatic attribute where pdl */
 template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const uint8_t *wb, size_t wrow, int64_t M,
-                      const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias, float *y,
-                      float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
+                      const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias,
+                      const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
     const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl);
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
         (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
-                         N, pl, bias, y, part, tx, tw, tm && tma_w, tm && bulk_w);
+                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w);
         return;
     }
     cudaLaunchConfig_t cfg = {};
@@ -650,7 +661,8 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     cfg.gridDim = dim3((unsigned)pl.P), cfg.blockDim = dim3(FW_THREADS);
     cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
     cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
-    (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tm && tma_w, tm && bulk_w);
+    (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tm && tma_w,
+                             tm && bulk_w);
 }
 
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
@@ -662,7 +674,7 @@ bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
-                         float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
+                         const float *res, float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
                          bool cl) {
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
@@ -689,9 +701,9 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     if (cl && !tm)
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16w: the activations' tensor map did not encode for a cluster sum");
     if (wt == MI_TYPE_Q4_K)
-        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, tma_w, false);
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tma_w, false);
     else
-        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, y, part, tx, tw, false,
+        fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, false,
                                 mi8b_f16w_q6_bulk_on());
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
     return MI_OK;

@@ -327,6 +327,38 @@ static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
 
+/* b36: MATMUL_ADD (8a's pass folds a batch's residual add into the matmul before it where this
+ * takes it: the 7B's o and down projections) on b6's / b22's matmul, r added where the outputs
+ * are stored */
+static mi_tensor mm_add_part(const mi_tensor *n) {
+    mi_tensor mm = *n;
+    mm.op = MI_OP_MATMUL;
+    mm.src[2] = NULL;
+    mm.src[3] = NULL;
+    mm.p[0] = 0;
+    return mm;
+}
+static bool sup_mm_add_f16s(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0], *x = n->src[1], *r = n->src[2];
+    if (!w || !x || !r || r->type != MI_TYPE_F32 || r->ne[0] != w->ne[1] || mi_nrows(r) != mi_nrows(x) ||
+        mi_nelements(r) != r->ne[0] * mi_nrows(r))
+        return false;
+    const mi_tensor mm = mm_add_part(n);
+    return sup_mm_f16s(&mm);
+}
+static size_t ws_mm_add_f16s(const mi_tensor *n) {
+    const mi_tensor mm = mm_add_part(n);
+    return ws_mm_f16s(&mm);
+}
+static mi_status run_mm_add_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8b_gemm_f16s_add(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
+                              w->ne[1], mi_nrows(n->src[1]), ws);
+}
+static const mi_cuda_kernel k_mm_add_f16s = {
+    "matmul + residual add, 17..64 rows, Q4_K/Q6_K on b6's / b22's kernels, the residual added where the outputs are "
+    "stored", "b6,b36", sup_mm_add_f16s, run_mm_add_f16s, ws_mm_add_f16s, 0};
+
 /* b12: Q4_0 (b16: and Q8_0) at K <= 1024 and 9..64 rows in one launch after x's f16 copy (the
  * 0.5B's q/k/v/o and gate/up, where b1 takes three launches and b3's ring has under four stages a
  * band to fill; b16: its Q8_0 head, which b3's stream kernel reads at ~0.7 TB/s) */
@@ -575,6 +607,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b6", "a batch's Q4_K/Q6_K matmuls of 17..64 rows dequantize the streamed weights into f16 "
                                "tensor cores: float sums over all of K, no per-unit scaling");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_f16s);   /* in front of b5 */
+    mi_cuda_item_declare("b36", "a batch's residual add folded into b6's / b22's matmul before it (MATMUL_ADD at "
+                                "17..64 rows: the 7B's o and down projections), added where the outputs are stored");
+    mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_f16s);
     mi_cuda_item_declare("b11", "b6's warps each take every token and half a stage's units: a row's unit "
                                 "dequantized once, not by two warps, and twice the independent mma chains a warp");
     mi_cuda_item_declare("b22", "b6's matmul on Hopper's wgmma: a warp's dequantized f16 fragments are the A operand "

@@ -58,7 +58,8 @@ extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const
 
 /* Item b34: 7e's kernel_rms_norm_wide (one block a row staged in shared memory, the same scale
  * and y = (x scale) w) writing y and, beside it, y's f16 copy in form eo (x_f16_copy.cuh): the
- * norm and the copy kernel after it in one launch. A thread takes groups of 16 elements. */
+ * norm and the copy kernel after it in one launch. A thread takes four consecutive elements at a
+ * time, so a warp's loads and stores are contiguous. */
 __global__ void __launch_bounds__(NF_BLOCK)
 kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
                       __half *__restrict__ xh, int64_t G, int64_t rows, float eps, bool eo) {
@@ -73,14 +74,13 @@ kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, 
         if (tid < 32) rms_row_scale_warp0(nf_sx, G, eps, lane, &s_scale);
         __syncthreads();
         const float scale = s_scale;
-        for (int64_t g = tid; g < G / 16; g += NF_BLOCK) {
-            float v[16];
-#pragma unroll
-            for (int j = 0; j < 16; j++) v[j] = (nf_sx[16 * g + j] * scale) * w[16 * g + j];
-            float4 *yo = (float4 *)(y + (size_t)r * G + 16 * g);
-#pragma unroll
-            for (int j = 0; j < 4; j++) yo[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
-            x_f16_store16(xh + (size_t)r * G + 16 * g, v, eo);
+        for (int64_t q = tid; q < G / 4; q += NF_BLOCK) {
+            const float4 s = ((const float4 *)nf_sx)[q];
+            const float *wq = w + 4 * q;   /* the norm's weight: no alignment assumed */
+            const float4 v = make_float4((s.x * scale) * wq[0], (s.y * scale) * wq[1], (s.z * scale) * wq[2],
+                                         (s.w * scale) * wq[3]);
+            ((float4 *)(y + (size_t)r * G))[q] = v;
+            x_f16_store4(xh + (size_t)r * G, 4 * q, v, eo);
         }
         __syncthreads();   /* nf_sx and s_scale are reused by the next row */
     }
