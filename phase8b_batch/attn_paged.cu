@@ -25,6 +25,7 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/attn_mma_tile.cuh"
 #include "phase8b_batch/batch8b.h"
+#include "phase8b_batch/x_f16_copy.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "common/graph/graph.h"
 #include "common/core/mi_settings.h"
@@ -88,13 +89,15 @@ __device__ __forceinline__ pg_range pg_row_range(const int32_t *__restrict__ seq
 /* A bad row's output (NaN), or an empty split's partial (weight 0 in the combine), for the G heads
  * from h0 of row r */
 __device__ __forceinline__ void pg_write_unused(float *__restrict__ part, float *__restrict__ O, bool bad, int64_t r,
-                                                int h0, int G, int hd, int Hq, int S, int s) {
+                                                int h0, int G, int hd, int Hq, int S, int s,
+                                                __half *__restrict__ OH = nullptr, bool eo = false) {
     const size_t qrow = (size_t)hd * Hq, pstride = (size_t)hd + 2;
     const float m0 = bad ? NAN : -INFINITY, l0 = bad ? NAN : 0.0f;
     for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
         const int g = i / hd, d = i - g * hd;
         if (S == 1) {
             O[(size_t)r * qrow + (size_t)(h0 + g) * hd + d] = NAN;
+            if (OH) x_f16_store1(OH + (size_t)r * qrow, (size_t)(h0 + g) * hd + d, NAN, eo);
         } else {
             float *p = part + (((size_t)r * Hq + h0 + g) * S + s) * pstride;
             if (d == 0) {
@@ -301,7 +304,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
-                          int min_chunk, float scale) {
+                          int min_chunk, float scale, __half *__restrict__ OH, bool eo) {
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
     MI_PDL_ENTRY();   /* b29: every block, before its early return */
@@ -315,7 +318,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
      * changed the scalar kernel's register allocation, and it spilled */
     const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
     if (R.bad || R.k0 >= R.k1) {
-        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s);
+        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s, OH, eo);
         return;
     }
     const int32_t *table = R.table;
@@ -375,7 +378,9 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     }
     mma_merge<HD>(st, (float *)pm_smem4, G, [&](int h, int d, float M, float L, float acc) {
         if (S == 1) {
-            O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = acc / L;
+            const float y = acc / L;
+            O[(size_t)r * qrow + (size_t)(h0 + h) * HD + d] = y;
+            if (OH) x_f16_store1(OH + (size_t)r * qrow, (size_t)(h0 + h) * HD + d, y, eo);   /* b37 */
         } else {
             float *p = part + (((size_t)r * Hq + h0 + h) * S + s) * pstride;
             if (d == 0) {
@@ -390,7 +395,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
 /* (row, head) blockIdx.x = r * Hq + h: its S partials merged in split order, m* = max m_s,
  * l = sum l_s e^(m_s - m*), o = sum acc_s e^(m_s - m*) / l; an empty split (l = 0) is left out.
  * With one non-empty split the weight is e^0 = 1, so the result is acc / l, as one block writes it. */
-__global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S) {
+__global__ void kernel_attn_paged_combine(const float *__restrict__ part, float *__restrict__ O, int hd, int S,
+                                          __half *__restrict__ OH, int Hq, bool eo) {
     __shared__ float wsh[MI8B_PG_MAX_SPLITS], lsh[MI8B_PG_MAX_SPLITS];
     MI_PDL_ENTRY();
     const size_t rh = blockIdx.x, pstride = (size_t)hd + 2;
@@ -413,6 +419,7 @@ __global__ void kernel_attn_paged_combine(const float *__restrict__ part, float 
             o += p[(size_t)s * pstride + 2 + d] * w;
         }
         O[rh * (size_t)hd + d] = o / l;
+        if (OH) x_f16_store1(OH + rh / Hq * (size_t)hd * Hq, (rh % Hq) * (size_t)hd + d, o / l, eo);   /* b37 */
     }
 }
 
@@ -497,10 +504,12 @@ extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t h
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
 }
 
-extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
-                                     int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len,
-                                     int64_t T, int64_t block, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv,
-                                     float scale, void *workspace) {
+extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
+                                         int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs,
+                                         int64_t seqs_len, int64_t T, int64_t block, int64_t max_kv, int64_t hd,
+                                         int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh, bool eo,
+                                         bool *copied) {
+    if (copied) *copied = false;
     if (!mi8b_attn_paged_supported(hd, Hq, Hkv, ctype) || T < 1 || n_seqs < 1 || n_seqs > INT32_MAX ||
         seqs_len < n_seqs * MI_PAGED_FIELDS || block < 1 || block > INT32_MAX || max_kv < 1 || n_rows < 1 ||
         n_rows > INT32_MAX || T * Hq > INT32_MAX)
@@ -530,7 +539,8 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;
     const size_t smem_mma = pm_smem(hd);
-#define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale
+    __half *oh = mma ? (__half *)xh : nullptr;   /* b37: the tensor-core kernel and its combine write the copy */
+#define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
     const bool rw = mi8b_paged_rows_once_on(), pdl = mi8b_pdl_on();
     const dim3 mt(MMA_THREADS);
     if (mma && hd == 64) {
@@ -551,8 +561,16 @@ extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k
     MI_CU_CHECK_LAUNCH("kernel_attn_paged");
     if (S > 1) {
         (void)pdl_launch(mma && pdl, kernel_attn_paged_combine, dim3((unsigned)(T * Hq)), dim3(128), 0, st, part, o,
-                         (int)hd, S);
+                         (int)hd, S, oh, (int)Hq, eo);
         MI_CU_CHECK_LAUNCH("kernel_attn_paged_combine");
     }
+    if (copied) *copied = oh != nullptr;
     return MI_OK;
+}
+extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
+                                     int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len,
+                                     int64_t T, int64_t block, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv,
+                                     float scale, void *workspace) {
+    return mi8b_attn_paged_f16(stream, q, k, v, ctype, n_rows, o, seqs, n_seqs, seqs_len, T, block, max_kv, hd, Hq, Hkv,
+                               scale, workspace, NULL, false, NULL);
 }

@@ -58,6 +58,13 @@ size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t 
 mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
                           float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
                           int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace);
+/* item b37: the same with the output's f16 copy for the matmul after it (o's) written into xh in
+ * form eo (mi8b_f16s_x_form) where the tensor-core kernel runs (b7), by it or its combine: each
+ * output rounded as the copy kernel rounds it. *copied: whether it was. */
+mi_status mi8b_attn_paged_f16(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
+                              float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
+                              int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace,
+                              void *xh, bool eo, bool *copied);
 
 /* ---- gemm_int8_split.cu: y [M, N] = W [K, M] @ x [K, N] (+ bias) for 9 <= N <= 64 (a batch's
  * decode rows), 7e's int8 tensor-core tile with K split over MI8B_SPLIT_MAX blocks at most so

@@ -310,11 +310,13 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
         const int n = e / FS_BM, r = e % FS_BM;
         const int64_t m = m0 + r;
         if (m >= M || n >= N) continue;
+        const float rr = R ? R[(size_t)n * M + m] : 0.0f;   /* b36: its load issued before the sums' */
         float v = src[0][e];
 #pragma unroll
         for (int j = 1; j < 8; j++)   /* unrolled: src stays in registers */
             if (j < S) v += src[j][e];
-        Y[(size_t)n * M + m] = fw_out(v, bias, R, m, n, M);
+        const float y = bias ? v + bias[m] : v;
+        Y[(size_t)n * M + m] = R ? y + rr : y;
     }
     cl.sync();
 }

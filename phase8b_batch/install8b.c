@@ -514,6 +514,36 @@ static const mi_cuda_kernel k_small_run_last_norm = {
     "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: the norm written as x's f16 copy, then every matmul of its "
     "run in one launch", "b12,b13,b24", sup_small_run_last_norm, run_small_run_last_norm, ws_mm_small, 0};
 
+/* b37: a step's paged attention writing its output's f16 copy for the o projection after it (b6's
+ * or b22's matmul at K = hd Hq >= 2,048): the copy first in the workspace, where that matmul
+ * reads it, the attention's partials after it */
+static bool sup_attn_paged_f16(const mi_tensor *n) {
+    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = n->ne[1];
+    return sup_attn_paged(n) && K >= STREAM_MIN_K && K % 16 == 0 && T >= MI8B_F16_MIN_N && T <= MI8B_STREAM_MAX_N;
+}
+static size_t ws_attn_paged_f16(const mi_tensor *n) {
+    return mi8b_f16s_x_bytes(mi_attn_head_dim(n) * mi_attn_n_head(n), n->ne[1]) + ws_attn_paged(n);
+}
+static mi_status run_attn_paged_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
+    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = q->ne[1];
+    MI_TRY(chk_attn_paged(n));
+    const bool eo = mi8b_f16s_x_form(T);
+    bool copied = false;
+    MI_TRY(mi8b_attn_paged_f16(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
+                               n->p[0], seqs->ne[0], T, n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
+                               mi_attn_n_head_kv(n), mi_attn_scale(n), (uint8_t *)ws + mi8b_f16s_x_bytes(K, T), ws, eo,
+                               &copied));
+    if (copied) mi8b_f16s_x_made(n->data, ws, K, T, eo);
+    return MI_OK;
+}
+static const mi_cuda_kernel k_attn_paged_f16 = {
+    "paged attention, with its output's f16 copy for the matmul after it", "b37", sup_attn_paged_f16,
+    run_attn_paged_f16, ws_attn_paged_f16, 0};
+static const mi_cuda_kernel k_attn_paged_f16_replay = {
+    "paged attention, with its output's f16 copy for the matmul after it, replayable in a captured step", "b2,b37",
+    sup_attn_paged_f16, run_attn_paged_f16, ws_attn_paged_f16, MI_CUDA_K_REPLAYABLE};
+
 /* b34: an RMS norm over whole rows of 2..64 rows wide enough for b6's and b22's matmuls (the 7B's
  * attention and FFN norms), writing y and x's f16 copy for the next node's matmuls in one launch;
  * where the next node is no such matmul of y the copy is not read (b30's rule) */
@@ -597,6 +627,10 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
     mi_cuda_item_declare("b2", "a step of many sequences captured into a CUDA graph once a shape and bucket, then replayed");
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_replay);
+    mi_cuda_item_declare("b37", "a step's paged attention before b6's or b22's o projection writes its output's f16 "
+                                "copy beside it, for the matmul to read (no copy kernel)");
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_f16);          /* in front of b2's */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_f16_replay);   /* in front of b37's without b2 */
     mi_cuda_item_declare("b3", "a batch's matmuls of 9..64 rows stream the weights' raw bytes through a cp.async ring "
                                "into int8 tensor cores (Q4_K, Q6_K, Q4_0, Q8_0)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */

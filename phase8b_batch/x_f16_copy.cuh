@@ -20,4 +20,10 @@ __device__ __forceinline__ void x_f16_store4(__half *xh, int64_t e, float4 y, bo
         g[0] = a, g[1] = b;
     }
 }
+/* one element: column c of a row of x (xh: the row's copy) */
+__device__ __forceinline__ void x_f16_store1(__half *xh, int64_t c, float y, bool eo) {
+    const int64_t at = eo ? (c & ~(int64_t)15) + ((c & 1) ? 8 : 0) + ((c & 15) >> 1)   /* evens, then odds */
+                          : (c & ~(int64_t)3) + (((c & 1) << 1) | ((c >> 1) & 1));     /* e0, e2, e1, e3 */
+    xh[at] = __float2half_rn(y);
+}
 #endif

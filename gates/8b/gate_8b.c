@@ -435,7 +435,7 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     mi_model_free(m);
 }
 
-/* Items that fold a copy or a launch into another kernel with the same operations (b34-b36): a
+/* Items that fold a copy or a launch into another kernel with the same operations (b34-b37): a
  * batch's every logits row bit for bit with them and without, and each ran */
 static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
     char path[2048], label[160];
@@ -585,12 +585,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
     test_batch_replay("tiny-qwen2", "q4_0", 5);
     test_batch_replay("qwen2.5-0.5b", "q4_0", 16);
-    /* b34, b35 and b36 at 64 and 63 rows (b22's form of x's copy, its residual add) and at 24 and
-     * 23 (b6's, whose residual add is 7b's kernel after it) */
+    /* b34-b37 at 64 and 63 rows (b22's form of x's copy, its residual add) and at 24 and 23 (b6's,
+     * whose residual add is 7b's kernel after it) */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b34,b35");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b34,b35");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b36");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b36");
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b37");
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b37");
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);
