@@ -435,7 +435,8 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     mi_model_free(m);
 }
 
-/* Items that fold a copy or a launch into another kernel with the same operations (b34-b37): a
+/* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
+ * (b34-b38): a
  * batch's every logits row bit for bit with them and without, and each ran */
 static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
     char path[2048], label[160];
@@ -593,6 +594,9 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b36");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b37");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b37");
+    /* b38: the paged attention's three stages at hd 128 (the 7B) and 64 (the 0.5B) */
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b38");
+    test_items_bitwise("qwen2.5-0.5b", "q4_0", 64, 12, "b38");
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);
