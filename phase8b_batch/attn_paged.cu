@@ -514,9 +514,12 @@ template <int HD> static int pm_resident_hd(void) {
 static int pm_resident(int64_t hd) { return hd == 64 ? pm_resident_hd<64>() : pm_resident_hd<128>(); }
 /* the tensor-core kernel of head size HD: its form (b27, b38) launched, false where its shared
  * memory was refused */
+static uint64_t g_stages3_launches;   /* b38's launches, for the gate (one host thread launches) */
+extern "C" uint64_t mi8b_paged_stages3_launches(void) { return g_stages3_launches; }
 template <int HD, typename... A> static bool pm_launch(bool pdl, dim3 grid, cudaStream_t st, A... args) {
     const bool rw = mi8b_paged_rows_once_on();
     const int ns = pm_stages();
+    g_stages3_launches += ns == 3;
     const dim3 mt(MMA_THREADS);
 #define PM_FORM(R, N)                                                                                                 \
     if (rw == R && ns == N) {                                                                                         \
