@@ -214,6 +214,10 @@ bool mi8b_f16w_q6_bulk_on(void);
 bool mi8b_f16w_overlap_on(void);
 /* b33 (install8b.c, read at each call): with b28, a K split's band summed in its cluster */
 bool mi8b_f16w_cluster_sum_on(void);
+/* b39 (install8b.c, read at each launch): with b32 and Q4_K weights by the bulk copy, a stage's
+ * slot refilled once its 16 warps arrived on its empty mbarrier, no block-wide barrier a stage */
+bool mi8b_f16w_empty_bars_on(void);
+uint64_t mi8b_f16w_empty_bars_launches(void);   /* its kernel's launches so far (for the gate) */
 
 /* The host's check of a step's tables (the CPU ops' rules): MI_OK, or MI_ERR_INVALID naming
  * the first bad entry. slots: every one in [0, n_rows). seqs: every sequence's rows inside

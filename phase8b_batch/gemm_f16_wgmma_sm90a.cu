@@ -70,7 +70,7 @@ template <int WT, int BN> struct fw_smem {
     static constexpr size_t ring_a = (size_t)ns * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
     static constexpr size_t ring_w = (size_t)ns * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
-    static constexpr size_t bars = ns * sizeof(uint64_t);            /* TM: a slot's mbarrier */
+    static constexpr size_t bars = 2 * ns * sizeof(uint64_t);        /* TM: a slot's full mbarrier; b39: its empty one */
     static constexpr size_t bytes = 1024 + ring_a + ring_w + scales + bars;   /* + room to align the base */
 };
 /* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
@@ -100,6 +100,9 @@ static __device__ __forceinline__ void fw_bar_init(uint32_t a, uint32_t n) {
 }
 static __device__ __forceinline__ void fw_bar_expect(uint32_t a, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void fw_bar_arrive(uint32_t a) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
 }
 static __device__ __forceinline__ void fw_bar_wait(uint32_t a, uint32_t parity) {
     uint32_t ok = 0;
@@ -194,7 +197,7 @@ template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[
 template <int WT, bool QS, int ND, int CB, bool OV>
 static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
                                                     int lane, int r0, uint32_t rb, const __half2 *sS,
-                                                    const __half2 *sM) {
+                                                    const __half2 *sM, uint32_t rel) {
     const int tig = lane & 3;
     __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
     if (QS) {
@@ -205,6 +208,7 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         if (OV) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (OV && half == 1 && rel && lane == 0) fw_bar_arrive(rel);   /* b39: the stage before is read */
         if (QS && WT == MI_TYPE_Q4_K) {   /* the pair's units 2c, 2c + 1 share their 32-byte chunk: one load */
             fw_pair_frags_q4k(w0, w1, k0 + 2 * half, lane, qs0, qs1, qm0, qm1, A[2 * half], A[2 * half + 1]);
         } else
@@ -328,7 +332,7 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM, bool OV, bool CL>
+template <int WT, int BN, bool QS, bool TM, int OV, bool CL>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, const float *__restrict__ R,
@@ -348,6 +352,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     uint8_t *ring_a = fw_sh + (sa0 - sh0), *ring_w = ring_a + SM::ring_a;
     __half2 *sS = (__half2 *)(ring_w + SM::ring_w), *sM = sS + 8 * FS_BM;
     const uint32_t bar0 = sa0 + (uint32_t)(SM::ring_a + SM::ring_w + SM::scales);   /* TM: slot q's at bar0 + 8 q */
+    const uint32_t ebar0 = bar0 + 8u * NS;                                           /* b39: slot q's empty one */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int gid = lane >> 2, tig = lane & 3;
@@ -366,9 +371,17 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
      * each of the band's FS_BM row threads arrives on the slot's mbarrier with its bytes (a row
      * whose windows reach outside the tensor, or past M, with none: gs_window's cp.async) */
     const bool wq_bulk = TM && WT == MI_TYPE_Q6_K && bulk_w;
+    /* b39 (OV 2): no block-wide barrier a stage. A warp arrives on a slot's empty mbarrier once its
+     * products of that slot are done (its wait before the next stage's second pair); thread 0 waits
+     * for the slot's 16 arrivals before the bulk copies refill it, and every thread waits for the
+     * copies on the slot's full mbarrier. Where a stage's weights come by each thread's copies
+     * (no weight tensor map), the barrier stays. */
+    const bool eb = OV == 2 && wt_tma;
     if (TM) {
         if (tid == 0) {
             for (int q = 0; q < NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
+            if (OV == 2)
+                for (int q = 0; q < NS; q++) fw_bar_init(ebar0 + 8u * q, FW_THREADS / 32);
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -455,10 +468,21 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / NS) & 1u);   /* and the slot's bulk copies */
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        /* everyone's have; every warp's products of unit s - 1 are done (with OV: of s - 2), so
-         * slot (s + AH) % NS is free (fw_ring) */
-        __syncthreads();
-        if (s + AH < wk.len) issue_next((s + AH) % NS);
+        if (eb) {   /* b39: stage s + AH's slot held stage s + AH - NS: its 16 warps' arrivals */
+            const int t = s + AH;
+            if (t < wk.len) {
+                if (tid == 0 && t >= NS) {
+                    fw_bar_wait(ebar0 + 8u * (uint32_t)(t % NS), (uint32_t)(t / NS - 1) & 1u);
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                }
+                issue_next(t % NS);
+            }
+        } else {
+            /* everyone's have; every warp's products of unit s - 1 are done (with OV: of s - 2), so
+             * slot (s + AH) % NS is free (fw_ring) */
+            __syncthreads();
+            if (s + AH < wk.len) issue_next((s + AH) % NS);
+        }
         async_commit();
 
         const int64_t m0 = wk.cb * FS_BM;
@@ -472,7 +496,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w0 = rw + r0 * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15));
         const uint8_t *w1 =
             rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
-        fw_stage_mma<WT, QS, ND, CB, OV>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM);
+        const uint32_t rel = eb && s > 0 ? ebar0 + 8u * (uint32_t)((s + NS - 1) % NS) : 0u;
+        fw_stage_mma<WT, QS, ND, CB, OV != 0>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel);
 
         if (wk.piece_ends(s)) {
             if (OV) fw_mma_done(d);
@@ -564,14 +589,16 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
                              bool);
-template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl) {
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false) {
     if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
-        if (tm && ov) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, true, true>
-                                : kernel_gemm_f16w<WT, FW_BN, true, true, true, false>;
-    if (tm) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, false, true>
-                      : kernel_gemm_f16w<WT, FW_BN, true, true, false, false>;
-    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, false, false>;
-    return kernel_gemm_f16w<WT, FW_BN, false, false, false, false>;
+        if (tm && ov) {
+            if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false>;
+            return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false>;
+        }
+    if (tm) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 0, true>
+                      : kernel_gemm_f16w<WT, FW_BN, true, true, 0, false>;
+    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, 0, false>;
+    return kernel_gemm_f16w<WT, FW_BN, false, false, 0, false>;
 }
 
 /* blocks a multiprocessor holds for kernel k (0: no sm_90a image here, or it does not fit); the
@@ -642,12 +669,16 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
     return f > 0;
 }
 
+static uint64_t g_empty_bars_launches;   /* b39's kernel launched (its weights' map may still fall back) */
+extern "C" uint64_t mi8b_f16w_empty_bars_launches(void) { return g_empty_bars_launches; }
 /* cl (b33): in clusters of the plan's S blocks, with the programmatic attribute where pdl */
 template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const uint8_t *wb, size_t wrow, int64_t M,
                       const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias,
                       const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
-    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl);
+    const bool eb = mi8b_f16w_empty_bars_on();
+    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb);
+    g_empty_bars_launches += k == fw_kernel<WT>(qs, tm, ov, cl, true) && k != fw_kernel<WT>(qs, tm, ov, cl, false);
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
         (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,

@@ -325,6 +325,8 @@ bool mi8b_f16w_q6_bulk_on(void) { return mi_cuda_item_on("b31"); }
 bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
 /* b33: read at each call, as b22 */
 bool mi8b_f16w_cluster_sum_on(void) { return mi_cuda_item_on("b33"); }
+/* b39: read at each launch, as b22 */
+bool mi8b_f16w_empty_bars_on(void) { return mi_cuda_item_on("b39"); }
 static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
@@ -670,6 +672,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b33", "with b28, a K split's band summed by its chunks' blocks launched as one thread block "
                                 "cluster, through each other's shared memory, instead of partials in global memory "
                                 "and the fixup launch");
+    mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
+                                "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
+                                "barrier a stage");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */

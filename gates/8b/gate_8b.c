@@ -436,12 +436,14 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
 }
 
 /* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
- * (b34-b38): a
+ * (b34-b39): a
  * batch's every logits row bit for bit with them and without, and each ran */
-/* an item's runs: its kernels' (the dispatch counts them), or for b38, a switch its launcher reads,
- * the launches it made */
+/* an item's runs: its kernels' (the dispatch counts them), or for b38 and b39, switches their
+ * launchers read, the launches they made */
 static uint64_t item_runs(const char *item) {
-    return strcmp(item, "b38") ? mi_cuda_item_runs(item) : mi8b_paged_stages3_launches();
+    if (!strcmp(item, "b38")) return mi8b_paged_stages3_launches();
+    if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
+    return mi_cuda_item_runs(item);
 }
 static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
     char path[2048], label[160];
@@ -602,6 +604,7 @@ int main(int argc, char **argv) {
     /* b38: the paged attention's three stages at hd 128 (the 7B) and 64 (the 0.5B) */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b38");
     test_items_bitwise("qwen2.5-0.5b", "q4_0", 64, 12, "b38");
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);

@@ -193,13 +193,13 @@ static bool case_begin(const char *name, bool supported) {
  * with the items of off as the third run (b22: b6's mma.sync kernel; b11,b22: its other warp split) */
 static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     /* items that move bytes or reorder waits only: the third run bit for bit the first */
-    const bool b28 = !strcmp(off, "b28"), b32 = !strcmp(off, "b32"), b33 = !strcmp(off, "b33");
+    const bool b28 = !strcmp(off, "b28"), b32 = !strcmp(off, "b32"), b33 = !strcmp(off, "b33"), b39 = !strcmp(off, "b39");
     const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel",
-                          b28 || b32 || b33};
+                          b28 || b32 || b33 || b39};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "",
-             !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : "_b11off");
+             !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : b39 ? "_b39off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
@@ -476,6 +476,15 @@ int main(int argc, char **argv) {
     f16s_case_off("b33", MI_TYPE_Q4_K, 2560, 333, 40, 0);
     f16s_case_off("b33", MI_TYPE_Q6_K, 3328, 200, 63, 6);
     f16s_case_off("b33", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
+    /* b39 off (the block-wide barrier a stage, not the slots' empty mbarriers): the same bits.
+     * gate/up (stream-K), q/o and the Q4_K down (K splits in clusters), k, rows past M and N of 40;
+     * a tensor past alignment (no weight map: b39's kernel keeps the barrier) */
+    f16s_case_off("b39", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
+    f16s_case_off("b39", MI_TYPE_Q4_K, 3584, 3584, 64, 0);
+    f16s_case_off("b39", MI_TYPE_Q4_K, 18944, 3584, 64, 0);
+    f16s_case_off("b39", MI_TYPE_Q4_K, 3584, 512, 64, 0);
+    f16s_case_off("b39", MI_TYPE_Q4_K, 2560, 333, 40, 0);
+    f16s_case_off("b39", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
     /* b11 off (the mma.sync kernel's warps each over half the tokens) */
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
