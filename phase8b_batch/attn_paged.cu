@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(PG_T, 5)
  * work). With RW lane l < 16 of a warp looks up one of the warp's 16 keys in 32-bit arithmetic
  * (positions and cache rows fit: the launcher holds n_rows to INT32_MAX) and each copy takes its
  * row from that lane by a shuffle. The same bytes land in the same places: the same bits out. */
-template <int HD, bool RW, int NS>
+template <int HD, bool RW>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
@@ -308,8 +308,8 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
     MI_PDL_ENTRY();   /* b29: every block, before its early return */
-    uint16_t *ks = (uint16_t *)pm_smem4;     /* [NS][MMA_TK][LD] */
-    uint16_t *vs = ks + NS * MMA_TK * LD;    /* [NS][MMA_TK][LD] */
+    uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][MMA_TK][LD] */
+    uint16_t *vs = ks + 2 * MMA_TK * LD;     /* [2][MMA_TK][LD] */
     const int G = Hq / Hkv;
     const int64_t r = blockIdx.x / Hkv;
     const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
@@ -360,44 +360,21 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
+    load(0, k0);
     mma_state<HD> st;
-    if (NS == 2) {
-        load(0, k0);
-        mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
-        int buf = 0;
-        for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
-            if (t0 + MMA_TK < k1) {
-                load(buf ^ 1, t0 + MMA_TK);
-                asm volatile("cp.async.wait_group 1;\n" ::);
-            } else {
-                asm volatile("cp.async.wait_group 0;\n" ::);
-            }
-            __syncthreads();
-            mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD,
-                         t0 + warp * 16, k1, scale);
-            __syncthreads();   /* this buffer is refilled by the next iteration's load */
+    mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
+    int buf = 0;
+    for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
+        if (t0 + MMA_TK < k1) {
+            load(buf ^ 1, t0 + MMA_TK);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
         }
-    } else {
-        /* b38: NS - 1 tiles in flight while one is computed, one commit group a tile (empty past
-         * the split); tile i's buffer is refilled with tile i + NS after the barrier of tile i + 1,
-         * which every warp passes only once done with tile i */
-        for (int j = 0; j < NS - 1; j++) {
-            if (k0 + (int64_t)j * MMA_TK < k1) load(j, k0 + (int64_t)j * MMA_TK);
-            else asm volatile("cp.async.commit_group;\n" ::);
-        }
-        mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
-        int buf = 0;
-        for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf = buf + 1 == NS ? 0 : buf + 1) {
-            asm volatile("cp.async.wait_group %0;\n" ::"n"(NS - 2));   /* this thread's copies of tile buf */
-            __syncthreads();   /* everyone's; every warp is done with the tile before (buffer buf - 1) */
-            const int64_t tn = t0 + (int64_t)(NS - 1) * MMA_TK;
-            if (tn < k1) load(buf == 0 ? NS - 1 : buf - 1, tn);
-            else asm volatile("cp.async.commit_group;\n" ::);
-            mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD,
-                         t0 + warp * 16, k1, scale);
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::);
-        __syncthreads();   /* the merge reuses the buffers */
+        __syncthreads();
+        mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
+                     k1, scale);
+        __syncthreads();   /* this buffer is refilled by the next iteration's load */
     }
     mma_merge<HD>(st, (float *)pm_smem4, G, [&](int h, int d, float M, float L, float acc) {
         if (S == 1) {
@@ -478,61 +455,35 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
 
 /* blocks of the tensor-core kernel for hd (64 or 128) resident on a multiprocessor (the device's
  * occupancy for its registers and shared memory; asked once a head size) */
-/* K and V tiles, ns stages (b38: three, else two) */
-static size_t pm_smem(int64_t hd, int ns) { return (size_t)2 * ns * MMA_TK * (size_t)(hd + 8) * 2; }
-static int pm_stages(void) { return mi8b_paged_stages3_on() ? 3 : 2; }
-/* a form past 48 KB of dynamic shared memory (hd 128; hd 64 with three stages) asks for it once,
- * before the occupancy query and the first launch */
-template <int HD, bool RW, int NS> static bool pm_opt_in(void) {
+static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2; }   /* K and V, two stages */
+/* hd 128's kernel takes more than 48 KB of dynamic shared memory: asked for once a form, before
+ * the occupancy query and the first launch */
+template <bool RW> static bool pm_opt_in128(void) {
     static int opted = -1;
     if (opted < 0) {
-        opted = pm_smem(HD, NS) <= 48 * 1024 ||
-                cudaFuncSetAttribute(kernel_attn_paged_mma<HD, RW, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)pm_smem(HD, NS)) == cudaSuccess;
+        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)pm_smem(128)) == cudaSuccess;
         if (!opted) (void)cudaGetLastError();
     }
     return opted;
 }
-template <int HD, bool RW, int NS> static int pm_resident_of(void) {
+template <int HD, bool RW> static int pm_resident_of(void) {
     static int r = -1;
     if (r < 0) {
         int n = 0;
-        (void)pm_opt_in<HD, RW, NS>();
-        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<HD, RW, NS>,
-                                                                            MMA_THREADS, pm_smem(HD, NS));
+        if (HD == 128) (void)pm_opt_in128<RW>();
+        const cudaError_t e =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<HD, RW>, MMA_THREADS, pm_smem(HD));
         if (e != cudaSuccess) (void)cudaGetLastError();
         r = e == cudaSuccess && n > 0 ? n : 1;
     }
     return r;
 }
-/* of the form that runs (b27 on or off: its registers may differ; b38's stages) */
-template <int HD> static int pm_resident_hd(void) {
+/* of the form that runs (b27 on or off: its registers may differ) */
+static int pm_resident(int64_t hd) {
     const bool rw = mi8b_paged_rows_once_on();
-    if (pm_stages() == 3) return rw ? pm_resident_of<HD, true, 3>() : pm_resident_of<HD, false, 3>();
-    return rw ? pm_resident_of<HD, true, 2>() : pm_resident_of<HD, false, 2>();
-}
-static int pm_resident(int64_t hd) { return hd == 64 ? pm_resident_hd<64>() : pm_resident_hd<128>(); }
-/* the tensor-core kernel of head size HD: its form (b27, b38) launched, false where its shared
- * memory was refused */
-static uint64_t g_stages3_launches;   /* b38's launches, for the gate (one host thread launches) */
-extern "C" uint64_t mi8b_paged_stages3_launches(void) { return g_stages3_launches; }
-template <int HD, typename... A> static bool pm_launch(bool pdl, dim3 grid, cudaStream_t st, A... args) {
-    const bool rw = mi8b_paged_rows_once_on();
-    const int ns = pm_stages();
-    g_stages3_launches += ns == 3;
-    const dim3 mt(MMA_THREADS);
-#define PM_FORM(R, N)                                                                                                 \
-    if (rw == R && ns == N) {                                                                                         \
-        if (!pm_opt_in<HD, R, N>()) return false;                                                                     \
-        (void)pdl_launch(pdl, kernel_attn_paged_mma<HD, R, N>, grid, mt, pm_smem(HD, N), st, args...);                \
-        return true;                                                                                                  \
-    }
-    PM_FORM(true, 3)
-    PM_FORM(false, 3)
-    PM_FORM(true, 2)
-    PM_FORM(false, 2)
-#undef PM_FORM
-    return false;
+    return hd == 64 ? (rw ? pm_resident_of<64, true>() : pm_resident_of<64, false>())
+                    : (rw ? pm_resident_of<128, true>() : pm_resident_of<128, false>());
 }
 /* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
 static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
@@ -587,13 +538,19 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;
+    const size_t smem_mma = pm_smem(hd);
     __half *oh = mma ? (__half *)xh : nullptr;   /* b37: the tensor-core kernel and its combine write the copy */
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
-    const bool pdl = mi8b_pdl_on();
-    if (mma) {
-        if (!(hd == 64 ? pm_launch<64>(pdl, grid, st, q, k16, v16, PM_ARGS) : pm_launch<128>(pdl, grid, st, q, k16, v16, PM_ARGS)))
-            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
-                          pm_smem(hd, pm_stages()), (long long)hd);
+    const bool rw = mi8b_paged_rows_once_on(), pdl = mi8b_pdl_on();
+    const dim3 mt(MMA_THREADS);
+    if (mma && hd == 64) {
+        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<64, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+        else (void)pdl_launch(pdl, kernel_attn_paged_mma<64, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+    } else if (mma) {
+        if (!(rw ? pm_opt_in128<true>() : pm_opt_in128<false>()))
+            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
+        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<128, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+        else (void)pdl_launch(pdl, kernel_attn_paged_mma<128, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);

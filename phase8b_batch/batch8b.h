@@ -49,12 +49,6 @@ bool mi8b_paged_wave_on(void);
 /* b27 (install8b.c, read at each launch): the tensor-core kernel looks up a tile's cache rows once
  * a key (32-bit, shuffled to the copies), not once a 16-byte copy in 64-bit arithmetic */
 bool mi8b_paged_rows_once_on(void);
-/* b38 (install8b.c, read at each launch and by the split rule): the tensor-core kernel keeps two
- * tiles of keys in flight while it computes one (three stages), not one */
-bool mi8b_paged_stages3_on(void);
-/* the tensor-core kernel's launches with three stages so far (a switch read at launch, which the
- * dispatch's runs do not count) */
-uint64_t mi8b_paged_stages3_launches(void);
 /* Splits of a row's keys for rows of 16-byte aligned caches of type ctype: the scalar kernel's
  * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
  * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the

@@ -625,8 +625,8 @@ template <int WT> static int fw_occupancy(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 1 << 30;
-        for (int f = 0; f < 8; f++) {
-            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4, false));
+        for (int f = 0; f < 16; f++) {   /* every form (b39's too): each one's shared memory raised */
+            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4, false, f & 8));
             bps = b < bps ? b : bps;
         }
     }
@@ -658,7 +658,11 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
             cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes;
             cfg.attrs = a, cfg.numAttrs = 1;
             int n = 0;
+            /* b39's form of the kernel: the same resources, its shared memory raised too */
+            const fw_kernel_fn ke = fw_kernel<WT>(true, true, ov, true, true);
             if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) ==
+                    cudaSuccess &&
+                cudaFuncSetAttribute(ke, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) ==
                     cudaSuccess &&
                 cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1)
                 f = 1;

@@ -436,12 +436,11 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
 }
 
 /* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
- * (b34-b39): a
+ * (b34-b37, b39): a
  * batch's every logits row bit for bit with them and without, and each ran */
-/* an item's runs: its kernels' (the dispatch counts them), or for b38 and b39, switches their
- * launchers read, the launches they made */
+/* an item's runs: its kernels' (the dispatch counts them), or for b39, a switch its launcher
+ * reads, the launches it made */
 static uint64_t item_runs(const char *item) {
-    if (!strcmp(item, "b38")) return mi8b_paged_stages3_launches();
     if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
     return mi_cuda_item_runs(item);
 }
@@ -601,9 +600,6 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b36");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b37");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b37");
-    /* b38: the paged attention's three stages at hd 128 (the 7B) and 64 (the 0.5B) */
-    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b38");
-    test_items_bitwise("qwen2.5-0.5b", "q4_0", 64, 12, "b38");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
