@@ -37,9 +37,14 @@ static bool is_node(const pass *p, const mi_tensor *t) {
 }
 
 static bool one_token(const mi_tensor *x) { return x && x->type == MI_TYPE_F32 && mi_nrows(x) == 1; }
-/* rows of F32: the residual fold's x, of one token (8a's kernels) or of a batch step (8b's b36: each
- * kernel's supports() says which rows it takes) */
-static bool rows_f32(const mi_tensor *x) { return x && x->type == MI_TYPE_F32 && mi_nrows(x) >= 1; }
+/* the residual fold's x: one token, or on the CUDA backend a batch step's rows (8b's b36: its
+ * kernel's supports() says which rows it takes). Not many rows for another target: the CPU runs
+ * every fused op, but a batch's matmul carries what the CPU needs to compute each row as its
+ * sequence alone (src3), which the fused node drops */
+static bool residual_rows_ok(const pass *p, const mi_tensor *x) {
+    if (one_token(x)) return true;
+    return x && x->type == MI_TYPE_F32 && mi_nrows(x) > 1 && !strcmp(p->cuda->iface->name(p->cuda), "cuda");
+}
 
 static bool accepts(const pass *p, mi_tensor *probe) { return p->cuda->iface->supports(p->cuda, probe); }
 
@@ -52,7 +57,7 @@ static int fuse_residuals(pass *p) {
         for (int side = 1; side >= 0; side--) {
             mi_tensor *mm = a->src[side], *r = a->src[1 - side];
             if (!is_node(p, mm) || mm->op != MI_OP_MATMUL || mm->src[2] || (mm->flags & MI_T_OUTPUT)) continue;
-            if (p->uses[mm->id] != 1 || !rows_f32(mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
+            if (p->uses[mm->id] != 1 || !residual_rows_ok(p, mm->src[1]) || !r || r->type != MI_TYPE_F32) continue;
             if (r->ne[0] != a->ne[0] || mi_nrows(r) != mi_nrows(a) || mm->ne[0] != a->ne[0] ||
                 mi_nrows(mm) != mi_nrows(a) || mi_nrows(mm) != mi_nrows(mm->src[1]))
                 continue;
