@@ -16,6 +16,19 @@
 
 #define NF_BLOCK 256
 
+/* Row r of x staged in shared memory (sx) and its scale, as 7e's kernel_rms_norm_wide computes
+ * them: every load in flight, then warp 0's sum in the canonical order. Every thread calls it. */
+__device__ __forceinline__ float nf_row_scale(const float *__restrict__ x, float *sx, float *s_scale, int64_t r,
+                                              int64_t G, float eps) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    const float *xr = x + (size_t)r * G;
+    for (int64_t i = tid; i < G; i += NF_BLOCK) sx[i] = xr[i];
+    __syncthreads();
+    if (tid < 32) rms_row_scale_warp0(sx, G, eps, lane, s_scale);
+    __syncthreads();
+    return *s_scale;
+}
+
 /* one block a row (blocks stride over rows); G % 4 == 0, G <= MI8B_NORM_F16_MAX_K */
 __global__ void __launch_bounds__(NF_BLOCK)
 kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__ w, __half2 *__restrict__ xh,
@@ -23,14 +36,9 @@ kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__
     extern __shared__ float nf_sx[];
     __shared__ float s_scale;
     MI_PDL_ENTRY();
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int tid = threadIdx.x;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + (size_t)r * G;
-        for (int64_t i = tid; i < G; i += NF_BLOCK) nf_sx[i] = xr[i];
-        __syncthreads();
-        if (tid < 32) rms_row_scale_warp0(nf_sx, G, eps, lane, &s_scale);
-        __syncthreads();
-        const float scale = s_scale;
+        const float scale = nf_row_scale(x, nf_sx, &s_scale, r, G, eps);
         __half2 *o = xh + (size_t)r * (size_t)(G / 2);
         for (int64_t g = tid; g < G / 4; g += NF_BLOCK) {
             const float *s = nf_sx + 4 * g;
@@ -66,14 +74,9 @@ kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, 
     extern __shared__ float nf_sx[];
     __shared__ float s_scale;
     MI_PDL_ENTRY();
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int tid = threadIdx.x;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *xr = x + (size_t)r * G;
-        for (int64_t i = tid; i < G; i += NF_BLOCK) nf_sx[i] = xr[i];
-        __syncthreads();
-        if (tid < 32) rms_row_scale_warp0(nf_sx, G, eps, lane, &s_scale);
-        __syncthreads();
-        const float scale = s_scale;
+        const float scale = nf_row_scale(x, nf_sx, &s_scale, r, G, eps);
         for (int64_t q = tid; q < G / 4; q += NF_BLOCK) {
             const float4 s = ((const float4 *)nf_sx)[q];
             const float *wq = w + 4 * q;   /* the norm's weight: no alignment assumed */
