@@ -10,6 +10,8 @@
 # And b22's form (gemm_f16_wgmma_sm90a.cu): the activations' 16-element groups as evens then odds,
 # their stage in the 128-byte-swizzled slot as the issue loop writes it and as each k16 step's
 # matrix descriptor reads it, the warpgroups' rows and K halves, the accumulators' rows and tokens.
+# And b39's slot protocol (full and empty mbarriers, no barrier a stage) with each block's warps
+# interleaved at random: no slot refilled while read, no aliased parity wait, no deadlock.
 # Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same f16 roundings
 # (must agree to float64 noise) and reported against the exact product. A wrong element order in
 # either operand, a wrong byte offset or scale index shows as an O(1) error.
@@ -250,6 +252,80 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0, ring=RING_B6
     return piece_of, cut_bands
 
 
+def check_empty_bars(pl, p, seed, ns=4, ahead=2, warps=16):
+    """b39's protocol for block p's run (gemm_f16_wgmma_sm90a.cu, OV 2), its warps interleaved at random:
+    each waits on its stage's full mbarrier (the bulk copies of the slot); warp 0 (thread 0) then waits on
+    the empty mbarrier of the slot stage s + ahead takes and issues its copies; each warp arrives on the
+    empty mbarrier of stage s - 1's slot at its wait before stage s's second pair of products (its products
+    of stage s - 1 done), and at a piece's end all warps meet at the block's barriers. Checked: no slot is
+    refilled while a warp may still read the stage it held, every parity wait sees its barrier at the
+    awaited phase or the one after (no phase aliasing), and the run ends (no deadlock)."""
+    r = np.random.default_rng(seed)
+    u0 = run_start(pl, p)
+    L = run_start(pl, p + 1) - u0
+    ends = [((u0 + s) % pl.nst == pl.nst - 1) or s == L - 1 for s in range(L)]   # fs_walk's piece_ends
+    full = [0] * ns      # phases completed of each slot's full mbarrier (one arrival, its copies' bytes)
+    empty = [0] * ns     # of each slot's empty one
+    arrivals = [0] * ns  # arrivals in the empty barrier's current phase
+    inflight = []        # stages whose copies are issued and not yet landed
+    reading = [[None] * ns for _ in range(warps)]   # the stage each warp may still read in each slot
+    def phase_ok(c, u, what):
+        assert c in (u, u + 1), f"{what}: a parity wait for phase {u} at phase {c} (aliased)"
+        return c > u
+    def issue(t):
+        q = t % ns
+        assert all(reading[w][q] != t - ns for w in range(warps)), "a slot refilled while a warp may read it"
+        inflight.append(t)
+    for t in range(min(ahead, L)):   # the prologue's copies
+        issue(t)
+    # a warp's program counter: (stage, step) with steps 0 full wait, 1 the producer's turn (warp 0),
+    # 2 the second pair's wait and the arrival, 3 the piece's end barrier, 4 the next stage
+    pc = [(0, 0)] * warps
+    at_barrier = set()
+    while any(s < L for s, _ in pc):
+        runnable = []
+        for w in range(warps):
+            s, k = pc[w]
+            if s >= L: continue
+            if k == 0 and not phase_ok(full[s % ns], s // ns, "full"): continue
+            if k == 1 and w == 0 and s + ahead < L and s + ahead >= ns and \
+                    not phase_ok(empty[(s + ahead) % ns], (s + ahead) // ns - 1, "empty"): continue
+            if k == 3 and ends[s] and len(at_barrier) < warps and w in at_barrier: continue
+            runnable.append(w)
+        choices = runnable + (['copy'] if inflight else [])
+        assert choices, f"deadlock in run {p} at {pc}"
+        c = choices[r.integers(len(choices))]
+        if c == 'copy':   # the oldest copy lands (they complete in issue order on one engine or not: any)
+            t = inflight.pop(r.integers(len(inflight)))
+            full[t % ns] += 1
+            assert full[t % ns] == t // ns + 1, "a slot's copies landed out of its uses' order"
+            continue
+        w = c
+        s, k = pc[w]
+        if k == 0:
+            reading[w][s % ns] = s
+            pc[w] = (s, 1)
+        elif k == 1:
+            if w == 0 and s + ahead < L: issue(s + ahead)
+            pc[w] = (s, 2)
+        elif k == 2:
+            if s > 0:   # its products of stage s - 1 are done: it arrives on that slot's empty mbarrier
+                q = (s - 1) % ns
+                if reading[w][q] == s - 1: reading[w][q] = None
+                arrivals[q] += 1
+                if arrivals[q] == warps: arrivals[q], empty[q] = 0, empty[q] + 1
+            pc[w] = (s, 3)
+        elif k == 3:
+            if ends[s]:
+                at_barrier.add(w)
+                if len(at_barrier) < warps: continue   # waits at the barrier (runnable again once all are in)
+                at_barrier.clear()
+                for v in range(warps): pc[v] = (s + 1, 0) if pc[v] == (s, 3) else pc[v]
+                continue
+            pc[w] = (s + 1, 0)
+    assert not inflight, "copies issued past the run"
+
+
 def swz(n, b):   # the 128-byte swizzle: byte b of token n's 128-byte row of a column block (8-row groups 1024 apart)
     return n * 128 + (((b >> 4) ^ (n & 7)) << 4) + (b & 15)
 
@@ -462,6 +538,16 @@ def main():
         # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
         for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
             check_plan(bands, nst, S=S, chunk=chunk, quiet=rg is RING_B22, ring=rg)
+    # b39's empty mbarriers on the 7B's Q4_K plans at 64 rows (gate/up stream-K, q/o and down K splits,
+    # k) and short runs, several interleavings of each block's warps
+    n39 = 0
+    for pl in (Plan(148, 14, 132, 0, 0), Plan(28, 14, None, 4, 4), Plan(28, 74, None, 4, 19), Plan(4, 14, None, 7, 2),
+               Plan(3, 10, 7, 0, 0), Plan(2, 13, None, 2, 7)):
+        for p in sorted({0, 1, pl.P // 2, pl.P - 1}):
+            for seed in range(3):
+                check_empty_bars(pl, p, 1000 * p + seed)
+                n39 += 1
+    print(f"b39: {n39} runs' warps interleaved at random: no slot refilled while read, no aliased phase, no deadlock")
 
     ok = [
         run(Q4_K, 512, 130, 64, 0, P=2),         # two bands (rows past M), NT 8; P divides the units by bands: no fixup
