@@ -152,7 +152,7 @@ int mi8b_gemm_f16_small_rows(mi_type wt, const mi8a_run_seg *seg, int n, int64_t
 mi_status mi8b_gemm_f16_small_run_norm(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x0,
                                        const float *nw, float eps, int64_t K, int64_t N, void *workspace);
 /* norm_f16_exact.cu: rows x [rows][G] RMS-normalized (weight w [G], MI_OP_RMS_NORM's canonical
- * arithmetic) into xh as kernel_act_f16_pairs writes x's f16 copy; G % 4 == 0 and at most
+ * arithmetic) into xh as kernel_act_f16 writes x's f16 copy in pairs; G % 4 == 0 and at most
  * MI8B_NORM_F16_MAX_K (the row is staged in 48 KB of shared memory) */
 #define MI8B_NORM_F16_MAX_K 12280
 mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh, int64_t G,

@@ -1,6 +1,6 @@
 /* What the f16 tensor-core matmuls of a batch (gemm_f16_stream.cu, gemm_f16_small.cu) share: the
- * mma, the dequantization of packed levels into f16 fragment halves, and the activations in f16
- * with each group of four elements stored as (e0, e2, e1, e3), so that one 64-bit shared load
+ * mma and the dequantization of packed levels into f16 fragment halves. They read x's f16 copy in
+ * pairs (x_f16_copy.cuh), each group of four elements as (e0, e2, e1, e3), so that one 64-bit shared load
  * gives a lane's two B registers for the k order the level words unpack to (gemm_f16_stream.cu's
  * header says why). */
 #ifndef MI_F16_FRAG_CUH
@@ -11,6 +11,7 @@
 #include "common/core/mi_err.h"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/batch8b.h"
+#include "phase8b_batch/x_f16_copy.cuh"
 
 __device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -45,21 +46,4 @@ __device__ __forceinline__ uint32_t deq_q40(uint32_t v, __half2 d) {
     return h2_bits(__hmul2(__hsub2(*reinterpret_cast<__half2 *>(&h), __half2half2(__ushort_as_half(0x6408))), d));
 }
 
-/* x F32 [N][K] -> F16 [N][K], each group of four elements stored as (e0, e2, e1, e3) */
-static __global__ void kernel_act_f16_pairs(const float *__restrict__ x, __half2 *__restrict__ xh, int64_t groups) {
-    MI_PDL_ENTRY();
-    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
-        const float *p = x + 4 * g;
-        xh[2 * g] = __floats2half2_rn(p[0], p[2]);
-        xh[2 * g + 1] = __floats2half2_rn(p[1], p[3]);
-    }
-}
-
-static inline mi_status launch_act_f16_pairs(cudaStream_t st, const float *x, void *xh, int64_t K, int64_t N) {
-    const int64_t groups = K * N / 4;
-    const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-    (void)pdl_launch(mi8b_pdl_on(), kernel_act_f16_pairs, dim3(gb), dim3(256), 0, st, x, (__half2 *)xh, groups);
-    MI_CU_CHECK_LAUNCH("kernel_act_f16_pairs");
-    return MI_OK;
-}
 #endif

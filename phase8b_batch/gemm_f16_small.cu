@@ -106,7 +106,7 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
 
     /* the first band's rows (weights: no kernel writes them, so before b29's programmatic wait),
      * then every token's slice of K (x's f16 copy), one group; the second band the next group;
-     * b19 (Xf): x's float slice converted here as kernel_act_f16_pairs converts it, while the
+     * b19 (Xf): x's float slice converted here as kernel_act_f16 converts it (pairs), while the
      * bands' rows are on their way */
     int b = blockIdx.x - z * G;
     if (b < bands) sk_load_band(sw0, run, b, BM, wrow, u0, nu, wslot, UB);
@@ -360,7 +360,7 @@ static mi_status sk_run(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, in
 static mi_status sk_launch(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                            int64_t N, int S, void *workspace) {
     const bool conv = mi8b_small_xconv_on() && N <= MI8B_SMALL_XCONV_MAX_N && ((uintptr_t)x & 15) == 0;
-    if (!conv) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+    if (!conv) MI_TRY(launch_act_f16(st, x, workspace, K, N, false));
     return sk_run(st, wt, seg, n, conv ? NULL : (const uint8_t *)workspace, conv ? x : NULL, K, N, S);
 }
 

@@ -64,7 +64,7 @@ template <int WT, int NT> struct fs_smem {
  * and units 4 (w >> 3) .. + 3 (each row's unit dequantized once, twice the independent mma
  * chains a warp), the two K halves added at each piece's end (warps 8..15 hand theirs to
  * warps 0..7 through the stage's activation slot). Each output and slot element is written
- * once. X: the activations of kernel_act_f16_pairs. */
+ * once. X: kernel_act_f16's copy in pairs. */
 template <int WT, int NT, bool KH>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
@@ -419,7 +419,7 @@ static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const flo
     if (wg) {
         MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, res, y, K, M, N, pl, part, ready, sums));
     } else {
-        if (!ready) MI_TRY(launch_act_f16_pairs(st, x, workspace, K, N));
+        if (!ready) MI_TRY(launch_act_f16(st, x, workspace, K, N, false));
         const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
         if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
         else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));

@@ -18,7 +18,7 @@
  * before the next stage's barrier frees their slot.
  *
  * Activations: f16, each 16-element group stored as its 8 even elements, then its 8 odd ones
- * (kernel_act_f16_evens_odds): k position 2 tig + j of a k16 step holds element 4 tig + 2 j and
+ * (kernel_act_f16's evens-then-odds form): k position 2 tig + j of a k16 step holds element 4 tig + 2 j and
  * position 8 + 2 tig + j element 4 tig + 1 + 2 j, the order fs_unit_frags' registers carry. In
  * shared memory a stage is 4 column blocks of 64 k (128 bytes a token), each the canonical
  * 128-byte-swizzle K-major layout of 7e's prefill kernel (phase7e_perf/gemm_f16_wgmma_sm90a.cu):
@@ -48,6 +48,7 @@
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/f16s_common.cuh"
+#include "phase8b_batch/x_f16_copy.cuh"
 #include "phase8b_batch/stream_ring.cuh"
 
 #define FW_THREADS 512
@@ -327,7 +328,7 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
- * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16_evens_odds's f16 copy.
+ * kernel_gemm_f16s (the same plan, slots and fixup). X: kernel_act_f16's copy, evens then odds.
  * QS (item b25): no block-wide scale pass and its barrier: lane tig of a quad computes unit
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
@@ -520,23 +521,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #endif
 }
 
-/* x F32 [N][K] -> F16 [N][K], each group of 16 elements stored as its even elements, then its odd */
-static __global__ void kernel_act_f16_evens_odds(const float *__restrict__ x, __half *__restrict__ xh, int64_t groups) {
-    MI_PDL_ENTRY();
-    for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
-        const float4 *p = (const float4 *)(x + 16 * g);
-        const float4 a = p[0], b = p[1], c = p[2], e = p[3];
-        __half2 o[8];
-        o[0] = __floats2half2_rn(a.x, a.z), o[1] = __floats2half2_rn(b.x, b.z);
-        o[2] = __floats2half2_rn(c.x, c.z), o[3] = __floats2half2_rn(e.x, e.z);
-        o[4] = __floats2half2_rn(a.y, a.w), o[5] = __floats2half2_rn(b.y, b.w);
-        o[6] = __floats2half2_rn(c.y, c.w), o[7] = __floats2half2_rn(e.y, e.w);
-        uint4 *q = (uint4 *)(xh + 16 * g);
-        q[0] = *(const uint4 *)&o[0];
-        q[1] = *(const uint4 *)&o[4];
-    }
-}
-
 /* ---------------- launchers ---------------- */
 
 /* TM's tensor maps: cuTensorMapEncodeTiled from the driver through the runtime (no link to
@@ -716,12 +700,7 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     if (mi8b_gemm_f16w_occupancy(wt, N) < 1 || K % FS_SB)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w: no sm_90a kernel here, or type %s, K = %lld, N = %lld",
                       mi_type_name(wt), (long long)K, (long long)N);
-    if (!x_ready) {   /* b30: else the matmul before this one left this x's copy in xh */
-        const int64_t groups = K * N / 16;
-        const unsigned gb = (unsigned)((groups + 255) / 256 < 4096 ? (groups + 255) / 256 : 4096);
-        (void)pdl_launch(mi8b_pdl_on(), kernel_act_f16_evens_odds, dim3(gb), dim3(256), 0, st, x, (__half *)xh, groups);
-        MI_CU_CHECK_LAUNCH("kernel_act_f16_evens_odds");
-    }
+    if (!x_ready) MI_TRY(launch_act_f16(st, x, xh, K, N, true));   /* b30: else the node before left it in xh */
     const size_t wrow = mi_row_size(wt, K);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xh;
     const bool qs = mi8b_f16w_quad_scales_on();

@@ -1,5 +1,5 @@
 /* Item b24: the RMS norm before a run of the batch's small-K f16 matmuls (b13), written straight
- * into the f16 copy of x the run reads (`kernel_act_f16_pairs`' layout: each group of four
+ * into the f16 copy of x the run reads (`kernel_act_f16`'s pairs: each group of four
  * elements as e0, e2, e1, e3), so a layer's norm and x's copy are one launch, not two.
  *
  * Bits: the norm is MI_OP_RMS_NORM's canonical arithmetic as 7e's kernel_rms_norm_wide computes
@@ -29,45 +29,10 @@ __device__ __forceinline__ float nf_row_scale(const float *__restrict__ x, float
     return *s_scale;
 }
 
-/* one block a row (blocks stride over rows); G % 4 == 0, G <= MI8B_NORM_F16_MAX_K */
-__global__ void __launch_bounds__(NF_BLOCK)
-kernel_rms_norm_f16_pairs(const float *__restrict__ x, const float *__restrict__ w, __half2 *__restrict__ xh,
-                          int64_t G, int64_t rows, float eps) {
-    extern __shared__ float nf_sx[];
-    __shared__ float s_scale;
-    MI_PDL_ENTRY();
-    const int tid = threadIdx.x;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float scale = nf_row_scale(x, nf_sx, &s_scale, r, G, eps);
-        __half2 *o = xh + (size_t)r * (size_t)(G / 2);
-        for (int64_t g = tid; g < G / 4; g += NF_BLOCK) {
-            const float *s = nf_sx + 4 * g;
-            const float *wg = w + 4 * g;
-            const float y0 = (s[0] * scale) * wg[0], y1 = (s[1] * scale) * wg[1];
-            const float y2 = (s[2] * scale) * wg[2], y3 = (s[3] * scale) * wg[3];
-            o[2 * g] = __floats2half2_rn(y0, y2);
-            o[2 * g + 1] = __floats2half2_rn(y1, y3);
-        }
-        __syncthreads();   /* nf_sx and s_scale are reused by the next row */
-    }
-}
-
-extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh,
-                                             int64_t G, int64_t rows) {
-    if (G < 4 || G % 4 || G > MI8B_NORM_F16_MAX_K || rows < 1)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_f16_pairs: rows of %lld, %lld rows", (long long)G, (long long)rows);
-    if (!x || !w || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_f16_pairs: null pointer");
-    const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_f16_pairs, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
-                     (cudaStream_t)stream, x, w, (__half2 *)xh, G, rows, eps);
-    MI_CU_CHECK_LAUNCH("kernel_rms_norm_f16_pairs");
-    return MI_OK;
-}
-
-/* Item b34: 7e's kernel_rms_norm_wide (one block a row staged in shared memory, the same scale
- * and y = (x scale) w) writing y and, beside it, y's f16 copy in form eo (x_f16_copy.cuh): the
- * norm and the copy kernel after it in one launch. A thread takes four consecutive elements at a
- * time, so a warp's loads and stores are contiguous. */
+/* 7e's kernel_rms_norm_wide (one block a row staged in shared memory, the same scale and
+ * y = (x scale) w) writing y where given (b34; b24 writes only the copy) and y's f16 copy in form
+ * eo (x_f16_copy.cuh): the norm and the copy kernel after it in one launch. A thread takes four
+ * consecutive elements at a time, so a warp's loads and stores are contiguous. */
 __global__ void __launch_bounds__(NF_BLOCK)
 kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
                       __half *__restrict__ xh, int64_t G, int64_t rows, float eps, bool eo) {
@@ -82,7 +47,7 @@ kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, 
             const float *wq = w + 4 * q;   /* the norm's weight: no alignment assumed */
             const float4 v = make_float4((s.x * scale) * wq[0], (s.y * scale) * wq[1], (s.z * scale) * wq[2],
                                          (s.w * scale) * wq[3]);
-            ((float4 *)(y + (size_t)r * G))[q] = v;
+            if (y) ((float4 *)(y + (size_t)r * G))[q] = v;
             x_f16_store4(xh + (size_t)r * G, 4 * q, v, eo);
         }
         __syncthreads();   /* nf_sx and s_scale are reused by the next row */
@@ -99,6 +64,18 @@ extern "C" mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const flo
     const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
     (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
                      (cudaStream_t)stream, x, w, y, (__half *)xh, G, rows, eps, eo);
+    MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh,
+                                             int64_t G, int64_t rows) {
+    if (G < 4 || G % 4 || G > MI8B_NORM_F16_MAX_K || rows < 1)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_f16_pairs: rows of %lld, %lld rows", (long long)G, (long long)rows);
+    if (!x || !w || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_f16_pairs: null pointer");
+    const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(NF_BLOCK), (size_t)G * sizeof(float),
+                     (cudaStream_t)stream, x, w, (float *)NULL, (__half *)xh, G, rows, eps, false);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");
     return MI_OK;
 }

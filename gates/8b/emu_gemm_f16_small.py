@@ -90,7 +90,7 @@ def run(K, ms, N, woff, q8=False):
     Ws = [(make_q8_0 if q8 else make_q4_0)(K, M) for M in ms]
     biases = [rng.uniform(-0.5, 0.5, size=M).astype(np.float32) for M in ms]
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
-    X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)   # kernel_act_f16_pairs
+    X = x.reshape(N, K // 4, 4)[:, :, [0, 2, 1, 3]].astype(np.float16).reshape(N, K)   # kernel_act_f16's pairs
     Xb = X.view(np.uint8).reshape(N, 2 * K)
     wrow = K // 32 * UB
     mems, bases = [], []   # each weight in its own allocation, at +woff for the odd ones

@@ -1,5 +1,5 @@
 # Host emulation (NumPy) of kernel_gemm_f16s in phase8b_batch/gemm_f16_stream.cu (item b6): the f16
-# activations in groups stored as (e0, e2, e1, e3) by kernel_act_f16_pairs, the ring's activation rows
+# activations in groups stored as (e0, e2, e1, e3) by kernel_act_f16 (pairs), the ring's activation rows
 # of 544 bytes, the stage's f16 scales, each lane's 32-bit level words turned into f16 weights by the
 # kernel's bit operations (OR 0x6400, subtract 1024 or 1056, one rounded multiply-add), the fragments
 # per the PTX ISA tables of gates/7e/ptx_frag.py (mma.m16n8k16), the epilogue's rows and tokens, and
@@ -346,7 +346,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
     W = make_weights(wt, K, M)
     bias = rng.uniform(-0.5, 0.5, size=M).astype(np.float32)
     x = rng.uniform(-1, 1, size=(N, K)).astype(np.float32)
-    # kernel_act_f16_pairs: every group of four as (e0, e2, e1, e3); b22's kernel_act_f16_evens_odds:
+    # kernel_act_f16's pairs: every group of four as (e0, e2, e1, e3); b22's evens-then-odds form:
     # every group of 16 as its evens, then its odds
     order = [0, 2, 1, 3] if not wg else list(range(0, 16, 2)) + list(range(1, 16, 2))
     X = x.reshape(N, K // len(order), len(order))[:, :, order].astype(np.float16).reshape(N, K)
