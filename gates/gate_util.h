@@ -44,7 +44,7 @@ void gu_skip(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Report a named test as skipped without running it. */
 void gu_skip_named(gu_run *r, const char *name, const char *why);
 /* MINFER_GATE_ONLY=a,b: run only the named tests (a device call that re-checks one
- * thing); unset: everything. A test left out is not recorded at all, neither passed
+ * thing; a name ending in '*' stands for every test that begins with it); unset: everything. A test left out is not recorded at all, neither passed
  * nor skipped, so a partial run's JSON never reads as the whole gate. */
 int gu_selected(const char *name);
 /* an environment switch of a gate (MINFER_GATE_NO_7B=1 ...): set, not empty and not "0" */

@@ -82,8 +82,17 @@ extern "C" mi_status mi7e_matvec_staged(void *stream, mi_type wt, const void *w,
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_matvec_staged: type %s, K = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)N);
     MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
+    return mi7e_matvec_staged_quantized(stream, wt, w, workspace, bias, y, K, M, N);
+}
+
+extern "C" mi_status mi7e_matvec_staged_quantized(void *stream, mi_type wt, const void *w, const void *xq,
+                                                  const float *bias, float *y, int64_t K, int64_t M, int64_t N) {
+    if (!mi7e_matvec_staged_supported(wt, K, N) || M <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi7e_matvec_staged: type %s, K = %lld, N = %lld", mi_type_name(wt),
+                      (long long)K, (long long)N);
+    if (!xq) return mi_err(MI_ERR_INTERNAL, "mi7e_matvec_staged: no quantized activations");
     const cudaStream_t st = (cudaStream_t)stream;
-    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)workspace;
+    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
     const size_t arow = mi7b_act_row_bytes(wt, K);
     MI_QTYPE_DISPATCH(wt, WT, return launch_staged<WT, false>(st, wb, NULL, a, arow, bias, y, K, M, N));
 }

@@ -27,6 +27,10 @@ bool mi7e_matvec_staged_supported(mi_type wt, int64_t K, int64_t N);
 size_t mi7e_matvec_staged_workspace(mi_type wt, int64_t K, int64_t N);
 mi_status mi7e_matvec_staged(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                              int64_t K, int64_t M, int64_t N, void *workspace);
+/* the same kernel on x already quantized (xq: 7b's quantizer's rows, as in the workspace above):
+ * for a caller whose producer wrote x's quantized row itself */
+mi_status mi7e_matvec_staged_quantized(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
+                                       float *y, int64_t K, int64_t M, int64_t N);
 /* W_gate, W_up [K, F] @ x [K, N] -> silu(gate) * up [F, N], N <= 8 (SwiGLU: mi_canon_swiglu);
  * same supports() and workspace as mi7e_matvec_staged */
 mi_status mi7e_ffn_staged(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,

@@ -19,6 +19,9 @@
  *       MI_OP_KV_STORE marked by the pass, mi_rope_kv_role)
  *   d15 the residual add after 7e's staged one-token matmul as its bias (MI_OP_MATMUL_ADD)
  *   d17 the norm before a d13 run in the run's kernel (MI_OP_NORM_MATMUL marked by the pass)
+ *   d23 the norm and x's quantization in every block of 7e's staged FFN (MI_OP_NORM_FFN_SWIGLU)
+ *   d29 that FFN writes its output's quantized row too, and the down projection after it
+ *       (d15's MI_OP_MATMUL_ADD) reads it instead of launching 7b's quantizer
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -63,9 +66,12 @@ mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg, const voi
  * quantizer and 7e's staged FFN. x is copied into each block's shared memory (16-byte loads
  * where aligned), so the shared memory of a block's rows, the quantized x and x must fit
  * QX_SMEM_MAX; x and nw need 4-byte alignment only. */
-bool mi8a_ffn_staged_norm_supported(mi_type wt, int64_t K, int64_t F);
+/* yq (item d29, else NULL): y's row quantized as well, in 7b's quantizer's bytes for a weight of
+ * 32-element blocks ((F / 32) 36-byte blocks, 4-byte aligned; y 16-byte aligned; F % 32 == 0),
+ * so the down projection after it launches no quantizer; the kernel then takes 32 rows a block */
+bool mi8a_ffn_staged_norm_supported(mi_type wt, int64_t K, int64_t F, bool yq);
 mi_status mi8a_ffn_staged_norm(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, const float *nw,
-                               float eps, float *y, int64_t K, int64_t F);
+                               float eps, float *y, void *yq, int64_t K, int64_t F);
 
 /* ---- matvec_q4k_fused_exact.cu, item d13: the rows of up to MI8A_RUN_MAX one-token Q4_K
  * matmuls of one x (the 7B's q, k and, where Q4_K, v) in one launch: y_i [M_i] = W_i @ x + b_i,

@@ -13,6 +13,12 @@
  * Launched as a programmatic dependent (d6): the weight rows are staged before
  * griddepcontrol.wait (no kernel of the step writes them), x after it.
  *
+ * Item d29: the kernel also writes y's quantized row (7b's quantizer's bytes) for the down
+ * projection after it, so the down launches no quantizer. A block then takes 32 rows (a whole
+ * 32-element activation block of y) with 8 warps, 4 rows a warp as with 16 rows on 4; after its
+ * dots it reads its 32 outputs back and quantizes them. A row's dot is one warp's whatever the
+ * block's rows, so y is the same bits either way.
+ *
  * Measured and not kept: the same in-block quantization for the down projection (d15's staged
  * matmul, 299 blocks each quantizing the 4,864-element row) was 7-17% slower on the 0.5B than the
  * quantizer's own launch (results/notes/PHASE8A.md). */
@@ -76,7 +82,7 @@ __device__ __forceinline__ void quantize_x_block(const float *__restrict__ X, co
     for (int off = 16; off >= 1; off >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, off));
     const float scale = mi_canon_rms_scale(acc, K, eps);
     const int64_t nb = K / 32;
-    const int octets = MMV_THREADS / 8;
+    const int octets = (int)(blockDim.x / 8);
     for (int64_t b0 = (int64_t)warp * 4; b0 < nb; b0 += octets) {   /* warp-uniform */
         const int64_t b = b0 + (lane >> 3);
         const bool in = b < nb;
@@ -94,12 +100,31 @@ __device__ __forceinline__ void quantize_x_block(const float *__restrict__ X, co
 /* bytes of the quantized row (36-byte blocks), 16-byte rounded so x's copy after it is aligned */
 __host__ __device__ __forceinline__ size_t qx_arow(int64_t K) { return ((size_t)(K / 32) * A8_BYTES + 15) & ~(size_t)15; }
 
-/* y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps): block b takes rows b*RB .. */
+/* y's quantized row for the rows m0 .. m0 + rows - 1 the block just wrote (rows a multiple of 32,
+ * m0 too): warp w takes activation blocks w, w + warps, ... with its first octet (the other
+ * octets pass zeros). Y is read back after a barrier: the block's own global stores are visible
+ * to it. */
+__device__ __forceinline__ void quantize_y_rows(const float *__restrict__ Y, int64_t m0, int rows, uint8_t *Yq) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 7;
+    const int nblk = rows / 32, warps = (int)(blockDim.x >> 5);
+    for (int b = warp; b < nblk; b += warps) {   /* warp-uniform */
+        const int64_t m = m0 + 32 * (int64_t)b;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (lane < 8) {
+            const float4 yv = *(const float4 *)(Y + m + 4 * sub);
+            v[0] = yv.x, v[1] = yv.y, v[2] = yv.z, v[3] = yv.w;
+        }
+        quant_q8_1_octet(v, Yq + (size_t)(m / 32) * A8_BYTES, sub, lane < 8);
+    }
+}
+
+/* y [F] = swiglu(Wg @ x', Wu @ x'), x' = rms_norm(x, nw, eps): block b takes rows b*RB ..;
+ * Yq (d29, else NULL): y quantized as well (RB and F multiples of 32, Y 16-byte aligned) */
 template <int WT>
-__global__ void __launch_bounds__(MMV_THREADS)
+__global__ void __launch_bounds__(2 * MMV_THREADS)
 kernel_ffn_staged_norm(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, size_t wrow, int64_t F,
                        int64_t K, const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                       float *__restrict__ Y, int RB, size_t region) {
+                       float *__restrict__ Y, uint8_t *__restrict__ Yq, int RB, size_t region) {
     extern __shared__ uint4 smem[];
     pdl_trigger_early();
     const int64_t m0 = (int64_t)blockIdx.x * RB;
@@ -115,6 +140,10 @@ kernel_ffn_staged_norm(const uint8_t *__restrict__ Wg, const uint8_t *__restrict
     __syncthreads();
     staged_rows_dot<WT, 1, true, false>((const uint8_t *)smem + lead, (const uint8_t *)smem + region + lead2, wrow, F,
                                         m0, rows, RB, A, (size_t)(K / 32) * A8_BYTES, NULL, Y, 1, K / 32);
+    if (Yq) {
+        __syncthreads();
+        quantize_y_rows(Y, m0, rows, Yq);
+    }
 }
 
 /* ---------------- launchers ---------------- */
@@ -124,29 +153,33 @@ kernel_ffn_staged_norm(const uint8_t *__restrict__ Wg, const uint8_t *__restrict
 
 /* the launch shape of 7e's staged FFN for these rows, and its shared memory with the quantized x
  * and x's copy appended; 0 where the kernel does not take them (a format of 256-element
- * activation blocks, a row 7e does not stage, more shared memory than the limit) */
-static size_t ffn_smem(mi_type wt, int64_t K, int64_t F, int *rb, size_t *region) {
+ * activation blocks, a row 7e does not stage, more shared memory than the limit). With y's
+ * quantized row (yq, d29): 32 rows a block of 8 warps, F a multiple of 32. Any row count above
+ * one gives a row the same dot (staged_rows_dot), so 7e's bits hold. */
+#define QY_ROWS 32
+static size_t ffn_smem(mi_type wt, int64_t K, int64_t F, bool yq, int *rb, size_t *region) {
     const size_t arow = mi7b_act_row_bytes(wt, K);
     if (!mi7e_matvec_staged_supported(wt, K, 1) || F <= 0 || K % 32 || arow != (size_t)(K / 32) * A8_BYTES) return 0;
     const size_t wrow = mi_row_size(wt, K);
-    *rb = staged_rows_per_block(wrow, 2, F);
+    if (yq && (F % QY_ROWS || staged_rows_per_block(wrow, 2, F) == 1)) return 0;
+    *rb = yq ? QY_ROWS : staged_rows_per_block(wrow, 2, F);
     *region = staged_region(*rb, wrow);
     const size_t smem = *region * 2 + qx_arow(K) + (size_t)K * sizeof(float);
     return smem <= QX_SMEM_MAX && (F + *rb - 1) / *rb <= 0x7fffffff ? smem : 0;
 }
 
-extern "C" bool mi8a_ffn_staged_norm_supported(mi_type wt, int64_t K, int64_t F) {
+extern "C" bool mi8a_ffn_staged_norm_supported(mi_type wt, int64_t K, int64_t F, bool yq) {
     int rb;
     size_t region;
-    return ffn_smem(wt, K, F, &rb, &region) > 0;
+    return ffn_smem(wt, K, F, yq, &rb, &region) > 0;
 }
 
 template <int WT>
 static mi_status launch_ffn(cudaStream_t st, const uint8_t *wg, const uint8_t *wu, const float *x, const float *nw,
-                            float eps, float *y, int64_t K, int64_t F) {
+                            float eps, float *y, uint8_t *yq, int64_t K, int64_t F) {
     int rb;
     size_t region;
-    const size_t smem = ffn_smem((mi_type)WT, K, F, &rb, &region);
+    const size_t smem = ffn_smem((mi_type)WT, K, F, yq != NULL, &rb, &region);
     if (!smem)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_staged_norm: type %s, K = %lld, F = %lld", mi_type_name((mi_type)WT),
                       (long long)K, (long long)F);
@@ -158,23 +191,27 @@ static mi_status launch_ffn(cudaStream_t st, const uint8_t *wg, const uint8_t *w
                                          (int)smem));
         opted = smem;
     }
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_ffn_staged_norm<WT>, dim3((unsigned)nb), dim3(MMV_THREADS), smem, st,
-                           wg, wu, wrow, F, K, x, nw, eps, y, rb, region));
+    const unsigned threads = yq ? 2 * MMV_THREADS : MMV_THREADS;
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_ffn_staged_norm<WT>, dim3((unsigned)nb), dim3(threads), smem, st, wg,
+                           wu, wrow, F, K, x, nw, eps, y, yq, rb, region));
     MI_CU_CHECK_LAUNCH("kernel_ffn_staged_norm");
     return MI_OK;
 }
 
 extern "C" mi_status mi8a_ffn_staged_norm(void *stream, mi_type wt, const void *wg, const void *wu, const float *x,
-                                          const float *nw, float eps, float *y, int64_t K, int64_t F) {
+                                          const float *nw, float eps, float *y, void *yq, int64_t K, int64_t F) {
     if (!wg || !wu || !x || !nw || !y) return mi_err(MI_ERR_INVALID, "mi8a_ffn_staged_norm: null pointer");
+    if (yq && (((uintptr_t)y & 15) || ((uintptr_t)yq & 3)))
+        return mi_err(MI_ERR_INVALID, "mi8a_ffn_staged_norm: y not 16-byte or its quantized row not 4-byte aligned");
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *g = (const uint8_t *)wg, *u = (const uint8_t *)wu;
+    uint8_t *q = (uint8_t *)yq;
     switch (wt) {
-    case MI_TYPE_Q4_0: return launch_ffn<MI_TYPE_Q4_0>(st, g, u, x, nw, eps, y, K, F);
-    case MI_TYPE_Q4_1: return launch_ffn<MI_TYPE_Q4_1>(st, g, u, x, nw, eps, y, K, F);
-    case MI_TYPE_Q5_0: return launch_ffn<MI_TYPE_Q5_0>(st, g, u, x, nw, eps, y, K, F);
-    case MI_TYPE_Q5_1: return launch_ffn<MI_TYPE_Q5_1>(st, g, u, x, nw, eps, y, K, F);
-    case MI_TYPE_Q8_0: return launch_ffn<MI_TYPE_Q8_0>(st, g, u, x, nw, eps, y, K, F);
+    case MI_TYPE_Q4_0: return launch_ffn<MI_TYPE_Q4_0>(st, g, u, x, nw, eps, y, q, K, F);
+    case MI_TYPE_Q4_1: return launch_ffn<MI_TYPE_Q4_1>(st, g, u, x, nw, eps, y, q, K, F);
+    case MI_TYPE_Q5_0: return launch_ffn<MI_TYPE_Q5_0>(st, g, u, x, nw, eps, y, q, K, F);
+    case MI_TYPE_Q5_1: return launch_ffn<MI_TYPE_Q5_1>(st, g, u, x, nw, eps, y, q, K, F);
+    case MI_TYPE_Q8_0: return launch_ffn<MI_TYPE_Q8_0>(st, g, u, x, nw, eps, y, q, K, F);
     default: return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_staged_norm: type %s", mi_type_name(wt));
     }
 }

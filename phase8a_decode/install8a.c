@@ -522,8 +522,37 @@ static bool sup_add_staged(const mi_tensor *n) {
     return mm_add_ok(n) && plain_matmul(n) == mi7e_matmul_staged_kernel();
 }
 static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
+
+/* d29's record: the node just run wrote the quantized row of its output y (F elements, 7b's
+ * quantizer's 36-byte blocks) at the start of the workspace. Every node gets the same
+ * workspace, so the row is still there for the node run right after it (the dispatch's next
+ * run: nothing launched in between) and for no other. A 7d capture records the decision its
+ * replays repeat. */
+static _Thread_local struct {
+    uint64_t serial;
+    const void *y, *ws;
+    int64_t F;
+} t_yq;
+static void yq_made(const void *y, const void *ws, int64_t F) {
+    t_yq.serial = mi_cuda_dispatch_serial();
+    t_yq.y = y;
+    t_yq.ws = ws;
+    t_yq.F = F;
+}
+/* x's quantized row for weight w is at ws: made by the node run just before this one */
+static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
+    const uint64_t cur = mi_cuda_dispatch_serial();
+    const int64_t K = w->ne[0];
+    return cur != 0 && t_yq.serial + 1 == cur && t_yq.y == x && t_yq.ws == ws && t_yq.F == K &&
+           mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36;
+}
 static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
+    const bool ready = yq_ready(w, n->src[1]->data, ws);
+    t_yq.serial = 0;
+    if (ready)
+        return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, n->src[2]->data, n->data, w->ne[0],
+                                            w->ne[1], 1);
     return mi7e_matvec_staged(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
                               w->ne[1], 1, ws);
 }
@@ -537,7 +566,7 @@ static const mi_cuda_kernel k_mm_add_staged = {"matmul + residual add, one token
 static bool sup_norm_ffn_staged(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0], *wu = n->src[1], *x = n->src[2];
     if (!wg || !wu || !x || mi_nrows(x) != 1 || !f32_vec(n->src[3], wg->ne[0]) || !n->src[3]->data ||
-        !mi8a_ffn_staged_norm_supported(wg->type, wg->ne[0], wg->ne[1]))
+        !mi8a_ffn_staged_norm_supported(wg->type, wg->ne[0], wg->ne[1], false))
         return false;
     const mi_tensor ffn = ffn_part(n);
     return mi7c_ffn_node_supported(&ffn) && mi_cuda_choice(&ffn) == mi7e_ffn_staged_kernel();
@@ -546,11 +575,37 @@ static mi_status run_norm_ffn_staged(mi_cuda_ctx *c, const mi_tensor *n, void *w
     (void)ws;
     const mi_tensor *wg = n->src[0];
     return mi8a_ffn_staged_norm(mi_cuda_stream(c), wg->type, wg->data, n->src[1]->data, n->src[2]->data,
-                                n->src[3]->data, mi_fused_norm_eps(n), n->data, wg->ne[0], wg->ne[1]);
+                                n->src[3]->data, mi_fused_norm_eps(n), n->data, NULL, wg->ne[0], wg->ne[1]);
 }
 static const mi_cuda_kernel k_norm_ffn_staged = {"norm + fused FFN, one token, staged weight rows, the norm and x's "
                                                  "quantization in every block", "e5,d23", sup_norm_ffn_staged,
                                                  run_norm_ffn_staged, NULL, 0};
+
+/* d29: the same, writing y's quantized row at the start of the workspace for the down
+ * projection run next (d15's run_add_staged takes it through yq_ready); where the next node
+ * reads something else the row is not read */
+static bool sup_norm_ffn_staged_q(const mi_tensor *n) {
+    const mi_tensor *wg = n->src[0];
+    return sup_norm_ffn_staged(n) && mi8a_ffn_staged_norm_supported(wg->type, wg->ne[0], wg->ne[1], true);
+}
+static size_t ws_norm_ffn_staged_q(const mi_tensor *n) { return (size_t)(n->src[0]->ne[1] / 32) * 36; }
+static mi_status run_norm_ffn_staged_q(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *wg = n->src[0];
+    void *st = mi_cuda_stream(c);
+    const float *x = n->src[2]->data, *nw = n->src[3]->data;
+    t_yq.serial = 0;
+    if (((uintptr_t)n->data & 15) || ((uintptr_t)ws & 3))   /* the allocator's offsets are 256-byte aligned: not met */
+        return mi8a_ffn_staged_norm(st, wg->type, wg->data, n->src[1]->data, x, nw, mi_fused_norm_eps(n), n->data, NULL,
+                                    wg->ne[0], wg->ne[1]);
+    MI_TRY(mi8a_ffn_staged_norm(st, wg->type, wg->data, n->src[1]->data, x, nw, mi_fused_norm_eps(n), n->data, ws,
+                                wg->ne[0], wg->ne[1]));
+    yq_made(n->data, ws, wg->ne[1]);
+    return MI_OK;
+}
+static const mi_cuda_kernel k_norm_ffn_staged_q = {"norm + fused FFN, one token, staged weight rows, the norm and x's "
+                                                   "quantization in every block, the output's quantized row for the "
+                                                   "down projection", "e5,d23,d29", sup_norm_ffn_staged_q,
+                                                   run_norm_ffn_staged_q, ws_norm_ffn_staged_q, 0};
 
 /* ARGMAX: x F32 [V, N] -> I32 [1, N] */
 static bool sup_argmax(const mi_tensor *n) {
@@ -650,6 +705,9 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d23", "the RMS norm and x's quantization in every block of 7e's staged one-token FFN (the "
                                 "0.5B's FFN norm, quantizer and gate/up in one launch)");
     mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_staged);
+    mi_cuda_item_declare("d29", "d23's FFN writes its output's quantized row as well, and the staged down projection "
+                                "after it (d15) reads it instead of launching 7b's quantizer (the 0.5B)");
+    mi_cuda_add_kernel(MI_OP_NORM_FFN_SWIGLU, &k_norm_ffn_staged_q);
     /* added back to front: the last one added is tried first. The norm form of
      * matvec_fused.cu is not a candidate: on the 0.5B's q/k/v (K = 896) it is 3% slower
      * per token than the norm, quantization and 7b matmul it replaces (results/notes/PHASE8A.md);

@@ -401,6 +401,7 @@ static void gate_small(void) {
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("run_norm", "d17", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d14";   /* d8 off turns d14 off too: the same kernels a step only without d14 */

@@ -112,7 +112,7 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
  * for bit against itself on a second run. */
 static mi_status ffn_fused_run(mi_type t, bool staged, const void *wg, const void *wu, const float *x, const float *nw,
                                float *y, int64_t K, int64_t F) {
-    return staged ? mi8a_ffn_staged_norm(S, t, wg, wu, x, nw, EPS, y, K, F)
+    return staged ? mi8a_ffn_staged_norm(S, t, wg, wu, x, nw, EPS, y, NULL, K, F)
                   : mi8a_ffn_q4k_fused(S, t, wg, wu, x, nw, EPS, y, K, F);
 }
 static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
@@ -120,7 +120,7 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     if (staged) snprintf(name, sizeof name, "staged_norm_ffn_%s_K%lld_F%lld", mi_type_name(t), (long long)K, (long long)F);
     else snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
     gu_begin(g_r, name);
-    if (staged && !mi8a_ffn_staged_norm_supported(t, K, F)) {
+    if (staged && !mi8a_ffn_staged_norm_supported(t, K, F, false)) {
         gu_fail(g_r, "the kernel refuses a shape it is meant to cover");
         return;
     }
@@ -147,8 +147,32 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     if (st == MI_OK) st = staged ? mi7e_ffn_staged(S, t, dwg, dwu, dxn, dy, K, F, 1, ws)
                                  : mi7e_ffn_q4k_qx(S, t, dwg, dwu, dxn, dy, K, F, ws);
     if (st == MI_OK) dev_down(old, dy, (size_t)F * 4);
+    /* d29 (F % 32 == 0): y again with its quantized row, against y above and 7b's quantizer of it */
+    const bool q = staged && F % 32 == 0 && mi8a_ffn_staged_norm_supported(t, K, F, true);
+    size_t d_q = (size_t)-1, d_qy = (size_t)-1;
+    if (st == MI_OK && q) {
+        const size_t qb = (size_t)(F / 32) * 36;
+        uint8_t *yq = dev_poison(qb), *yr = dev_poison(qb), *hq = malloc(qb), *hr = malloc(qb);
+        float *gq = malloc((size_t)F * 4);
+        CK(cudaMemset(dy, 0xFF, (size_t)F * 4));
+        st = mi8a_ffn_staged_norm(S, t, dwg, dwu, dx, dnw, EPS, dy, yq, K, F);
+        if (st == MI_OK) st = mi7b_quantize_act(S, t, dy, F, 1, yr);
+        if (st == MI_OK) {
+            dev_down(gq, dy, (size_t)F * 4);
+            dev_down(hq, yq, qb);
+            dev_down(hr, yr, qb);
+            d_qy = gu_first_diff(gq, got, (size_t)F * 4);
+            d_q = gu_first_diff(hq, hr, qb);
+        }
+        free(hq); free(hr); free(gq);
+        cudaFree(yq); cudaFree(yr);
+    }
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else if (d_q != (size_t)-1 || d_qy != (size_t)-1) {
+        gu_fail(g_r, "d29: y %s the plain form's; its quantized row %s 7b's quantizer's (first byte %zd)",
+                d_qy == (size_t)-1 ? "equals" : "DIFFERS from", d_q == (size_t)-1 ? "equals" : "DIFFERS from",
+                (ssize_t)d_q);
     } else {
         const double e_cpu = gu_nmse(got, g, (size_t)F);
         const size_t d_old = gu_first_diff(got, old, (size_t)F * 4), d_rep = gu_first_diff(got, got2, (size_t)F * 4);
@@ -159,8 +183,8 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
             gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
                     d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(g_r, "bit-identical to 7e's norm + %s FFN and to itself; nmse vs cpu %.3g", staged ? "staged" : "fused",
-                    e_cpu);
+            gu_pass(g_r, "bit-identical to 7e's norm + %s FFN and to itself; nmse vs cpu %.3g%s", staged ? "staged" : "fused",
+                    e_cpu, q ? "; d29: the same y and 7b's quantizer's bytes of it" : "");
         }
     }
     free(wg); free(wu); free(x); free(nw); free(xn); free(g); free(u); free(got); free(got2); free(old);
@@ -195,6 +219,8 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     ffn_case(MI_TYPE_Q8_0, true, 896, 4864);
     ffn_case(MI_TYPE_Q8_0, true, 8960, 300);
     ffn_case(MI_TYPE_Q4_0, true, 2080, 257);
+    ffn_case(MI_TYPE_Q5_1, true, 1024, 96);     /* d29: three blocks of 32 rows */
+    ffn_case(MI_TYPE_Q8_0, true, 1024, 1056);
 }
 
 /* d13: the rows of n weights of one x in one launch against a launch of each weight (the kernel

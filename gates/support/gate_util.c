@@ -70,6 +70,7 @@ int gu_selected(const char *name) {
         const char *c = strchr(p, ',');
         const size_t n = c ? (size_t)(c - p) : strlen(p);
         if (n == l && !strncmp(p, name, l)) return 1;
+        if (n > 0 && p[n - 1] == '*' && n - 1 <= l && !strncmp(p, name, n - 1)) return 1;   /* a prefix */
         p += n + (c ? 1 : 0);
     }
     return 0;
