@@ -160,6 +160,8 @@ mi_status mi8a_run_take(struct mi_cuda_ctx *c, const struct mi_tensor *n, const 
 struct mi_tensor;
 const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const struct mi_tensor *n, int role);
 const struct mi_cuda_kernel *mi8a_rope_pairs_kernel(void);
+/* d30's candidate for a marked attention (mi_attn_does_rkv), for the pass's probe */
+const struct mi_cuda_kernel *mi8a_attn_rkv_kernel(void);
 
 /* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
  * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and
@@ -231,6 +233,15 @@ bool mi8a_attn_step_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype
 mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                          const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
                          float scale);
+/* d30: the same attention doing its step's RoPE of q and k and its K and V stores first (what
+ * mi8a_rope_kv computes from io; q read unrotated from io->q, the caches io's, n_ctx theirs):
+ * q's and k's RoPE outputs, the two cache rows and the attention's output are the bits of
+ * mi8a_rope_kv followed by mi8a_attn_step */
+bool mi8a_attn_step_rkv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype,
+                                  const void *k, const void *v);
+mi_status mi8a_attn_step_rkv(void *stream, const mi8a_rope_kv_io *io, int mode, int n_rot, float freq_base,
+                             mi_type ctype, float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx,
+                             int64_t hd, int64_t Hq, int64_t Hkv, float scale);
 
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 /* attn_split_mma.cu (d22): the split's blocks on the tensor cores, the same partials; F16 caches,

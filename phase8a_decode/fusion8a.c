@@ -350,6 +350,34 @@ static int mark_rope_kv(mi_graph *g) {
     return marked;
 }
 
+/* d30: a one-token four marked above (the V store MI_RKV_LAST) followed right away by the
+ * attention that reads q's RoPE and the two stores: where the dispatch gives the attention d30's
+ * kernel, the V store becomes MI_RKV_ATTN and the attention does the four's work
+ * (mi_attn_does_rkv). It takes the RoPEs' inputs and v as src[3..5], so they stay allocated until
+ * it runs; its output cannot be given their memory. */
+static int mark_attn_rkv(mi_graph *g) {
+    int marked = 0;
+    for (int i = 0; i + 4 < g->n_nodes; i++) {
+        mi_tensor **q = g->nodes + i, *a = q[4];
+        if (mi_rope_kv_role(q[3]) != MI_RKV_LAST || q[3]->op != MI_OP_KV_STORE || a->op != MI_OP_ATTN ||
+            a->src[0] != q[0] || a->src[1] != q[2] || a->src[2] != q[3] || a->src[3] || a->src[4] || a->src[5] ||
+            !one_token(a->src[0]))
+            continue;
+        mi_tensor sv = *q[3], at = *a;
+        mi_rope_kv_set_role(&sv, MI_RKV_ATTN);
+        mi_attn_set_rkv(&at);
+        at.src[3] = q[0]->src[0], at.src[4] = q[1]->src[0], at.src[5] = q[3]->src[0];
+        if (mi_cuda_choice(&sv) != mi8a_rope_kv_kernel(q[3], MI_RKV_ATTN) || mi_cuda_choice(&at) != mi8a_attn_rkv_kernel())
+            continue;
+        mi_rope_kv_set_role(q[3], MI_RKV_ATTN);
+        mi_attn_set_rkv(a);
+        a->src[3] = at.src[3], a->src[4] = at.src[4], a->src[5] = at.src[5];
+        marked++;
+        i += 4;
+    }
+    return marked;
+}
+
 /* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
  * than MI8A_PDL_MIN_EMBD (MINFER_PDL_MIN_EMBD moves it, for measurements). Measured on the H200
  * (results/notes/PHASE8A.md), the small kernels as programmatic dependents: 7B (3,584 wide)
@@ -396,5 +424,6 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     mark_runs(g);
     mark_shared_x(g);
     mark_rope_kv(g);
+    mark_attn_rkv(g);
     return fused;
 }

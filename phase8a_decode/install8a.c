@@ -425,6 +425,28 @@ static const mi_cuda_kernel k_rkv_store = {"KV store, one token: done by its ste
                                            sup_rkv_store, run_rkv_store, NULL, MI_CUDA_K_STEP_PARAMS};
 static const mi_cuda_kernel k_rkv_last = {"V store, one token: q's and k's RoPE and the K and V stores in one launch",
                                           "d8,d14", sup_rkv_last, run_rkv_last, NULL, MI_CUDA_K_STEP_PARAMS};
+
+/* d30: the V store (MI_RKV_ATTN) completes the record and launches nothing either; the attention
+ * right after it (mi_attn_does_rkv) launches the one kernel for all five */
+static bool sup_rkv_attn_store(const mi_tensor *n) { return rkv_store_ok(n, MI_RKV_ATTN) && n->src[1]->type == MI_TYPE_F16; }
+static mi_status run_rkv_attn_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    if (!rkv_follows(c, n, 3)) {
+        g_rkv.n = 0;
+        return MI_OK;   /* the attention finds the record incomplete and fails the step */
+    }
+    g_rkv.io.v = n->src[0]->data;
+    g_rkv.io.cache_v = n->src[1]->data;
+    g_rkv.io.n_past_v_dev = mi_cuda_step_param(c, n);
+    g_rkv.io.n_past_v = mi_node_n_past(n);
+    g_rkv.io.n_ctx_v = n->src[1]->ne[1];
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+static const mi_cuda_kernel k_rkv_attn_store = {"V store, one token: done by the attention after it (d30)",
+                                                "d8,d14,d30", sup_rkv_attn_store, run_rkv_attn_store, NULL,
+                                                MI_CUDA_K_STEP_PARAMS};
 /* an upper layer's candidates for a step of many sequences' four (mi8a_rope_kv_rows_add) */
 static const mi_cuda_kernel *g_rkv_rows[3];
 void mi8a_rope_kv_rows_add(const mi_cuda_kernel *rope_defer, const mi_cuda_kernel *store_defer,
@@ -439,7 +461,8 @@ const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const mi_tensor *n, int role) {
     }
     if (n->op == MI_OP_ROPE) return role == MI_RKV_DEFER ? &k_rkv_rope : NULL;
     if (n->op != MI_OP_KV_STORE) return NULL;
-    return role == MI_RKV_DEFER ? &k_rkv_store : role == MI_RKV_LAST ? &k_rkv_last : NULL;
+    return role == MI_RKV_DEFER ? &k_rkv_store : role == MI_RKV_LAST ? &k_rkv_last
+                                              : role == MI_RKV_ATTN ? &k_rkv_attn_store : NULL;
 }
 const struct mi_cuda_kernel *mi8a_rope_pairs_kernel(void) { return &k_rope_pairs; }
 
@@ -667,6 +690,42 @@ static mi_status run_attn_step(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static const mi_cuda_kernel k_attn_step = {"attention, one token, a tile's loads in flight (7b's arithmetic)", "d20",
                                            sup_attn_step, run_attn_step, NULL, MI_CUDA_K_STEP_PARAMS};
 
+/* d30: the attention marked by the pass (mi_attn_does_rkv) after its step's RoPEs and stores,
+ * whose work it does first: the record of the four (d14's) must be complete and end right before
+ * it, with src[3..5] the inputs it holds; else the step fails rather than read a q's RoPE no
+ * kernel wrote */
+static bool sup_attn_step_rkv(const mi_tensor *n) {
+    const mi_tensor *k = n->src[1], *v = n->src[2];
+    if (!mi_attn_does_rkv(n) || !n->src[3] || !n->src[4] || !n->src[5] || !k || !v ||
+        !mi8a_attn_step_rkv_supported(mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
+                                      (int)mi_attn_head_dim(n), MI_ROPE_NEOX, k->type, k->data, v->data))
+        return false;
+    mi_tensor plain = *n;   /* only where the attention alone would run on d20's kernel (not the split's caches) */
+    plain.p[5] = 0;
+    plain.src[3] = plain.src[4] = plain.src[5] = NULL;
+    return mi_cuda_choice(&plain) == &k_attn_step;
+}
+static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    const bool ok = rkv_follows(c, n, 4) && n->src[3]->data == g_rkv.io.q && n->src[4]->data == g_rkv.io.k &&
+                    n->src[5]->data == g_rkv.io.v && n->src[0]->data == g_rkv.io.q_rope;
+    g_rkv.n = 0;
+    if (!ok)
+        return mi_err(MI_ERR_INTERNAL, "d30: the attention %s (#%d) found no record of the RoPEs and stores before it",
+                      n->name, n->id);
+    const mi_tensor *rope = g_rkv.k_rope, *k = n->src[1];
+    const int64_t hd = mi_attn_head_dim(n);
+    if (mi_rope_head_dim(rope) != hd || g_rkv.Hq != mi_attn_n_head(n) || rope->src[0]->ne[0] != hd * mi_attn_n_head_kv(n))
+        return mi_err(MI_ERR_INTERNAL, "d30: node %s (#%d): the RoPEs' heads are not the attention's", n->name, n->id);
+    return mi8a_attn_step_rkv(mi_cuda_stream(c), &g_rkv.io, mi_rope_mode(rope), mi_rope_n_rot(rope),
+                              mi_rope_freq_base(rope), k->type, n->data, mi_cuda_step_param(c, n), mi_node_n_past(n),
+                              k->ne[1], hd, mi_attn_n_head(n), mi_attn_n_head_kv(n), mi_attn_scale(n));
+}
+static const mi_cuda_kernel k_attn_step_rkv = {"attention, one token, doing its step's RoPE of q and k and its K and V "
+                                               "stores first", "d20,d8,d14,d30", sup_attn_step_rkv, run_attn_step_rkv,
+                                               NULL, MI_CUDA_K_STEP_PARAMS};
+const struct mi_cuda_kernel *mi8a_attn_rkv_kernel(void) { return &k_attn_step_rkv; }
+
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
@@ -696,6 +755,11 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_ROPE, &k_rkv_rope);
     mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_store);
     mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_last);
+    mi_cuda_item_declare("d30", "d14's RoPE of q and k and K and V stores done by the one-token attention after them "
+                                "(d20's kernel), which uses the current key's rows from registers (one launch a layer "
+                                "fewer)");
+    mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_attn_store);
+    mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step_rkv);
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);

@@ -15,20 +15,7 @@
 #include <math.h>
 #include <string.h>
 #include "phase7a_skeleton/cuda_pdl.cuh"
-
-typedef struct {
-    float f[MI8A_ROPE_MAX_PAIRS];
-} rope_freqs;
-
-/* elements d0, d1 of one head rotated by theta: cos and sin in double, rounded to float, the
- * products and sums rounded one by one (this file is built without FMA contraction) */
-__device__ __forceinline__ float2 rotate_pair(const float *__restrict__ xh, int64_t d0, int64_t d1, float theta) {
-    double sd, cd;
-    sincos((double)theta, &sd, &cd);
-    const float c = (float)cd, s = (float)sd;
-    const float x0 = xh[d0], x1 = xh[d1];
-    return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
-}
+#include "phase8a_decode/rope_rotate.cuh"
 
 /* x [hd*H, N], pos [N] -> y. Thread t < pairs * H * N: pair t % half of head (t / half) % H of
  * token t / (half * H); threads past that copy the unrotated dims (hd - n_rot of each head). */
@@ -46,7 +33,7 @@ __global__ void kernel_rope_pairs(const float *__restrict__ x, const int32_t *__
         }
         const int64_t i = t % half, row = t / half, n = row / H;   /* row: head (token n, head row % H) */
         const int64_t d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
-        const float2 r = rotate_pair(x + row * hd, d0, d1, (float)pos[n] * fq.f[i]);
+        const float2 r = rope_rotate_pair(x + row * hd, d0, d1, (float)pos[n], fq.f[i]);
         y[row * hd + d0] = r.x;
         y[row * hd + d1] = r.y;
     }
@@ -54,7 +41,7 @@ __global__ void kernel_rope_pairs(const float *__restrict__ x, const int32_t *__
 
 /* the table for (base, n_rot): the CPU's expression (mi_canon_rope_cs), kept for the last
  * pair of values this thread launched with */
-static const rope_freqs *freqs_for(float base, int n_rot) {
+const rope_freqs *mi8a_rope_freqs_for(float base, int n_rot) {
     static thread_local rope_freqs tab;
     static thread_local float t_base = -1.0f;
     static thread_local int t_rot = 0;
@@ -78,7 +65,7 @@ extern "C" mi_status mi8a_rope_pairs(void *stream, const float *x, const int32_t
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_rope_pairs: hd %lld, n_rot %d, mode %d", (long long)hd, n_rot, mode);
     const int64_t total = (int64_t)(n_rot / 2) * H * N + (hd - n_rot) * H * N;
     MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_pairs, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, x, pos, y, hd,
-                              H, N, mode == MI_ROPE_NEOX, n_rot, *freqs_for(freq_base, n_rot)));
+                              H, N, mode == MI_ROPE_NEOX, n_rot, *mi8a_rope_freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_pairs");
     return MI_OK;
 }
@@ -118,7 +105,7 @@ __device__ __forceinline__ void rkv_qk_element(int64_t u, int64_t rot, int half,
     float *yh = (is_k ? k_rope : q_rope) + hh * hd;
     float y0, y1 = 0.0f;
     if (d1 >= 0) {
-        const float2 r = rotate_pair(xh, d0, d1, pos * fq.f[u % half]);
+        const float2 r = rope_rotate_pair(xh, d0, d1, pos, fq.f[u % half]);
         y0 = r.x, y1 = r.y;
         yh[d1] = y1;
     } else {
@@ -186,7 +173,7 @@ extern "C" mi_status mi8a_rope_kv(void *stream, const mi8a_rope_kv_io *io, mi_ty
     const int64_t total = (int64_t)(n_rot / 2) * (Hq + Hkv) + (hd - n_rot) * (Hq + Hkv) + hd * Hkv;
     MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_kv, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, *io, (int)hd,
                               (int)Hq, (int)Hkv, mode == MI_ROPE_NEOX, n_rot, ctype == MI_TYPE_F16,
-                              *freqs_for(freq_base, n_rot)));
+                              *mi8a_rope_freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_kv");
     return MI_OK;
 }
@@ -199,7 +186,7 @@ extern "C" mi_status mi8a_rope_kv_rows(void *stream, const mi8a_rope_kv_rows_io 
     const int64_t total = ((int64_t)(n_rot / 2) * (Hq + Hkv) + (hd - n_rot) * (Hq + Hkv) + hd * Hkv) * io->N;
     MI_CU_CHECK(MI_PDL_LAUNCH(kernel_rope_kv_rows, mi7b_blocks(total, 128), 128, 0, (cudaStream_t)stream, *io,
                               (int)hd, (int)Hq, (int)Hkv, mode == MI_ROPE_NEOX, n_rot, ctype == MI_TYPE_F16,
-                              *freqs_for(freq_base, n_rot)));
+                              *mi8a_rope_freqs_for(freq_base, n_rot)));
     MI_CU_CHECK_LAUNCH("kernel_rope_kv_rows");
     return MI_OK;
 }

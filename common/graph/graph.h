@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 #define MI_MAX_DIMS 4
-#define MI_MAX_SRC 4
+#define MI_MAX_SRC 6
 #define MI_MAX_PARAMS 8
 #define MI_NAME_MAX 64
 #define MI_TOPK_MAX 256   /* the most candidates MI_OP_TOPK keeps a row */
@@ -44,7 +44,8 @@ typedef enum {
                          aliases the cache (flag MI_T_ALIAS): later readers depend on it. */
     MI_OP_ATTN,       /* src0 q F32 [hd*Hq, N], src1 K (KV_STORE node), src2 V (KV_STORE node)
                          -> F32 [hd*Hq, N]. Causal GQA over positions 0..n_past+i for query i.
-                         p[0] = n_past, p[1] = head_dim, p[2] = Hq, p[3] = Hkv, pf(4) = scale */
+                         p[0] = n_past, p[1] = head_dim, p[2] = Hq, p[3] = Hkv, pf(4) = scale,
+                         p[5] = a device pass's mark (mi_attn_does_rkv), src3..5 with it */
     MI_OP_SLICE_ROWS, /* src0 [D, N] -> [D, p[1]] copy of rows p[0]..p[0]+p[1]-1 */
     MI_OP_COPY,       /* src0 -> same shape/type; inserted by the scheduler at split
                          boundaries (cross-backend copy) */
@@ -155,7 +156,7 @@ static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; 
  * scatter holding q's RoPE input as src[3] (k's needs none: nothing is allocated between the k
  * RoPE and the V scatter, which alias the caches). 0: none. Hints of a device's pass: the CPU
  * computes each node itself. */
-enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2, MI_RKV_ROWS_DEFER = 3, MI_RKV_ROWS_LAST = 4 };
+enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2, MI_RKV_ROWS_DEFER = 3, MI_RKV_ROWS_LAST = 4, MI_RKV_ATTN = 5 };
 static inline int mi_rope_kv_role(const mi_tensor *n) {
     return n->op == MI_OP_ROPE ? (int)n->p[4] : n->op == MI_OP_KV_STORE || n->op == MI_OP_KV_SCATTER ? (int)n->p[1] : 0;
 }
@@ -163,6 +164,13 @@ static inline void mi_rope_kv_set_role(mi_tensor *n, int role) {
     if (n->op == MI_OP_ROPE) n->p[4] = role;
     else if (n->op == MI_OP_KV_STORE || n->op == MI_OP_KV_SCATTER) n->p[1] = role;
 }
+/* ATTN p[5]: the one-token attention right after such a four does their work too: the V store
+ * is then MI_RKV_ATTN (it launches nothing either) and the attention holds the RoPEs' inputs and
+ * v as src[3], src[4], src[5], so they stay allocated until it runs. Its src[0..2] stay q's RoPE
+ * and the two stores: a backend that ignores the mark computes the same by running every node.
+ * A device pass's hint, like the roles above. */
+static inline bool mi_attn_does_rkv(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[5] == 1; }
+static inline void mi_attn_set_rkv(mi_tensor *n) { n->p[5] = 1; }
 static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
 static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }
 const char *mi_op_name(mi_op op);

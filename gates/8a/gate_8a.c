@@ -399,6 +399,9 @@ static void gate_small(void) {
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
+    test_bitwise_item_model("attn_rope_kv", "d30", -1, "tiny-llama", "q8_0");
+    test_bitwise_item_model("attn_rope_kv", "d30", -1, "tiny-qwen3", "q4_k_m");
+    test_bitwise_item_model("attn_rope_kv", "d30", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -418,6 +421,7 @@ static void gate_7b(void) {
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
     g_ab_base = "";
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_item_model("attn_rope_kv", "d30", -1, "qwen2.5-7b", "q4_k_m");
     test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
     test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");

@@ -10,6 +10,7 @@
 #include "phase7d_graphs/graphs7d.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "common/core/mi_canon.h"
+#include "common/graph/graph.h"
 #include "common/core/mi_fp16.h"
 #include "common/quant/mi_types.h"
 #include <math.h>
@@ -787,6 +788,79 @@ static void step_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
     attn_data_free(&A);
 }
 
+/* d30: the attention doing its step's RoPE and KV stores against d14's kernel and then d20's:
+ * the output, q's and k's RoPE outputs and both whole caches bit for bit, with n_past from the
+ * launch and from the device (7d's step params) */
+static uint16_t *f16_cache(int64_t n) {
+    float *f = gu_rand_f32(g_seed, (size_t)n, -1.f, 1.f);
+    uint16_t *h = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) h[i] = mi_f32_to_f16(f[i]);
+    free(f);
+    return h;
+}
+static void rkv_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, int mode, int n_rot) {
+    char name[128];
+    snprintf(name, sizeof name, "attn_step_rkv_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld_%s_rot%d", hd, Hq, Hkv,
+             (long long)n_ctx, (long long)n_past, mode == MI_ROPE_NEOX ? "neox" : "normal", n_rot);
+    gu_begin(g_r, name);
+    const size_t nq = (size_t)hd * Hq, nk = (size_t)hd * Hkv, nc = nk * (size_t)n_ctx;
+    float *q = gu_rand_f32(g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(g_seed, nk, -2.f, 2.f), *v = gu_rand_f32(g_seed, nk, -2.f, 2.f);
+    uint16_t *kc = f16_cache((int64_t)nc), *vc = f16_cache((int64_t)nc);
+    const int32_t pos = (int32_t)n_past, np = (int32_t)n_past;
+    void *b[12];
+    float *dq = dev_up_at(q, nq * 4, 0, &b[0]), *dk = dev_up_at(k, nk * 4, 0, &b[1]), *dv = dev_up_at(v, nk * 4, 0, &b[2]);
+    int32_t *dpos = dev_up_at(&pos, 4, 0, &b[3]), *dnp = dev_up_at(&np, 4, 0, &b[4]);
+    void *kc1 = dev_up_at(kc, nc * 2, 0, &b[5]), *vc1 = dev_up_at(vc, nc * 2, 0, &b[6]);
+    void *kc2 = dev_up_at(kc, nc * 2, 0, &b[7]), *vc2 = dev_up_at(vc, nc * 2, 0, &b[8]);
+    float *qr1 = dev_poison(nq * 4), *kr1 = dev_poison(nk * 4), *o1 = dev_poison(nq * 4);
+    float *qr2 = dev_poison(nq * 4), *kr2 = dev_poison(nk * 4), *o2 = dev_poison(nq * 4);
+    const float scale = 1.0f / sqrtf((float)hd), base = 1000000.0f;
+    mi8a_rope_kv_io io1 = {dq, dk, dv, qr1, kr1, kc1, vc1, dpos, NULL, NULL, n_past, n_past, n_ctx, n_ctx};
+    mi8a_rope_kv_io io2 = io1;
+    io2.q_rope = qr2, io2.k_rope = kr2, io2.cache_k = kc2, io2.cache_v = vc2;
+    mi_status st = mi8a_rope_kv(S, &io1, MI_TYPE_F16, hd, Hq, Hkv, mode, n_rot, base);
+    if (st == MI_OK) st = mi8a_attn_step(S, qr1, kc1, vc1, MI_TYPE_F16, o1, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
+    if (st == MI_OK)
+        st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
+    size_t bad[2][5];
+    for (int round = 0; round < 2 && st == MI_OK; round++) {
+        if (round == 1) {   /* again from the same caches, n_past read from the device */
+            CK(cudaMemcpy(kc2, kc, nc * 2, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(vc2, vc, nc * 2, cudaMemcpyHostToDevice));
+            CK(cudaMemset(o2, 0xFF, nq * 4));
+            io2.n_past_k_dev = io2.n_past_v_dev = dnp;
+            io2.n_past_k = io2.n_past_v = 0;
+            st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, dnp, 0, n_ctx, hd, Hq, Hkv, scale);
+            if (st != MI_OK) break;
+        }
+        const void *a[5] = {o1, qr1, kr1, kc1, vc1}, *g[5] = {o2, qr2, kr2, kc2, vc2};
+        const size_t n[5] = {nq * 4, nq * 4, nk * 4, nc * 2, nc * 2};
+        for (int i = 0; i < 5; i++) {
+            uint8_t *ha = malloc(n[i]), *hg = malloc(n[i]);
+            dev_down(ha, a[i], n[i]);
+            dev_down(hg, g[i], n[i]);
+            bad[round][i] = gu_first_diff(ha, hg, n[i]);
+            free(ha); free(hg);
+        }
+    }
+    static const char *what[5] = {"output", "q's RoPE", "k's RoPE", "K cache", "V cache"};
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        int r = -1, i = -1;
+        for (int rr = 0; rr < 2 && r < 0; rr++)
+            for (int ii = 0; ii < 5 && r < 0; ii++)
+                if (bad[rr][ii] != (size_t)-1) r = rr, i = ii;
+        if (r >= 0) gu_fail(g_r, "%s differs from d14 + d20's at byte %zu (n_past from the %s)", what[i], bad[r][i],
+                            r ? "device" : "launch");
+        else gu_pass(g_r, "output, q's and k's RoPE and both caches bit for bit d14's kernel then d20's, n_past from the "
+                          "launch and from the device");
+    }
+    free(q); free(k); free(v); free(kc); free(vc);
+    for (int i = 0; i < 9; i++) cudaFree(b[i]);
+    cudaFree(qr1); cudaFree(kr1); cudaFree(o1); cudaFree(qr2); cudaFree(kr2); cudaFree(o2);
+}
+
 void kernels8a_attn_step(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     const int64_t past[] = {0, 1, 126, 127, 128, 300, 2047};
@@ -796,6 +870,15 @@ void kernels8a_attn_step(gu_run *run, cudaStream_t stream, unsigned long long *s
     }
     step_case(128, 16, 16, 512, 200);   /* no GQA */
     step_case(64, 32, 4, 4096, 3000);   /* a cache past the split's threshold, longer n_kv */
+    /* d30: the 0.5B's and the 7B's heads, NEOX and normal pairs, a partial rotation, the first, a
+     * tile's last and the cache's last row, more than one tile */
+    rkv_case(64, 14, 2, 512, 0, MI_ROPE_NEOX, 64);
+    rkv_case(64, 14, 2, 512, 127, MI_ROPE_NEOX, 64);
+    rkv_case(64, 14, 2, 512, 511, MI_ROPE_NEOX, 64);
+    rkv_case(128, 28, 4, 1024, 300, MI_ROPE_NEOX, 128);
+    rkv_case(128, 32, 8, 256, 200, MI_ROPE_NORMAL, 128);
+    rkv_case(64, 8, 8, 256, 37, MI_ROPE_NEOX, 32);
+    rkv_case(128, 16, 2, 640, 129, MI_ROPE_NORMAL, 96);
 }
 
 void kernels8a_attn_split(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
