@@ -354,11 +354,16 @@ static int mark_rope_kv(mi_graph *g) {
  * attention that reads q's RoPE and the two stores: where the dispatch gives the attention d30's
  * kernel, the V store becomes MI_RKV_ATTN and the attention does the four's work
  * (mi_attn_does_rkv). It takes the RoPEs' inputs and v as src[3..5], so they stay allocated until
- * it runs; its output cannot be given their memory. */
+ * it runs; its output cannot be given their memory. Only in graphs whose small kernels are not
+ * programmatic dependents (no MI_T_EARLY, d10's rule): there d14's own launch costs a whole
+ * launch, while as a programmatic dependent it overlaps the run before it and folding it into
+ * the attention only puts its round trip in front of the attention's. Measured on the H200
+ * (results/notes/PHASE8A.md): the 0.5B +2.8%, the 7B (early) -1.6%. */
 static int mark_attn_rkv(mi_graph *g) {
     int marked = 0;
     for (int i = 0; i + 4 < g->n_nodes; i++) {
         mi_tensor **q = g->nodes + i, *a = q[4];
+        if (a->flags & MI_T_EARLY) continue;
         if (mi_rope_kv_role(q[3]) != MI_RKV_LAST || q[3]->op != MI_OP_KV_STORE || a->op != MI_OP_ATTN ||
             a->src[0] != q[0] || a->src[1] != q[2] || a->src[2] != q[3] || a->src[3] || a->src[4] || a->src[5] ||
             !one_token(a->src[0]))

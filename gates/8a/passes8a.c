@@ -267,13 +267,16 @@ static void test_run_norm_pass(void) {
 
 /* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
  * V store, then attention over the caches. One token: marked defer / defer / defer / last;
- * nothing with d14 off, nor with d8 off (d14 repeats d8's arithmetic), nor at two tokens. The
- * CPU ignores the marks: its output equals the unpassed graph's. */
-static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
+ * nothing with d14 off, nor with d8 off (d14 repeats d8's arithmetic), nor at two tokens. With q
+ * normalized first (narrow: a one-row RMS norm of 256, so d10's rule leaves the graph's kernels
+ * not programmatic) d30 takes the four into the attention: the V store marked MI_RKV_ATTN, the
+ * attention marked with q's and k's RoPE inputs and v as src[3..5] (*attn 1; 0 unmarked, -1
+ * marked with other sources). The CPU ignores the marks: its output equals the unpassed graph's. */
+static int rkv_graph(int64_t N, bool pass, bool narrow, int marks[4], int *attn, float *out) {
     enum { HD = 64, HQ = 4, HKV = 2, CTX = 16, NP = 5 };
     const int64_t row = HD * HKV, cne[2] = {row, CTX};
     float *q = gu_rand_f32(g_seed, (size_t)(HD * HQ * N), -1.f, 1.f), *k = gu_rand_f32(g_seed, (size_t)(row * N), -1.f, 1.f),
-          *v = gu_rand_f32(g_seed, (size_t)(row * N), -1.f, 1.f);
+          *v = gu_rand_f32(g_seed, (size_t)(row * N), -1.f, 1.f), *nw = gu_rand_f32(g_seed, (size_t)(HD * HQ), 0.5f, 1.5f);
     int32_t pos[2] = {NP, NP + 1};
     mi_tensor kc, vc;
     tensor_init(&kc, "cache_k", MI_TYPE_F16, 2, cne);
@@ -289,6 +292,7 @@ static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
         mi_backend *cpu = fr.cpu;
         mi_tensor *xq = graph_input(g, "q", MI_TYPE_F32, HD * HQ, N, q), *xk = graph_input(g, "k", MI_TYPE_F32, row, N, k);
         mi_tensor *xv = graph_input(g, "v", MI_TYPE_F32, row, N, v), *xp = graph_input(g, "pos", MI_TYPE_I32, N, 1, pos);
+        if (narrow) xq = graph_rms_norm(g, xq, graph_input(g, "nw", MI_TYPE_F32, HD * HQ, 1, nw), HD * HQ, 1e-6f);
         mi_tensor *n[4];
         n[0] = graph_rope(g, xq, xp, HD, MI_ROPE_NEOX, HD, 1000000.f);
         n[1] = graph_rope(g, xk, xp, HD, MI_ROPE_NEOX, HD, 1000000.f);
@@ -301,42 +305,59 @@ static int rkv_graph(int64_t N, bool pass, int marks[4], float *out) {
             if (pass) mi8a_fuse_decode_with(g, cpu, 1);
             for (int i = 0; i < 4; i++) marks[i] = mi_rope_kv_role(n[i]);
             if (marks[3] == MI_RKV_LAST && (n[3]->src[2] != xq || n[3]->src[3] != xk)) marks[3] = -1;   /* sources */
+            if (attn) *attn = !mi_attn_does_rkv(y) ? 0 : y->src[3] == xq && y->src[4] == xk && y->src[5] == xv ? 1 : -1;
             if (sched_compute(sc, g) == MI_OK && (!out || sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK)) rc = 0;
         }
     }
     frame_close(&fr);
-    free(kc.data), free(vc.data), free(q), free(k), free(v);
+    free(kc.data), free(vc.data), free(q), free(k), free(v), free(nw);
     return rc;
 }
 
 static void test_rope_kv_pass(void) {
     gu_begin(g_r, "rope_kv_pass");
     const int want[4] = {MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_LAST}, none[4] = {0, 0, 0, 0};
+    const int want30[4] = {MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_ATTN};
     float a[256], b[256], c[256];   /* attention's output: hd * Hq */
-    int m0[4], m1[4], m_off[4], m_d8[4], m_n2[4];
+    int m0[4], m1[4], m_off[4], m_d8[4], m_n2[4], m30[4], m30off[4], at1 = -2, at30 = -2, at30off = -2;
     const unsigned long long seed = (*g_seed);
-    int rc = rkv_graph(1, false, m0, a);
+    int rc = rkv_graph(1, false, false, m0, NULL, a);
     (*g_seed) = seed;
-    if (!rc) rc = rkv_graph(1, true, m1, b);
+    if (!rc) rc = rkv_graph(1, true, false, m1, &at1, b);
     mi_status st = mi_cuda_items_set_off("d14");
     (*g_seed) = seed;
-    if (!rc && st == MI_OK) rc = rkv_graph(1, true, m_off, c);
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, false, m_off, NULL, c);
     if (st == MI_OK) st = mi_cuda_items_set_off("d8");
     (*g_seed) = seed;
-    if (!rc && st == MI_OK) rc = rkv_graph(1, true, m_d8, c);
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, false, m_d8, NULL, c);
     mi_cuda_items_set_off("");
-    if (!rc && st == MI_OK) rc = rkv_graph(2, true, m_n2, NULL);   /* only its marks */
-    const bool ok = !memcmp(m1, want, sizeof m1) && !memcmp(m_off, none, sizeof m_off) &&
-                    !memcmp(m_d8, none, sizeof m_d8) && !memcmp(m_n2, none, sizeof m_n2);
+    if (!rc && st == MI_OK) rc = rkv_graph(2, true, false, m_n2, NULL, NULL);   /* only its marks */
+    /* d30: q normalized by a narrow norm first; the CPU output against the unpassed graph's */
+    float d[256], e[256];
+    (*g_seed) = seed;
+    if (!rc && st == MI_OK) rc = rkv_graph(1, false, true, m0, NULL, d);
+    (*g_seed) = seed;
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, true, m30, &at30, e);
+    if (st == MI_OK) st = mi_cuda_items_set_off("d30");
+    if (!rc && st == MI_OK) rc = rkv_graph(1, true, true, m30off, &at30off, NULL);
+    mi_cuda_items_set_off("");
+    const bool ok = !memcmp(m1, want, sizeof m1) && at1 == 0 && !memcmp(m_off, none, sizeof m_off) &&
+                    !memcmp(m_d8, none, sizeof m_d8) && !memcmp(m_n2, none, sizeof m_n2) &&
+                    !memcmp(m30, want30, sizeof m30) && at30 == 1 && !memcmp(m30off, want, sizeof m30off) &&
+                    at30off == 0;
+    const bool same = !memcmp(a, b, sizeof a) && !memcmp(d, e, sizeof d);
     if (rc || st != MI_OK) gu_fail(g_r, "run failed: %s", mi_errmsg());
-    else if (!ok || memcmp(a, b, sizeof a))
-        gu_fail(g_r, "marks %d %d %d %d (want %d %d %d %d); d14 off %d %d %d %d, d8 off %d %d %d %d, two tokens "
-                    "%d %d %d %d (want none); CPU output %s", m1[0], m1[1], m1[2], m1[3], want[0], want[1], want[2],
-                want[3], m_off[0], m_off[1], m_off[2], m_off[3], m_d8[0], m_d8[1], m_d8[2], m_d8[3], m_n2[0], m_n2[1],
-                m_n2[2], m_n2[3], memcmp(a, b, sizeof a) ? "DIFFERS" : "bit-identical");
+    else if (!ok || !same)
+        gu_fail(g_r, "marks %d %d %d %d, attention %d (want %d %d %d %d, 0); d14 off %d %d %d %d, d8 off %d %d %d %d, two "
+                    "tokens %d %d %d %d (want none); narrow q (d30) %d %d %d %d, attention %d (want V store %d, 1), d30 "
+                    "off %d %d %d %d, attention %d; CPU output %s", m1[0], m1[1], m1[2], m1[3], at1, want[0], want[1],
+                want[2], want[3], m_off[0], m_off[1], m_off[2], m_off[3], m_d8[0], m_d8[1], m_d8[2], m_d8[3], m_n2[0],
+                m_n2[1], m_n2[2], m_n2[3], m30[0], m30[1], m30[2], m30[3], at30, MI_RKV_ATTN, m30off[0], m30off[1],
+                m30off[2], m30off[3], at30off, same ? "bit-identical" : "DIFFERS");
     else gu_pass(g_r, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last, the last "
-                     "with q and k as sources; nothing with d14 or d8 off or at two tokens; CPU output bit-identical "
-                     "to the unpassed graph");
+                     "with q and k as sources; nothing with d14 or d8 off or at two tokens; after a narrow norm (d30) "
+                     "the V store marked for the attention, which holds q, k and v (d14's marks with d30 off); CPU "
+                     "output bit-identical to the unpassed graph");
 }
 
 /* d15 on a hand-built one-token FFN and head in the 0.5B's shapes (no device needed: the dispatch
