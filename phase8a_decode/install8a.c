@@ -387,15 +387,21 @@ static mi_status run_rkv_rope(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     g_rkv.last_id = n->id;
     return MI_OK;
 }
+/* a store's part of the record: its cache, its n_past (the step-params slot or the node's) and
+ * the cache's rows */
+static void rkv_store_take(mi_cuda_ctx *c, const mi_tensor *n, void **cache, const int32_t **np_dev, int64_t *np,
+                           int64_t *n_ctx) {
+    *cache = n->src[1]->data;
+    *np_dev = mi_cuda_step_param(c, n);
+    *np = mi_node_n_past(n);
+    *n_ctx = n->src[1]->ne[1];
+}
 static mi_status run_rkv_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     if (!rkv_follows(c, n, 2) || n->src[0] != g_rkv.k_rope) {
         g_rkv.n = 0;
         return MI_OK;   /* the last finds the record incomplete and fails the step */
     }
-    g_rkv.io.cache_k = n->src[1]->data;
-    g_rkv.io.n_past_k_dev = mi_cuda_step_param(c, n);
-    g_rkv.io.n_past_k = mi_node_n_past(n);
-    g_rkv.io.n_ctx_k = n->src[1]->ne[1];
+    rkv_store_take(c, n, &g_rkv.io.cache_k, &g_rkv.io.n_past_k_dev, &g_rkv.io.n_past_k, &g_rkv.io.n_ctx_k);
     g_rkv.n++;
     g_rkv.last_id = n->id;
     return MI_OK;
@@ -411,10 +417,7 @@ static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
         return mi_err(MI_ERR_INTERNAL, "d14: node %s (#%d): shapes its kernel does not take", n->name, n->id);
     mi8a_rope_kv_io io = g_rkv.io;
     io.v = n->src[0]->data;
-    io.cache_v = n->src[1]->data;
-    io.n_past_v_dev = mi_cuda_step_param(c, n);
-    io.n_past_v = mi_node_n_past(n);
-    io.n_ctx_v = n->src[1]->ne[1];
+    rkv_store_take(c, n, &io.cache_v, &io.n_past_v_dev, &io.n_past_v, &io.n_ctx_v);
     const int64_t hd = mi_rope_head_dim(rope);
     return mi8a_rope_kv(mi_cuda_stream(c), &io, n->src[1]->type, hd, g_rkv.Hq, rope->src[0]->ne[0] / hd,
                         mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope));
@@ -436,10 +439,7 @@ static mi_status run_rkv_attn_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws
         return MI_OK;   /* the attention finds the record incomplete and fails the step */
     }
     g_rkv.io.v = n->src[0]->data;
-    g_rkv.io.cache_v = n->src[1]->data;
-    g_rkv.io.n_past_v_dev = mi_cuda_step_param(c, n);
-    g_rkv.io.n_past_v = mi_node_n_past(n);
-    g_rkv.io.n_ctx_v = n->src[1]->ne[1];
+    rkv_store_take(c, n, &g_rkv.io.cache_v, &g_rkv.io.n_past_v_dev, &g_rkv.io.n_past_v, &g_rkv.io.n_ctx_v);
     g_rkv.n++;
     g_rkv.last_id = n->id;
     return MI_OK;
