@@ -55,29 +55,6 @@ static bool sup_norm_q4k(const mi_tensor *n) {
 static bool sup_add_q4k(const mi_tensor *n) { return q4k_rule(n, false) && mm_add_ok(n); }
 static bool sup_add_fused(const mi_tensor *n) { return fused_rule(n) && mm_add_ok(n); }
 
-/* d29's and d31's record: the node just run wrote the quantized row of its output y (F elements,
- * 7b's quantizer's 36-byte blocks) at the start of the workspace. Every node gets the same
- * workspace, so the row is still there for the node run right after it (the dispatch's next
- * run: nothing launched in between) and for no other. A 7d capture records the decision its
- * replays repeat. */
-static _Thread_local struct {
-    uint64_t serial;
-    const void *y, *ws;
-    int64_t F;
-} t_yq;
-static void yq_made(const void *y, const void *ws, int64_t F) {
-    t_yq.serial = mi_cuda_dispatch_serial();
-    t_yq.y = y;
-    t_yq.ws = ws;
-    t_yq.F = F;
-}
-/* x's quantized row for weight w is at ws: made by the node run just before this one */
-static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
-    const uint64_t cur = mi_cuda_dispatch_serial();
-    const int64_t K = w->ne[0];
-    return cur != 0 && t_yq.serial + 1 == cur && t_yq.y == x && t_yq.ws == ws && t_yq.F == K &&
-           mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36;
-}
 static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
@@ -88,14 +65,8 @@ static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                                  n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
-/* x quantized by the attention right before it (d31's record): the same rows on that row */
 static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    const bool ready = yq_ready(w, n->src[1]->data, ws);
-    t_yq.serial = 0;
-    if (ready)
-        return mi8a_matvec_fused_qx(mi_cuda_stream(c), w->type, w->data, ws, NULL, n->src[2]->data, n->data, w->ne[0],
-                                    w->ne[1]);
     return mi8a_matvec_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                              n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
@@ -575,6 +546,29 @@ static bool sup_add_staged(const mi_tensor *n) {
 }
 static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
 
+/* d29's record: the node just run wrote the quantized row of its output y (F elements, 7b's
+ * quantizer's 36-byte blocks) at the start of the workspace. Every node gets the same
+ * workspace, so the row is still there for the node run right after it (the dispatch's next
+ * run: nothing launched in between) and for no other. A 7d capture records the decision its
+ * replays repeat. */
+static _Thread_local struct {
+    uint64_t serial;
+    const void *y, *ws;
+    int64_t F;
+} t_yq;
+static void yq_made(const void *y, const void *ws, int64_t F) {
+    t_yq.serial = mi_cuda_dispatch_serial();
+    t_yq.y = y;
+    t_yq.ws = ws;
+    t_yq.F = F;
+}
+/* x's quantized row for weight w is at ws: made by the node run just before this one */
+static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
+    const uint64_t cur = mi_cuda_dispatch_serial();
+    const int64_t K = w->ne[0];
+    return cur != 0 && t_yq.serial + 1 == cur && t_yq.y == x && t_yq.ws == ws && t_yq.F == K &&
+           mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36;
+}
 static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     const bool ready = yq_ready(w, n->src[1]->data, ws);
@@ -686,30 +680,15 @@ static bool sup_attn_step(const mi_tensor *n) {
                                     v->data) &&
            mi7b_attn_node_supported(n);
 }
-/* d31: where the pass marked the attention (mi_attn_quant_out) and d31 is on, its output's
- * quantized row goes to the start of the workspace for the o projection run next */
-static _Atomic uint64_t g_quant_out_launches;
-static void *attn_quant_out(const mi_tensor *n, void *ws) {
-    t_yq.serial = 0;
-    if (!mi_attn_quant_out(n) || !mi_cuda_item_on("d31") || !ws || ((uintptr_t)ws & 3)) return NULL;
-    g_quant_out_launches++;
-    return ws;
-}
-uint64_t mi8a_quant_out_launches(void) { return g_quant_out_launches; }
-static size_t ws_attn_quant_out(const mi_tensor *n) {
-    return mi_attn_quant_out(n) ? (size_t)(mi_attn_head_dim(n) * mi_attn_n_head(n) / 32) * 36 : 0;
-}
 static mi_status run_attn_step(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    void *oq = attn_quant_out(n, ws);
-    MI_TRY(mi8a_attn_step(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, oq, mi_cuda_step_param(c, n),
+    return mi8a_attn_step(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, mi_cuda_step_param(c, n),
                           mi_node_n_past(n), k->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
-                          mi_attn_scale(n)));
-    if (oq) yq_made(n->data, oq, mi_attn_head_dim(n) * mi_attn_n_head(n));
-    return MI_OK;
+                          mi_attn_scale(n));
 }
 static const mi_cuda_kernel k_attn_step = {"attention, one token, a tile's loads in flight (7b's arithmetic)", "d20",
-                                           sup_attn_step, run_attn_step, ws_attn_quant_out, MI_CUDA_K_STEP_PARAMS};
+                                           sup_attn_step, run_attn_step, NULL, MI_CUDA_K_STEP_PARAMS};
 
 /* d30: the attention marked by the pass (mi_attn_does_rkv) after its step's RoPEs and stores,
  * whose work it does first: the record of the four (d14's) must be complete and end right before
@@ -727,6 +706,7 @@ static bool sup_attn_step_rkv(const mi_tensor *n) {
     return mi_cuda_choice(&plain) == &k_attn_step;
 }
 static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
     const bool ok = rkv_follows(c, n, 4) && n->src[3]->data == g_rkv.io.q && n->src[4]->data == g_rkv.io.k &&
                     n->src[5]->data == g_rkv.io.v && n->src[0]->data == g_rkv.io.q_rope;
     g_rkv.n = 0;
@@ -737,20 +717,14 @@ static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     const int64_t hd = mi_attn_head_dim(n);
     if (mi_rope_head_dim(rope) != hd || g_rkv.Hq != mi_attn_n_head(n) || rope->src[0]->ne[0] != hd * mi_attn_n_head_kv(n))
         return mi_err(MI_ERR_INTERNAL, "d30: node %s (#%d): the RoPEs' heads are not the attention's", n->name, n->id);
-    void *oq = attn_quant_out(n, ws);
-    MI_TRY(mi8a_attn_step_rkv(mi_cuda_stream(c), &g_rkv.io, mi_rope_mode(rope), mi_rope_n_rot(rope),
-                              mi_rope_freq_base(rope), k->type, n->data, oq, mi_cuda_step_param(c, n),
-                              mi_node_n_past(n), k->ne[1], hd, mi_attn_n_head(n), mi_attn_n_head_kv(n),
-                              mi_attn_scale(n)));
-    if (oq) yq_made(n->data, oq, hd * mi_attn_n_head(n));
-    return MI_OK;
+    return mi8a_attn_step_rkv(mi_cuda_stream(c), &g_rkv.io, mi_rope_mode(rope), mi_rope_n_rot(rope),
+                              mi_rope_freq_base(rope), k->type, n->data, mi_cuda_step_param(c, n), mi_node_n_past(n),
+                              k->ne[1], hd, mi_attn_n_head(n), mi_attn_n_head_kv(n), mi_attn_scale(n));
 }
 static const mi_cuda_kernel k_attn_step_rkv = {"attention, one token, doing its step's RoPE of q and k and its K and V "
                                                "stores first", "d20,d8,d14,d30", sup_attn_step_rkv, run_attn_step_rkv,
-                                               ws_attn_quant_out, MI_CUDA_K_STEP_PARAMS};
+                                               NULL, MI_CUDA_K_STEP_PARAMS};
 const struct mi_cuda_kernel *mi8a_attn_rkv_kernel(void) { return &k_attn_step_rkv; }
-const struct mi_cuda_kernel *mi8a_attn_step_kernel(void) { return &k_attn_step; }
-const struct mi_cuda_kernel *mi8a_add_fused_kernel(void) { return &k_mm_add_fused; }
 
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
@@ -786,9 +760,6 @@ void mi_phase8a_install(void) {
                                 "fewer)");
     mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step_rkv);
-    mi_cuda_item_declare("d31", "d20's attention writes its output's quantized row too where the pass marked it, and "
-                                "the o projection after it (d2's kernel) reads that row instead of quantizing x in each "
-                                "of its blocks (read at each launch)");
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);
