@@ -190,6 +190,10 @@ tests: $(TEST_BIN)
 $(BUILD)/tests/%: gates/common/%.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcriterion
+# the gates' own helpers (test selection) come from the gate support archive
+$(BUILD)/tests/test_gate_util: gates/common/test_gate_util.c $(GATE_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(GATE_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcriterion
 
 gates: $(GATE_BIN)
 $(GATE_LIB): $(GATE_SUPPORT_OBJ)

@@ -36,7 +36,9 @@ typedef struct {
 double gu_now_ms(void);                                   /* CLOCK_MONOTONIC, ms */
 void gu_init(gu_run *r, const char *gate, const char *phase);
 /* Start timing a test; end it with gu_pass / gu_fail / gu_skip. */
-void gu_begin(gu_run *r, const char *name);
+/* Start test `name`; returns whether MINFER_GATE_ONLY selects it (a case that is not selected
+ * should return before doing its work: its result would not be recorded). */
+int gu_begin(gu_run *r, const char *name);
 void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap);
 void gu_pass(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gu_fail(gu_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -55,7 +55,7 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
     char name[128];
     snprintf(name, sizeof name, "fused_%s_%s_K%lld_M%lld%s%s%s", q4k ? "q4k" : "rows", mi_type_name(t), (long long)K,
              (long long)M, norm ? "_norm" : "", bias ? "_bias" : "", res ? "_res" : "");
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     const bool ok = q4k ? mi8a_matvec_q4k_fused_supported(t, K, norm) : mi8a_matvec_fused_supported(t, K, M);
     if (!ok) { gu_fail(g_r, "the kernel refuses a shape it is meant to cover"); return; }
     size_t wb;
@@ -120,7 +120,7 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     char name[96];
     if (staged) snprintf(name, sizeof name, "staged_norm_ffn_%s_K%lld_F%lld", mi_type_name(t), (long long)K, (long long)F);
     else snprintf(name, sizeof name, "fused_q4k_ffn_K%lld_F%lld_norm", (long long)K, (long long)F);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     if (staged && !mi8a_ffn_staged_norm_supported(t, K, F, false)) {
         gu_fail(g_r, "the kernel refuses a shape it is meant to cover");
         return;
@@ -246,7 +246,7 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
     char name[96];
     snprintf(name, sizeof name, "run_%s_%s_K%lld_n%d_M%lld%s%s", rows ? "rows" : "q4k", mi_type_name(t), (long long)K, n,
              (long long)Ms[0], bias ? "_bias" : "", norm ? "_norm" : "");
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     void *ws = dev_poison(mi7b_matmul_workspace(t, K, 1) + 64);
     float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
     float *xr = malloc((size_t)K * 4);   /* what the matmuls read: x, or its norm */
@@ -339,7 +339,7 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     char name[96];
     snprintf(name, sizeof name, "q6k_K%lld_M%lld%s%s", (long long)K, (long long)M, bias ? "_bias" : "",
              res ? "_res" : "");
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     const mi_type t = MI_TYPE_Q6_K;
     if (!mi8a_matvec_q6k_supported(t, K)) { gu_fail(g_r, "the kernel refuses a shape it is meant to cover"); return; }
     size_t wb;
@@ -412,7 +412,7 @@ static void rope_case(int64_t hd, int64_t H, int64_t N, int n_rot, int mode, flo
     char name[128];
     snprintf(name, sizeof name, "rope_pairs_hd%lld_H%lld_N%lld_rot%d_%s_base%g", (long long)hd, (long long)H,
              (long long)N, n_rot, mode == MI_ROPE_NEOX ? "neox" : "normal", base);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     const size_t n = (size_t)(hd * H * N);
     float *x = gu_rand_f32(g_seed, n, -4.f, 4.f), *ref = malloc(n * 4), *got = malloc(n * 4), *got2 = malloc(n * 4),
           *old = malloc(n * 4);
@@ -485,7 +485,7 @@ static void rope_kv_case(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mod
     snprintf(name, sizeof name, "rope_kv_hd%lld_Hq%lld_Hkv%lld_rot%d_%s_%s_past%lld%s", (long long)hd, (long long)Hq,
              (long long)Hkv, n_rot, mode == MI_ROPE_NEOX ? "neox" : "normal", mi_type_name(ct), (long long)n_past,
              dev_np ? "_dev" : "");
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     const int64_t nq = hd * Hq, row = hd * Hkv;
     const size_t es = ct == MI_TYPE_F16 ? 2 : 4, cb = (size_t)(row * n_ctx) * es;
     float *q = gu_rand_f32(g_seed, (size_t)nq, -4.f, 4.f), *k = gu_rand_f32(g_seed, (size_t)row, -4.f, 4.f),
@@ -574,7 +574,7 @@ static int32_t host_argmax(const float *x, int64_t V) {
 
 void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
-    gu_begin(g_r, "argmax_rows");
+    if (!gu_begin(g_r, "argmax_rows")) return;
     const int64_t V = 151936, N = 12;
     float *x = gu_rand_f32(g_seed, (size_t)(V * N), -30.f, 30.f);
     float *r;
@@ -696,7 +696,7 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     char name[128];
     snprintf(name, sizeof name, "attn_split_%s_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld%s_gb%d", mi_type_name(ct), hd, Hq, Hkv,
              (long long)n_ctx, (long long)n_past, off ? "_unaligned" : "", gb);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     attn_data A;
     attn_data_make(&A, ct, hd, Hq, Hkv, n_ctx, n_past, off);
     const size_t no = A.no;
@@ -750,7 +750,7 @@ static void step_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
     char name[128];
     snprintf(name, sizeof name, "attn_step_f16_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld", hd, Hq, Hkv, (long long)n_ctx,
              (long long)n_past);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     attn_data A;
     attn_data_make(&A, MI_TYPE_F16, hd, Hq, Hkv, n_ctx, n_past, 0);
     const size_t no = A.no;
@@ -802,7 +802,7 @@ static void rkv_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, int
     char name[128];
     snprintf(name, sizeof name, "attn_step_rkv_hd%d_Hq%d_Hkv%d_ctx%lld_past%lld_%s_rot%d", hd, Hq, Hkv,
              (long long)n_ctx, (long long)n_past, mode == MI_ROPE_NEOX ? "neox" : "normal", n_rot);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     const size_t nq = (size_t)hd * Hq, nk = (size_t)hd * Hkv, nc = nk * (size_t)n_ctx;
     float *q = gu_rand_f32(g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(g_seed, nk, -2.f, 2.f), *v = gu_rand_f32(g_seed, nk, -2.f, 2.f);
     uint16_t *kc = f16_cache((int64_t)nc), *vc = f16_cache((int64_t)nc);

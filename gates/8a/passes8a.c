@@ -81,7 +81,7 @@ static int fuse_layer(int64_t N, bool extra_reader, int fuse, float *out, int *n
 }
 
 static void test_fusion_pass_cpu(void) {
-    gu_begin(g_r, "fusion_pass_cpu");
+    if (!gu_begin(g_r, "fusion_pass_cpu")) return;
     static float a[256 * 3], b[256 * 3];
     int nf = 0, nf1 = 0, nf2 = 0, nf3 = 0;
     const unsigned long long seed = (*g_seed);
@@ -142,7 +142,7 @@ static int marks_graph(mi_type t, bool pass, int marks[4], float *out) {
 /* base: items off on both sides (the item under test is turned off on top of them) */
 static void marks_case(const char *name, mi_type t, const char *base, const char *item, const int want[4],
                        const int want_off[4], const char *what) {
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     float a[64], b[64], c[64];
     int m0[4], m1[4], m2[4];
     char off[64];
@@ -230,7 +230,7 @@ typedef struct {
 } run_norm_want;
 static void run_norm_case(const char *name, mi_type t, mi_type t3, const char *off, bool extra_reader,
                           const run_norm_want *want) {
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     float a[64], b[64];   /* y: M floats */
     int ops0[3], r0[3], n0, ops1[3], r1[3], n1;
     const unsigned long long seed = (*g_seed);
@@ -315,7 +315,7 @@ static int rkv_graph(int64_t N, bool pass, bool narrow, int marks[4], int *attn,
 }
 
 static void test_rope_kv_pass(void) {
-    gu_begin(g_r, "rope_kv_pass");
+    if (!gu_begin(g_r, "rope_kv_pass")) return;
     const int want[4] = {MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_LAST}, none[4] = {0, 0, 0, 0};
     const int want30[4] = {MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_DEFER, MI_RKV_ATTN};
     float a[256], b[256], c[256];   /* attention's output: hd * Hq */
@@ -408,7 +408,7 @@ static int staged_graph(bool pass, const char **kind, float *out) {
 }
 
 static void test_staged_pass(void) {
-    gu_begin(g_r, "staged_pass");
+    if (!gu_begin(g_r, "staged_pass")) return;
     static float a[1000], b[1000], c[1000];
     const char *k0, *k1, *k2;
     const unsigned long long seed = (*g_seed);
@@ -453,7 +453,7 @@ static int early_flags(int64_t K, int64_t N) {
 }
 
 static void test_early_flags(void) {
-    gu_begin(g_r, "early_flags_pass");
+    if (!gu_begin(g_r, "early_flags_pass")) return;
     const int narrow = early_flags(896, 1), wide = early_flags(3584, 1), prompt = early_flags(896, 5);
     if (narrow != 0 || wide != 1 || prompt != 1)
         gu_fail(g_r, "flagged (0 none, 1 all, 2 some): one token at 896 %d (want 0), at 3584 %d (want 1), five tokens "

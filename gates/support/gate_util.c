@@ -20,13 +20,20 @@ void gu_init(gu_run *r, const char *gate, const char *phase) {
     snprintf(r->driver, sizeof r->driver, "none");
 }
 
-void gu_begin(gu_run *r, const char *name) {
+int gu_begin(gu_run *r, const char *name) {
     snprintf(r->cur, sizeof r->cur, "%s", name);
     r->t_begin = gu_now_ms();
     r->open = 1;
+    return gu_selected(name);
 }
 
+static int g_record_all;   /* a crash is recorded whatever the selection */
+
 void gu_vrecord(gu_run *r, const char *status, const char *fmt, va_list ap) {
+    if (!g_record_all && !gu_selected(r->cur)) {   /* left out by MINFER_GATE_ONLY: not recorded at all */
+        r->open = 0;
+        return;
+    }
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 32;
         gu_test *t = (gu_test *)realloc(r->tests, (size_t)cap * sizeof *t);
@@ -268,6 +275,7 @@ static void on_crash(int sig) {
     int k = backtrace(fr, 48);
     backtrace_symbols_fd(fr, k, 2);
     signal(sig, SIG_DFL);
+    g_record_all = 1;
     if (!crash_run->open) gu_begin(crash_run, "crash");
     gu_fail(crash_run, "signal %d in this test: the gate stopped here", sig);
     gu_finish(crash_run);

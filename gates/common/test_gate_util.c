@@ -1,0 +1,44 @@
+/* The gates' test selection (gates/gate_util.h): MINFER_GATE_ONLY's exact names and name*
+ * prefixes, gu_begin's answer, and a test left out being neither printed nor counted nor in
+ * the summary's list (so a partial device run's JSON never reads as more than it ran). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include "gates/gate_util.h"
+
+Test(gate_util, selection_names_and_prefixes) {
+    unsetenv("MINFER_GATE_ONLY");
+    cr_assert(gu_selected("anything"), "unset: every test");
+    setenv("MINFER_GATE_ONLY", "", 1);
+    cr_assert(gu_selected("anything"), "empty: every test");
+    setenv("MINFER_GATE_ONLY", "rope_kv_pass,attn_step_*,model_", 1);
+    cr_assert(gu_selected("rope_kv_pass"));
+    cr_assert(!gu_selected("rope_kv_pass2"), "a name without * is exact");
+    cr_assert(!gu_selected("rope_kv"), "nor a prefix of a listed name");
+    cr_assert(gu_selected("attn_step_f16_hd64"));
+    cr_assert(gu_selected("attn_step_"), "the prefix itself");
+    cr_assert(!gu_selected("attn_ste"));
+    cr_assert(!gu_selected("model_qwen2.5-0.5b_q4_0"), "model_ has no *: exact only");
+    cr_assert(gu_selected("model_"));
+    setenv("MINFER_GATE_ONLY", "*", 1);
+    cr_assert(gu_selected("x") && gu_selected(""), "* alone: every test");
+    unsetenv("MINFER_GATE_ONLY");
+}
+
+Test(gate_util, left_out_tests_not_recorded) {
+    gu_run r;
+    gu_init(&r, "gate-test", "cpu");
+    setenv("MINFER_GATE_ONLY", "kept*", 1);
+    cr_assert(gu_begin(&r, "kept_one"));
+    gu_pass(&r, "ran");
+    cr_assert(!gu_begin(&r, "other"));
+    gu_fail(&r, "must not count");
+    cr_assert(gu_begin(&r, "kept_two"));
+    gu_skip(&r, "counts");
+    unsetenv("MINFER_GATE_ONLY");
+    cr_assert_eq(r.passed, 1);
+    cr_assert_eq(r.failed, 0, "the left-out test's failure must not count");
+    cr_assert_eq(r.skipped, 1);
+    cr_assert_eq(r.n, 2);
+    cr_assert_str_eq(r.tests[0].name, "kept_one");
+    cr_assert_str_eq(r.tests[1].name, "kept_two");
+}
