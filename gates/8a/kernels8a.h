@@ -1,5 +1,6 @@
-/* gate_8a's kernel cases (kernels8a.c): each runs on stream s, records its tests in r and draws
- * its random inputs from *seed (shared with the rest of the gate, so one seed fixes the run). */
+/* gate_8a's kernel cases (kernels8a.c; the attention's in attn8a.c): each runs on stream s,
+ * records its tests in r and draws its random inputs from *seed (shared with the rest of the
+ * gate, so one seed fixes the run). */
 #ifndef MI_GATE_KERNELS8A_H
 #define MI_GATE_KERNELS8A_H
 #include <cuda_runtime_api.h>
