@@ -174,6 +174,27 @@ mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace)
 
 uint64_t mi_cuda_dispatch_serial(void) { return t_running ? t_serial : 0; }
 
+static _Thread_local struct {
+    uint64_t serial;   /* 0: no copy */
+    int form;
+    const void *x, *ws;
+    int64_t K, N;
+} t_ws_copy;
+void mi_cuda_ws_copy_made(int form, const void *x, const void *ws, int64_t K, int64_t N) {
+    t_ws_copy.serial = mi_cuda_dispatch_serial();
+    t_ws_copy.form = form;
+    t_ws_copy.x = x;
+    t_ws_copy.ws = ws;
+    t_ws_copy.K = K;
+    t_ws_copy.N = N;
+}
+bool mi_cuda_ws_copy_ready(int form, const void *x, const void *ws, int64_t K, int64_t N) {
+    const uint64_t cur = mi_cuda_dispatch_serial();
+    return cur != 0 && t_ws_copy.serial != 0 && (t_ws_copy.serial == cur || t_ws_copy.serial + 1 == cur) &&
+           t_ws_copy.form == form && t_ws_copy.x == x && t_ws_copy.ws == ws && t_ws_copy.K == K && t_ws_copy.N == N;
+}
+void mi_cuda_ws_copy_clear(void) { t_ws_copy.serial = 0; }
+
 uint64_t mi_cuda_dispatch_epoch(void) {
     off_mask();   /* MINFER_PERF_OFF applied before anyone keys on the epoch */
     return atomic_load(&g_epoch);

@@ -99,6 +99,17 @@ void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node));
  * node or from two nodes run one right after the other, with nothing launched between them but
  * its own kernels. */
 uint64_t mi_cuda_dispatch_serial(void);
+/* A copy of an activation x (K x N, in a form the caller names) left at the start of the
+ * workspace by a run's kernels. Every node gets the same workspace, so that copy is still there
+ * for the run the dispatch makes right after it, and for nothing later. A run that made one
+ * records it once its launches went through; a run about to read x asks whether the copy is
+ * there (made by this run or the one just before, of the same x, shape, workspace and form) and
+ * else makes its own; a run that writes the workspace clears the record first. One record a
+ * thread; a 7d capture records the decision its replays repeat. */
+enum { MI_WS_COPY_F16_PAIRS = 1, MI_WS_COPY_F16_EVENS_ODDS = 2, MI_WS_COPY_Q8_1 = 3 };   /* 8b's f16 forms, 8a's 8-bit blocks */
+void mi_cuda_ws_copy_made(int form, const void *x, const void *ws, int64_t K, int64_t N);
+bool mi_cuda_ws_copy_ready(int form, const void *x, const void *ws, int64_t K, int64_t N);
+void mi_cuda_ws_copy_clear(void);
 /* Whether every item of a kernel's list ("e12,e14"; NULL or "" = none) is on. */
 bool mi_cuda_items_on(const char *items);
 /* "on: e2,e5; off: none" */

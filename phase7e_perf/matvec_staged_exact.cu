@@ -76,13 +76,22 @@ static mi_status launch_staged(cudaStream_t st, const uint8_t *w, const uint8_t 
     return MI_OK;
 }
 
+/* the staged matmul on x's quantized rows xq (a supported shape) */
+static mi_status staged_on_quantized(void *stream, mi_type wt, const void *w, const void *xq, const float *bias, float *y,
+                                     int64_t K, int64_t M, int64_t N) {
+    const cudaStream_t st = (cudaStream_t)stream;
+    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
+    const size_t arow = mi7b_act_row_bytes(wt, K);
+    MI_QTYPE_DISPATCH(wt, WT, return launch_staged<WT, false>(st, wb, NULL, a, arow, bias, y, K, M, N));
+}
+
 extern "C" mi_status mi7e_matvec_staged(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
                                         float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!mi7e_matvec_staged_supported(wt, K, N) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_matvec_staged: type %s, K = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)N);
     MI_TRY(mi7b_quantize_act(stream, wt, x, K, N, workspace));
-    return mi7e_matvec_staged_quantized(stream, wt, w, workspace, bias, y, K, M, N);
+    return staged_on_quantized(stream, wt, w, workspace, bias, y, K, M, N);
 }
 
 extern "C" mi_status mi7e_matvec_staged_quantized(void *stream, mi_type wt, const void *w, const void *xq,
@@ -91,10 +100,7 @@ extern "C" mi_status mi7e_matvec_staged_quantized(void *stream, mi_type wt, cons
         return mi_err(MI_ERR_UNSUPPORTED, "mi7e_matvec_staged: type %s, K = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)N);
     if (!xq) return mi_err(MI_ERR_INTERNAL, "mi7e_matvec_staged: no quantized activations");
-    const cudaStream_t st = (cudaStream_t)stream;
-    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
-    const size_t arow = mi7b_act_row_bytes(wt, K);
-    MI_QTYPE_DISPATCH(wt, WT, return launch_staged<WT, false>(st, wb, NULL, a, arow, bias, y, K, M, N));
+    return staged_on_quantized(stream, wt, w, xq, bias, y, K, M, N);
 }
 
 extern "C" mi_status mi7e_ffn_staged(void *stream, mi_type wt, const void *wg, const void *wu, const float *x, float *y,

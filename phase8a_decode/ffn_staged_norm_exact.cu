@@ -161,8 +161,9 @@ static size_t ffn_smem(mi_type wt, int64_t K, int64_t F, bool yq, int *rb, size_
     const size_t arow = mi7b_act_row_bytes(wt, K);
     if (!mi7e_matvec_staged_supported(wt, K, 1) || F <= 0 || K % 32 || arow != (size_t)(K / 32) * A8_BYTES) return 0;
     const size_t wrow = mi_row_size(wt, K);
-    if (yq && (F % QY_ROWS || staged_rows_per_block(wrow, 2, F) == 1)) return 0;
-    *rb = yq ? QY_ROWS : staged_rows_per_block(wrow, 2, F);
+    const int rb7e = staged_rows_per_block(wrow, 2, F);   /* 7e's launch shape: one row a block is another order */
+    if (yq && (F % QY_ROWS || rb7e == 1)) return 0;
+    *rb = yq ? QY_ROWS : rb7e;
     *region = staged_region(*rb, wrow);
     const size_t smem = *region * 2 + qx_arow(K) + (size_t)K * sizeof(float);
     return smem <= QX_SMEM_MAX && (F + *rb - 1) / *rb <= 0x7fffffff ? smem : 0;

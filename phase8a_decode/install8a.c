@@ -546,33 +546,17 @@ static bool sup_add_staged(const mi_tensor *n) {
 }
 static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
 
-/* d29's record: the node just run wrote the quantized row of its output y (F elements, 7b's
- * quantizer's 36-byte blocks) at the start of the workspace. Every node gets the same
- * workspace, so the row is still there for the node run right after it (the dispatch's next
- * run: nothing launched in between) and for no other. A 7d capture records the decision its
- * replays repeat. */
-static _Thread_local struct {
-    uint64_t serial;
-    const void *y, *ws;
-    int64_t F;
-} t_yq;
-static void yq_made(const void *y, const void *ws, int64_t F) {
-    t_yq.serial = mi_cuda_dispatch_serial();
-    t_yq.y = y;
-    t_yq.ws = ws;
-    t_yq.F = F;
-}
-/* x's quantized row for weight w is at ws: made by the node run just before this one */
+/* d29: the FFN's quantized output row at the start of the workspace (the dispatch's record,
+ * mi_cuda_ws_copy_*), read by the down projection run right after it when its weight reads x in
+ * 7b's 36-byte blocks */
 static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
-    const uint64_t cur = mi_cuda_dispatch_serial();
     const int64_t K = w->ne[0];
-    return cur != 0 && t_yq.serial + 1 == cur && t_yq.y == x && t_yq.ws == ws && t_yq.F == K &&
-           mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36;
+    return mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36 && mi_cuda_ws_copy_ready(MI_WS_COPY_Q8_1, x, ws, K, 1);
 }
 static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     const bool ready = yq_ready(w, n->src[1]->data, ws);
-    t_yq.serial = 0;
+    mi_cuda_ws_copy_clear();
     if (ready)
         return mi7e_matvec_staged_quantized(mi_cuda_stream(c), w->type, w->data, ws, n->src[2]->data, n->data, w->ne[0],
                                             w->ne[1], 1);
@@ -616,13 +600,13 @@ static mi_status run_norm_ffn_staged_q(mi_cuda_ctx *c, const mi_tensor *n, void 
     const mi_tensor *wg = n->src[0];
     void *st = mi_cuda_stream(c);
     const float *x = n->src[2]->data, *nw = n->src[3]->data;
-    t_yq.serial = 0;
+    mi_cuda_ws_copy_clear();
     if (((uintptr_t)n->data & 15) || ((uintptr_t)ws & 3))   /* the allocator's offsets are 256-byte aligned: not met */
         return mi8a_ffn_staged_norm(st, wg->type, wg->data, n->src[1]->data, x, nw, mi_fused_norm_eps(n), n->data, NULL,
                                     wg->ne[0], wg->ne[1]);
     MI_TRY(mi8a_ffn_staged_norm(st, wg->type, wg->data, n->src[1]->data, x, nw, mi_fused_norm_eps(n), n->data, ws,
                                 wg->ne[0], wg->ne[1]));
-    yq_made(n->data, ws, wg->ne[1]);
+    mi_cuda_ws_copy_made(MI_WS_COPY_Q8_1, n->data, ws, wg->ne[1], 1);
     return MI_OK;
 }
 static const mi_cuda_kernel k_norm_ffn_staged_q = {"norm + fused FFN, one token, staged weight rows, the norm and x's "

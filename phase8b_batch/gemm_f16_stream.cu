@@ -367,33 +367,18 @@ static mi_status launch_f16s_n(cudaStream_t st, const uint8_t *w, const uint8_t 
 }
 
 /* Item b30: whether the workspace already holds x's f16 copy in the form this call makes. The
- * matmuls of one x (the 7B's q, k, v; gate, up) are nodes run one right after the other, and the
- * CUDA context gives every node the same workspace; between two of them only the first one's
- * kernels run, and its fixup writes the partials past the copy. So the copy is reused when this
- * call comes from the same dispatch run as the last copy or the run right after it
- * (mi_cuda_dispatch_serial), with the same x, shape, workspace and form; a call outside a run
- * (a gate's) always converts. A 7d capture records the same decision its replays repeat. */
-struct f16s_xcopy {
-    uint64_t serial;
-    const float *x;
-    const void *ws;
-    int64_t K, N;
-    bool wg;   /* b22's evens-then-odds form, else b6's pairs */
-};
-static thread_local f16s_xcopy t_xcopy;
+ * matmuls of one x (the 7B's q, k, v; gate, up) are nodes run one right after the other, and
+ * between two of them only the first one's kernels run, its fixup writing the partials past the
+ * copy: the dispatch's record of a copy at the workspace's start (mi_cuda_ws_copy_ready) says
+ * whether this call may read it. A call outside a run (a gate's) always converts. */
+static int f16s_form(bool wg) { return wg ? MI_WS_COPY_F16_EVENS_ODDS : MI_WS_COPY_F16_PAIRS; }
 static bool f16s_x_ready(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
-    const uint64_t cur = mi_cuda_dispatch_serial();
-    const f16s_xcopy &l = t_xcopy;
-    return cur != 0 && mi8b_x_reuse_on() && (l.serial == cur || l.serial + 1 == cur) && l.x == x && l.ws == ws &&
-           l.K == K && l.N == N && l.wg == wg;
+    return mi8b_x_reuse_on() && mi_cuda_ws_copy_ready(f16s_form(wg), x, ws, K, N);
 }
 /* after a matmul's launches went through: its copy is there for the next (a failed call leaves
  * no record, so nothing after it trusts a copy it did not make) */
-static void f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
-    t_xcopy = {mi_cuda_dispatch_serial(), x, ws, K, N, wg};
-}
 extern "C" void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
-    f16s_x_made(x, ws, K, N, wg);
+    mi_cuda_ws_copy_made(f16s_form(wg), x, ws, K, N);
 }
 extern "C" bool mi8b_f16s_x_form(int64_t N) {
     return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1 &&
@@ -414,7 +399,7 @@ static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const flo
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
     const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
     const bool ready = f16s_x_ready(x, workspace, K, N, wg);
-    t_xcopy.serial = 0;   /* no copy to trust until this call's launches went through */
+    mi_cuda_ws_copy_clear();   /* no copy to trust until this call's launches went through */
     const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
     if (wg) {
         MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, res, y, K, M, N, pl, part, ready, sums));
@@ -426,7 +411,7 @@ static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const flo
     }
     if (!sums) MI_TRY(launch_f16s_fixup(st, bias, wg ? res : NULL, y, M, N, pl, part));
     if (res && !wg) MI_TRY(mi7b_binary(st, 0, y, res, y, M, N, N));
-    f16s_x_made(x, workspace, K, N, wg);
+    mi8b_f16s_x_made(x, workspace, K, N, wg);
     return MI_OK;
 }
 extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
