@@ -18,10 +18,17 @@
  * it uses those rows for the current key instead of reading them back from the caches, and the
  * group's first block writes them to the caches (and q's and k's RoPE outputs). The rotation is
  * d8's (rope_rotate.cuh, rounded operation by operation although this file contracts), the
- * conversion the store's, so every value the attention reads is the one it read after d14. */
+ * conversion the store's, so every value the attention reads is the one it read after d14.
+ *
+ * Item d31 (Oq): the kernel also writes its output's quantized row (7b's quantizer's 36-byte
+ * blocks of 32) for the o projection after it. A head's hd outputs sit in its first hd / 32 warps,
+ * a lane an element, so each of those warps quantizes one whole block with 7b's own function
+ * (quant_q8_1_value): the o projection then reads x quantized instead of quantizing it in
+ * each of its blocks. */
 #include <cuda_fp16.h>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
+#include "phase7b_ops/quant_act.cuh"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/async_copy.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
@@ -100,6 +107,7 @@ __global__ void __launch_bounds__(AST_T) kernel_attn_step(const float *__restric
                                                           const uint16_t *__restrict__ Vc, float *__restrict__ O,
                                                           const int32_t *__restrict__ np_dev, int64_t np_host,
                                                           int64_t n_ctx, int Hq, int Hkv, float scale,
+                                                          uint8_t *__restrict__ Oq,
                                                           const __grid_constant__ rkv_param<RKV> rp) {
     constexpr int CH = HD / 8;   /* 16-byte chunks of a row */
     __shared__ float qs[HD];
@@ -157,7 +165,11 @@ __global__ void __launch_bounds__(AST_T) kernel_attn_step(const float *__restric
         if (tid < HD) acc = mi7b_attn_values(acc, corr, ps, (const uint16_t *)vs, (size_t)HD, tid, tn);
         __syncthreads();   /* vs, ps and red are rewritten by the next tile */
     }
-    if (tid < HD) O[(size_t)h * HD + tid] = acc / l;
+    if (tid < HD) {
+        const float o = acc / l;
+        O[(size_t)h * HD + tid] = o;
+        if (Oq) quant_q8_1_value(o, Oq + ((size_t)h * HD + (tid & ~31)) / 32 * A8_BYTES, tid & 31);   /* d31 */
+    }
 }
 
 extern "C" bool mi8a_attn_step_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k,
@@ -167,26 +179,28 @@ extern "C" bool mi8a_attn_step_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi
 }
 
 template <int HD, bool RKV>
-static mi_status launch_step(cudaStream_t st, const float *q, const void *k, const void *v, float *o,
+static mi_status launch_step(cudaStream_t st, const float *q, const void *k, const void *v, float *o, void *oq,
                              const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t Hq, int64_t Hkv,
                              float scale, const rkv_param<RKV> &rp) {
+    if (oq && ((uintptr_t)oq & 3)) return mi_err(MI_ERR_INVALID, "mi8a_attn_step: quantized output not 4-byte aligned");
     MI_CU_CHECK(MI_PDL_LAUNCH((kernel_attn_step<HD, RKV>), dim3((unsigned)Hq), AST_T, 0, st, q, (const uint16_t *)k,
-                              (const uint16_t *)v, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, scale, rp));
+                              (const uint16_t *)v, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, scale,
+                              (uint8_t *)oq, rp));
     MI_CU_CHECK_LAUNCH("kernel_attn_step");
     return MI_OK;
 }
 
 extern "C" mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
-                                    const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
-                                    int64_t Hkv, float scale) {
+                                    void *oq, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd,
+                                    int64_t Hq, int64_t Hkv, float scale) {
     if (!mi8a_attn_step_supported(hd, Hq, Hkv, ctype, k, v) || n_ctx <= 0 || n_past < 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_step: hd %lld, Hq %lld, Hkv %lld, cache %s", (long long)hd,
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !o) return mi_err(MI_ERR_INVALID, "mi8a_attn_step: null pointer");
     const cudaStream_t st = (cudaStream_t)stream;
     const rkv_param<false> none = {0};
-    return hd == 64 ? launch_step<64, false>(st, q, k, v, o, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, none)
-                    : launch_step<128, false>(st, q, k, v, o, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, none);
+    return hd == 64 ? launch_step<64, false>(st, q, k, v, o, oq, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, none)
+                    : launch_step<128, false>(st, q, k, v, o, oq, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, none);
 }
 
 extern "C" bool mi8a_attn_step_rkv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype,
@@ -195,8 +209,9 @@ extern "C" bool mi8a_attn_step_rkv_supported(int64_t hd, int64_t Hq, int64_t Hkv
 }
 
 extern "C" mi_status mi8a_attn_step_rkv(void *stream, const mi8a_rope_kv_io *io, int mode, int n_rot, float freq_base,
-                                        mi_type ctype, float *o, const int32_t *n_past_dev, int64_t n_past,
-                                        int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv, float scale) {
+                                        mi_type ctype, float *o, void *oq, const int32_t *n_past_dev,
+                                        int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
+                                        float scale) {
     if (!io || !mi8a_attn_step_rkv_supported(hd, Hq, Hkv, n_rot, mode, ctype, io->cache_k, io->cache_v) ||
         n_ctx <= 0 || n_past < 0 || io->n_ctx_k != n_ctx || io->n_ctx_v != n_ctx)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_step_rkv: hd %lld, Hq %lld, Hkv %lld, n_rot %d, mode %d, cache %s",
@@ -210,6 +225,6 @@ extern "C" mi_status mi8a_attn_step_rkv(void *stream, const mi8a_rope_kv_io *io,
     rp.r.n_rot = n_rot;
     rp.r.fq = *mi8a_rope_freqs_for(freq_base, n_rot);
     const void *k = io->cache_k, *v = io->cache_v;
-    return hd == 64 ? launch_step<64, true>(st, NULL, k, v, o, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, rp)
-                    : launch_step<128, true>(st, NULL, k, v, o, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, rp);
+    return hd == 64 ? launch_step<64, true>(st, NULL, k, v, o, oq, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, rp)
+                    : launch_step<128, true>(st, NULL, k, v, o, oq, n_past_dev, n_past, n_ctx, Hq, Hkv, scale, rp);
 }

@@ -22,6 +22,9 @@
  *   d23 the norm and x's quantization in every block of 7e's staged FFN (MI_OP_NORM_FFN_SWIGLU)
  *   d29 that FFN writes its output's quantized row too, and the down projection after it
  *       (d15's MI_OP_MATMUL_ADD) reads it instead of launching 7b's quantizer
+ *   d30 d14's RoPE and KV stores done by d20's attention after them (MI_OP_ATTN marked)
+ *   d31 d20's attention writes its output's quantized row too, and the o projection after it
+ *       (d2's MI_OP_MATMUL_ADD) reads it instead of quantizing x in each block
  * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
@@ -48,6 +51,10 @@ extern "C" {
 bool mi8a_matvec_fused_supported(mi_type wt, int64_t K, int64_t M);
 mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw, float eps,
                             const float *bias, const float *r, float *y, int64_t K, int64_t M);
+/* item d31: the same rows on x already quantized (xq: 7b's quantizer's row, 4-byte aligned, as
+ * the attention before it writes it), no norm; the same bits as from x */
+mi_status mi8a_matvec_fused_qx(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
+                               const float *r, float *y, int64_t K, int64_t M);
 
 /* ---- matvec_q4k_fused_exact.cu: the same for Q4_K on 7e's streaming kernel (K % 256 == 0,
  * K <= 41,216; with the norm, whose sum reads x from shared memory, K <= 8,960), bit-identical to 7e's _qx forms; and the fused FFN head on norm-folded x:
@@ -162,6 +169,11 @@ const struct mi_cuda_kernel *mi8a_rope_kv_kernel(const struct mi_tensor *n, int 
 const struct mi_cuda_kernel *mi8a_rope_pairs_kernel(void);
 /* d30's candidate for a marked attention (mi_attn_does_rkv), for the pass's probe */
 const struct mi_cuda_kernel *mi8a_attn_rkv_kernel(void);
+/* d31's pair for the pass: d20's attention (plain or d30's) and d2's matmul + residual kernel */
+const struct mi_cuda_kernel *mi8a_attn_step_kernel(void);
+const struct mi_cuda_kernel *mi8a_add_fused_kernel(void);
+/* d31's launches so far (attentions that wrote their output's quantized row) */
+uint64_t mi8a_quant_out_launches(void);
 
 /* ---- rope_pairs_exact.cu: MI_OP_ROPE with a thread per rotated pair and the inverse
  * frequencies computed once on the host by the CPU's expression (item d8); 7b's angle and
@@ -228,9 +240,11 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
 #define MI8A_SKV_GROUP_CTX 16384  /* caches of this many positions: the whole group a block */
 #define MI8A_SKV_MIN_CTX 2048
 /* ---- attn_step.cu: one-token attention, 7b's arithmetic (bit for bit) with a tile's
- * K rows, V rows and q loaded together (d20); F16 caches, hd 64 or 128, 16-byte aligned ---- */
+ * K rows, V rows and q loaded together (d20); F16 caches, hd 64 or 128, 16-byte aligned.
+ * oq (item d31, else NULL): the output's row quantized as well, in 7b's quantizer's bytes for a
+ * weight of 32-element blocks ((hd Hq / 32) 36-byte blocks, 4-byte aligned) ---- */
 bool mi8a_attn_step_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype, const void *k, const void *v);
-mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
+mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o, void *oq,
                          const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,
                          float scale);
 /* d30: the same attention doing its step's RoPE of q and k and its K and V stores first (what
@@ -240,8 +254,8 @@ mi_status mi8a_attn_step(void *stream, const float *q, const void *k, const void
 bool mi8a_attn_step_rkv_supported(int64_t hd, int64_t Hq, int64_t Hkv, int n_rot, int mode, mi_type ctype,
                                   const void *k, const void *v);
 mi_status mi8a_attn_step_rkv(void *stream, const mi8a_rope_kv_io *io, int mode, int n_rot, float freq_base,
-                             mi_type ctype, float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx,
-                             int64_t hd, int64_t Hq, int64_t Hkv, float scale);
+                             mi_type ctype, float *o, void *oq, const int32_t *n_past_dev, int64_t n_past,
+                             int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv, float scale);
 
 bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 /* attn_split_mma.cu (d22): the split's blocks on the tensor cores, the same partials; F16 caches,

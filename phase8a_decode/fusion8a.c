@@ -383,6 +383,27 @@ static int mark_attn_rkv(mi_graph *g) {
     return marked;
 }
 
+/* d31: a one-token attention on d20's kernel (alone or with d30's work) whose next node is d2's
+ * one-token matmul + residual of its output, with a weight of 32-element activation blocks (the
+ * 0.5B's o projection): the attention may write its output quantized for it (mi_attn_quant_out;
+ * the item is read at each launch) */
+static int mark_attn_quant_out(mi_graph *g) {
+    int marked = 0;
+    for (int i = 0; i + 1 < g->n_nodes; i++) {
+        mi_tensor *a = g->nodes[i], *o = g->nodes[i + 1];
+        if (a->op != MI_OP_ATTN || !one_token(a->src[0]) || o->op != MI_OP_MATMUL_ADD || o->src[1] != a || !o->src[0])
+            continue;
+        const int64_t K = a->ne[0];
+        if (K % 32 || mi7b_act_row_bytes(o->src[0]->type, K) != (size_t)(K / 32) * 36) continue;
+        const struct mi_cuda_kernel *ka = mi_cuda_choice(a);
+        if ((ka != mi8a_attn_step_kernel() && ka != mi8a_attn_rkv_kernel()) || mi_cuda_choice(o) != mi8a_add_fused_kernel())
+            continue;
+        mi_attn_set_quant_out(a);
+        marked++;
+    }
+    return marked;
+}
+
 /* d10's hint (MI_T_EARLY on every node): every graph but the one-token steps of a model narrower
  * than MI8A_PDL_MIN_EMBD (MINFER_PDL_MIN_EMBD moves it, for measurements). Measured on the H200
  * (results/notes/PHASE8A.md), the small kernels as programmatic dependents: 7B (3,584 wide)
@@ -430,5 +451,6 @@ int mi8a_fuse_decode_with(mi_graph *g, mi_backend *cuda, int max_norm_readers) {
     mark_shared_x(g);
     mark_rope_kv(g);
     mark_attn_rkv(g);
+    mark_attn_quant_out(g);
     return fused;
 }

@@ -55,6 +55,14 @@ static bool sup_norm_q4k(const mi_tensor *n) {
 static bool sup_add_q4k(const mi_tensor *n) { return q4k_rule(n, false) && mm_add_ok(n); }
 static bool sup_add_fused(const mi_tensor *n) { return fused_rule(n) && mm_add_ok(n); }
 
+/* d29's and d31's quantized row: the node just run wrote the quantized row of its output (7b's
+ * quantizer's 36-byte blocks) at the start of the workspace (the dispatch's record,
+ * mi_cuda_ws_copy_*); the node run right after it reads that row when its weight reads x in
+ * those blocks */
+static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
+    const int64_t K = w->ne[0];
+    return mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36 && mi_cuda_ws_copy_ready(MI_WS_COPY_Q8_1, x, ws, K, 1);
+}
 static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
@@ -65,8 +73,14 @@ static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                                  n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
+/* x quantized by the attention right before it (d31's record): the same rows on that row */
 static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
+    const bool ready = yq_ready(w, n->src[1]->data, ws);
+    mi_cuda_ws_copy_clear();
+    if (ready)
+        return mi8a_matvec_fused_qx(mi_cuda_stream(c), w->type, w->data, ws, NULL, n->src[2]->data, n->data, w->ne[0],
+                                    w->ne[1]);
     return mi8a_matvec_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                              n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
@@ -546,13 +560,6 @@ static bool sup_add_staged(const mi_tensor *n) {
 }
 static size_t ws_add_staged(const mi_tensor *n) { return mi7e_matvec_staged_workspace(n->src[0]->type, n->src[0]->ne[0], 1); }
 
-/* d29: the FFN's quantized output row at the start of the workspace (the dispatch's record,
- * mi_cuda_ws_copy_*), read by the down projection run right after it when its weight reads x in
- * 7b's 36-byte blocks */
-static bool yq_ready(const mi_tensor *w, const void *x, const void *ws) {
-    const int64_t K = w->ne[0];
-    return mi7b_act_row_bytes(w->type, K) == (size_t)(K / 32) * 36 && mi_cuda_ws_copy_ready(MI_WS_COPY_Q8_1, x, ws, K, 1);
-}
 static mi_status run_add_staged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     const bool ready = yq_ready(w, n->src[1]->data, ws);
@@ -664,15 +671,30 @@ static bool sup_attn_step(const mi_tensor *n) {
                                     v->data) &&
            mi7b_attn_node_supported(n);
 }
+/* d31: where the pass marked the attention (mi_attn_quant_out) and d31 is on, its output's
+ * quantized row goes to the start of the workspace for the o projection run next */
+static _Atomic uint64_t g_quant_out_launches;
+static void *attn_quant_out(const mi_tensor *n, void *ws) {
+    mi_cuda_ws_copy_clear();
+    if (!mi_attn_quant_out(n) || !mi_cuda_item_on("d31") || !ws || ((uintptr_t)ws & 3)) return NULL;
+    g_quant_out_launches++;
+    return ws;
+}
+uint64_t mi8a_quant_out_launches(void) { return g_quant_out_launches; }
+static size_t ws_attn_quant_out(const mi_tensor *n) {
+    return mi_attn_quant_out(n) ? (size_t)(mi_attn_head_dim(n) * mi_attn_n_head(n) / 32) * 36 : 0;
+}
 static mi_status run_attn_step(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    return mi8a_attn_step(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, mi_cuda_step_param(c, n),
+    void *oq = attn_quant_out(n, ws);
+    MI_TRY(mi8a_attn_step(mi_cuda_stream(c), q->data, k->data, v->data, k->type, n->data, oq, mi_cuda_step_param(c, n),
                           mi_node_n_past(n), k->ne[1], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
-                          mi_attn_scale(n));
+                          mi_attn_scale(n)));
+    if (oq) mi_cuda_ws_copy_made(MI_WS_COPY_Q8_1, n->data, oq, mi_attn_head_dim(n) * mi_attn_n_head(n), 1);
+    return MI_OK;
 }
 static const mi_cuda_kernel k_attn_step = {"attention, one token, a tile's loads in flight (7b's arithmetic)", "d20",
-                                           sup_attn_step, run_attn_step, NULL, MI_CUDA_K_STEP_PARAMS};
+                                           sup_attn_step, run_attn_step, ws_attn_quant_out, MI_CUDA_K_STEP_PARAMS};
 
 /* d30: the attention marked by the pass (mi_attn_does_rkv) after its step's RoPEs and stores,
  * whose work it does first: the record of the four (d14's) must be complete and end right before
@@ -690,7 +712,6 @@ static bool sup_attn_step_rkv(const mi_tensor *n) {
     return mi_cuda_choice(&plain) == &k_attn_step;
 }
 static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
     const bool ok = rkv_follows(c, n, 4) && n->src[3]->data == g_rkv.io.q && n->src[4]->data == g_rkv.io.k &&
                     n->src[5]->data == g_rkv.io.v && n->src[0]->data == g_rkv.io.q_rope;
     g_rkv.n = 0;
@@ -701,14 +722,20 @@ static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     const int64_t hd = mi_attn_head_dim(n);
     if (mi_rope_head_dim(rope) != hd || g_rkv.Hq != mi_attn_n_head(n) || rope->src[0]->ne[0] != hd * mi_attn_n_head_kv(n))
         return mi_err(MI_ERR_INTERNAL, "d30: node %s (#%d): the RoPEs' heads are not the attention's", n->name, n->id);
-    return mi8a_attn_step_rkv(mi_cuda_stream(c), &g_rkv.io, mi_rope_mode(rope), mi_rope_n_rot(rope),
-                              mi_rope_freq_base(rope), k->type, n->data, mi_cuda_step_param(c, n), mi_node_n_past(n),
-                              k->ne[1], hd, mi_attn_n_head(n), mi_attn_n_head_kv(n), mi_attn_scale(n));
+    void *oq = attn_quant_out(n, ws);
+    MI_TRY(mi8a_attn_step_rkv(mi_cuda_stream(c), &g_rkv.io, mi_rope_mode(rope), mi_rope_n_rot(rope),
+                              mi_rope_freq_base(rope), k->type, n->data, oq, mi_cuda_step_param(c, n),
+                              mi_node_n_past(n), k->ne[1], hd, mi_attn_n_head(n), mi_attn_n_head_kv(n),
+                              mi_attn_scale(n)));
+    if (oq) mi_cuda_ws_copy_made(MI_WS_COPY_Q8_1, n->data, oq, hd * mi_attn_n_head(n), 1);
+    return MI_OK;
 }
 static const mi_cuda_kernel k_attn_step_rkv = {"attention, one token, doing its step's RoPE of q and k and its K and V "
                                                "stores first", "d20,d8,d14,d30", sup_attn_step_rkv, run_attn_step_rkv,
-                                               NULL, MI_CUDA_K_STEP_PARAMS};
+                                               ws_attn_quant_out, MI_CUDA_K_STEP_PARAMS};
 const struct mi_cuda_kernel *mi8a_attn_rkv_kernel(void) { return &k_attn_step_rkv; }
+const struct mi_cuda_kernel *mi8a_attn_step_kernel(void) { return &k_attn_step; }
+const struct mi_cuda_kernel *mi8a_add_fused_kernel(void) { return &k_mm_add_fused; }
 
 void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
@@ -744,6 +771,9 @@ void mi_phase8a_install(void) {
                                 "fewer)");
     mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step_rkv);
+    mi_cuda_item_declare("d31", "d20's attention writes its output's quantized row too where the pass marked it, and "
+                                "the o projection after it (d2's kernel) reads that row instead of quantizing x in each "
+                                "of its blocks (read at each launch)");
     mi_cuda_item_declare("d10", "the small kernels of a step (activation quantization, warp-per-row and staged matmuls, "
                                 "norms, RoPE, KV store, attention, adds, argmax) launched as programmatic dependents");
     mi_cuda_pdl_set_policy(pdl_small_policy);

@@ -40,13 +40,17 @@ struct fz_rows_one {
     __device__ __forceinline__ float *y(int64_t m) const { return Y + m; }
 };
 
-template <int WT, bool NORM, bool RES, class Rows>
+/* QX (item d31): x comes quantized (Aq, 7b's quantizer's row, written by the kernel before):
+ * steps 2-4 are skipped and the dots read Aq through the read-only cache */
+template <int WT, bool NORM, bool RES, class Rows, bool QX = false>
 __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wrow, int64_t M, int64_t K,
                                                   const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                                                  const float *__restrict__ R, int rows) {
+                                                  const float *__restrict__ R, int rows,
+                                                  const uint8_t *__restrict__ Aq = NULL) {
     extern __shared__ uint4 smem_fz[];
     float *sx = (float *)smem_fz, *sw = sx + K;
-    uint8_t *A = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
+    uint8_t *As = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
+    const uint8_t *A = QX ? Aq : As;
     constexpr int AT = wtraits<WT>::act;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t m0 = (int64_t)blockIdx.x * rows;
@@ -56,6 +60,7 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
         for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
     }
     pdl_wait_trigger();   /* x, r: the kernels before this one wrote them (d6) */
+    if constexpr (!QX) {
     for (int64_t i = threadIdx.x; i < K; i += FZ_THREADS) {   /* 2 */
         sx[i] = __ldg(X + i);
         if (NORM) sw[i] = __ldg(nw + i);
@@ -77,15 +82,16 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
                 const int64_t i = b * 256 + 8 * lane + e;
                 v[e] = NORM ? __fmul_rn(__fmul_rn(sx[i], scale), sw[i]) : sx[i];
             }
-            quant_q8_k_values(v, A + (size_t)b * AK_BYTES, lane);
+            quant_q8_k_values(v, As + (size_t)b * AK_BYTES, lane);
         }
     } else {
         for (int64_t b = warp; b < K / 32; b += FZ_WARPS) {
             const int64_t i = b * 32 + lane;
-            quant_q8_1_value(NORM ? __fmul_rn(__fmul_rn(sx[i], scale), sw[i]) : sx[i], A + (size_t)b * A8_BYTES, lane);
+            quant_q8_1_value(NORM ? __fmul_rn(__fmul_rn(sx[i], scale), sw[i]) : sx[i], As + (size_t)b * A8_BYTES, lane);
         }
     }
     __syncthreads();
+    }
     const int64_t nunits = K / 32;
     for (int r = warp; r < rows; r += FZ_WARPS) {
         const int64_t m = m0 + r;
@@ -95,7 +101,7 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
         for (int64_t u = lane; u < nunits; u += 32) {
             wunit w;
             unit_unpack<WT>(wr, u, w);
-            acc += mi7b_unit_dot<AT>(w, A, u);
+            acc += mi7b_unit_dot<AT, QX>(w, A, u);
         }
         const float s = warp_sum(acc);
         if (lane == 0) {
@@ -159,6 +165,42 @@ extern "C" mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, 
     if (!w || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: null pointer");
     const cudaStream_t st = (cudaStream_t)stream;
     MI_QTYPE_DISPATCH(wt, WT, return launch_fused<WT>(st, (const uint8_t *)w, K, M, x, nw, eps, bias, r, y));
+}
+
+/* d31: the same rows on x already quantized (xq) */
+template <int WT, bool RES>
+__global__ void __launch_bounds__(FZ_THREADS)
+kernel_matvec_fused_qx(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const uint8_t *__restrict__ Aq,
+                       const float *__restrict__ bias, const float *__restrict__ R, float *__restrict__ Y, int rows) {
+    const fz_rows_one rowmap = {W, wrow, bias, Y};
+    matvec_fused_rows<WT, false, RES, fz_rows_one, true>(rowmap, wrow, M, K, NULL, NULL, 0.0f, R, rows, Aq);
+}
+
+template <int WT>
+static mi_status launch_fused_qx(cudaStream_t st, const uint8_t *w, const uint8_t *xq, const float *bias, const float *r,
+                                 float *y, int64_t K, int64_t M) {
+    const size_t wrow = mi_row_size((mi_type)WT, K);
+    const int rows = fused_rows(M);
+    const int64_t nb = (M + rows - 1) / rows;
+    const bool pdl = mi8a_pdl_on();
+    if (r)
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_fused_qx<WT, true>, dim3((unsigned)nb), dim3(FZ_THREADS), 0, st, w,
+                               wrow, M, K, xq, bias, r, y, rows));
+    else
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_fused_qx<WT, false>, dim3((unsigned)nb), dim3(FZ_THREADS), 0, st, w,
+                               wrow, M, K, xq, bias, r, y, rows));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_fused_qx");
+    return MI_OK;
+}
+
+extern "C" mi_status mi8a_matvec_fused_qx(void *stream, mi_type wt, const void *w, const void *xq, const float *bias,
+                                          const float *r, float *y, int64_t K, int64_t M) {
+    if (!mi8a_matvec_fused_supported(wt, K, M))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_fused_qx: type %s, K = %lld, M = %lld", mi_type_name(wt),
+                      (long long)K, (long long)M);
+    if (!w || !xq || !y || ((uintptr_t)xq & 3)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_qx: null or unaligned");
+    const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)xq;
+    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_qx<WT>((cudaStream_t)stream, wb, a, bias, r, y, K, M));
 }
 
 /* ---- d13: a run of one-token matmuls of one x (the 0.5B's q, k, v) in one launch: every block

@@ -45,7 +45,8 @@ typedef enum {
     MI_OP_ATTN,       /* src0 q F32 [hd*Hq, N], src1 K (KV_STORE node), src2 V (KV_STORE node)
                          -> F32 [hd*Hq, N]. Causal GQA over positions 0..n_past+i for query i.
                          p[0] = n_past, p[1] = head_dim, p[2] = Hq, p[3] = Hkv, pf(4) = scale,
-                         p[5] = a device pass's mark (mi_attn_does_rkv), src3..5 with it */
+                         p[5], p[6] = a device pass's marks (mi_attn_does_rkv, src3..5 with
+                         it; mi_attn_quant_out) */
     MI_OP_SLICE_ROWS, /* src0 [D, N] -> [D, p[1]] copy of rows p[0]..p[0]+p[1]-1 */
     MI_OP_COPY,       /* src0 -> same shape/type; inserted by the scheduler at split
                          boundaries (cross-backend copy) */
@@ -171,6 +172,10 @@ static inline void mi_rope_kv_set_role(mi_tensor *n, int role) {
  * A device pass's hint, like the roles above. */
 static inline bool mi_attn_does_rkv(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[5] == 1; }
 static inline void mi_attn_set_rkv(mi_tensor *n) { n->p[5] = 1; }
+/* ATTN p[6]: the node right after the attention is a one-token matmul of its output that can
+ * read the output quantized, so the attention may write that row too. A device pass's hint. */
+static inline bool mi_attn_quant_out(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[6] == 1; }
+static inline void mi_attn_set_quant_out(mi_tensor *n) { n->p[6] = 1; }
 static inline int64_t mi_slice_first(const mi_tensor *n) { return n->p[0]; }      /* SLICE_ROWS */
 static inline int64_t mi_slice_count(const mi_tensor *n) { return n->p[1]; }
 const char *mi_op_name(mi_op op);

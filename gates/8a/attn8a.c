@@ -174,32 +174,45 @@ static void step_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past) {
     const size_t no = A.no;
     float *a = malloc(no * 4), *b = malloc(no * 4), *dv = malloc(no * 4), *c7 = malloc(no * 4), *c7d = malloc(no * 4);
     const mi_type ct = MI_TYPE_F16;
-    mi_status st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
+    mi_status st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, a);
-    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, b);
-    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, A.dnp, 0, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, A.dnp, 0, n_ctx, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, dv);
     if (st == MI_OK) st = mi7b_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, n_past, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, c7);
     if (st == MI_OK) st = mi7d_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, A.dnp, n_ctx, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, c7d);
+    /* d31: the output again with its quantized row, against 7b's quantizer of the output */
+    const size_t qb = no / 32 * 36;
+    uint8_t *oq = dev_poison(qb), *rq = dev_poison(qb), *hq = malloc(qb), *hr = malloc(qb);
+    float *aq = malloc(no * 4);
+    if (st == MI_OK) st = mi8a_attn_step(S, A.dq, A.dk, A.dv, ct, A.dout, oq, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale);
+    if (st == MI_OK) st = mi7b_quantize_act(S, MI_TYPE_Q4_0, A.dout, (int64_t)no, 1, rq);
+    if (st == MI_OK) {
+        attn_take(&A, aq);
+        dev_down(hq, oq, qb);
+        dev_down(hr, rq, qb);
+    }
+    const bool q31 = st == MI_OK && !memcmp(aq, a, no * 4) && !memcmp(hq, hr, qb);
+    free(aq); free(hq); free(hr); cudaFree(oq); cudaFree(rq);
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
     } else {
         const double e_ref = gu_nmse(a, A.refd, no);
         const bool rep = !memcmp(a, b, no * 4), devnp = !memcmp(a, dv, no * 4);
         const bool is7b = !memcmp(a, c7, no * 4), is7d = !memcmp(a, c7d, no * 4);
-        if (!(e_ref <= 1e-8) || !rep || !devnp || !is7b || !is7d) {
+        if (!(e_ref <= 1e-8) || !rep || !devnp || !is7b || !is7d || !q31) {
             size_t i = 0;
             while (i < no && !memcmp(&a[i], &c7[i], 4)) i++;
             if (i < no) printf("    %s: first difference from 7b at %zu: %.9g, 7b %.9g\n", name, i, a[i], c7[i]);
-            gu_fail(g_r, "nmse vs reference %.3g (bound 1e-8); vs 7b %s, vs 7d %s; repeat %s; device n_past %s", e_ref,
-                    is7b ? "bitwise" : "DIFFERS", is7d ? "bitwise" : "DIFFERS", rep ? "bitwise" : "DIFFERS",
-                    devnp ? "bitwise" : "DIFFERS");
+            gu_fail(g_r, "nmse vs reference %.3g (bound 1e-8); vs 7b %s, vs 7d %s; repeat %s; device n_past %s; d31's "
+                    "output and quantized row %s", e_ref, is7b ? "bitwise" : "DIFFERS", is7d ? "bitwise" : "DIFFERS",
+                    rep ? "bitwise" : "DIFFERS", devnp ? "bitwise" : "DIFFERS", q31 ? "bitwise" : "DIFFER");
         } else {
-            gu_pass(g_r, "bit for bit 7b's and 7d's kernels, itself again and with n_past on the device; nmse vs "
-                         "reference %.3g", e_ref);
+            gu_pass(g_r, "bit for bit 7b's and 7d's kernels, itself again and with n_past on the device; d31's quantized "
+                         "row byte for byte 7b's quantizer's of the output; nmse vs reference %.3g", e_ref);
         }
     }
     free(a); free(b); free(dv); free(c7); free(c7d);
@@ -237,9 +250,9 @@ static void rkv_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, int
     mi8a_rope_kv_io io2 = io1;
     io2.q_rope = qr2, io2.k_rope = kr2, io2.cache_k = kc2, io2.cache_v = vc2;
     mi_status st = mi8a_rope_kv(S, &io1, MI_TYPE_F16, hd, Hq, Hkv, mode, n_rot, base);
-    if (st == MI_OK) st = mi8a_attn_step(S, qr1, kc1, vc1, MI_TYPE_F16, o1, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
+    if (st == MI_OK) st = mi8a_attn_step(S, qr1, kc1, vc1, MI_TYPE_F16, o1, NULL, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
     if (st == MI_OK)
-        st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
+        st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, NULL, NULL, n_past, n_ctx, hd, Hq, Hkv, scale);
     size_t bad[2][5];
     for (int round = 0; round < 2 && st == MI_OK; round++) {
         if (round == 1) {   /* again from the same caches, n_past read from the device */
@@ -248,7 +261,7 @@ static void rkv_case(int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, int
             CK(cudaMemset(o2, 0xFF, nq * 4));
             io2.n_past_k_dev = io2.n_past_v_dev = dnp;
             io2.n_past_k = io2.n_past_v = 0;
-            st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, dnp, 0, n_ctx, hd, Hq, Hkv, scale);
+            st = mi8a_attn_step_rkv(S, &io2, mode, n_rot, base, MI_TYPE_F16, o2, NULL, dnp, 0, n_ctx, hd, Hq, Hkv, scale);
             if (st != MI_OK) break;
         }
         const void *a[5] = {o1, qr1, kr1, kc1, vc1}, *g[5] = {o2, qr2, kr2, kc2, vc2};

@@ -265,18 +265,20 @@ static void test_item_model(const char *what, const char *item, int64_t ctx, con
     mi_model_free(m);
 }
 
-/* An item that changes only how kernels launch: programmatic dependent launch, d6 (8a's kernels)
- * and d10 (the lower phases' small kernels), and d12 (the long-row matmuls in blocks of 32 warps).
+/* An item that changes only how kernels launch or what they hand on, read at each launch:
+ * programmatic dependent launch, d6 (8a's kernels) and d10 (the lower phases' small kernels), d12
+ * (the long-row matmuls in blocks of 32 warps), d31 (the attention's quantized output for o).
  * The same arithmetic, so the logits must be bit-identical to the item off, and to a second run
  * with it on (a kernel that read an earlier kernel's output before its wait would show as a
- * difference here, run to run), with the same kernels a step and the item's launches counted. A
- * context of 8192 so split-KV attention (d4) takes part. */
-static void test_pdl_model(const char *what, const char *item, uint64_t (*launches)(void), const char *shape,
-                           const char *type) {
+ * difference here, run to run), with the same kernels a step and the item's launches counted.
+ * The launch items at a context of 8192 so split-KV attention (d4) takes part; d31 at 128, where
+ * d20's attention runs. */
+static void test_launch_item_model(const char *what, const char *item, uint64_t (*launches)(void), int64_t ctx,
+                                   const char *shape, const char *type) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     item_ab ab;
-    const mi_status st = item_ab_run(m, item, 8192, launches, true, &ab);
+    const mi_status st = item_ab_run(m, item, ctx, launches, true, &ab);
     int same_again = 0, first = -1;
     const int same_off = st == MI_OK ? same_steps(ab.on, ab.off, ab.again, ab.V, &same_again, &first) : 0;
     if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
@@ -285,8 +287,8 @@ static void test_pdl_model(const char *what, const char *item, uint64_t (*launch
                     "%d/%d, run to run %d/%d (first difference at step %d)", item, (unsigned long long)ab.n_on,
                 (unsigned long long)ab.n_off, (long long)ab.k_on, (long long)ab.k_off, item, same_off, STEPS + 1,
                 same_again, STEPS + 1, first);
-    else gu_pass(&R, "context 8192: %llu %s launches in two runs (off: 0), kernels per step %lld; every step's logits "
-                     "bit-identical to %s off and run to run (%d steps)",
+    else gu_pass(&R, "context %lld: %llu %s launches in two runs (off: 0), kernels per step %lld; every step's logits "
+                     "bit-identical to %s off and run to run (%d steps)", (long long)ctx,
                  (unsigned long long)ab.n_on, item, (long long)ab.k_on, item, STEPS + 1);
     item_ab_free(&ab);
     mi_model_free(m);
@@ -393,21 +395,23 @@ static void gate_small(void) {
     kernels8a_attn_step(&R, S, &g_seed);
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_greedy_model("qwen2.5-0.5b", "q4_0");
-    test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-0.5b", "q4_0");
+    test_launch_item_model("pdl", "d6", mi8a_pdl_launches, 8192, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d13";
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("shared_x", "d7", -1, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "";
     test_bitwise_item_model("run", "d13", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("run", "d13", -1, "qwen2.5-0.5b", "q4_0");
-    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "tiny-llama", "q8_0");
-    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-0.5b", "q4_0");
+    test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "tiny-llama", "q8_0");
+    test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("rope_kv", "d14", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("rope_kv", "d14", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("attn_rope_kv", "d30", -1, "tiny-llama", "q8_0");
     test_bitwise_item_model("attn_rope_kv", "d30", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("attn_rope_kv", "d30", -1, "qwen2.5-0.5b", "q4_0");
+    test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "tiny-llama", "q8_0");
+    test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -422,7 +426,7 @@ static void gate_small(void) {
 /* the 7B's cases (MINFER_GATE_NO_7B=1 skips them, MINFER_GATE_ONLY_7B=1 runs them alone) */
 static void gate_7b(void) {
     test_model("qwen2.5-7b", "q4_k_m", -1, true);
-    test_pdl_model("pdl", "d6", mi8a_pdl_launches, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("pdl", "d6", mi8a_pdl_launches, 8192, "qwen2.5-7b", "q4_k_m");
     g_ab_base = "d14";
     test_bitwise_item_model("rope_pairs", "d8", 0, "qwen2.5-7b", "q4_k_m");
     g_ab_base = "";
@@ -430,8 +434,8 @@ static void gate_7b(void) {
     test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
     test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
-    test_pdl_model("wide", "d12", mi8a_wide_launches, "qwen2.5-7b", "q4_k_m");
-    test_pdl_model("pdl_small", "d10", mi8a_pdl_small_launches, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("wide", "d12", mi8a_wide_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
 int main(int argc, char **argv) {

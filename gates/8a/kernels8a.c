@@ -192,6 +192,34 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
     cudaFree(bg); cudaFree(bu); cudaFree(bx); cudaFree(bn); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
 }
 
+/* d31: d2's matmul + residual on x quantized by 7b's quantizer beforehand (what the attention
+ * hands it) against the same kernel quantizing x itself: bit for bit */
+static void fused_qx_case(mi_type t, int64_t K, int64_t M) {
+    char name[96];
+    snprintf(name, sizeof name, "fused_qx_%s_K%lld_M%lld", mi_type_name(t), (long long)K, (long long)M);
+    gu_begin(g_r, name);
+    size_t wb;
+    uint8_t *w = gu_make_weights(g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *r = gu_rand_f32(g_seed, (size_t)M, -1.f, 1.f);
+    float *y1 = malloc((size_t)M * 4), *y2 = malloc((size_t)M * 4);
+    void *bw, *bx, *br;
+    const void *dw = dev_up_at(w, wb, 0, &bw);
+    const float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dr = dev_up_at(r, (size_t)M * 4, 0, &br);
+    float *dy = dev_poison((size_t)M * 4);
+    void *ws = dev_poison(mi7b_act_row_bytes(t, K) + 64);
+    mi_status st = mi8a_matvec_fused(S, t, dw, dx, NULL, 0.0f, NULL, dr, dy, K, M);
+    if (st == MI_OK) { dev_down(y1, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi7b_quantize_act(S, t, dx, K, 1, ws);
+    if (st == MI_OK) st = mi8a_matvec_fused_qx(S, t, dw, ws, NULL, dr, dy, K, M);
+    if (st == MI_OK) dev_down(y2, dy, (size_t)M * 4);
+    const size_t d = st == MI_OK ? gu_first_diff(y1, y2, (size_t)M * 4) : 0;
+    if (st != MI_OK) gu_fail(g_r, "launch: %s", mi_errmsg());
+    else if (d != (size_t)-1) gu_fail(g_r, "row %zu: %.9g from x, %.9g from its quantized row", d / 4, y1[d / 4], y2[d / 4]);
+    else gu_pass(g_r, "bit for bit the kernel that quantizes x itself");
+    free(w); free(x); free(r); free(y1); free(y2);
+    cudaFree(bw); cudaFree(bx); cudaFree(br); cudaFree(dy); cudaFree(ws);
+}
+
 void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     const mi_type all[] = {MI_TYPE_Q4_0, MI_TYPE_Q4_1, MI_TYPE_Q5_0, MI_TYPE_Q5_1, MI_TYPE_Q8_0,
@@ -221,6 +249,10 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
     ffn_case(MI_TYPE_Q8_0, true, 8960, 300);
     ffn_case(MI_TYPE_Q4_0, true, 2080, 257);
     ffn_case(MI_TYPE_Q5_1, true, 1024, 96);     /* d29: three blocks of 32 rows */
+    fused_qx_case(MI_TYPE_Q4_0, 896, 896);      /* d31: the 0.5B's o, the tiny llama's, edges */
+    fused_qx_case(MI_TYPE_Q8_0, 256, 256);
+    fused_qx_case(MI_TYPE_Q5_1, 1024, 200);
+    fused_qx_case(MI_TYPE_Q4_1, 2016, 97);
     ffn_case(MI_TYPE_Q8_0, true, 1024, 1056);
 }
 
