@@ -288,12 +288,84 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
     }
 }
 
+/* d32: the same merge with the partials' loads in flight. The maxima and weights as above, then
+ * warp w of CMB_WARPS sums its own run of splits [w SU / W, (w + 1) SU / W), lane holding dims
+ * lane, lane + 32, ... (its splits' loads issued together), and the warps' sums are added in
+ * warp order: one or two round trips to L2 where the kernel above makes SU / 8 dependent ones
+ * (16 at a 32k cache). Fixed orders: bit-identical run to run; another order of the same sums. */
+#define CMB_WARPS 16
+#define CMB_HR (MI7B_ATT_MAX_HD / 32)
+__global__ void __launch_bounds__(CMB_WARPS * 32) kernel_attn_combine_wide(const float *__restrict__ part,
+                                                                           float *__restrict__ O, int hd, int S,
+                                                                           const int32_t *__restrict__ np_dev,
+                                                                           int64_t np_host, int64_t n_ctx) {
+    __shared__ float wsh[MI8A_SKV_MAX_SPLITS], lsh[MI8A_SKV_MAX_SPLITS], red[CMB_WARPS], lw[CMB_WARPS];
+    __shared__ float ow[CMB_WARPS][MI7B_ATT_MAX_HD];
+    const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    pdl_trigger_early();
+    pdl_wait_trigger();
+    const size_t pstride = (size_t)hd + 2;
+    const float *p = part + (size_t)h * S * pstride;
+    const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);
+    const int SU = (int)((n_kv + chunk - 1) / chunk);   /* <= S <= MI8A_SKV_MAX_SPLITS <= the threads */
+    if (SU == 1) return;   /* split 0 wrote the output */
+    const float m_s = tid < SU ? p[(size_t)tid * pstride] : -INFINITY, l_s = tid < SU ? p[(size_t)tid * pstride + 1] : 0.0f;
+    float mx = m_s;
+    for (int off = 16; off >= 1; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    float ms = -INFINITY;   /* the max is exact in any order */
+    for (int w = 0; w < CMB_WARPS; w++) ms = fmaxf(ms, red[w]);
+    if (tid < SU) {
+        lsh[tid] = l_s;
+        wsh[tid] = l_s == 0.0f ? 0.0f : expf(m_s - ms);   /* an empty split: l = 0, never summed */
+    }
+    __syncthreads();
+    const int s0 = warp * SU / CMB_WARPS, s1 = (warp + 1) * SU / CMB_WARPS;
+    float acc[CMB_HR], l = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CMB_HR; j++) acc[j] = 0.0f;
+#pragma unroll 4
+    for (int s = s0; s < s1; s++) {
+        if (lsh[s] == 0.0f) continue;   /* warp-uniform */
+        const float w = wsh[s], *ps = p + (size_t)s * pstride + 2;
+        l += lsh[s] * w;
+#pragma unroll
+        for (int j = 0; j < CMB_HR; j++)
+            if (lane + 32 * j < hd) acc[j] += ps[lane + 32 * j] * w;
+    }
+#pragma unroll
+    for (int j = 0; j < CMB_HR; j++)
+        if (lane + 32 * j < hd) ow[warp][lane + 32 * j] = acc[j];
+    if (lane == 0) lw[warp] = l;
+    __syncthreads();
+    for (int d = tid; d < hd; d += blockDim.x) {
+        float o = 0.0f, lt = 0.0f;
+        for (int w = 0; w < CMB_WARPS; w++) {
+            o += ow[w][d];
+            lt += lw[w];
+        }
+        O[(size_t)h * hd + d] = o / lt;
+    }
+}
+
 extern "C" int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv) {
     int64_t s = (n_ctx + MI8A_SKV_MIN_KEYS - 1) / MI8A_SKV_MIN_KEYS;   /* at least this many keys a split when full */
     const int64_t fill = (4 * (int64_t)mi7e_sm_count() + Hkv - 1) / Hkv;   /* about four blocks per SM */
     if (s > fill) s = fill;
     if (s > MI8A_SKV_MAX_SPLITS) s = MI8A_SKV_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
+}
+
+/* d33: the tensor-core kernel's splits as one wave, no more blocks than its SMs hold at once
+ * (the 7B's 4 kv heads at a 32k cache: 99 splits, 396 blocks in the 396 places, where 128
+ * splits made 512 blocks: a second wave of 116). Never more than mi8a_attn_split_count, which
+ * sizes the workspace. */
+extern "C" int mi8a_attn_split_mma_count(int64_t n_ctx, int64_t hd, int64_t Hkv) {
+    const int s = mi8a_attn_split_count(n_ctx, Hkv);
+    if (!mi8a_skv_one_wave_on()) return s;
+    const int64_t wave = (int64_t)mi8a_attn_split_mma_blocks_per_sm(hd) * mi7e_sm_count() / Hkv;
+    return wave >= 1 && wave < s ? (int)wave : s;
 }
 
 extern "C" bool mi8a_attn_split_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype) {
@@ -324,8 +396,12 @@ extern "C" bool mi8a_attn_split_on_mma(int64_t n_ctx, int64_t hd, int64_t Hq, in
 
 static mi_status launch_combine(cudaStream_t st, bool pdl, const float *part, float *o, int64_t hd, int64_t Hq, int S,
                                 const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx) {
-    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, part, o, (int)hd, S,
-                           n_past_dev, n_past, n_ctx));
+    if (mi8a_skv_wide_combine_on())
+        MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine_wide, dim3((unsigned)Hq), dim3(CMB_WARPS * 32), 0, st, part, o,
+                               (int)hd, S, n_past_dev, n_past, n_ctx));
+    else
+        MI_CU_CHECK(pdl_launch(pdl, kernel_attn_combine, dim3((unsigned)Hq), dim3(128), 0, st, part, o, (int)hd, S,
+                               n_past_dev, n_past, n_ctx));
     return MI_OK;
 }
 
@@ -336,9 +412,11 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: hd %lld, Hq %lld, Hkv %lld, cache %s", (long long)hd,
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
-    const int S = mi8a_attn_split_count(n_ctx, Hkv), G = (int)(Hq / Hkv);
+    int S = mi8a_attn_split_count(n_ctx, Hkv);
+    const int G = (int)(Hq / Hkv);
     if (mi8a_attn_split_on_mma(n_ctx, hd, Hq, Hkv, ctype, k, v, heads_a_block)) {   /* d22: tensor cores */
         const bool pdl = mi8a_pdl_on();
+        S = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
         MI_TRY(mi8a_attn_split_mma_launch(stream, q, k, v, (float *)workspace, o, n_past_dev, n_past, n_ctx, hd, Hq, Hkv,
                                           S, scale, pdl));
         return launch_combine((cudaStream_t)stream, pdl, (const float *)workspace, o, hd, Hq, S, n_past_dev, n_past, n_ctx);

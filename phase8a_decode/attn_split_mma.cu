@@ -94,6 +94,30 @@ extern "C" bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hk
            (((uintptr_t)k | (uintptr_t)v) & 15u) == 0;
 }
 
+/* blocks of this kernel an SM holds at once (its shared memory and registers decide) */
+extern "C" int mi8a_attn_split_mma_blocks_per_sm(int64_t hd) {
+    static int per[2];   /* hd 64, hd 128; asked once (the attribute set first, as the launch does) */
+    const int i = hd == 64 ? 0 : 1;
+    if (!per[i]) {
+        const size_t smem = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;
+        int n = 0;
+        cudaError_t e;
+        if (hd == 64) {
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<64>, MMA_THREADS, smem);
+        } else {
+            e = cudaFuncSetAttribute(kernel_attn_split_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (e == cudaSuccess)
+                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<128>, MMA_THREADS, smem);
+        }
+        if (e != cudaSuccess || n < 1) {
+            (void)cudaGetLastError();
+            n = 1;
+        }
+        per[i] = n;
+    }
+    return per[i];
+}
+
 extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part,
                                                 float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx,
                                                 int64_t hd, int64_t Hq, int64_t Hkv, int S, float scale, bool pdl) {

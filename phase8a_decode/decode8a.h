@@ -128,6 +128,8 @@ uint64_t mi8a_wide_launches(void);
 bool mi8a_pdl_on(void);
 bool mi8a_skv_whole_row_on(void);   /* d21: d4's K row loaded whole (attn_split_kv.cu) */
 bool mi8a_skv_mma_on(void);         /* d22: d4's split on the tensor cores (attn_split_mma.cu) */
+bool mi8a_skv_wide_combine_on(void); /* d32: the split's merge with its partials' loads in flight */
+bool mi8a_skv_one_wave_on(void);     /* d33: d22's splits as one wave of blocks */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */
@@ -269,6 +271,9 @@ mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k
                                      const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq,
                                      int64_t Hkv, int S, float scale, bool pdl);
 int mi8a_attn_split_count(int64_t n_ctx, int64_t Hkv);
+/* d33: the splits d22's kernel takes (<= mi8a_attn_split_count): one wave of its blocks */
+int mi8a_attn_split_mma_count(int64_t n_ctx, int64_t hd, int64_t Hkv);
+int mi8a_attn_split_mma_blocks_per_sm(int64_t hd);
 size_t mi8a_attn_split_workspace(int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8a_attn_split(void *stream, const float *q, const void *k, const void *v, mi_type ctype, float *o,
                           const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t hd, int64_t Hq, int64_t Hkv,

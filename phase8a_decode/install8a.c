@@ -502,6 +502,8 @@ uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }
 /* d22: the split attention on the tensor cores, read at each launch like d6 */
 bool mi8a_skv_mma_on(void) { return mi_cuda_item_on("d22"); }
+bool mi8a_skv_wide_combine_on(void) { return mi_cuda_item_on("d32"); }
+bool mi8a_skv_one_wave_on(void) { return mi_cuda_item_on("d33"); }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -751,6 +753,10 @@ void mi_phase8a_install(void) {
                                 "not four); read at each launch");
     mi_cuda_item_declare("d22", "d4's split attention on the tensor cores (F16 caches, hd 64 or 128): scores and value "
                                 "sums as mma, q and the probabilities in two f16 parts; read at each launch");
+    mi_cuda_item_declare("d32", "d4's merge of the split's partials with their loads in flight: a warp sums a run of "
+                                "splits, the warps' sums added in warp order (read at each launch)");
+    mi_cuda_item_declare("d33", "d22's split attention in one wave: no more splits than the blocks its SMs hold at "
+                                "once (read at each launch)");
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
                                "while it runs and issues its weight loads before it waits for the one before it");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);
