@@ -10,11 +10,20 @@
 #include <string.h>
 
 #define MAX_KERNELS 24   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
-#define MAX_ITEMS 64   /* the masks below are 64-bit */
+#define MAX_ITEMS 128   /* the item sets below: two 64-bit words */
+
+typedef struct {
+    uint64_t w[MAX_ITEMS / 64];   /* bit i of the set: w[i / 64] bit i % 64 */
+} item_set;
+static bool set_has(const item_set *m, int i) { return (m->w[i >> 6] >> (i & 63)) & 1ull; }
+static void set_add(item_set *m, int i) { m->w[i >> 6] |= 1ull << (i & 63); }
+static bool set_meets(const item_set *a, const item_set *b) { return (a->w[0] & b->w[0]) | (a->w[1] & b->w[1]); }
+static bool set_empty(const item_set *m) { return !(m->w[0] | m->w[1]); }
+static bool set_equal(const item_set *a, const item_set *b) { return a->w[0] == b->w[0] && a->w[1] == b->w[1]; }
 
 typedef struct {
     const mi_cuda_kernel *k;
-    uint64_t items;          /* bit i: item i must be on */
+    item_set items;          /* item i must be on */
     _Atomic uint64_t runs;
 } slot;
 
@@ -25,7 +34,9 @@ static struct {
     const char *name, *what;
 } g_items[MAX_ITEMS];
 static int g_n_items;
-static _Atomic uint64_t g_off;                 /* bit i: item i off */
+/* item i off; written only where the lists change (install, gates, the environment once), read
+ * a word at a time */
+static _Atomic uint64_t g_off[MAX_ITEMS / 64];
 static _Atomic uint64_t g_epoch = 1;
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 
@@ -56,11 +67,11 @@ bool mi_cuda_item_at(int i, const char **name, const char **what) {
     return true;
 }
 
-static mi_status parse_items(const char *list, uint64_t *out);
+static mi_status parse_items(const char *list, item_set *out);
 
 /* a kernel's "e12,e14" -> bits; an item a kernel names is declared by the install that adds it */
-static uint64_t items_mask(const char *list) {
-    uint64_t m = 0;
+static item_set items_mask(const char *list) {
+    item_set m = {{0}};
     if (parse_items(list, &m) != MI_OK) {
         fprintf(stderr, "minfer: internal error: %s (a kernel names an undeclared item)\n", mi_errmsg());
         abort();
@@ -117,15 +128,15 @@ int mi_cuda_kernels(mi_op op, const mi_cuda_kernel **out, int max) {
     return g_n[op];
 }
 
-static uint64_t off_mask(void);
-static void describe(uint64_t m, char *buf, size_t n);
+static item_set off_mask(void);
+static void describe(const item_set *m, char *buf, size_t n);
 
 static slot *pick(const mi_tensor *node) {
     if (!node || !op_ok(node->op)) return NULL;
-    const uint64_t off = off_mask();
+    const item_set off = off_mask();
     slot *s = g_ops[node->op];
     for (int i = 0; i < g_n[node->op]; i++)
-        if (!(s[i].items & off) && s[i].k->supports(node)) return &s[i];
+        if (!set_meets(&s[i].items, &off) && s[i].k->supports(node)) return &s[i];
     return NULL;
 }
 
@@ -214,24 +225,24 @@ uint64_t mi_cuda_item_runs(const char *item) {
     for (int op = 0; op < MI_OP_COUNT; op++)
         for (int i = 0; i < g_n[op]; i++) {
             const slot *s = &g_ops[op][i];
-            if (item ? (s->items >> want) & 1ull : s->items == 0) n += atomic_load(&s->runs);
+            if (item ? set_has(&s->items, want) : set_empty(&s->items)) n += atomic_load(&s->runs);
         }
     return n;
 }
 
 /* "e2,e7" | "all" | "none" | "" -> the off mask */
-static mi_status parse_items(const char *list, uint64_t *out) {
-    uint64_t m = 0;
+static mi_status parse_items(const char *list, item_set *out) {
+    item_set m = {{0}};
     for (const char *p = list ? list : ""; *p;) {
         while (*p == ',' || *p == ' ') p++;
         size_t l = strcspn(p, ", ");
         if (!l) break;
         if (l == 3 && !strncmp(p, "all", 3)) {
-            m = g_n_items == 64 ? ~0ull : (1ull << g_n_items) - 1;
+            for (int i = 0; i < g_n_items; i++) set_add(&m, i);
         } else if (!(l == 4 && !strncmp(p, "none", 4))) {
             int i = item_index(p, l);
             if (i < 0) {
-                char names[400] = "";
+                char names[800] = "";
                 for (int j = 0; j < g_n_items; j++) {
                     size_t u = strlen(names);
                     snprintf(names + u, sizeof names - u, "%s%s", j ? "," : "", g_items[j].name);
@@ -239,7 +250,7 @@ static mi_status parse_items(const char *list, uint64_t *out) {
                 return mi_err(MI_ERR_INVALID, "MINFER_PERF_OFF: unknown item '%.*s' (items of this build: %s, all)",
                               (int)l, p, g_n_items ? names : "none");
             }
-            m |= 1ull << i;
+            set_add(&m, i);
         }
         p += l;
     }
@@ -247,50 +258,65 @@ static mi_status parse_items(const char *list, uint64_t *out) {
     return MI_OK;
 }
 
+static void store_off(const item_set *m) {
+    for (int i = 0; i < MAX_ITEMS / 64; i++) atomic_store(&g_off[i], m->w[i]);
+}
+
 /* MINFER_PERF_OFF, applied once, after every phase declared its items */
 static void apply_env(void) {
     const char *e = mi_setting("MINFER_PERF_OFF");
-    uint64_t m = 0;
+    item_set m = {{0}};
     if (!e) return;
     if (parse_items(e, &m) != MI_OK) {
         mi_log("warning: %s; every performance item stays on", mi_errmsg());
         return;
     }
-    atomic_store(&g_off, m);
+    store_off(&m);
     bump();
-    if (m) {   /* the default state is not news: said only when asked for */
-        char d[400];
-        describe(m, d, sizeof d);
+    if (!set_empty(&m)) {   /* the default state is not news: said only when asked for */
+        char d[1400];
+        describe(&m, d, sizeof d);
         mi_log("performance items: %s (MINFER_PERF_OFF=%s)", d, e);
     }
 }
 
-static uint64_t off_mask(void) {
+static item_set off_mask(void) {
     pthread_once(&g_env_once, apply_env);
-    return atomic_load(&g_off);
+    item_set m;
+    for (int i = 0; i < MAX_ITEMS / 64; i++) m.w[i] = atomic_load(&g_off[i]);
+    return m;
 }
 
 mi_status mi_cuda_items_set_off(const char *list) {
-    uint64_t m = 0;
+    item_set m = {{0}};
     MI_TRY(parse_items(list, &m));
     pthread_once(&g_env_once, apply_env);   /* an explicit set wins over the environment */
-    if (atomic_exchange(&g_off, m) != m) bump();
+    const item_set was = off_mask();
+    store_off(&m);
+    if (!set_equal(&was, &m)) bump();
     return MI_OK;
 }
 
 bool mi_cuda_item_on(const char *name) {
     const int i = item_index(name, strlen(name));
-    return i < 0 || !((off_mask() >> i) & 1ull);
+    const item_set off = off_mask();
+    return i < 0 || !set_has(&off, i);
 }
 
-bool mi_cuda_items_on(const char *items) { return !(items_mask(items) & off_mask()); }
+bool mi_cuda_items_on(const char *items) {
+    const item_set want = items_mask(items), off = off_mask();
+    return !set_meets(&want, &off);
+}
 
-void mi_cuda_items_describe(char *buf, size_t n) { describe(off_mask(), buf, n); }
+void mi_cuda_items_describe(char *buf, size_t n) {
+    const item_set off = off_mask();
+    describe(&off, buf, n);
+}
 
-static void describe(uint64_t m, char *buf, size_t n) {
-    char on[320] = "", off[320] = "";
+static void describe(const item_set *m, char *buf, size_t n) {
+    char on[640] = "", off[640] = "";
     for (int i = 0; i < g_n_items; i++) {
-        char *d = (m >> i) & 1ull ? off : on;
+        char *d = set_has(m, i) ? off : on;
         size_t l = strlen(d);
         snprintf(d + l, sizeof on - l, "%s%s", l ? "," : "", g_items[i].name);
     }

@@ -462,6 +462,42 @@ static void test_early_flags(void) {
 }
 
 
+/* the dispatch's switch items past the first 64 (8a and 8b together declare more): each one
+ * turned off alone reads off, and no other item does; "all" and "" as the lists say */
+static void test_item_set(void) {
+    if (!gu_begin(g_r, "perf_items_set")) return;
+    const char *name = NULL;
+    int n = 0, bad = -1;
+    while (mi_cuda_item_at(n, &name, NULL)) n++;
+    for (int i = 0; i < n && bad < 0; i++) {
+        mi_cuda_item_at(i, &name, NULL);
+        if (mi_cuda_items_set_off(name) != MI_OK) bad = i;
+        for (int j = 0; j < n && bad < 0; j++) {
+            const char *other = NULL;
+            mi_cuda_item_at(j, &other, NULL);
+            if (mi_cuda_item_on(other) != (i != j) || mi_cuda_items_on(other) != (i != j)) bad = i;
+        }
+    }
+    char d[2048] = "";
+    bool all = mi_cuda_items_set_off("all") == MI_OK;
+    for (int i = 0; i < n && all; i++) {
+        mi_cuda_item_at(i, &name, NULL);
+        all = !mi_cuda_item_on(name);
+    }
+    if (all) mi_cuda_items_describe(d, sizeof d);
+    mi_cuda_items_set_off("");
+    bool none = true;
+    for (int i = 0; i < n && none; i++) {
+        mi_cuda_item_at(i, &name, NULL);
+        none = mi_cuda_item_on(name);
+    }
+    if (bad >= 0 || !all || !none || !strstr(d, "on: none"))
+        gu_fail(g_r, "%d items: item #%d turned off alone %s; \"all\" %s (%s); \"\" %s", n, bad,
+                bad >= 0 ? "did not read as the only one off" : "fine", all ? "turned every one off" : "LEFT SOME ON",
+                d, none ? "turned every one on" : "LEFT SOME OFF");
+    else gu_pass(g_r, "%d items, each off alone, all, none", n);
+}
+
 void passes8a_run(gu_run *run, unsigned long long *seed) {
     g_r = run;
     g_seed = seed;
@@ -471,4 +507,5 @@ void passes8a_run(gu_run *run, unsigned long long *seed) {
     test_run_norm_pass();
     test_staged_pass();
     test_early_flags();
+    test_item_set();
 }
