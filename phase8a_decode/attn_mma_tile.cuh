@@ -65,22 +65,31 @@ template <int HD> __device__ __forceinline__ void mma_begin(mma_state<HD> &st, c
 }
 
 /* the warp's 16 keys of a tile: kt and vt point at the warp's first K and V rows in shared
- * memory, kw is its first key's index, keys from k1 on are masked */
-template <int HD>
+ * memory, kw is its first key's index, keys from k1 on are masked. SPLIT (item d34, the split
+ * decode kernel): q's high and low parts accumulate apart and are added at the end, two chains
+ * of HD / 16 dependent mma a score tile instead of one of HD / 8 (another order of the sums) */
+template <int HD, bool SPLIT = false>
 __device__ __forceinline__ void mma_keys(mma_state<HD> &st, const uint16_t *kt, const uint16_t *vt, int64_t kw,
                                          int64_t k1, float scale) {
     constexpr int LD = MMA_LD(HD), KS = HD / 16, NT = HD / 8;
     const int lane = threadIdx.x & 31, c = lane & 3, mi = lane >> 3;
     /* scores of the warp's 16 keys: n-tile 0 keys 0-7, n-tile 1 keys 8-15 */
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float sl[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int k = 0; k < KS; k++) {
         uint32_t b[4];
         ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
         mma_f16_16816(sc[0], st.qh[k], b[0], b[1]);
-        mma_f16_16816(sc[0], st.ql[k], b[0], b[1]);
+        mma_f16_16816(SPLIT ? sl[0] : sc[0], st.ql[k], b[0], b[1]);
         mma_f16_16816(sc[1], st.qh[k], b[2], b[3]);
-        mma_f16_16816(sc[1], st.ql[k], b[2], b[3]);
+        mma_f16_16816(SPLIT ? sl[1] : sc[1], st.ql[k], b[2], b[3]);
+    }
+    if constexpr (SPLIT) {
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) sc[n][j] += sl[n][j];
     }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll

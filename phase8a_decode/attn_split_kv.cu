@@ -289,11 +289,13 @@ __global__ void kernel_attn_combine(const float *__restrict__ part, float *__res
 }
 
 /* d32: the same merge with the partials' loads in flight. The maxima and weights as above, then
- * warp w of CMB_WARPS sums its own run of splits [w SU / W, (w + 1) SU / W), lane holding dims
- * lane, lane + 32, ... (its splits' loads issued together), and the warps' sums are added in
- * warp order: one or two round trips to L2 where the kernel above makes SU / 8 dependent ones
- * (16 at a 32k cache). Fixed orders: bit-identical run to run; another order of the same sums. */
+ * warp w of CMB_WARPS sums its own run of at most CMB_RUN splits [w SU / W, (w + 1) SU / W),
+ * lane holding dims lane, lane + 32, ...: the run's loads are all issued before the first sum
+ * (no split below SU is empty, so none is skipped), and the warps' sums are added in warp order.
+ * One round trip to L2 where the kernel above makes SU / 8 dependent ones (16 at a 32k cache).
+ * Fixed orders: bit-identical run to run; another order of the same sums. */
 #define CMB_WARPS 16
+#define CMB_RUN ((MI8A_SKV_MAX_SPLITS + CMB_WARPS - 1) / CMB_WARPS)
 #define CMB_HR (MI7B_ATT_MAX_HD / 32)
 __global__ void __launch_bounds__(CMB_WARPS * 32) kernel_attn_combine_wide(const float *__restrict__ part,
                                                                            float *__restrict__ O, int hd, int S,
@@ -309,6 +311,13 @@ __global__ void __launch_bounds__(CMB_WARPS * 32) kernel_attn_combine_wide(const
     const int64_t n_kv = skv_n_kv(np_dev, np_host, n_ctx), chunk = skv_chunk(n_kv, S);
     const int SU = (int)((n_kv + chunk - 1) / chunk);   /* <= S <= MI8A_SKV_MAX_SPLITS <= the threads */
     if (SU == 1) return;   /* split 0 wrote the output */
+    const int s0 = warp * SU / CMB_WARPS, n = (warp + 1) * SU / CMB_WARPS - s0;   /* n <= CMB_RUN */
+    float a[CMB_RUN][CMB_HR];   /* the run's values, loaded while the weights are worked out */
+#pragma unroll
+    for (int k = 0; k < CMB_RUN; k++)
+#pragma unroll
+        for (int j = 0; j < CMB_HR; j++)
+            a[k][j] = k < n && lane + 32 * j < hd ? p[(size_t)(s0 + k) * pstride + 2 + lane + 32 * j] : 0.0f;
     const float m_s = tid < SU ? p[(size_t)tid * pstride] : -INFINITY, l_s = tid < SU ? p[(size_t)tid * pstride + 1] : 0.0f;
     float mx = m_s;
     for (int off = 16; off >= 1; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -318,21 +327,20 @@ __global__ void __launch_bounds__(CMB_WARPS * 32) kernel_attn_combine_wide(const
     for (int w = 0; w < CMB_WARPS; w++) ms = fmaxf(ms, red[w]);
     if (tid < SU) {
         lsh[tid] = l_s;
-        wsh[tid] = l_s == 0.0f ? 0.0f : expf(m_s - ms);   /* an empty split: l = 0, never summed */
+        wsh[tid] = expf(m_s - ms);
     }
     __syncthreads();
-    const int s0 = warp * SU / CMB_WARPS, s1 = (warp + 1) * SU / CMB_WARPS;
     float acc[CMB_HR], l = 0.0f;
 #pragma unroll
     for (int j = 0; j < CMB_HR; j++) acc[j] = 0.0f;
-#pragma unroll 4
-    for (int s = s0; s < s1; s++) {
-        if (lsh[s] == 0.0f) continue;   /* warp-uniform */
-        const float w = wsh[s], *ps = p + (size_t)s * pstride + 2;
-        l += lsh[s] * w;
 #pragma unroll
-        for (int j = 0; j < CMB_HR; j++)
-            if (lane + 32 * j < hd) acc[j] += ps[lane + 32 * j] * w;
+    for (int k = 0; k < CMB_RUN; k++) {
+        if (k < n) {   /* warp-uniform */
+            const float w = wsh[s0 + k];
+            l += lsh[s0 + k] * w;
+#pragma unroll
+            for (int j = 0; j < CMB_HR; j++) acc[j] += a[k][j] * w;
+        }
     }
 #pragma unroll
     for (int j = 0; j < CMB_HR; j++)

@@ -17,7 +17,7 @@
 #include "phase8a_decode/attn_mma_tile.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
-template <int HD>
+template <int HD, bool SPLIT>
 __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const float *__restrict__ Q,
                                                                         const uint16_t *__restrict__ Kc,
                                                                         const uint16_t *__restrict__ Vc,
@@ -47,13 +47,21 @@ __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const fl
     }
     const size_t kvrow = (size_t)HD * Hkv;
     const uint16_t *kb = Kc + (size_t)kvh * HD, *vb = Vc + (size_t)kvh * HD;
+    /* a thread copies the 16 bytes at column cc of rows r0, r0 + RS, ... of a tile: the pointers
+     * step by a constant, rows past k1 are zero-filled (from the head's row 0, nothing read) */
+    constexpr int RS = MMA_THREADS / CPR, NP = MMA_TK / RS;
+    const int r0 = tid / CPR, cc = tid - r0 * CPR;
     auto load = [&](int buf, int64_t t0) {
-        for (int i = tid; i < MMA_TK * CPR; i += MMA_THREADS) {
-            const int r = i / CPR, cc = i - r * CPR;
-            const bool ok = t0 + r < k1;
-            const size_t off = (size_t)(ok ? t0 + r : k0) * kvrow + (size_t)cc * 8;
-            cp16_or_zero(ks + (buf * MMA_TK + r) * LD + cc * 8, kb + off, ok);
-            cp16_or_zero(vs + (buf * MMA_TK + r) * LD + cc * 8, vb + off, ok);
+        const size_t step = (size_t)RS * kvrow;
+        const uint16_t *kp = kb + (size_t)(t0 + r0) * kvrow + cc * 8, *vp = vb + (size_t)(t0 + r0) * kvrow + cc * 8;
+        uint16_t *kd = ks + (buf * MMA_TK + r0) * LD + cc * 8, *vd = vs + (buf * MMA_TK + r0) * LD + cc * 8;
+        const int64_t rest = k1 - t0 - r0;   /* this thread's rows of the tile that hold keys: j RS < left */
+        const int left = rest < MMA_TK ? (int)rest : MMA_TK;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const bool ok = j * RS < left;
+            cp16_or_zero(kd + j * RS * LD, ok ? kp + j * step : kb, ok);
+            cp16_or_zero(vd + j * RS * LD, ok ? vp + j * step : vb, ok);
         }
         async_commit();
     };
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const fl
             async_wait<0>();
         }
         __syncthreads();
-        mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
+        mma_keys<HD, SPLIT>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
                      k1, scale);
         __syncthreads();   /* this buffer is refilled by the next iteration's load */
     }
@@ -94,28 +102,50 @@ extern "C" bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hk
            (((uintptr_t)k | (uintptr_t)v) & 15u) == 0;
 }
 
-/* blocks of this kernel an SM holds at once (its shared memory and registers decide) */
-extern "C" int mi8a_attn_split_mma_blocks_per_sm(int64_t hd) {
-    static int per[2];   /* hd 64, hd 128; asked once (the attribute set first, as the launch does) */
-    const int i = hd == 64 ? 0 : 1;
-    if (!per[i]) {
-        const size_t smem = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;
-        int n = 0;
-        cudaError_t e;
-        if (hd == 64) {
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<64>, MMA_THREADS, smem);
-        } else {
-            e = cudaFuncSetAttribute(kernel_attn_split_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (e == cudaSuccess)
-                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<128>, MMA_THREADS, smem);
-        }
-        if (e != cudaSuccess || n < 1) {
-            (void)cudaGetLastError();
-            n = 1;
-        }
-        per[i] = n;
+template <int HD, bool SPLIT> static size_t mma_smem() { return (size_t)4 * MMA_TK * (HD + 8) * 2; }   /* K, V; two stages */
+
+/* more than 48 KB of dynamic shared memory (hd 128) is asked for once per instantiation */
+template <int HD, bool SPLIT> static cudaError_t mma_opt_in() {
+    static bool opted;
+    if (opted || mma_smem<HD, SPLIT>() <= (48u << 10)) return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(kernel_attn_split_mma<HD, SPLIT>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem<HD, SPLIT>());
+    opted = e == cudaSuccess;
+    return e;
+}
+
+template <int HD> static int mma_blocks_per_sm() {
+    int n = 0;
+    cudaError_t e = mma_opt_in<HD, false>();
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<HD, false>, MMA_THREADS,
+                                                          mma_smem<HD, false>());
+    if (e != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        n = 1;
     }
+    return n;
+}
+
+/* blocks of this kernel an SM holds at once (its shared memory and registers decide; both
+ * variants are held to 3 by their launch bounds) */
+extern "C" int mi8a_attn_split_mma_blocks_per_sm(int64_t hd) {
+    static int per[2];   /* hd 64, hd 128: asked once */
+    const int i = hd == 64 ? 0 : 1;
+    if (!per[i]) per[i] = hd == 64 ? mma_blocks_per_sm<64>() : mma_blocks_per_sm<128>();
     return per[i];
+}
+
+template <int HD, bool SPLIT>
+static mi_status mma_launch(cudaStream_t st, bool pdl, dim3 grid, const float *q, const void *k, const void *v,
+                            float *part, float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t Hq,
+                            int64_t Hkv, int S, float scale) {
+    const cudaError_t e = mma_opt_in<HD, SPLIT>();
+    MI_CU_CHECK(e);
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<HD, SPLIT>, grid, dim3(MMA_THREADS), mma_smem<HD, SPLIT>(), st, q,
+                           (const uint16_t *)k, (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq,
+                           (int)Hkv, S, scale));
+    return MI_OK;
 }
 
 extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, const void *k, const void *v, float *part,
@@ -123,19 +153,10 @@ extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, co
                                                 int64_t hd, int64_t Hq, int64_t Hkv, int S, float scale, bool pdl) {
     const cudaStream_t st = (cudaStream_t)stream;
     const dim3 grid((unsigned)Hkv, (unsigned)S);
-    const size_t smem = (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2;   /* K and V, two stages */
-    if (hd == 64) {
-        MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<64>, grid, dim3(MMA_THREADS), smem, st, q, (const uint16_t *)k,
-                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, scale));
-    } else {
-        static bool opted;   /* more than 48 KB of dynamic shared memory: asked for once */
-        if (!opted) {
-            MI_CU_CHECK(cudaFuncSetAttribute(kernel_attn_split_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem));
-            opted = true;
-        }
-        MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<128>, grid, dim3(MMA_THREADS), smem, st, q, (const uint16_t *)k,
-                               (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq, (int)Hkv, S, scale));
-    }
-    return MI_OK;
+    const bool split = mi8a_skv_split_acc_on();
+    if (hd == 64)
+        return split ? mma_launch<64, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
+                     : mma_launch<64, false>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
+    return split ? mma_launch<128, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
+                 : mma_launch<128, false>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
 }
