@@ -65,31 +65,22 @@ template <int HD> __device__ __forceinline__ void mma_begin(mma_state<HD> &st, c
 }
 
 /* the warp's 16 keys of a tile: kt and vt point at the warp's first K and V rows in shared
- * memory, kw is its first key's index, keys from k1 on are masked. SPLIT (item d34, the split
- * decode kernel): q's high and low parts accumulate apart and are added at the end, two chains
- * of HD / 16 dependent mma a score tile instead of one of HD / 8 (another order of the sums) */
-template <int HD, bool SPLIT = false>
+ * memory, kw is its first key's index, keys from k1 on are masked */
+template <int HD>
 __device__ __forceinline__ void mma_keys(mma_state<HD> &st, const uint16_t *kt, const uint16_t *vt, int64_t kw,
                                          int64_t k1, float scale) {
     constexpr int LD = MMA_LD(HD), KS = HD / 16, NT = HD / 8;
     const int lane = threadIdx.x & 31, c = lane & 3, mi = lane >> 3;
     /* scores of the warp's 16 keys: n-tile 0 keys 0-7, n-tile 1 keys 8-15 */
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    float sl[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int k = 0; k < KS; k++) {
         uint32_t b[4];
         ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
         mma_f16_16816(sc[0], st.qh[k], b[0], b[1]);
-        mma_f16_16816(SPLIT ? sl[0] : sc[0], st.ql[k], b[0], b[1]);
+        mma_f16_16816(sc[0], st.ql[k], b[0], b[1]);
         mma_f16_16816(sc[1], st.qh[k], b[2], b[3]);
-        mma_f16_16816(SPLIT ? sl[1] : sc[1], st.ql[k], b[2], b[3]);
-    }
-    if constexpr (SPLIT) {
-#pragma unroll
-        for (int n = 0; n < 2; n++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) sc[n][j] += sl[n][j];
+        mma_f16_16816(sc[1], st.ql[k], b[2], b[3]);
     }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -150,7 +141,28 @@ __device__ __forceinline__ void mma_keys(mma_state<HD> &st, const uint16_t *kt, 
 /* The four warps' states merged in warp order through shared memory sm (m, l [4][16], o
  * [4][16][HD] floats: the tiles' space, after the last tile's barrier), then for each of the G
  * heads and HD dims: out(h, d, M, L, acc) with the merged max, sum and unnormalized value. Every
- * thread of the block calls it. */
+ * thread of the block calls it, after its warp wrote its rows (both mma_merge). */
+template <int HD, typename Out> __device__ __forceinline__ void mma_merge_rows(const float *sm, int G, Out out) {
+    const int tid = threadIdx.x;
+    const float *wm = sm, *wl = wm + 4 * 16, *wo = wl + 4 * 16;
+    __syncthreads();
+    for (int i = tid; i < G * HD; i += MMA_THREADS) {
+        const int h = i / HD, d = i - h * HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w * 16 + h]);
+        float L = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            if (wl[w * 16 + h] == 0.0f) continue;   /* a warp that saw no key */
+            const float e = expf(wm[w * 16 + h] - M);
+            L += wl[w * 16 + h] * e;
+            acc += wo[((size_t)w * 16 + h) * HD + d] * e;
+        }
+        out(h, d, M, L, acc);
+    }
+}
+
 template <int HD, typename Out>
 __device__ __forceinline__ void mma_merge(const mma_state<HD> &st, float *sm, int G, Out out) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
@@ -169,22 +181,113 @@ __device__ __forceinline__ void mma_merge(const mma_state<HD> &st, float *sm, in
         r1[0] = st.o[n][2];
         r1[1] = st.o[n][3];
     }
-    __syncthreads();
-    for (int i = tid; i < G * HD; i += MMA_THREADS) {
-        const int h = i / HD, d = i - h * HD;
-        float M = -INFINITY;
+    mma_merge_rows<HD>(sm, G, out);
+}
+
+/* ---- Packed (item d34; G <= 8 heads): the same products with q's and P's two f16 parts as
+ * the mma's upper and lower 8 rows of one A fragment, where the layout above puts the heads in
+ * rows 0-15 and needs two mma for the parts. A score tile is then one chain of HD / 16 mma:
+ * rows g hold q_hi k, rows g + 8 q_lo k, added in the thread that holds both (c0 + c2, c1 + c3);
+ * P V likewise accumulates P_hi V in rows g and P_lo V in rows g + 8 over all tiles, added at
+ * the merge. Half the mma of a tile, and the softmax runs on one row a thread instead of two
+ * (the layout above also exponentiates the 16 - G empty heads). mma_begin, mma_keys and
+ * mma_merge take either state. ---- */
+template <int HD> struct mma_state_packed {
+    uint32_t qa[HD / 16][4];   /* a0, a2: q_hi of head g (columns 2c.., 8 + 2c..); a1, a3: q_lo */
+    float o[HD / 8][4];        /* c0, c1: P_hi V of head g; c2, c3: P_lo V */
+    float m_r, l_r;
+};
+
+template <int HD> __device__ __forceinline__ void mma_begin(mma_state_packed<HD> &st, const float *qb, int G) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w * 16 + h]);
-        float L = 0.0f, acc = 0.0f;
+    for (int k = 0; k < HD / 16; k++)
 #pragma unroll
-        for (int w = 0; w < 4; w++) {
-            if (wl[w * 16 + h] == 0.0f) continue;   /* a warp that saw no key */
-            const float e = expf(wm[w * 16 + h] - M);
-            L += wl[w * 16 + h] * e;
-            acc += wo[((size_t)w * 16 + h) * HD + d] * e;
+        for (int half = 0; half < 2; half++) {
+            const float *qr = qb + (size_t)g * HD + k * 16 + 2 * c + half * 8;
+            const float x0 = g < G ? qr[0] : 0.0f, x1 = g < G ? qr[1] : 0.0f;
+            split2(x0, x1, st.qa[k][2 * half], st.qa[k][2 * half + 1]);
         }
-        out(h, d, M, L, acc);
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) st.o[n][0] = st.o[n][1] = st.o[n][2] = st.o[n][3] = 0.0f;
+    st.m_r = -INFINITY;
+    st.l_r = 0.0f;
+}
+
+template <int HD>
+__device__ __forceinline__ void mma_keys(mma_state_packed<HD> &st, const uint16_t *kt, const uint16_t *vt,
+                                                int64_t kw, int64_t k1, float scale) {
+    constexpr int LD = MMA_LD(HD), KS = HD / 16, NT = HD / 8;
+    const int lane = threadIdx.x & 31, c = lane & 3, mi = lane >> 3;
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+        uint32_t b[4];
+        ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
+        mma_f16_16816(sc[0], st.qa[k], b[0], b[1]);
+        mma_f16_16816(sc[1], st.qa[k], b[2], b[3]);
     }
+    float s[2][2], mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int64_t key = kw + n * 8 + 2 * c + e;
+            s[n][e] = key < k1 ? scale * (sc[n][e] + sc[n][e + 2]) : -INFINITY;
+            mx = fmaxf(mx, s[n][e]);
+        }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(st.m_r, mx);
+    const float corr = mn == -INFINITY ? 1.0f : expf(st.m_r - mn);
+    st.m_r = mn;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            s[n][e] = mn == -INFINITY ? 0.0f : expf(s[n][e] - mn);
+            sum += s[n][e];
+        }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    st.l_r = st.l_r * corr + sum;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        st.o[n][0] *= corr;
+        st.o[n][1] *= corr;
+        st.o[n][2] *= corr;
+        st.o[n][3] *= corr;
+    }
+    /* P as the A fragment: a0 P_hi (keys 2c..), a1 P_lo (keys 2c..), a2 P_hi (8 + 2c..), a3 P_lo */
+    uint32_t pa[4];
+    split2(s[0][0], s[0][1], pa[0], pa[1]);
+    split2(s[1][0], s[1][1], pa[2], pa[3]);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
+        mma_f16_16816(st.o[n], pa, b[0], b[1]);
+        mma_f16_16816(st.o[n + 1], pa, b[2], b[3]);
+    }
+}
+
+/* mma_merge of the packed state: head g's row is the sum of the two parts' rows */
+template <int HD, typename Out>
+__device__ __forceinline__ void mma_merge(const mma_state_packed<HD> &st, float *sm, int G, Out out) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+    float *wm = sm, *wl = wm + 4 * 16, *wo = wl + 4 * 16;
+    if (c == 0) {
+        wm[warp * 16 + g] = st.m_r;
+        wl[warp * 16 + g] = st.l_r;
+    }
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        float *r0 = wo + ((size_t)warp * 16 + g) * HD + n * 8 + 2 * c;
+        r0[0] = st.o[n][0] + st.o[n][2];
+        r0[1] = st.o[n][1] + st.o[n][3];
+    }
+    mma_merge_rows<HD>(sm, G, out);
 }
 
 #endif

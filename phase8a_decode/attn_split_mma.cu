@@ -10,6 +10,7 @@
  * sends it the shapes where the scalar kernel's blocks do too (caches of MI8A_SKV_GROUP_CTX
  * positions and more: mi8a_attn_split_on_mma). */
 #include <cuda_fp16.h>
+#include <type_traits>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/async_copy.cuh"
@@ -17,7 +18,7 @@
 #include "phase8a_decode/attn_mma_tile.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
-template <int HD, bool SPLIT>
+template <int HD, bool PACKED>
 __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const float *__restrict__ Q,
                                                                         const uint16_t *__restrict__ Kc,
                                                                         const uint16_t *__restrict__ Vc,
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const fl
         async_commit();
     };
     load(0, k0);
-    mma_state<HD> st;
+    typename std::conditional<PACKED, mma_state_packed<HD>, mma_state<HD>>::type st;   /* d34: packed (G <= 8) */
     mma_begin<HD>(st, Q + (size_t)h0 * HD, G);
     int buf = 0;
     for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const fl
             async_wait<0>();
         }
         __syncthreads();
-        mma_keys<HD, SPLIT>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
+        mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
                      k1, scale);
         __syncthreads();   /* this buffer is refilled by the next iteration's load */
     }
@@ -102,14 +103,14 @@ extern "C" bool mi8a_attn_split_mma_supported(int64_t hd, int64_t Hq, int64_t Hk
            (((uintptr_t)k | (uintptr_t)v) & 15u) == 0;
 }
 
-template <int HD, bool SPLIT> static size_t mma_smem() { return (size_t)4 * MMA_TK * (HD + 8) * 2; }   /* K, V; two stages */
+template <int HD> static size_t mma_smem() { return (size_t)4 * MMA_TK * (HD + 8) * 2; }   /* K, V; two stages */
 
 /* more than 48 KB of dynamic shared memory (hd 128) is asked for once per instantiation */
-template <int HD, bool SPLIT> static cudaError_t mma_opt_in() {
+template <int HD, bool PACKED> static cudaError_t mma_opt_in() {
     static bool opted;
-    if (opted || mma_smem<HD, SPLIT>() <= (48u << 10)) return cudaSuccess;
-    const cudaError_t e = cudaFuncSetAttribute(kernel_attn_split_mma<HD, SPLIT>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem<HD, SPLIT>());
+    if (opted || mma_smem<HD>() <= (48u << 10)) return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(kernel_attn_split_mma<HD, PACKED>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma_smem<HD>());
     opted = e == cudaSuccess;
     return e;
 }
@@ -119,7 +120,7 @@ template <int HD> static int mma_blocks_per_sm() {
     cudaError_t e = mma_opt_in<HD, false>();
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_split_mma<HD, false>, MMA_THREADS,
-                                                          mma_smem<HD, false>());
+                                                          mma_smem<HD>());
     if (e != cudaSuccess || n < 1) {
         (void)cudaGetLastError();
         n = 1;
@@ -136,13 +137,13 @@ extern "C" int mi8a_attn_split_mma_blocks_per_sm(int64_t hd) {
     return per[i];
 }
 
-template <int HD, bool SPLIT>
+template <int HD, bool PACKED>
 static mi_status mma_launch(cudaStream_t st, bool pdl, dim3 grid, const float *q, const void *k, const void *v,
                             float *part, float *o, const int32_t *n_past_dev, int64_t n_past, int64_t n_ctx, int64_t Hq,
                             int64_t Hkv, int S, float scale) {
-    const cudaError_t e = mma_opt_in<HD, SPLIT>();
+    const cudaError_t e = mma_opt_in<HD, PACKED>();
     MI_CU_CHECK(e);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<HD, SPLIT>, grid, dim3(MMA_THREADS), mma_smem<HD, SPLIT>(), st, q,
+    MI_CU_CHECK(pdl_launch(pdl, kernel_attn_split_mma<HD, PACKED>, grid, dim3(MMA_THREADS), mma_smem<HD>(), st, q,
                            (const uint16_t *)k, (const uint16_t *)v, part, o, n_past_dev, n_past, n_ctx, (int)Hq,
                            (int)Hkv, S, scale));
     return MI_OK;
@@ -153,10 +154,10 @@ extern "C" mi_status mi8a_attn_split_mma_launch(void *stream, const float *q, co
                                                 int64_t hd, int64_t Hq, int64_t Hkv, int S, float scale, bool pdl) {
     const cudaStream_t st = (cudaStream_t)stream;
     const dim3 grid((unsigned)Hkv, (unsigned)S);
-    const bool split = mi8a_skv_split_acc_on();
+    const bool packed = Hq / Hkv <= 8 && mi8a_skv_packed_on();
     if (hd == 64)
-        return split ? mma_launch<64, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
+        return packed ? mma_launch<64, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
                      : mma_launch<64, false>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
-    return split ? mma_launch<128, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
+    return packed ? mma_launch<128, true>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale)
                  : mma_launch<128, false>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
 }

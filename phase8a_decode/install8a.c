@@ -504,7 +504,7 @@ bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }
 bool mi8a_skv_mma_on(void) { return mi_cuda_item_on("d22"); }
 bool mi8a_skv_wide_combine_on(void) { return mi_cuda_item_on("d32"); }
 bool mi8a_skv_one_wave_on(void) { return mi_cuda_item_on("d33"); }
-bool mi8a_skv_split_acc_on(void) { return mi_cuda_item_on("d34"); }
+bool mi8a_skv_packed_on(void) { return mi_cuda_item_on("d34"); }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -758,8 +758,9 @@ void mi_phase8a_install(void) {
                                 "splits, the warps' sums added in warp order (read at each launch)");
     mi_cuda_item_declare("d33", "d22's split attention in one wave: no more splits than the blocks its SMs hold at "
                                 "once (read at each launch)");
-    mi_cuda_item_declare("d34", "d22's scores with q's high and low f16 parts accumulated apart (two chains of mma "
-                                "half as long; read at each launch)");
+    mi_cuda_item_declare("d34", "d22's q and probabilities with their two f16 parts as the upper and lower rows of one "
+                                "mma (GQA groups of 8 heads or fewer): half the mma and exponentials a tile (read at "
+                                "each launch)");
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
                                "while it runs and issues its weight loads before it waits for the one before it");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);

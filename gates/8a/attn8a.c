@@ -144,7 +144,7 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
     if (st == MI_OK) st = mi_cuda_items_set_off("d33");
     if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
     if (st == MI_OK) attn_take(&A, w1);
-    if (st == MI_OK) st = mi_cuda_items_set_off("d34");   /* q's two parts in one chain of mma */
+    if (st == MI_OK) st = mi_cuda_items_set_off("d34");   /* the heads as the mma's rows, two mma a product */
     if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
     if (st == MI_OK) attn_take(&A, c1);
     mi_cuda_items_set_off("");
