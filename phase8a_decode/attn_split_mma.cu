@@ -19,10 +19,11 @@
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* WST: 0, the block's pipeline (two stages of 64-key tiles, a block barrier before and after each
- * tile's products); 2 or 3 (items d35, d36), each warp's own pipeline of WST stages: a warp copies
- * and waits for only its 16 rows of each tile (the rows it computes on), so the four warps need
- * no barrier until the merge and drift apart, one in its score chain while another waits or
- * exponentiates. The same keys a warp in the same order: the same bits. */
+ * tile's products); 3 (item d35), each warp's own pipeline three tiles deep: a warp copies and
+ * waits for only its 16 rows of each tile (the rows it computes on), so the four warps need no
+ * barrier until the merge and drift apart, one in its score chain while another waits or
+ * exponentiates. The same keys a warp in the same order: the same bits for the same splits (the
+ * third stage's shared memory leaves an SM 2 blocks, not 3, so d33 makes fewer splits). */
 template <int HD, bool PACKED, int WST>
 __global__ void __launch_bounds__(MMA_THREADS, 3) kernel_attn_split_mma(const float *__restrict__ Q,
                                                                         const uint16_t *__restrict__ Kc,
@@ -164,15 +165,15 @@ template <int HD, int WST> static int mma_blocks_per_sm() {
     return n;
 }
 
-/* the pipeline the items ask for: 0 (the block's), 2 (d35: each warp's), 3 (d36: with a third stage) */
-static int mma_wst(void) { return !mi8a_skv_warp_pipe_on() ? 0 : mi8a_skv_three_stages_on() ? 3 : 2; }
+/* the pipeline the items ask for: 0 (the block's) or 3 (d35: each warp's, three tiles deep) */
+static int mma_wst(void) { return mi8a_skv_warp_pipe_on() ? 3 : 0; }
 
 /* blocks of the kernel the items pick an SM holds at once (its shared memory and registers decide;
  * the packed and plain forms share launch bounds and shared memory) */
 extern "C" int mi8a_attn_split_mma_blocks_per_sm(int64_t hd) {
     const int w = mma_wst();
-    if (hd == 64) return w == 0 ? mma_blocks_per_sm<64, 0>() : w == 2 ? mma_blocks_per_sm<64, 2>() : mma_blocks_per_sm<64, 3>();
-    return w == 0 ? mma_blocks_per_sm<128, 0>() : w == 2 ? mma_blocks_per_sm<128, 2>() : mma_blocks_per_sm<128, 3>();
+    if (hd == 64) return w == 0 ? mma_blocks_per_sm<64, 0>() : mma_blocks_per_sm<64, 3>();
+    return w == 0 ? mma_blocks_per_sm<128, 0>() : mma_blocks_per_sm<128, 3>();
 }
 
 template <int HD, bool PACKED, int WST>
@@ -191,8 +192,6 @@ template <int HD, bool PACKED>
 static mi_status mma_launch_wst(int wst, cudaStream_t st, bool pdl, dim3 grid, const float *q, const void *k,
                                 const void *v, float *part, float *o, const int32_t *n_past_dev, int64_t n_past,
                                 int64_t n_ctx, int64_t Hq, int64_t Hkv, int S, float scale) {
-    if (wst == 2)
-        return mma_launch<HD, PACKED, 2>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
     if (wst == 3)
         return mma_launch<HD, PACKED, 3>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);
     return mma_launch<HD, PACKED, 0>(st, pdl, grid, q, k, v, part, o, n_past_dev, n_past, n_ctx, Hq, Hkv, S, scale);

@@ -506,7 +506,6 @@ bool mi8a_skv_wide_combine_on(void) { return mi_cuda_item_on("d32"); }
 bool mi8a_skv_one_wave_on(void) { return mi_cuda_item_on("d33"); }
 bool mi8a_skv_packed_on(void) { return mi_cuda_item_on("d34"); }
 bool mi8a_skv_warp_pipe_on(void) { return mi_cuda_item_on("d35"); }
-bool mi8a_skv_three_stages_on(void) { return mi_cuda_item_on("d36"); }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -763,9 +762,8 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d34", "d22's q and probabilities with their two f16 parts as the upper and lower rows of one "
                                 "mma (GQA groups of 8 heads or fewer): half the mma and exponentials a tile (read at "
                                 "each launch)");
-    mi_cuda_item_declare("d35", "d22's tiles in a pipeline a warp: each warp copies and waits for only its own rows, no "
-                                "block barrier between tiles (read at each launch)");
-    mi_cuda_item_declare("d36", "d35's pipelines three tiles deep (read at each launch)");
+    mi_cuda_item_declare("d35", "d22's tiles in a pipeline a warp, three tiles deep: each warp copies and waits for only "
+                                "its own rows, no block barrier between tiles (read at each launch)");
     mi_cuda_item_declare("d6", "8a's one-token kernels launched as programmatic dependents: each lets the next launch "
                                "while it runs and issues its weight loads before it waits for the one before it");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q4k);
