@@ -132,6 +132,8 @@ bool mi8a_skv_wide_combine_on(void); /* d32: the split's merge with its partials
 bool mi8a_skv_one_wave_on(void);     /* d33: d22's splits as one wave of blocks */
 bool mi8a_skv_packed_on(void);       /* d34: d22's q and P parts as the mma's upper and lower rows */
 bool mi8a_skv_warp_pipe_on(void);    /* d35: d22's tiles in a pipeline a warp, three tiles deep */
+bool mi8a_unit_ahead_on(void);       /* d37: matvec_fused's first unit a lane in registers before the wait */
+uint64_t mi8a_unit_ahead_launches(void);   /* launches that asked it on (gates) */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */

@@ -506,6 +506,13 @@ bool mi8a_skv_wide_combine_on(void) { return mi_cuda_item_on("d32"); }
 bool mi8a_skv_one_wave_on(void) { return mi_cuda_item_on("d33"); }
 bool mi8a_skv_packed_on(void) { return mi_cuda_item_on("d34"); }
 bool mi8a_skv_warp_pipe_on(void) { return mi_cuda_item_on("d35"); }
+static _Atomic uint64_t g_ahead_launches;
+bool mi8a_unit_ahead_on(void) {   /* asked once a launch: counted where on */
+    const bool on = mi_cuda_item_on("d37");
+    if (on) g_ahead_launches++;
+    return on;
+}
+uint64_t mi8a_unit_ahead_launches(void) { return g_ahead_launches; }
 
 /* d10: the lower phases' small kernels (mi_cuda_pdl_small), read at each launch like d6 */
 static _Atomic uint64_t g_pdl_small_launches;
@@ -784,6 +791,9 @@ void mi_phase8a_install(void) {
                                 "fewer)");
     mi_cuda_add_kernel(MI_OP_KV_STORE, &k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN, &k_attn_step_rkv);
+    mi_cuda_item_declare("d37", "the one-token rows of 7b's order (d2's residual form, d13's runs, d31's o) unpack each "
+                                "lane's first unit into registers before waiting for the kernel before them, not "
+                                "only prefetched to L2 (read at each launch)");
     mi_cuda_item_declare("d31", "d20's attention writes its output's quantized row too where the pass marked it, and "
                                 "the o projection after it (d2's kernel) reads that row instead of quantizing x in each "
                                 "of its blocks (read at each launch)");

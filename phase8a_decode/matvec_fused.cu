@@ -41,11 +41,14 @@ struct fz_rows_one {
 };
 
 /* QX (item d31): x comes quantized (Aq, 7b's quantizer's row, written by the kernel before):
- * steps 2-4 are skipped and the dots read Aq through the read-only cache */
+ * steps 2-4 are skipped and the dots read Aq through the read-only cache.
+ * ahead (item d37): each lane also unpacks the first unit it dots (unit lane of the warp's first
+ * row) into registers before the wait, so the first dots need no round trip after the prologue
+ * (at the 0.5B's K = 896 a row is 28 units: the whole row). The same unit, the same values. */
 template <int WT, bool NORM, bool RES, class Rows, bool QX = false>
 __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wrow, int64_t M, int64_t K,
                                                   const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                                                  const float *__restrict__ R, int rows,
+                                                  const float *__restrict__ R, int rows, bool ahead,
                                                   const uint8_t *__restrict__ Aq = NULL) {
     extern __shared__ uint4 smem_fz[];
     float *sx = (float *)smem_fz, *sw = sx + K;
@@ -54,7 +57,11 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
     constexpr int AT = wtraits<WT>::act;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t m0 = (int64_t)blockIdx.x * rows;
+    const int64_t nunits = K / 32;
     pdl_trigger_early();
+    wunit w0;   /* ahead: unit lane of the warp's first row */
+    const bool have0 = ahead && warp < rows && m0 + warp < M && lane < nunits;
+    if (have0) unit_unpack<WT>(rowmap.w(m0 + warp), lane, w0);
     for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
         const uint8_t *wr = rowmap.w(m0 + r);
         for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
@@ -92,7 +99,6 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
     }
     __syncthreads();
     }
-    const int64_t nunits = K / 32;
     for (int r = warp; r < rows; r += FZ_WARPS) {
         const int64_t m = m0 + r;
         if (m >= M) break;   /* warp-uniform; no barrier follows */
@@ -100,7 +106,8 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
         float acc = 0.0f;
         for (int64_t u = lane; u < nunits; u += 32) {
             wunit w;
-            unit_unpack<WT>(wr, u, w);
+            if (have0 && r == warp && u == lane) w = w0;
+            else unit_unpack<WT>(wr, u, w);
             acc += mi7b_unit_dot<AT, QX>(w, A, u);
         }
         const float s = warp_sum(acc);
@@ -115,9 +122,9 @@ template <int WT, bool NORM, bool RES>
 __global__ void __launch_bounds__(FZ_THREADS)
 kernel_matvec_fused(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const float *__restrict__ X,
                     const float *__restrict__ nw, float eps, const float *__restrict__ bias,
-                    const float *__restrict__ R, float *__restrict__ Y, int rows) {
+                    const float *__restrict__ R, float *__restrict__ Y, int rows, bool ahead) {
     const fz_rows_one rowmap = {W, wrow, bias, Y};
-    matvec_fused_rows<WT, NORM, RES>(rowmap, wrow, M, K, X, nw, eps, R, rows);
+    matvec_fused_rows<WT, NORM, RES>(rowmap, wrow, M, K, X, nw, eps, R, rows, ahead);
 }
 
 /* shared memory of a launch: x, the norm weight (NORM), the quantized row */
@@ -147,12 +154,12 @@ static mi_status launch_fused(cudaStream_t st, const uint8_t *w, int64_t K, int6
     if (nb > 0x7fffffff) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused: M = %lld too large", (long long)M);
     const bool pdl = mi8a_pdl_on();
     void (*k)(const uint8_t *, size_t, int64_t, int64_t, const float *, const float *, float, const float *,
-              const float *, float *, int) = nw && r ? kernel_matvec_fused<WT, true, true>
+              const float *, float *, int, bool) = nw && r ? kernel_matvec_fused<WT, true, true>
                                              : nw    ? kernel_matvec_fused<WT, true, false>
                                              : r     ? kernel_matvec_fused<WT, false, true>
                                                      : kernel_matvec_fused<WT, false, false>;
     MI_CU_CHECK(pdl_launch(pdl, k, dim3((unsigned)nb), dim3(FZ_THREADS), smem, st, w, wrow, M, K, x, nw, eps, bias, r, y,
-                           rows));
+                           rows, mi8a_unit_ahead_on()));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused");
     return MI_OK;
 }
@@ -171,9 +178,10 @@ extern "C" mi_status mi8a_matvec_fused(void *stream, mi_type wt, const void *w, 
 template <int WT, bool RES>
 __global__ void __launch_bounds__(FZ_THREADS)
 kernel_matvec_fused_qx(const uint8_t *__restrict__ W, size_t wrow, int64_t M, int64_t K, const uint8_t *__restrict__ Aq,
-                       const float *__restrict__ bias, const float *__restrict__ R, float *__restrict__ Y, int rows) {
+                       const float *__restrict__ bias, const float *__restrict__ R, float *__restrict__ Y, int rows,
+                       bool ahead) {
     const fz_rows_one rowmap = {W, wrow, bias, Y};
-    matvec_fused_rows<WT, false, RES, fz_rows_one, true>(rowmap, wrow, M, K, NULL, NULL, 0.0f, R, rows, Aq);
+    matvec_fused_rows<WT, false, RES, fz_rows_one, true>(rowmap, wrow, M, K, NULL, NULL, 0.0f, R, rows, ahead, Aq);
 }
 
 template <int WT>
@@ -182,13 +190,13 @@ static mi_status launch_fused_qx(cudaStream_t st, const uint8_t *w, const uint8_
     const size_t wrow = mi_row_size((mi_type)WT, K);
     const int rows = fused_rows(M);
     const int64_t nb = (M + rows - 1) / rows;
-    const bool pdl = mi8a_pdl_on();
+    const bool pdl = mi8a_pdl_on(), ahead = mi8a_unit_ahead_on();
     if (r)
         MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_fused_qx<WT, true>, dim3((unsigned)nb), dim3(FZ_THREADS), 0, st, w,
-                               wrow, M, K, xq, bias, r, y, rows));
+                               wrow, M, K, xq, bias, r, y, rows, ahead));
     else
         MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_fused_qx<WT, false>, dim3((unsigned)nb), dim3(FZ_THREADS), 0, st, w,
-                               wrow, M, K, xq, bias, r, y, rows));
+                               wrow, M, K, xq, bias, r, y, rows, ahead));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused_qx");
     return MI_OK;
 }
@@ -210,8 +218,8 @@ extern "C" mi_status mi8a_matvec_fused_qx(void *stream, mi_type wt, const void *
 template <int WT, bool NORM>
 __global__ void __launch_bounds__(FZ_THREADS)
 kernel_matvec_fused_run(const run_rows rowmap, int64_t M, int64_t K, const float *__restrict__ X,
-                        const float *__restrict__ nw, float eps, int rows) {
-    matvec_fused_rows<WT, NORM, false>(rowmap, rowmap.wrow, M, K, X, nw, eps, NULL, rows);
+                        const float *__restrict__ nw, float eps, int rows, bool ahead) {
+    matvec_fused_rows<WT, NORM, false>(rowmap, rowmap.wrow, M, K, X, nw, eps, NULL, rows, ahead);
 }
 
 /* nw: d17, x RMS-normalized with weight nw first (NORM's prologue above) */
@@ -223,10 +231,10 @@ static mi_status launch_fused_run(cudaStream_t st, const run_rows &rowmap, int64
     const int64_t nb = (M + rows - 1) / rows;
     if (nw)
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, true>, dim3((unsigned)nb), dim3(FZ_THREADS),
-                               smem, st, rowmap, M, K, x, nw, eps, rows));
+                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on()));
     else
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, false>, dim3((unsigned)nb), dim3(FZ_THREADS),
-                               smem, st, rowmap, M, K, x, nw, eps, rows));
+                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on()));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused_run");
     return MI_OK;
 }

@@ -412,6 +412,8 @@ static void gate_small(void) {
     test_bitwise_item_model("attn_rope_kv", "d30", -1, "qwen2.5-0.5b", "q4_0");
     test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "tiny-llama", "q8_0");
     test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "qwen2.5-0.5b", "q4_0");
+    test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "tiny-llama", "q8_0");
+    test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
