@@ -108,6 +108,22 @@ static void attn_take(attn_data *a, float *h) {
     CK(cudaMemset(a->dout, 0xFF, a->no * 4));
 }
 
+/* one split case's shape, and its run with the items in `items` off (every item on: "") into h */
+typedef struct {
+    mi_type ct;
+    int hd, Hq, Hkv, gb;
+    int64_t n_ctx, n_past;
+    void *ws;
+} split_shape;
+static mi_status split_run(attn_data *A, const split_shape *sh, const char *items, float *h) {
+    mi_status st = mi_cuda_items_set_off(items);
+    if (st == MI_OK)
+        st = mi8a_attn_split(S, A->dq, A->dk, A->dv, sh->ct, A->dout, NULL, sh->n_past, sh->n_ctx, sh->hd, sh->Hq, sh->Hkv,
+                             A->scale, sh->gb, sh->ws);
+    if (st == MI_OK) attn_take(A, h);
+    return st;
+}
+
 /* off: the K and V caches start off bytes past an allocation (4: not 16-byte aligned, so the
  * kernel reads V from global memory instead of staging it in shared memory) */
 static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64_t n_past, size_t off, int gb) {
@@ -122,41 +138,28 @@ static void split_case(mi_type ct, int hd, int Hq, int Hkv, int64_t n_ctx, int64
           *s2 = malloc(no * 4), *m1 = malloc(no * 4), *w1 = malloc(no * 4), *c1 = malloc(no * 4),
           *p0 = malloc(no * 4);
     void *ws = dev_poison(mi8a_attn_split_workspace(n_ctx, hd, Hq, Hkv));
-    mi_status st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, a);
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, b);
+    const split_shape sh = {ct, hd, Hq, Hkv, gb, n_ctx, n_past, ws};
+    mi_status st = split_run(&A, &sh, "", a);
+    if (st == MI_OK) st = split_run(&A, &sh, "", b);
     if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, A.dnp, 0, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
     if (st == MI_OK) attn_take(&A, dv);
     if (st == MI_OK) st = mi7b_attn(S, A.dq, A.dk, A.dv, ct, A.dout, 1, n_past, hd, Hq, Hkv, A.scale);
     if (st == MI_OK) attn_take(&A, c7);
     /* d22 off: the scalar kernel, against the reference too; and with d21 off as well (its K row
      * four chunks at a time): the same sums, the same bits */
-    if (st == MI_OK) st = mi_cuda_items_set_off("d22");
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, s1);
-    if (st == MI_OK) st = mi_cuda_items_set_off("d21,d22");
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, s2);
-    /* d32 off (the merge a split after another) and d33 off (the splits by the cache's length) */
-    if (st == MI_OK) st = mi_cuda_items_set_off("d32");
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, m1);
-    if (st == MI_OK) st = mi_cuda_items_set_off("d33");
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, w1);
-    if (st == MI_OK) st = mi_cuda_items_set_off("d34");   /* the heads as the mma's rows, two mma a product */
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, c1);
+    if (st == MI_OK) st = split_run(&A, &sh, "d22", s1);
+    if (st == MI_OK) st = split_run(&A, &sh, "d21,d22", s2);
+    /* d32 off (the merge a split after another), d33 off (the splits by the cache's length), d34
+     * off (the heads as the mma's rows, two mma a product) */
+    if (st == MI_OK) st = split_run(&A, &sh, "d32", m1);
+    if (st == MI_OK) st = split_run(&A, &sh, "d33", w1);
+    if (st == MI_OK) st = split_run(&A, &sh, "d34", c1);
     /* d35 off (the tiles in the block's pipeline): the same keys a warp in the same order, so the
      * same bits where the splits are as many (d33 counts the blocks an SM holds, which the stages'
      * shared memory sets) */
     const int n_on = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
-    int n_d35 = 0;
-    if (st == MI_OK) st = mi_cuda_items_set_off("d35");
-    if (st == MI_OK) st = mi8a_attn_split(S, A.dq, A.dk, A.dv, ct, A.dout, NULL, n_past, n_ctx, hd, Hq, Hkv, A.scale, gb, ws);
-    if (st == MI_OK) attn_take(&A, p0);
-    n_d35 = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
+    if (st == MI_OK) st = split_run(&A, &sh, "d35", p0);
+    const int n_d35 = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
     mi_cuda_items_set_off("");
     if (st != MI_OK) {
         gu_fail(g_r, "launch: %s", mi_errmsg());
