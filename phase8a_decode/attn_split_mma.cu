@@ -1,10 +1,12 @@
 /* d4's split attention on the tensor cores (item d22): the same grid of (kv head, split) blocks,
  * the same partials and the same combine (attn_split_kv.cu), with the scores and the value sums
  * done by mma.sync instead of scalar FMAs (attn_mma_tile.cuh: a warp takes 16 keys of a 64-key
- * tile, q and P in two f16 parts, the four warps merged in warp order). The scalar kernel spends
- * about 8 k instructions a warp on a tile of 128 keys (7 heads x 128 dims of dots and of value
- * sums, each fed by shared-memory loads) and runs at 14% of the DRAM rate at a 32k cache
- * (results/notes/PHASE8A.md). K and V tiles come by cp.async, two stages. Fixed orders
+ * tile, q and P in two f16 parts, packed into one mma's rows for groups of 8 heads or fewer (d34),
+ * the four warps merged in warp order). The scalar kernel spends about 8 k instructions a warp on
+ * a tile of 128 keys (7 heads x 128 dims of dots and of value sums, each fed by shared-memory
+ * loads) and runs at 14% of the DRAM rate at a 32k cache (results/notes/PHASE8A.md). K and V
+ * tiles come by cp.async: the block's two stages, or each warp's own three (d35). As many splits
+ * as one wave of these blocks (d33, attn_split_kv.cu). Fixed orders
  * throughout: bit-identical run to run, within the attention bound of the reference (gate_8a's
  * attn_split cases), not 7b's bits. A block takes its kv head's whole group, so mi8a_attn_split
  * sends it the shapes where the scalar kernel's blocks do too (caches of MI8A_SKV_GROUP_CTX
