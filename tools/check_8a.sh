@@ -12,7 +12,7 @@
 #                                          on; gates/8a/bench_trace, where CUPTI is found)
 #   bench-8a-depth-items-<commit>.jsonl    with DEPTHS=4096,32768: tg128 of the 7B at those depths
 #                                          with all on and each of ITEMS off, alternated twice
-#                                          (items that act only at depth: d4, d21, d22)
+#                                          (items that act only at depth: d4, d21, d22, d32-d35)
 # and prints each part's summary as it finishes. MINFER_COMMIT names the tree (the device's copy
 # of the working tree may carry another commit's git metadata).
 set -u
