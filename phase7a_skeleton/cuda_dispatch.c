@@ -10,16 +10,24 @@
 #include <string.h>
 
 #define MAX_KERNELS 24   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
-#define MAX_ITEMS 128   /* the item sets below: two 64-bit words */
+#define MAX_ITEMS 128   /* the item sets below: 64-bit words */
+#define SET_WORDS (MAX_ITEMS / 64)
 
 typedef struct {
-    uint64_t w[MAX_ITEMS / 64];   /* bit i of the set: w[i / 64] bit i % 64 */
+    uint64_t w[SET_WORDS];   /* bit i of the set: w[i / 64] bit i % 64 */
 } item_set;
 static bool set_has(const item_set *m, int i) { return (m->w[i >> 6] >> (i & 63)) & 1ull; }
 static void set_add(item_set *m, int i) { m->w[i >> 6] |= 1ull << (i & 63); }
-static bool set_meets(const item_set *a, const item_set *b) { return (a->w[0] & b->w[0]) | (a->w[1] & b->w[1]); }
-static bool set_empty(const item_set *m) { return !(m->w[0] | m->w[1]); }
-static bool set_equal(const item_set *a, const item_set *b) { return a->w[0] == b->w[0] && a->w[1] == b->w[1]; }
+static bool set_meets(const item_set *a, const item_set *b) {
+    uint64_t x = 0;
+    for (int i = 0; i < SET_WORDS; i++) x |= a->w[i] & b->w[i];
+    return x != 0;
+}
+static bool set_equal(const item_set *a, const item_set *b) { return !memcmp(a->w, b->w, sizeof a->w); }
+static bool set_empty(const item_set *m) {
+    static const item_set none;
+    return set_equal(m, &none);
+}
 
 typedef struct {
     const mi_cuda_kernel *k;
@@ -36,7 +44,7 @@ static struct {
 static int g_n_items;
 /* item i off; written only where the lists change (install, gates, the environment once), read
  * a word at a time */
-static _Atomic uint64_t g_off[MAX_ITEMS / 64];
+static _Atomic uint64_t g_off[SET_WORDS];
 static _Atomic uint64_t g_epoch = 1;
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 
@@ -259,7 +267,7 @@ static mi_status parse_items(const char *list, item_set *out) {
 }
 
 static void store_off(const item_set *m) {
-    for (int i = 0; i < MAX_ITEMS / 64; i++) atomic_store(&g_off[i], m->w[i]);
+    for (int i = 0; i < SET_WORDS; i++) atomic_store(&g_off[i], m->w[i]);
 }
 
 /* MINFER_PERF_OFF, applied once, after every phase declared its items */
@@ -283,7 +291,7 @@ static void apply_env(void) {
 static item_set off_mask(void) {
     pthread_once(&g_env_once, apply_env);
     item_set m;
-    for (int i = 0; i < MAX_ITEMS / 64; i++) m.w[i] = atomic_load(&g_off[i]);
+    for (int i = 0; i < SET_WORDS; i++) m.w[i] = atomic_load(&g_off[i]);
     return m;
 }
 

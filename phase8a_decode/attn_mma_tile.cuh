@@ -38,6 +38,18 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_
     lo = h2_bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
 }
 
+/* The fragments both layouts read from a tile: K's rows for k-step k (b[0..1] keys 0-7, b[2..3]
+ * keys 8-15, as the B operand of S = Q K^T) and V's rows for n-tiles n, n + 1 (through
+ * ldmatrix.trans, the B operand of O += P V); kt and vt point at the warp's first row */
+template <int HD> __device__ __forceinline__ void mma_k_frag(uint32_t (&b)[4], const uint16_t *kt, int k) {
+    const int lane = threadIdx.x & 31, mi = lane >> 3;
+    ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * MMA_LD(HD) + k * 16 + (mi & 1) * 8);
+}
+template <int HD> __device__ __forceinline__ void mma_v_frag(uint32_t (&b)[4], const uint16_t *vt, int n) {
+    const int lane = threadIdx.x & 31, mi = lane >> 3;
+    ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * MMA_LD(HD) + n * 8 + (mi >> 1) * 8);
+}
+
 /* a warp's running state: o for rows g, g + 8 (heads) and its lane's columns, max and sum a row */
 template <int HD> struct mma_state {
     uint32_t qh[HD / 16][4], ql[HD / 16][4];   /* q as A fragments, high and low halves */
@@ -69,14 +81,14 @@ template <int HD> __device__ __forceinline__ void mma_begin(mma_state<HD> &st, c
 template <int HD>
 __device__ __forceinline__ void mma_keys(mma_state<HD> &st, const uint16_t *kt, const uint16_t *vt, int64_t kw,
                                          int64_t k1, float scale) {
-    constexpr int LD = MMA_LD(HD), KS = HD / 16, NT = HD / 8;
-    const int lane = threadIdx.x & 31, c = lane & 3, mi = lane >> 3;
+    constexpr int KS = HD / 16, NT = HD / 8;
+    const int lane = threadIdx.x & 31, c = lane & 3;
     /* scores of the warp's 16 keys: n-tile 0 keys 0-7, n-tile 1 keys 8-15 */
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int k = 0; k < KS; k++) {
         uint32_t b[4];
-        ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
+        mma_k_frag<HD>(b, kt, k);
         mma_f16_16816(sc[0], st.qh[k], b[0], b[1]);
         mma_f16_16816(sc[0], st.ql[k], b[0], b[1]);
         mma_f16_16816(sc[1], st.qh[k], b[2], b[3]);
@@ -130,7 +142,7 @@ __device__ __forceinline__ void mma_keys(mma_state<HD> &st, const uint16_t *kt, 
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
         uint32_t b[4];
-        ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
+        mma_v_frag<HD>(b, vt, n);
         mma_f16_16816(st.o[n], ph, b[0], b[1]);
         mma_f16_16816(st.o[n], pl, b[0], b[1]);
         mma_f16_16816(st.o[n + 1], ph, b[2], b[3]);
@@ -217,13 +229,13 @@ template <int HD> __device__ __forceinline__ void mma_begin(mma_state_packed<HD>
 template <int HD>
 __device__ __forceinline__ void mma_keys(mma_state_packed<HD> &st, const uint16_t *kt, const uint16_t *vt,
                                                 int64_t kw, int64_t k1, float scale) {
-    constexpr int LD = MMA_LD(HD), KS = HD / 16, NT = HD / 8;
-    const int lane = threadIdx.x & 31, c = lane & 3, mi = lane >> 3;
+    constexpr int KS = HD / 16, NT = HD / 8;
+    const int lane = threadIdx.x & 31, c = lane & 3;
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int k = 0; k < KS; k++) {
         uint32_t b[4];
-        ldsm_x4(b, kt + ((mi >> 1) * 8 + (lane & 7)) * LD + k * 16 + (mi & 1) * 8);
+        mma_k_frag<HD>(b, kt, k);
         mma_f16_16816(sc[0], st.qa[k], b[0], b[1]);
         mma_f16_16816(sc[1], st.qa[k], b[2], b[3]);
     }
@@ -266,7 +278,7 @@ __device__ __forceinline__ void mma_keys(mma_state_packed<HD> &st, const uint16_
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
         uint32_t b[4];
-        ldsm_x4_trans(b, vt + ((mi & 1) * 8 + (lane & 7)) * LD + n * 8 + (mi >> 1) * 8);
+        mma_v_frag<HD>(b, vt, n);
         mma_f16_16816(st.o[n], pa, b[0], b[1]);
         mma_f16_16816(st.o[n + 1], pa, b[2], b[3]);
     }

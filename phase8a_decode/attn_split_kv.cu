@@ -420,16 +420,15 @@ extern "C" mi_status mi8a_attn_split(void *stream, const float *q, const void *k
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_attn_split: hd %lld, Hq %lld, Hkv %lld, cache %s", (long long)hd,
                       (long long)Hq, (long long)Hkv, mi_type_name(ctype));
     if (!q || !k || !v || !o || !workspace) return mi_err(MI_ERR_INVALID, "mi8a_attn_split: null pointer");
-    int S = mi8a_attn_split_count(n_ctx, Hkv);
     const int G = (int)(Hq / Hkv);
     if (mi8a_attn_split_on_mma(n_ctx, hd, Hq, Hkv, ctype, k, v, heads_a_block)) {   /* d22: tensor cores */
         const bool pdl = mi8a_pdl_on();
-        S = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
+        const int S = mi8a_attn_split_mma_count(n_ctx, hd, Hkv);
         MI_TRY(mi8a_attn_split_mma_launch(stream, q, k, v, (float *)workspace, o, n_past_dev, n_past, n_ctx, hd, Hq, Hkv,
                                           S, scale, pdl));
         return launch_combine((cudaStream_t)stream, pdl, (const float *)workspace, o, hd, Hq, S, n_past_dev, n_past, n_ctx);
     }
-    const int GB = split_heads_a_block(n_ctx, G, heads_a_block);
+    const int S = mi8a_attn_split_count(n_ctx, Hkv), GB = split_heads_a_block(n_ctx, G, heads_a_block);
     const int NZ = (G + GB - 1) / GB;
     const size_t esz = ctype == MI_TYPE_F16 ? 2 : 4;
     const size_t smem_f = ((size_t)GB * (size_t)hd + (size_t)GB * SKV_T + 2 * SKV_MAX_G) * sizeof(float);

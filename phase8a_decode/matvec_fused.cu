@@ -40,34 +40,14 @@ struct fz_rows_one {
     __device__ __forceinline__ float *y(int64_t m) const { return Y + m; }
 };
 
-/* QX (item d31): x comes quantized (Aq, 7b's quantizer's row, written by the kernel before):
- * steps 2-4 are skipped and the dots read Aq through the read-only cache.
- * ahead (item d37): each lane also unpacks the first unit it dots (unit lane of the warp's first
- * row) into registers before the wait, so the first dots need no round trip after the prologue
- * (at the 0.5B's K = 896 a row is 28 units: the whole row). The same unit, the same values. */
-template <int WT, bool NORM, bool RES, class Rows, bool QX = false>
-__device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wrow, int64_t M, int64_t K,
-                                                  const float *__restrict__ X, const float *__restrict__ nw, float eps,
-                                                  const float *__restrict__ R, int rows, bool ahead,
-                                                  const uint8_t *__restrict__ Aq = NULL) {
-    extern __shared__ uint4 smem_fz[];
-    float *sx = (float *)smem_fz, *sw = sx + K;
-    uint8_t *As = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
-    const uint8_t *A = QX ? Aq : As;
+/* steps 2-4 of the prologue: x (and the norm weight) copied into shared memory sx (sw), the
+ * norm's scale computed by every warp, x' quantized block by block into As; the block's barrier
+ * at the end */
+template <int WT, bool NORM>
+__device__ __forceinline__ void fz_quantize_x(int64_t K, const float *__restrict__ X, const float *__restrict__ nw,
+                                              float eps, float *sx, float *sw, uint8_t *As) {
     constexpr int AT = wtraits<WT>::act;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t m0 = (int64_t)blockIdx.x * rows;
-    const int64_t nunits = K / 32;
-    pdl_trigger_early();
-    wunit w0;   /* ahead: unit lane of the warp's first row */
-    const bool have0 = ahead && warp < rows && m0 + warp < M && lane < nunits;
-    if (have0) unit_unpack<WT>(rowmap.w(m0 + warp), lane, w0);
-    for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
-        const uint8_t *wr = rowmap.w(m0 + r);
-        for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
-    }
-    pdl_wait_trigger();   /* x, r: the kernels before this one wrote them (d6) */
-    if constexpr (!QX) {
     for (int64_t i = threadIdx.x; i < K; i += FZ_THREADS) {   /* 2 */
         sx[i] = __ldg(X + i);
         if (NORM) sw[i] = __ldg(nw + i);
@@ -98,7 +78,36 @@ __device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wro
         }
     }
     __syncthreads();
+}
+
+/* QX (item d31): x comes quantized (Aq, 7b's quantizer's row, written by the kernel before):
+ * steps 2-4 are skipped and the dots read Aq through the read-only cache.
+ * ahead (item d37): each lane also unpacks the first unit it dots (unit lane of the warp's first
+ * row) into registers before the wait, so the first dots need no round trip after the prologue
+ * (at the 0.5B's K = 896 a row is 28 units: the whole row). The same unit, the same values. */
+template <int WT, bool NORM, bool RES, class Rows, bool QX = false>
+__device__ __forceinline__ void matvec_fused_rows(const Rows &rowmap, size_t wrow, int64_t M, int64_t K,
+                                                  const float *__restrict__ X, const float *__restrict__ nw, float eps,
+                                                  const float *__restrict__ R, int rows, bool ahead,
+                                                  const uint8_t *__restrict__ Aq = NULL) {
+    extern __shared__ uint4 smem_fz[];
+    float *sx = (float *)smem_fz, *sw = sx + K;
+    uint8_t *As = (uint8_t *)(sx + (NORM ? 2 : 1) * K);
+    const uint8_t *A = QX ? Aq : As;
+    constexpr int AT = wtraits<WT>::act;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t m0 = (int64_t)blockIdx.x * rows;
+    const int64_t nunits = K / 32;
+    pdl_trigger_early();
+    wunit w0;   /* ahead: unit lane of the warp's first row */
+    const bool have0 = ahead && warp < rows && m0 + warp < M && lane < nunits;
+    if (have0) unit_unpack<WT>(rowmap.w(m0 + warp), lane, w0);
+    for (int r = warp; r < rows && m0 + r < M; r += FZ_WARPS) {   /* 1 */
+        const uint8_t *wr = rowmap.w(m0 + r);
+        for (size_t b = (size_t)lane * 128; b < wrow; b += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + b));
     }
+    pdl_wait_trigger();   /* x, r: the kernels before this one wrote them (d6) */
+    if constexpr (!QX) fz_quantize_x<WT, NORM>(K, X, nw, eps, sx, sw, As);   /* 2-4 */
     for (int r = warp; r < rows; r += FZ_WARPS) {
         const int64_t m = m0 + r;
         if (m >= M) break;   /* warp-uniform; no barrier follows */

@@ -197,7 +197,7 @@ static void ffn_case(mi_type t, bool staged, int64_t K, int64_t F) {
 static void fused_qx_case(mi_type t, int64_t K, int64_t M) {
     char name[96];
     snprintf(name, sizeof name, "fused_qx_%s_K%lld_M%lld", mi_type_name(t), (long long)K, (long long)M);
-    gu_begin(g_r, name);
+    if (!gu_begin(g_r, name)) return;
     size_t wb;
     uint8_t *w = gu_make_weights(g_seed, t, K, M, 1.0f, &wb);
     float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *r = gu_rand_f32(g_seed, (size_t)M, -1.f, 1.f);
