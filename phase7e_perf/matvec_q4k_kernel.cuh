@@ -214,23 +214,30 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, co
 
 /* The scale of RMS norm over x [K] in the canonical order (docs/NUMERICS.md): lane j sums
  * x[i]^2 for i = j, j + 32, ... in increasing i, then the xor butterfly. The block first copies
- * x into shared memory sx (every load in flight at once, one barrier), then every warp sums it
- * from there itself: the same bits in every warp, and no warp waits for another. Bit-identical
- * to the RMS norm kernels (this file is built with --fmad=false, as they are). */
+ * x into shared memory sx (every load in flight at once, one barrier); warp 0 alone sums it and
+ * leaves the scale in shared memory for the others (a second barrier). When every warp summed
+ * x itself, the block's warps issued the same chain of K / 32 dependent adds eight times over
+ * (32 times an SM), and the prologue was issue-bound. Bit-identical to the RMS norm kernels
+ * (this file is built with --fmad=false, as they are). */
 __device__ __forceinline__ float norm_scale_block(const float *__restrict__ X, int64_t K, float eps, float *sx) {
+    __shared__ float s_scale;
     const float4 *x4 = (const float4 *)X;   /* K % 256 == 0, X 16-byte aligned */
     for (int64_t i = threadIdx.x; i < K / 4; i += blockDim.x) ((float4 *)sx)[i] = __ldg(x4 + i);
     __syncthreads();
-    float acc = 0.0f;
-    const int lane = threadIdx.x & 31;
+    if (threadIdx.x < 32) {
+        float acc = 0.0f;
+        const int lane = threadIdx.x;
 #pragma unroll 16
-    for (int64_t i = lane; i < K; i += 32) {
-        const float x = sx[i];
-        const float sq = x * x;
-        acc = acc + sq;
+        for (int64_t i = lane; i < K; i += 32) {
+            const float x = sx[i];
+            const float sq = x * x;
+            acc = acc + sq;
+        }
+        for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(Q4K_FULL, acc, off);
+        if (lane == 0) s_scale = mi_canon_rms_scale(acc, K, eps);
     }
-    for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(Q4K_FULL, acc, off);
-    return mi_canon_rms_scale(acc, K, eps);
+    __syncthreads();
+    return s_scale;
 }
 
 /* NORM's copy of x: after the bsums, rounded up to 16 bytes (its float4 stores) */
@@ -258,10 +265,13 @@ struct q4k_rows_one {
  * it lets the next kernel launch at once, issues its first weight loads, and waits for the
  * kernel before it only then, before it reads x, the norm weight's partner or r.
  * Rows: where row m's weights, bias and output are (q4k_rows_one; a higher phase may give the
- * rows of several weights of one x). Warp w of block b takes rows b*8 + w, then +
- * gridDim.x*8, ... (the grid is at most one resident wave, so the activation is staged once per
- * resident block). The body of the kernels below. */
-template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS>
+ * rows of several weights of one x). Warp w of block b takes rows b*W + w (W warps a block),
+ * then + gridDim.x*W, ... (the grid is at most one resident wave, so the activation is staged
+ * once per resident block). SPREAD: rows w*gridDim.x + b, then the same stride: consecutive
+ * rows on consecutive blocks, so a grid of more warps than rows (wave_blocks' spread) leaves
+ * no SM without rows. The row set and each row's arithmetic do not change. The body of the
+ * kernels below. */
+template <bool FUSED, bool QX, bool NORM, bool RES, bool PDL, class Rows, int TH = Q4K_THREADS, bool SPREAD = false>
 __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int nsb, const uint8_t *__restrict__ A,
                                                 const float *__restrict__ X, const float *__restrict__ nw, float eps,
                                                 const float *__restrict__ R) {
@@ -278,7 +288,8 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
     const int nit = (nsb + 4 * U - 1) / (4 * U);
     constexpr int WARPS = TH / 32;
     const int64_t stride = (int64_t)gridDim.x * WARPS;
-    int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    int64_t row = SPREAD ? (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x
+                         : (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
     raw_q4k r[NS][U];
 
@@ -337,13 +348,14 @@ __device__ __forceinline__ void matvec_q4k_rows(const Rows &rows, int64_t M, int
 #undef Q4K_LOAD
 }
 
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
+          bool SPREAD = false>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k(const uint8_t *__restrict__ W, const uint8_t *__restrict__ W2, int64_t M, int nsb,
                   const uint8_t *__restrict__ A, const float *__restrict__ X, const float *__restrict__ bias,
                   float *__restrict__ Y, const float *__restrict__ nw, float eps, const float *__restrict__ R) {
     const q4k_rows_one rows = {W, W2, bias, Y};
-    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL, q4k_rows_one, TH>(rows, M, nsb, A, X, nw, eps, R);
+    matvec_q4k_rows<FUSED, QX, NORM, RES, PDL, q4k_rows_one, TH, SPREAD>(rows, M, nsb, A, X, nw, eps, R);
 }
 
 /* shared memory of a launch: the Q8_K row, and x for the norm's sum (NORM) */
@@ -353,12 +365,14 @@ static inline size_t q4k_smem(int64_t K, bool norm) {
 
 /* The grid of a warp-per-row launch over M rows that stays within one resident wave: the rows'
  * blocks, at most the SMs times the blocks an SM holds at smem bytes (asked once per smem size;
- * the cache belongs to one kernel instantiation). */
+ * the cache belongs to one kernel instantiation). spread (the SPREAD row map): a block for each
+ * row up to the wave, so rows fewer than the wave's warps still reach every SM. */
 struct wave_cache {
     int smem = -1, blocks = 0;
 };
 template <typename Kernel>
-static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, size_t smem, int64_t M) {
+static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, size_t smem, int64_t M,
+                                  bool spread = false) {
     if (c.smem != (int)smem) {
         int b = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem) != cudaSuccess || b < 1)
@@ -368,26 +382,27 @@ static inline int64_t wave_blocks(wave_cache &c, Kernel kernel, int threads, siz
         c.smem = (int)smem;
     }
     const int warps = threads / 32;
-    const int64_t nb = (M + warps - 1) / warps, wave = (int64_t)mi7e_sm_count() * c.blocks;
+    const int64_t nb = spread ? M : (M + warps - 1) / warps, wave = (int64_t)mi7e_sm_count() * c.blocks;
     return nb < wave ? nb : wave;
 }
 
 /* a = x quantized into the workspace (QX = false) or x = the f32 activation (QX = true) */
 /* PDL: launched with the programmatic attribute when pdl (the kernel built to take it) */
-template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS>
+template <bool FUSED, bool QX, bool NORM = false, bool RES = false, bool PDL = false, int TH = Q4K_THREADS,
+          bool SPREAD = false>
 static mi_status launch_q4k(cudaStream_t st, const uint8_t *w, const uint8_t *w2, const uint8_t *a, const float *x,
                             const float *bias, float *y, int64_t K, int64_t M, const float *nw = NULL,
                             float eps = 0.0f, const float *r = NULL, bool pdl = false) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q4k_smem(K, NORM);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, TH, smem, M);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH, SPREAD>, TH, smem, M, SPREAD);
     if constexpr (PDL) {
-        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH>, dim3((unsigned)nb), dim3(TH),
+        MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k<FUSED, QX, NORM, RES, PDL, TH, SPREAD>, dim3((unsigned)nb), dim3(TH),
                                smem, st, w, w2, M, nsb, a, x, bias, y, nw, eps, r));
     } else {
-        kernel_matvec_q4k<FUSED, QX, NORM, RES, false, TH><<<(unsigned)nb, TH, smem, st>>>(w, w2, M, nsb, a, x, bias, y,
-                                                                                            nw, eps, r);
+        kernel_matvec_q4k<FUSED, QX, NORM, RES, false, TH, SPREAD><<<(unsigned)nb, TH, smem, st>>>(w, w2, M, nsb, a, x,
+                                                                                                    bias, y, nw, eps, r);
     }
     MI_CU_CHECK_LAUNCH(QX ? "kernel_matvec_q4k<QX>" : "kernel_matvec_q4k");
     return MI_OK;

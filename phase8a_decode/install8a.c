@@ -356,6 +356,14 @@ bool mi8a_wide_on(int64_t K) {
     return true;
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
+/* d39: read at each launch like d6 */
+static _Atomic uint64_t g_spread_launches;
+bool mi8a_spread_on(void) {
+    if (!mi_cuda_item_on("d39")) return false;
+    g_spread_launches++;
+    return true;
+}
+uint64_t mi8a_spread_launches(void) { return g_spread_launches; }
 
 /* d21: the split attention's K row whole in registers, read at each launch like d6 */
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }
@@ -547,6 +555,9 @@ void mi_phase8a_install(void) {
                                 "fewer)");
     mi_cuda_add_kernel(MI_OP_KV_STORE, &mi8a_k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN, &mi8a_k_attn_step_rkv);
+    mi_cuda_item_declare("d39", "one-token Q4_K matmuls without a norm (o, the downs), the fused gate/up and d12's Q6_K "
+                                "downs as one block of 32 warps an SM, their rows spread over every SM (read at each "
+                                "launch)");
     mi_cuda_item_declare("d37", "the one-token rows of 7b's order (d2's residual form, d13's runs, d31's o) unpack each "
                                 "lane's first unit into registers before waiting for the kernel before them, not "
                                 "only prefetched to L2 (read at each launch)");

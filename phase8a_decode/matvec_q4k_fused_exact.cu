@@ -28,6 +28,10 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
     const bool pdl = mi8a_pdl_on();
+    if (!nw && mi8a_spread_on()) {   /* d39: one block of 32 warps an SM, the rows over every SM */
+        if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
+        return launch_q4k<false, true, false, false, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
+    }
     if (!nw && mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
@@ -46,8 +50,12 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
     if (!wg || !wu || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_ffn_q4k_fused: null pointer");
     if (!aligned16(wg) || !aligned16(wu) || !aligned16(x) || !aligned16(nw))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
-    return launch_q4k<true, true, true, false, true>((cudaStream_t)stream, (const uint8_t *)wg, (const uint8_t *)wu, NULL,
-                                                     x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
+    const cudaStream_t st = (cudaStream_t)stream;
+    const uint8_t *g = (const uint8_t *)wg, *u = (const uint8_t *)wu;
+    if (mi8a_spread_on())   /* d39 */
+        return launch_q4k<true, true, true, false, true, Q4K_WIDE, true>(st, g, u, NULL, x, NULL, y, K, F, nw, eps, NULL,
+                                                                        mi8a_pdl_on());
+    return launch_q4k<true, true, true, false, true>(st, g, u, NULL, x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
 }
 
 /* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----

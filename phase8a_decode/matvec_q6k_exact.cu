@@ -135,8 +135,9 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
  * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
- * a row's arithmetic and order do not depend on TH. */
-template <bool RES, bool PDL, int TH>
+ * SPREAD (item d39): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
+ * to the wave, so no SM is left without rows. A row's arithmetic and order depend on neither. */
+template <bool RES, bool PDL, int TH, bool SPREAD = false>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
@@ -151,7 +152,8 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
     const int nit = (nsb + 4 * U - 1) / (4 * U);
     constexpr int WARPS = TH / 32;
     const int64_t stride = (int64_t)gridDim.x * WARPS;
-    int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    int64_t row = SPREAD ? (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x
+                         : (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     int it = 0;
     raw_q6k r[U];
 
@@ -202,15 +204,15 @@ extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
 
 extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES, int TH>
+template <bool RES, int TH, bool SPREAD = false>
 static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
                             int64_t K, int64_t M, const float *r, bool pdl) {
     static wave_cache occ;   /* per instantiation */
     const int nsb = (int)(K / 256);
     const size_t smem = q6s_smem(K);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH>, TH, smem, M);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH>, dim3((unsigned)nb), dim3(TH), smem, st, w, M, nsb, a,
-                           bias, y, r));
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH, SPREAD>, TH, smem, M, SPREAD);
+    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st, w, M,
+                           nsb, a, bias, y, r));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
     return MI_OK;
 }
@@ -225,6 +227,10 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
+    if (K >= MI8A_WIDE_K && mi8a_spread_on()) {   /* d39: d12's block, the rows over every SM */
+        if (r) return launch_q6k<true, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, r, pdl);
+        return launch_q6k<false, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, NULL, pdl);
+    }
     if (mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
         if (r) return launch_q6k<true, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
         return launch_q6k<false, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
