@@ -356,10 +356,10 @@ bool mi8a_wide_on(int64_t K) {
     return true;
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
-/* d39: read at each launch like d6 */
+/* d39-d41: read at each launch like d6 */
 static _Atomic uint64_t g_spread_launches;
-bool mi8a_spread_on(void) {
-    if (!mi_cuda_item_on("d39")) return false;
+bool mi8a_spread_on(const char *item) {
+    if (!mi_cuda_item_on(item)) return false;
     g_spread_launches++;
     return true;
 }
@@ -555,9 +555,12 @@ void mi_phase8a_install(void) {
                                 "fewer)");
     mi_cuda_add_kernel(MI_OP_KV_STORE, &mi8a_k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN, &mi8a_k_attn_step_rkv);
-    mi_cuda_item_declare("d39", "one-token Q4_K matmuls without a norm (o, the downs), the fused gate/up and d12's Q6_K "
-                                "downs as one block of 32 warps an SM, their rows spread over every SM (read at each "
-                                "launch)");
+    mi_cuda_item_declare("d39", "the one-token fused gate/up (Q4_K, norm folded) as one block of 32 warps an SM, its "
+                                "rows spread over every SM (read at each launch)");
+    mi_cuda_item_declare("d40", "d12's one-token downs (Q4_K and Q6_K) with their rows spread over every SM (read at "
+                                "each launch)");
+    mi_cuda_item_declare("d41", "one-token Q4_K matmuls without a norm of rows under 8,192 elements (o) as one block of 32 "
+                                "warps an SM, their rows spread over every SM (read at each launch)");
     mi_cuda_item_declare("d37", "the one-token rows of 7b's order (d2's residual form, d13's runs, d31's o) unpack each "
                                 "lane's first unit into registers before waiting for the kernel before them, not "
                                 "only prefetched to L2 (read at each launch)");

@@ -135,7 +135,7 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
  * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
- * SPREAD (item d39): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
+ * SPREAD (item d40): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
  * to the wave, so no SM is left without rows. A row's arithmetic and order depend on neither. */
 template <bool RES, bool PDL, int TH, bool SPREAD = false>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
@@ -227,7 +227,7 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
-    if (K >= MI8A_WIDE_K && mi8a_spread_on()) {   /* d39: d12's block, the rows over every SM */
+    if (K >= MI8A_WIDE_K && mi8a_spread_on("d40")) {   /* d12's block, the rows over every SM */
         if (r) return launch_q6k<true, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, r, pdl);
         return launch_q6k<false, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, NULL, pdl);
     }

@@ -414,7 +414,8 @@ static void gate_small(void) {
     test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "tiny-llama", "q8_0");
     test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
-    test_launch_item_model("spread", "d39", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -437,8 +438,12 @@ static void gate_7b(void) {
     test_item_model("q6k", "d11", 128, "qwen2.5-7b", "q4_k_m", 5e-2);
     test_bitwise_item_model("run", "d13", -1, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("run_norm", "d17", -1, "qwen2.5-7b", "q4_k_m");
+    g_ab_base = "d40";   /* d40 takes d12's launches */
     test_launch_item_model("wide", "d12", mi8a_wide_launches, 8192, "qwen2.5-7b", "q4_k_m");
-    test_launch_item_model("spread", "d39", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    g_ab_base = "";
+    test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_down", "d40", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
