@@ -10,6 +10,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/core/mi_canon.h"
+#include "phase7e_perf/rms_row_scale.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 #define Q4K_THREADS 256
@@ -212,30 +213,19 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, co
     }
 }
 
-/* The scale of RMS norm over x [K] in the canonical order (docs/NUMERICS.md): lane j sums
- * x[i]^2 for i = j, j + 32, ... in increasing i, then the xor butterfly. The block first copies
- * x into shared memory sx (every load in flight at once, one barrier); warp 0 alone sums it and
- * leaves the scale in shared memory for the others (a second barrier). When every warp summed
- * x itself, the block's warps issued the same chain of K / 32 dependent adds eight times over
- * (32 times an SM), and the prologue was issue-bound. Bit-identical to the RMS norm kernels
- * (this file is built with --fmad=false, as they are). */
+/* The scale of RMS norm over x [K] in the canonical order (docs/NUMERICS.md): the block copies
+ * x into shared memory sx (every load in flight at once, one barrier); warp 0 alone sums it
+ * (rms_row_scale_warp0, the wide norm's function) and leaves the scale in shared memory for the
+ * others (a second barrier). When every warp summed x itself, a block's warps issued the same
+ * chain of K / 32 dependent adds eight times over (32 times an SM) and the prologue was
+ * issue-bound. Bit-identical to the RMS norm kernels (this file is built with --fmad=false, as
+ * they are). */
 __device__ __forceinline__ float norm_scale_block(const float *__restrict__ X, int64_t K, float eps, float *sx) {
     __shared__ float s_scale;
     const float4 *x4 = (const float4 *)X;   /* K % 256 == 0, X 16-byte aligned */
     for (int64_t i = threadIdx.x; i < K / 4; i += blockDim.x) ((float4 *)sx)[i] = __ldg(x4 + i);
     __syncthreads();
-    if (threadIdx.x < 32) {
-        float acc = 0.0f;
-        const int lane = threadIdx.x;
-#pragma unroll 16
-        for (int64_t i = lane; i < K; i += 32) {
-            const float x = sx[i];
-            const float sq = x * x;
-            acc = acc + sq;
-        }
-        for (int off = 16; off >= 1; off >>= 1) acc = acc + __shfl_xor_sync(Q4K_FULL, acc, off);
-        if (lane == 0) s_scale = mi_canon_rms_scale(acc, K, eps);
-    }
+    if (threadIdx.x < 32) rms_row_scale_warp0(sx, K, eps, threadIdx.x, &s_scale);
     __syncthreads();
     return s_scale;
 }

@@ -122,11 +122,11 @@ mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const flo
 #define MI8A_WIDE_THREADS 1024
 bool mi8a_wide_on(int64_t K);   /* counts the launches it answered yes */
 uint64_t mi8a_wide_launches(void);
-/* ---- items d39-d41: one-token Q4_K and Q6_K matmuls as one block of MI8A_WIDE_THREADS an SM
+/* ---- items d39-d42: one-token Q4_K and Q6_K matmuls as one block of MI8A_WIDE_THREADS an SM
  * whatever K, their rows spread over every SM (warp w of block b takes rows w * gridDim.x + b,
  * ...): d39 the fused gate/up with its norm, d40 d12's downs (Q4_K and Q6_K: 3,584 rows in
  * blocks of 32 had left 20 of 132 SMs without rows), d41 the Q4_K matmuls without a norm of
- * shorter rows (o). Four blocks an SM prepared x four times. Results do not change (a row's
+ * shorter rows (o), d42 d13's and d17's Q4_K runs. Four blocks an SM prepared x four times. Results do not change (a row's
  * order depends on neither the block nor the map). */
 bool mi8a_spread_on(const char *item);   /* counts the launches it answered yes */
 uint64_t mi8a_spread_launches(void);

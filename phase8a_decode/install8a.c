@@ -559,6 +559,8 @@ void mi_phase8a_install(void) {
                                 "rows spread over every SM (read at each launch)");
     mi_cuda_item_declare("d40", "d12's one-token downs (Q4_K and Q6_K) with their rows spread over every SM (read at "
                                 "each launch)");
+    mi_cuda_item_declare("d42", "d13's and d17's Q4_K runs (q, k, v) as one block of 32 warps an SM, their rows spread "
+                                "over every SM (read at each launch)");
     mi_cuda_item_declare("d41", "one-token Q4_K matmuls without a norm of rows under 8,192 elements (o) as one block of 32 "
                                 "warps an SM, their rows spread over every SM (read at each launch)");
     mi_cuda_item_declare("d37", "the one-token rows of 7b's order (d2's residual form, d13's runs, d31's o) unpack each "

@@ -61,18 +61,40 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
 /* ---- d13: a run of one-token Q4_K matmuls of one x in one launch (run_rows.cuh) ----
  * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
  * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
- * block for all of them. */
-__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+ * block for all of them. TH, SPREAD: the block and row map (item d42: one block of 32 warps an
+ * SM, the rows over every SM). */
+template <int TH, bool SPREAD>
+__global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
-    matvec_q4k_rows<false, true, false, false, true>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
+    matvec_q4k_rows<false, true, false, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
 /* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
  * the NORM form of the single matmul applies it: the outputs equal a norm kernel followed by the
  * run above, bit for bit */
-__global__ void __launch_bounds__(Q4K_THREADS, Q4K_MIN_BLOCKS)
+template <int TH, bool SPREAD>
+__global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
                            const float *__restrict__ nw, float eps) {
-    matvec_q4k_rows<false, true, true, false, true>(rows, M, nsb, NULL, X, nw, eps, NULL);
+    matvec_q4k_rows<false, true, true, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, nw, eps, NULL);
+}
+
+template <int TH, bool SPREAD>
+static mi_status launch_q4k_run(cudaStream_t st, const run_rows &rows, int64_t M, int64_t K, const float *x,
+                                const float *nw, float eps) {
+    const size_t smem = q4k_smem(K, nw != NULL);
+    if (nw) {
+        static wave_cache occ_norm;
+        const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm<TH, SPREAD>, TH, smem, M, SPREAD);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem,
+                               st, rows, M, (int)(K / 256), x, nw, eps));
+    } else {
+        static wave_cache occ;
+        const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run<TH, SPREAD>, TH, smem, M, SPREAD);
+        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st,
+                               rows, M, (int)(K / 256), x));
+    }
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
+    return MI_OK;
 }
 
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
@@ -87,19 +109,7 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
-    const size_t smem = q4k_smem(K, nw != NULL);
     const cudaStream_t st = (cudaStream_t)stream;
-    if (nw) {
-        static wave_cache occ_norm;
-        const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm, Q4K_THREADS, smem, M);
-        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm, dim3((unsigned)nb), dim3(Q4K_THREADS), smem,
-                               st, rows, M, (int)(K / 256), x, nw, eps));
-    } else {
-        static wave_cache occ;
-        const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run, Q4K_THREADS, smem, M);
-        MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run, dim3((unsigned)nb), dim3(Q4K_THREADS), smem, st,
-                               rows, M, (int)(K / 256), x));
-    }
-    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
-    return MI_OK;
+    if (mi8a_spread_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps);
+    return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps);
 }

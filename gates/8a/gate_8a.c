@@ -416,6 +416,7 @@ static void gate_small(void) {
     test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_run", "d42", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -444,6 +445,7 @@ static void gate_7b(void) {
     test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("spread_down", "d40", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_run", "d42", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
