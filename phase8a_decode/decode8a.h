@@ -128,8 +128,8 @@ uint64_t mi8a_wide_launches(void);
  * blocks of 32 had left 20 of 132 SMs without rows), d41 the Q4_K matmuls without a norm of
  * shorter rows (o), d42 d13's and d17's Q4_K runs. Four blocks an SM prepared x four times. Results do not change (a row's
  * order depends on neither the block nor the map). */
-bool mi8a_spread_on(const char *item);   /* counts the launches it answered yes */
-uint64_t mi8a_spread_launches(void);
+bool mi8a_spread_on(const char *item);   /* counts the launches it answered yes, per item */
+uint64_t mi8a_spread_launches(const char *item);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

@@ -14,8 +14,11 @@
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const void *ptr(const mi_tensor *t) { return t ? t->data : NULL; }
 static bool aligned16(const mi_tensor *t) { return t && !((uintptr_t)t->data & 15u); }
@@ -356,14 +359,21 @@ bool mi8a_wide_on(int64_t K) {
     return true;
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
-/* d39-d41: read at each launch like d6 */
-static _Atomic uint64_t g_spread_launches;
+/* d39-d42: read at each launch like d6; launches counted per item */
+static _Atomic uint64_t g_spread_launches[4];
+static int spread_index(const char *item) {
+    static const char *const items[4] = {"d39", "d40", "d41", "d42"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(item, items[i])) return i;
+    abort();   /* a launcher names an item this list lacks */
+}
 bool mi8a_spread_on(const char *item) {
+    const int i = spread_index(item);
     if (!mi_cuda_item_on(item)) return false;
-    g_spread_launches++;
+    g_spread_launches[i]++;
     return true;
 }
-uint64_t mi8a_spread_launches(void) { return g_spread_launches; }
+uint64_t mi8a_spread_launches(const char *item) { return g_spread_launches[spread_index(item)]; }
 
 /* d21: the split attention's K row whole in registers, read at each launch like d6 */
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }

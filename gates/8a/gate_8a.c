@@ -378,6 +378,12 @@ static void test_graph_reuse(const char *shape, const char *type) {
     mi_model_free(m);
 }
 
+/* d39-d42 count their launches per item */
+static uint64_t spread_ffn_launches(void) { return mi8a_spread_launches("d39"); }
+static uint64_t spread_down_launches(void) { return mi8a_spread_launches("d40"); }
+static uint64_t spread_o_launches(void) { return mi8a_spread_launches("d41"); }
+static uint64_t spread_run_launches(void) { return mi8a_spread_launches("d42"); }
+
 /* every case but the 7B's */
 static void gate_small(void) {
     kernels8a_fused(&R, S, &g_seed);
@@ -414,9 +420,9 @@ static void gate_small(void) {
     test_launch_item_model("attn_quant_out", "d31", mi8a_quant_out_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "tiny-llama", "q8_0");
     test_launch_item_model("unit_ahead", "d37", mi8a_unit_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
-    test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
-    test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
-    test_launch_item_model("spread_run", "d42", mi8a_spread_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_ffn", "d39", spread_ffn_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_o", "d41", spread_o_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("spread_run", "d42", spread_run_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -442,10 +448,10 @@ static void gate_7b(void) {
     g_ab_base = "d40";   /* d40 takes d12's launches */
     test_launch_item_model("wide", "d12", mi8a_wide_launches, 8192, "qwen2.5-7b", "q4_k_m");
     g_ab_base = "";
-    test_launch_item_model("spread_ffn", "d39", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
-    test_launch_item_model("spread_down", "d40", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
-    test_launch_item_model("spread_o", "d41", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
-    test_launch_item_model("spread_run", "d42", mi8a_spread_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_ffn", "d39", spread_ffn_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_down", "d40", spread_down_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_o", "d41", spread_o_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("spread_run", "d42", spread_run_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
