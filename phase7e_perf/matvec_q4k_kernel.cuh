@@ -162,14 +162,15 @@ __device__ __forceinline__ float value_q4k(const raw_q4k &r, const uint4 *sq, co
  * L2-resident after the first block reads it; NB = 2 keeps 64 registers without spills beside
  * the first weight loads in flight); lane l loads elements 8l .. 8l+7 and runs quant_q8_k_warp,
  * the function behind 7b's kernel_quant_q8_k, with the same lane map, so d, the levels and the
- * bsums are those bytes bit for bit. Lane l's 8 level bytes are half (l & 1) of uint4 l >> 1 of
- * the super-block (act_perm: each half-warp stores 128 contiguous bytes, conflict-free); even
+ * bsums are those bytes bit for bit. Lane l's 8 level bytes (level words 2l, 2l+1 of the
+ * super-block) go where put(s, l, word 2l, word 2l+1) puts them (the kernel's layout); even
  * lanes store bsums[l >> 1] (16-bit halves of the sbs words); lane 0 stores d. Warp-uniform
  * loop: every lane reaches the shuffles. NORM: x is read from sx, the shared copy that
  * norm_scale_block made (no second trip to L2); nw from global memory. */
-template <int NB, bool NORM, int W = Q4K_WARPS>
-__device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, const float *sx, int nsb, uint4 *sq,
-                                                 float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale) {
+template <int NB, bool NORM, int W, class PutLevels>
+__device__ __forceinline__ void quant_act_rows(const float *__restrict__ X, const float *sx, int nsb, float *sd,
+                                               uint32_t *sbs, const float *__restrict__ nw, float scale,
+                                               PutLevels put) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int s0 = w; s0 < nsb; s0 += NB * W) {
         float v[NB][8];
@@ -205,12 +206,21 @@ __device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, co
                 uint32_t q[2];
                 int pair;
                 const float d = quant_q8_k_warp(v[b], q, &pair);
-                ((uint2 *)sq)[(size_t)s * 32 + act_perm(lane >> 1) * 2 + (lane & 1)] = make_uint2(q[0], q[1]);
+                put(s, lane, q[0], q[1]);
                 if (!(lane & 1)) ((int16_t *)sbs)[(size_t)s * 16 + (lane >> 1)] = (int16_t)pair;
                 if (lane == 0) sd[s] = d;
             }
         }
     }
+}
+
+/* into stage_act's layout of the levels (act_perm: each half-warp stores 128 contiguous bytes) */
+template <int NB, bool NORM, int W = Q4K_WARPS>
+__device__ __forceinline__ void quant_act_shared(const float *__restrict__ X, const float *sx, int nsb, uint4 *sq,
+                                                 float *sd, uint32_t *sbs, const float *__restrict__ nw, float scale) {
+    quant_act_rows<NB, NORM, W>(X, sx, nsb, sd, sbs, nw, scale, [=](int s, int lane, uint32_t q0, uint32_t q1) {
+        ((uint2 *)sq)[(size_t)s * 32 + act_perm(lane >> 1) * 2 + (lane & 1)] = make_uint2(q0, q1);
+    });
 }
 
 /* The scale of RMS norm over x [K] in the canonical order (docs/NUMERICS.md): the block copies

@@ -113,6 +113,12 @@ bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K);
 size_t mi8a_matvec_q6k_workspace(int64_t K);
 mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x, const float *bias, const float *r, float *y,
                           int64_t K, int64_t M, void *ws);
+/* item d43: the same after the RMS norm of x (weight nw, eps), applied in the block while x is
+ * quantized: the outputs equal the norm kernel followed by mi8a_matvec_q6k bit for bit (x, nw
+ * 16-byte aligned; K up to the shared memory the row and x's copy take) */
+bool mi8a_matvec_q6k_norm_supported(int64_t K);
+mi_status mi8a_matvec_q6k_norm(void *stream, const void *w, const float *x, const float *nw, float eps,
+                               const float *bias, float *y, int64_t K, int64_t M);
 
 /* ---- item d12: the one-token Q4_K and Q6_K matmuls of rows of MI8A_WIDE_K elements or more
  * (the down projections) launched as one block of MI8A_WIDE_THREADS threads an SM instead of four

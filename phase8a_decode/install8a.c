@@ -124,6 +124,20 @@ static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q6k(mi_cuda_stream(c), w->data, n->src[1]->data, NULL, n->src[2]->data, n->data, w->ne[0],
                            w->ne[1], ws);
 }
+/* NORM_MATMUL, Q6_K, one token (d43): the norm before it folded in, so the 7B's Q6_K v can take
+ * the norm that d17 folds into the q/k run beside it */
+static bool sup_norm_q6k(const mi_tensor *n) {
+    const mi_tensor *w = n->src[0];
+    return w && mi_matmul_shared_x(n) == 0 && mi8a_matvec_q6k_norm_supported(w->ne[0]) && !((uintptr_t)w->data & 3u) &&
+           aligned16(n->src[3]) && norm_mm_ok(n);
+}
+static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    return mi8a_matvec_q6k_norm(mi_cuda_stream(c), w->data, n->src[1]->data, n->src[3]->data, mi_fused_norm_eps(n),
+                                ptr(n->src[2]), n->data, w->ne[0], w->ne[1]);
+}
+static const mi_cuda_kernel k_norm_mm_q6k = {"norm + matmul, one token, Q6_K streaming rows, x normalized and quantized "
+                                             "in the block", "d43,d11", sup_norm_q6k, run_norm_q6k, NULL, 0};
 static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows (an octet a super-block)", "d11",
                                         sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",
@@ -615,5 +629,8 @@ void mi_phase8a_install(void) {
                                 "super-block, its 2-byte-aligned words shifted in registers, no staging");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_q6k);
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_q6k);
+    mi_cuda_item_declare("d43", "one-token Q6_K matmuls with the RMS norm before them folded in (x normalized and "
+                                "quantized in the block), so the 7B's Q6_K v takes the norm d17 folds into q and k");
+    mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -47,13 +47,16 @@
  * (bytes 128n + 32r + 4t: unit 4n + r, lane t's four elements) at t*8 + 4*(n ^ (t >> 2)) + r, so
  * lane t reads each half n as one 16-byte load and an octet's eight loads hit eight distinct bank
  * quads; d f32 [nsb]; the 16-element sums as int16 pairs [nsb][8] (word u = unit u's two halves). */
+__device__ __forceinline__ int q6s_level_slot(int s, int w) {   /* level word w (0..63) of super-block s */
+    const int n = w >> 5, r = (w >> 3) & 3, t = w & 7;
+    return s * 64 + t * 8 + 4 * (n ^ (t >> 2)) + r;
+}
 __device__ __forceinline__ void q6s_put(uint32_t *sq, float *sd, uint32_t *sbs, int i, uint32_t v) {
     const int s = i / (AK_BYTES / 4), o = i - s * (AK_BYTES / 4);
     if (o == 0) {
         sd[s] = __uint_as_float(v);
     } else if (o <= 64) {
-        const int w = o - 1, n = w >> 5, r = (w >> 3) & 3, t = w & 7;
-        sq[s * 64 + t * 8 + 4 * (n ^ (t >> 2)) + r] = v;
+        sq[q6s_level_slot(s, o - 1)] = v;
     } else {
         sbs[s * 8 + (o - 65)] = v;
     }
@@ -133,14 +136,18 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
 
 /* PDL: the kernel may be launched as a programmatic dependent: it lets the next kernel launch,
  * issues its first weight loads, and only then waits for the kernels before it (the activation,
- * r). TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
+ * r). NORM (item d43): the activation is X in f32, RMS-normalized with weight nw and eps and
+ * quantized in the block, as 7e's Q4_K kernel's NORM form does it (norm_scale_block, then
+ * quant_act_rows into this kernel's layout): the bytes of the norm kernel's output quantized by
+ * 7b's quantizer, so the results equal the unfused path's bit for bit. TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
  * SPREAD (item d40): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
  * to the wave, so no SM is left without rows. A row's arithmetic and order depend on neither. */
-template <bool RES, bool PDL, int TH, bool SPREAD = false>
+template <bool RES, bool PDL, int TH, bool SPREAD = false, bool NORM = false>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
-                  const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R) {
+                  const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R,
+                  const float *__restrict__ X, const float *__restrict__ nw, float eps) {
     constexpr int U = Q6S_U;
     extern __shared__ uint4 smem_q6s[];
     uint32_t *sq = (uint32_t *)smem_q6s;
@@ -168,8 +175,20 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
 
     if constexpr (PDL) pdl_trigger_early();
     if (row < M) Q6S_LOAD();   /* in flight while the activation is staged */
+    if constexpr (NORM) {   /* the norm weight into L1 while x is awaited */
+        for (int i = threadIdx.x * 32; i < nsb * 256; i += TH * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
+    }
     if constexpr (PDL) pdl_wait_trigger();
-    stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
+    if constexpr (NORM) {
+        float *sx = q4k_norm_row(sbs, nsb);
+        const float scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
+        quant_act_rows<2, true, WARPS>(X, sx, nsb, sd, sbs, nw, scale, [=](int s, int l, uint32_t q0, uint32_t q1) {
+            sq[q6s_level_slot(s, 2 * l)] = q0;
+            sq[q6s_level_slot(s, 2 * l + 1)] = q1;
+        });
+    } else {
+        stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
+    }
     __syncthreads();
     float acc = 0.0f;
     while (row < M) {   /* warp-uniform */
@@ -196,7 +215,10 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
 #undef Q6S_LOAD
 }
 
-static size_t q6s_smem(int64_t K) { return (size_t)(K / 256) * AK_BYTES; }
+/* the Q8_K row, and x's copy for the norm (NORM: q4k_norm_row's place) */
+static size_t q6s_smem(int64_t K, bool norm = false) {
+    return (size_t)(K / 256) * AK_BYTES + (norm ? (size_t)K * sizeof(float) + 16 : 0);
+}
 
 extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
     return wt == MI_TYPE_Q6_K && K > 0 && K % 256 == 0 && q6s_smem(K) <= Q6S_SMEM_MAX;
@@ -212,7 +234,7 @@ static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a,
     const size_t smem = q6s_smem(K);
     const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH, SPREAD>, TH, smem, M, SPREAD);
     MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st, w, M,
-                           nsb, a, bias, y, r));
+                           nsb, a, bias, y, r, (const float *)NULL, (const float *)NULL, 0.0f));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
     return MI_OK;
 }
@@ -237,4 +259,30 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     }
     if (r) return launch_q6k<true, Q6S_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
     return launch_q6k<false, Q6S_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
+}
+
+/* d43: the same rows after the RMS norm of x (weight nw), applied while x is quantized in the
+ * block; one block of 32 warps an SM with the rows spread over every SM (the 7B's v: 512 rows
+ * on every SM, one prologue an SM). x and nw 16-byte aligned. */
+extern "C" bool mi8a_matvec_q6k_norm_supported(int64_t K) {
+    return mi8a_matvec_q6k_supported(MI_TYPE_Q6_K, K) && q6s_smem(K, true) <= Q6S_SMEM_MAX;
+}
+
+extern "C" mi_status mi8a_matvec_q6k_norm(void *stream, const void *w, const float *x, const float *nw, float eps,
+                                          const float *bias, float *y, int64_t K, int64_t M) {
+    if (!mi8a_matvec_q6k_norm_supported(K) || M <= 0)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k_norm: K = %lld, M = %lld", (long long)K, (long long)M);
+    if (!w || !x || !nw || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k_norm: null pointer");
+    if (((uintptr_t)w & 3u) || ((uintptr_t)x & 15u) || ((uintptr_t)nw & 15u))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k_norm: weights not 4-byte or x, norm weight not 16-byte aligned");
+    constexpr int TH = MI8A_WIDE_THREADS;
+    auto kernel = kernel_matvec_q6k<false, true, TH, true, true>;
+    static wave_cache occ;
+    const size_t smem = q6s_smem(K, true);
+    const int64_t nb = wave_blocks(occ, kernel, TH, smem, M, true);
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel, dim3((unsigned)nb), dim3(TH), smem, (cudaStream_t)stream,
+                           (const uint8_t *)w, M, (int)(K / 256), (const uint8_t *)NULL, bias, y, (const float *)NULL, x,
+                           nw, eps));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q6k<NORM>");
+    return MI_OK;
 }

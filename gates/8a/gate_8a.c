@@ -423,6 +423,7 @@ static void gate_small(void) {
     test_launch_item_model("spread_ffn", "d39", spread_ffn_launches, 128, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("spread_o", "d41", spread_o_launches, 128, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("spread_run", "d42", spread_run_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_bitwise_item_model("norm_q6k", "d43", -1, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -452,6 +453,7 @@ static void gate_7b(void) {
     test_launch_item_model("spread_down", "d40", spread_down_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("spread_o", "d41", spread_o_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("spread_run", "d42", spread_run_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_item_model("norm_q6k", "d43", -1, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
