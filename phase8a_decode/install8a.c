@@ -128,7 +128,8 @@ static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
  * the norm that d17 folds into the q/k run beside it */
 static bool sup_norm_q6k(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && mi_matmul_shared_x(n) == 0 && mi8a_matvec_q6k_norm_supported(w->ne[0]) && !((uintptr_t)w->data & 3u) &&
+    return w && w->type == MI_TYPE_Q6_K && mi_matmul_shared_x(n) == 0 && mi8a_matvec_q6k_norm_supported(w->ne[0]) &&
+           !((uintptr_t)w->data & 3u) &&
            aligned16(n->src[3]) && norm_mm_ok(n);
 }
 static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -137,7 +138,7 @@ static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                                 ptr(n->src[2]), n->data, w->ne[0], w->ne[1]);
 }
 static const mi_cuda_kernel k_norm_mm_q6k = {"norm + matmul, one token, Q6_K streaming rows, x normalized and quantized "
-                                             "in the block", "d43,d11", sup_norm_q6k, run_norm_q6k, NULL, 0};
+                                             "in the block", "d1,d43,d11", sup_norm_q6k, run_norm_q6k, NULL, 0};
 static const mi_cuda_kernel k_mm_q6k = {"matmul, one token, Q6_K streaming rows (an octet a super-block)", "d11",
                                         sup_mm_q6k, run_mm_q6k, ws_q6k, 0};
 static const mi_cuda_kernel k_mm_add_q6k = {"matmul + residual add, one token, Q6_K streaming rows", "d2,d11",

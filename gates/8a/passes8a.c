@@ -256,13 +256,15 @@ static void run_norm_case(const char *name, mi_type t, mi_type t3, const char *o
 static void test_run_norm_pass(void) {
     enum { MM = MI_OP_MATMUL, NM = MI_OP_NORM_MATMUL, D = MI_MM_RUN_DEFER, L = MI_MM_RUN_LAST };
     const run_norm_want folded = {{NM, NM, NM}, {D, D, L}, false}, kept = {{MM, MM, MM}, {D, D, L}, true};
-    const run_norm_want v_apart = {{MM, MM, MM}, {D, L, 0}, true};
+    const run_norm_want v_apart = {{MM, MM, MM}, {D, L, 0}, true}, v_norm = {{NM, NM, NM}, {D, L, 0}, false};
     run_norm_case("run_norm_pass_q4k", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "", false, &folded);
     run_norm_case("run_norm_pass_rows", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", false, &folded);
     run_norm_case("run_norm_pass_d17_off", MI_TYPE_Q4_K, MI_TYPE_Q4_K, "d17", false, &kept);
     run_norm_case("run_norm_pass_other_reader", MI_TYPE_Q8_0, MI_TYPE_Q8_0, "", true, &kept);
-    /* the 7B's layers whose v is Q6_K: no NORM_MATMUL candidate takes v, so the norm stays */
-    run_norm_case("run_norm_pass_q6k_v", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "", false, &v_apart);
+    /* the 7B's layers whose v is Q6_K: d43's NORM_MATMUL takes v beside the q, k run, so the norm
+     * goes; with d43 off no candidate takes v and the norm stays */
+    run_norm_case("run_norm_pass_q6k_v", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "", false, &v_norm);
+    run_norm_case("run_norm_pass_q6k_v_d43_off", MI_TYPE_Q4_K, MI_TYPE_Q6_K, "d43", false, &v_apart);
 }
 
 /* d14's marks on a hand-built step (no device needed): q RoPE, k RoPE, the K store of that k, the
