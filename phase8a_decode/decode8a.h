@@ -134,6 +134,7 @@ uint64_t mi8a_wide_launches(void);
  * blocks of 32 had left 20 of 132 SMs without rows), d41 the Q4_K matmuls without a norm of
  * shorter rows (o), d42 d13's and d17's Q4_K runs. Four blocks an SM prepared x four times. Results do not change (a row's
  * order depends on neither the block nor the map). */
+/* item d44 (matvec_q6k_exact.cu) asks here too: d12's Q6_K downs quantize x in the block */
 bool mi8a_spread_on(const char *item);   /* counts the launches it answered yes, per item */
 uint64_t mi8a_spread_launches(const char *item);
 

@@ -374,11 +374,11 @@ bool mi8a_wide_on(int64_t K) {
     return true;
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
-/* d39-d42: read at each launch like d6; launches counted per item */
-static _Atomic uint64_t g_spread_launches[4];
+/* d39-d42 and d44: read at each launch like d6; launches counted per item */
+static _Atomic uint64_t g_spread_launches[5];
 static int spread_index(const char *item) {
-    static const char *const items[4] = {"d39", "d40", "d41", "d42"};
-    for (int i = 0; i < 4; i++)
+    static const char *const items[5] = {"d39", "d40", "d41", "d42", "d44"};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(item, items[i])) return i;
     abort();   /* a launcher names an item this list lacks */
 }
@@ -633,5 +633,7 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d43", "one-token Q6_K matmuls with the RMS norm before them folded in (x normalized and "
                                 "quantized in the block), so the 7B's Q6_K v takes the norm d17 folds into q and k");
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
+    mi_cuda_item_declare("d44", "d12's one-token Q6_K downs quantize x in the block (one block an SM, rows spread), "
+                                "without 7b's quantizer launched before them (read at each launch)");
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -139,11 +139,13 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * r). NORM (item d43): the activation is X in f32, RMS-normalized with weight nw and eps and
  * quantized in the block, as 7e's Q4_K kernel's NORM form does it (norm_scale_block, then
  * quant_act_rows into this kernel's layout): the bytes of the norm kernel's output quantized by
- * 7b's quantizer, so the results equal the unfused path's bit for bit. TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
+ * 7b's quantizer, so the results equal the unfused path's bit for bit. QX (item d44): X in f32
+ * quantized in the block without a norm (the downs' x: no quantizer launch before them); the
+ * same bytes as 7b's quantizer's. TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
  * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
  * SPREAD (item d40): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
  * to the wave, so no SM is left without rows. A row's arithmetic and order depend on neither. */
-template <bool RES, bool PDL, int TH, bool SPREAD = false, bool NORM = false>
+template <bool RES, bool PDL, int TH, bool SPREAD = false, bool NORM = false, bool QX = NORM>
 __global__ void __launch_bounds__(TH, TH == MI8A_WIDE_THREADS ? 1 : Q6S_MIN_BLOCKS)
 kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8_t *__restrict__ A,
                   const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R,
@@ -179,13 +181,18 @@ kernel_matvec_q6k(const uint8_t *__restrict__ W, int64_t M, int nsb, const uint8
         for (int i = threadIdx.x * 32; i < nsb * 256; i += TH * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + i));
     }
     if constexpr (PDL) pdl_wait_trigger();
-    if constexpr (NORM) {
-        float *sx = q4k_norm_row(sbs, nsb);
-        const float scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
-        quant_act_rows<2, true, WARPS>(X, sx, nsb, sd, sbs, nw, scale, [=](int s, int l, uint32_t q0, uint32_t q1) {
+    if constexpr (QX) {
+        auto put = [=](int s, int l, uint32_t q0, uint32_t q1) {
             sq[q6s_level_slot(s, 2 * l)] = q0;
             sq[q6s_level_slot(s, 2 * l + 1)] = q1;
-        });
+        };
+        if constexpr (NORM) {
+            float *sx = q4k_norm_row(sbs, nsb);
+            const float scale = norm_scale_block(X, (int64_t)nsb * 256, eps, sx);
+            quant_act_rows<2, true, WARPS>(X, sx, nsb, sd, sbs, nw, scale, put);
+        } else {
+            quant_act_rows<2, false, WARPS>(X, NULL, nsb, sd, sbs, NULL, 1.0f, put);
+        }
     } else {
         stage_words<4>(A, nsb * (AK_BYTES / 4), [=](int i, uint32_t v) { q6s_put(sq, sd, sbs, i, v); });
     }
@@ -245,10 +252,20 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: K = %lld, M = %lld", (long long)K, (long long)M);
     if (!w || !x || !y || !ws) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k: null pointer");
     if ((uintptr_t)w & 3u) return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k: weights not 4-byte aligned");
-    MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
+    if (K >= MI8A_WIDE_K && !((uintptr_t)x & 15u) && mi8a_spread_on("d44")) {   /* x quantized in the block */
+        constexpr int TH = MI8A_WIDE_THREADS;
+        auto kernel = r ? kernel_matvec_q6k<true, true, TH, true, false, true> : kernel_matvec_q6k<false, true, TH, true, false, true>;
+        static wave_cache occ;   /* both forms: the same shared memory and block */
+        const int64_t nb = wave_blocks(occ, kernel, TH, q6s_smem(K), M, true);
+        MI_CU_CHECK(pdl_launch(pdl, kernel, dim3((unsigned)nb), dim3(TH), q6s_smem(K), st, wb, M, (int)(K / 256),
+                               (const uint8_t *)NULL, bias, y, r, x, (const float *)NULL, 0.0f));
+        MI_CU_CHECK_LAUNCH("kernel_matvec_q6k<QX>");
+        return MI_OK;
+    }
+    MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
     if (K >= MI8A_WIDE_K && mi8a_spread_on("d40")) {   /* d12's block, the rows over every SM */
         if (r) return launch_q6k<true, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, r, pdl);
         return launch_q6k<false, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, NULL, pdl);

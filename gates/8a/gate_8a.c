@@ -302,12 +302,12 @@ static void test_launch_item_model(const char *what, const char *item, uint64_t 
  *   d8  RoPE a thread per pair
  *   d13 a run of matmuls of one x in one launch (the 7B's q, k, v on 8a's Q4_K kernel, the 0.5B's
  *       and the tiny llama's on 7b's) */
-static void test_bitwise_item_model(const char *what, const char *item, int kernels, const char *shape,
-                                    const char *type) {
+static void test_bitwise_launches_model(const char *what, const char *item, int kernels, const char *shape,
+                                        const char *type, uint64_t (*launches)(void)) {
     mi_model *m = begin_model_test(what, shape, type);
     if (!m) return;
     item_ab ab;
-    const mi_status st = item_ab_run(m, item, 128, NULL, false, &ab);
+    const mi_status st = item_ab_run(m, item, 128, launches, false, &ab);
     int first = -1;
     const int same = st == MI_OK ? same_steps(ab.on, ab.off, NULL, ab.V, NULL, &first) : 0;
     const int64_t k_on = ab.k_on, k_off = ab.k_off;
@@ -321,6 +321,11 @@ static void test_bitwise_item_model(const char *what, const char *item, int kern
                  STEPS + 1);
     item_ab_free(&ab);
     mi_model_free(m);
+}
+/* the item's kernel runs counted by the dispatch (its candidates carry the item) */
+static void test_bitwise_item_model(const char *what, const char *item, int kernels, const char *shape,
+                                    const char *type) {
+    test_bitwise_launches_model(what, item, kernels, shape, type, NULL);
 }
 
 /* The session's reused one-token graph on the device (session.c): the stream with reuse against
@@ -383,6 +388,7 @@ static uint64_t spread_ffn_launches(void) { return mi8a_spread_launches("d39"); 
 static uint64_t spread_down_launches(void) { return mi8a_spread_launches("d40"); }
 static uint64_t spread_o_launches(void) { return mi8a_spread_launches("d41"); }
 static uint64_t spread_run_launches(void) { return mi8a_spread_launches("d42"); }
+static uint64_t q6k_qx_launches(void) { return mi8a_spread_launches("d44"); }
 
 /* every case but the 7B's */
 static void gate_small(void) {
@@ -454,6 +460,7 @@ static void gate_7b(void) {
     test_launch_item_model("spread_o", "d41", spread_o_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("spread_run", "d42", spread_run_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("norm_q6k", "d43", -1, "qwen2.5-7b", "q4_k_m");
+    test_bitwise_launches_model("q6k_quant_in_block", "d44", -1, "qwen2.5-7b", "q4_k_m", q6k_qx_launches);
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
