@@ -247,8 +247,9 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
  * (KV head, split) read each K/V row once for the GQA group, partials merged per head in split
  * order; within the attention bound of 7b, not bit-identical to it. n_past_dev: 7d's step
  * param (NULL: n_past). Used for caches of MI8A_SKV_MIN_CTX positions and more (shorter ones
- * keep 7d's single kernel: at depth 0 the split and its merge cost 10% of a 7B step, at depth
- * 4096 7d's kernel is four times slower). */
+ * take d20's single kernel: at a 256-position cache it is 6% (7B) to 15% (0.5B) faster than the
+ * split and its merge, at 640 positions the split is 5-6% faster, at 1,152 21-36%;
+ * results/notes/PHASE8A.md). */
 #define MI8A_SKV_T 128            /* keys per tile, threads per block */
 #define MI8A_SKV_MIN_KEYS 256     /* keys a split takes at least when the cache is full */
 #define MI8A_SKV_MAX_SPLITS 128
@@ -259,7 +260,7 @@ mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int
  * group at depth in longer ones. */
 #define MI8A_SKV_HEADS 2
 #define MI8A_SKV_GROUP_CTX 16384  /* caches of this many positions: the whole group a block */
-#define MI8A_SKV_MIN_CTX 2048
+#define MI8A_SKV_MIN_CTX 512
 /* ---- attn_step.cu: one-token attention, 7b's arithmetic (bit for bit) with a tile's
  * K rows, V rows and q loaded together (d20); F16 caches, hd 64 or 128, 16-byte aligned.
  * oq (item d31, else NULL): the output's row quantized as well, in 7b's quantizer's bytes for a

@@ -545,7 +545,7 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d20", "one-token attention with a tile's K rows, V rows and q loaded together (7b's "
                                 "arithmetic, bit for bit; F16 caches the split does not take)");
     mi_cuda_add_kernel(MI_OP_ATTN, &mi8a_k_attn_step);   /* behind the split: tried after it */
-    mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 2048 positions or more)");
+    mi_cuda_item_declare("d4", "one-token attention split over the KV sequence (caches of 512 positions or more)");
     mi_cuda_add_kernel(MI_OP_ATTN, &mi8a_k_attn_split);
     mi_cuda_item_declare("d21", "d4's split attention loads a thread's whole K row at once (one round trip a tile, "
                                 "not four); read at each launch");

@@ -406,6 +406,7 @@ static void gate_small(void) {
     kernels8a_attn_split(&R, S, &g_seed);
     kernels8a_attn_step(&R, S, &g_seed);
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
+    test_item_model("split_short", "d4", 640, "qwen2.5-0.5b", "q4_0", 1e-6);   /* a cache just past the threshold */
     test_greedy_model("qwen2.5-0.5b", "q4_0");
     test_launch_item_model("pdl", "d6", mi8a_pdl_launches, 8192, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d13";
