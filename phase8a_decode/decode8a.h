@@ -132,11 +132,11 @@ uint64_t mi8a_wide_launches(void);
  * whatever K, their rows spread over every SM (warp w of block b takes rows w * gridDim.x + b,
  * ...): d39 the fused gate/up with its norm, d40 d12's downs (Q4_K and Q6_K: 3,584 rows in
  * blocks of 32 had left 20 of 132 SMs without rows), d41 the Q4_K matmuls without a norm of
- * shorter rows (o), d42 d13's and d17's Q4_K runs. Four blocks an SM prepared x four times. Results do not change (a row's
- * order depends on neither the block nor the map). */
-/* item d44 (matvec_q6k_exact.cu) asks here too: d12's Q6_K downs quantize x in the block */
-bool mi8a_spread_on(const char *item);   /* counts the launches it answered yes, per item */
-uint64_t mi8a_spread_launches(const char *item);
+ * shorter rows (o), d42 d13's and d17's Q4_K runs. Four blocks an SM prepared x four times.
+ * Results do not change (a row's order depends on neither the block nor the map). Item d44
+ * (d12's Q6_K downs quantize x in the block, matvec_q6k_exact.cu) is read the same way. */
+bool mi8a_launch_item_on(const char *item);   /* item on? counts the launches it answered yes, per item */
+uint64_t mi8a_launch_item_count(const char *item);
 
 /* ---- install8a.c: whether 8a's launchers use programmatic dependent launch (item d6), and
  * how many launches did (each call of mi8a_pdl_on that answered yes counts one) */

@@ -374,21 +374,21 @@ bool mi8a_wide_on(int64_t K) {
     return true;
 }
 uint64_t mi8a_wide_launches(void) { return g_wide_launches; }
-/* d39-d42 and d44: read at each launch like d6; launches counted per item */
-static _Atomic uint64_t g_spread_launches[5];
-static int spread_index(const char *item) {
+/* d39-d42 and d44: read at each launch like d6; their launches counted per item (the gate's A/B) */
+static _Atomic uint64_t g_item_launches[5];
+static int launch_item_index(const char *item) {
     static const char *const items[5] = {"d39", "d40", "d41", "d42", "d44"};
     for (int i = 0; i < 5; i++)
         if (!strcmp(item, items[i])) return i;
     abort();   /* a launcher names an item this list lacks */
 }
-bool mi8a_spread_on(const char *item) {
-    const int i = spread_index(item);
+bool mi8a_launch_item_on(const char *item) {
+    const int i = launch_item_index(item);
     if (!mi_cuda_item_on(item)) return false;
-    g_spread_launches[i]++;
+    g_item_launches[i]++;
     return true;
 }
-uint64_t mi8a_spread_launches(const char *item) { return g_spread_launches[spread_index(item)]; }
+uint64_t mi8a_launch_item_count(const char *item) { return g_item_launches[launch_item_index(item)]; }
 
 /* d21: the split attention's K row whole in registers, read at each launch like d6 */
 bool mi8a_skv_whole_row_on(void) { return mi_cuda_item_on("d21"); }

@@ -28,7 +28,8 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w;
     const bool pdl = mi8a_pdl_on();
-    if (!nw && mi8a_spread_on(K >= MI8A_WIDE_K ? "d40" : "d41")) {   /* one block of 32 warps an SM, rows over every SM */
+    /* d40 (the downs), d41 (o): one block of 32 warps an SM, the rows over every SM */
+    if (!nw && mi8a_launch_item_on(K >= MI8A_WIDE_K ? "d40" : "d41")) {
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
     }
@@ -52,7 +53,7 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_ffn_q4k_fused: base not 16-byte aligned");
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *g = (const uint8_t *)wg, *u = (const uint8_t *)wu;
-    if (mi8a_spread_on("d39"))   /* one block of 32 warps an SM, rows over every SM */
+    if (mi8a_launch_item_on("d39"))   /* one block of 32 warps an SM, rows over every SM */
         return launch_q4k<true, true, true, false, true, Q4K_WIDE, true>(st, g, u, NULL, x, NULL, y, K, F, nw, eps, NULL,
                                                                         mi8a_pdl_on());
     return launch_q4k<true, true, true, false, true>(st, g, u, NULL, x, NULL, y, K, F, nw, eps, NULL, mi8a_pdl_on());
@@ -110,6 +111,6 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
     const cudaStream_t st = (cudaStream_t)stream;
-    if (mi8a_spread_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps);
+    if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps);
     return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps);
 }

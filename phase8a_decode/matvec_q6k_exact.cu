@@ -141,8 +141,9 @@ __device__ __forceinline__ float value_q6k(const raw_q6k &r, const uint32_t *sq,
  * quant_act_rows into this kernel's layout): the bytes of the norm kernel's output quantized by
  * 7b's quantizer, so the results equal the unfused path's bit for bit. QX (item d44): X in f32
  * quantized in the block without a norm (the downs' x: no quantizer launch before them); the
- * same bytes as 7b's quantizer's. TH threads a block (256, or MI8A_WIDE_THREADS with item d12: one block an SM). Warp w of
- * block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32; at most one resident wave);
+ * same bytes as 7b's quantizer's. TH threads a block (256, or MI8A_WIDE_THREADS with item d12:
+ * one block an SM). Warp w of block b takes rows b*W + w, then + gridDim.x*W, ... (W = TH / 32;
+ * at most one resident wave);
  * SPREAD (item d40): rows w*gridDim.x + b, then the same stride, on a grid of a block a row up
  * to the wave, so no SM is left without rows. A row's arithmetic and order depend on neither. */
 template <bool RES, bool PDL, int TH, bool SPREAD = false, bool NORM = false, bool QX = NORM>
@@ -255,10 +256,11 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
-    if (K >= MI8A_WIDE_K && !((uintptr_t)x & 15u) && mi8a_spread_on("d44")) {   /* x quantized in the block */
+    if (K >= MI8A_WIDE_K && !((uintptr_t)x & 15u) && mi8a_launch_item_on("d44")) {   /* x quantized in the block */
         constexpr int TH = MI8A_WIDE_THREADS;
-        auto kernel = r ? kernel_matvec_q6k<true, true, TH, true, false, true> : kernel_matvec_q6k<false, true, TH, true, false, true>;
-        static wave_cache occ;   /* both forms: the same shared memory and block */
+        auto kernel = r ? kernel_matvec_q6k<true, true, TH, true, false, true>
+                        : kernel_matvec_q6k<false, true, TH, true, false, true>;
+        static wave_cache occ;   /* one block an SM for both forms: the same answer */
         const int64_t nb = wave_blocks(occ, kernel, TH, q6s_smem(K), M, true);
         MI_CU_CHECK(pdl_launch(pdl, kernel, dim3((unsigned)nb), dim3(TH), q6s_smem(K), st, wb, M, (int)(K / 256),
                                (const uint8_t *)NULL, bias, y, r, x, (const float *)NULL, 0.0f));
@@ -266,7 +268,7 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
         return MI_OK;
     }
     MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
-    if (K >= MI8A_WIDE_K && mi8a_spread_on("d40")) {   /* d12's block, the rows over every SM */
+    if (K >= MI8A_WIDE_K && mi8a_launch_item_on("d40")) {   /* d12's block, the rows over every SM */
         if (r) return launch_q6k<true, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, r, pdl);
         return launch_q6k<false, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, NULL, pdl);
     }
