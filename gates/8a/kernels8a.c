@@ -396,11 +396,12 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
     if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    /* rows long enough for d12: the kernel in blocks of 256 threads (d12 off) gives the same bits */
+    /* rows long enough for d12: the kernel in blocks of 256 threads on 7b's quantizer's row (d12,
+     * d40 and d44 off) gives the same bits as one block an SM quantizing x itself (d44) */
     const bool wide = K >= MI8A_WIDE_K;
     size_t d_narrow = (size_t)-1;
     if (st == MI_OK && wide) {
-        st = mi_cuda_items_set_off("d12");
+        st = mi_cuda_items_set_off("d12,d40,d44");
         if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dx, pb, pr, dy, K, M, ws);
         mi_cuda_items_set_off("");
         if (st == MI_OK) { dev_down(old, dy, (size_t)M * 4); d_narrow = gu_first_diff(got, old, (size_t)M * 4); }
@@ -420,15 +421,64 @@ static void q6k_case(int64_t K, int64_t M, bool bias, bool res) {
                     d_rep == (size_t)-1 ? "bitwise" : "DIFFERS", d_narrow == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
             gu_pass(g_r, "nmse vs cpu %.3g, vs 7e's staged kernel %.3g; repeat bitwise%s", e_cpu, e_old,
-                    wide ? "; blocks of 256 (d12 off) bitwise" : "");
+                    wide ? "; blocks of 256 on 7b's quantizer (d12, d40, d44 off) bitwise" : "");
         }
     }
     free(w); free(x); free(b); free(r); free(ref); free(got); free(got2); free(old);
     cudaFree(bw); cudaFree(bx); cudaFree(bb); cudaFree(br); cudaFree(dy0); cudaFree(dy); cudaFree(ws);
 }
 
+/* d43's Q6_K form with the norm folded in against 7e's RMS norm followed by d11's kernel (on 7b's
+ * quantizer's row): bit for bit; against itself on a second run: bit for bit */
+static void q6k_norm_case(int64_t K, int64_t M, bool bias) {
+    char name[96];
+    snprintf(name, sizeof name, "q6k_norm_K%lld_M%lld%s", (long long)K, (long long)M, bias ? "_bias" : "");
+    if (!gu_begin(g_r, name)) return;
+    const mi_type t = MI_TYPE_Q6_K;
+    if (!mi8a_matvec_q6k_norm_supported(K)) { gu_fail(g_r, "the kernel refuses a shape it is meant to cover"); return; }
+    size_t wb;
+    uint8_t *w = gu_make_weights(g_seed, t, K, M, 1.0f, &wb);
+    float *x = gu_rand_f32(g_seed, (size_t)K, -2.f, 2.f), *nw = gu_rand_f32(g_seed, (size_t)K, 0.5f, 1.5f);
+    float *b = gu_rand_f32(g_seed, (size_t)M, -0.5f, 0.5f);
+    float *got = malloc((size_t)M * 4), *got2 = malloc((size_t)M * 4), *want = malloc((size_t)M * 4);
+    void *bw, *bx, *bn, *bb;
+    void *dw = dev_up_at(w, wb, 0, &bw);
+    float *dx = dev_up_at(x, (size_t)K * 4, 0, &bx), *dnw = dev_up_at(nw, (size_t)K * 4, 0, &bn);
+    float *db = dev_up_at(b, (size_t)M * 4, 0, &bb), *dxn = dev_poison((size_t)K * 4), *dy = dev_poison((size_t)M * 4);
+    void *ws = dev_poison(mi8a_matvec_q6k_workspace(K) + 64);
+    const float *pb = bias ? db : NULL;
+    mi_status st = mi8a_matvec_q6k_norm(S, dw, dx, dnw, EPS, pb, dy, K, M);
+    if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi8a_matvec_q6k_norm(S, dw, dx, dnw, EPS, pb, dy, K, M);
+    if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
+    if (st == MI_OK) st = mi7e_rms_norm(S, dx, dnw, dxn, K, 1, EPS);
+    if (st == MI_OK) st = mi_cuda_items_set_off("d44");
+    if (st == MI_OK) st = mi8a_matvec_q6k(S, dw, dxn, pb, NULL, dy, K, M, ws);
+    mi_cuda_items_set_off("");
+    if (st == MI_OK) dev_down(want, dy, (size_t)M * 4);
+    if (st != MI_OK) {
+        gu_fail(g_r, "launch: %s", mi_errmsg());
+    } else {
+        const size_t d = gu_first_diff(got, want, (size_t)M * 4), d_rep = gu_first_diff(got, got2, (size_t)M * 4);
+        if (d != (size_t)-1 || d_rep != (size_t)-1) {
+            if (d != (size_t)-1) printf("    %s: row %zu got %.9g unfused %.9g\n", name, d / 4, got[d / 4], want[d / 4]);
+            gu_fail(g_r, "against the norm kernel then d11's: %s; repeat %s", d == (size_t)-1 ? "bitwise" : "DIFFERS",
+                    d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
+        } else {
+            gu_pass(g_r, "bit for bit the norm kernel followed by d11's kernel; repeat bitwise");
+        }
+    }
+    free(w); free(x); free(nw); free(b); free(got); free(got2); free(want);
+    cudaFree(bw); cudaFree(bx); cudaFree(bn); cudaFree(bb); cudaFree(dxn); cudaFree(dy); cudaFree(ws);
+}
+
 void kernels8a_q6k(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
+    q6k_norm_case(3584, 512, true);        /* 7B v (Q6_K layers) */
+    q6k_norm_case(3584, 1000, false);      /* 7B output head's rows */
+    q6k_norm_case(1280, 77, true);         /* odd super-blocks a row */
+    q6k_norm_case(256, 33, false);
+    q6k_norm_case(8960, 64, false);        /* about the longest row its shared memory takes */
     q6k_case(3584, 512, false, false);     /* 7B v (Q6_K layers) */
     q6k_case(18944, 256, false, true);     /* 7B down's rows + residual */
     q6k_case(3584, 1000, false, false);    /* 7B output head's rows */
