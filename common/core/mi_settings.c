@@ -63,7 +63,7 @@ static const mi_setting_info g_settings[] = {
     {"MINFER_PERF_OFF", MI_SETTING_LIST,
      "comma list of perf items to turn off, e.g. e2,e7, or all; empty or none: every item on; unset: the default set (items and defaults: docs/PHASE7E.md, docs/PHASE8A.md, docs/PHASE8B.md; read once per process)"},
     {"MINFER_SKV_MIN_CTX", MI_SETTING_INT,
-     "KV cache length from which one-token attention is split over the sequence (8a's d4), 1..2147483647; default 2048 (read once per process; for measurements)"},
+     "KV cache length from which one-token attention is split over the sequence (8a's d4), 1..2147483647; default 512 (read once per process; for measurements)"},
     {"MINFER_SKV_GB", MI_SETTING_INT,
      "query heads a block of the split attention takes of its GQA group (d4), 1..64; default 2 under 16384 positions, the whole group from there (read once per process; for measurements)"},
     {"MINFER_PDL_MIN_EMBD", MI_SETTING_INT,
