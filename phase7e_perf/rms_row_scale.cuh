@@ -1,7 +1,9 @@
-/* The canonical RMS scale of a row staged in shared memory (docs/NUMERICS.md), as 7e's wide norm
- * and 8b's norm into x's f16 copy both compute it: warp 0, lane j summing sx[i]^2 for i = j,
- * j + 32, ... in increasing i, the xor butterfly over the lanes, then mi_canon_rms_scale; lane 0
- * writes it to *scale. One function, so the two kernels' norms are the same bits by construction.
+/* The canonical RMS scale of a row staged in shared memory (docs/NUMERICS.md), as 7e's wide norm,
+ * 8b's norm into x's f16 copy and the norm forms of the one-token Q4_K and Q6_K kernels
+ * (matvec_q4k_kernel.cuh's norm_scale_block) compute it: warp 0, lane j summing sx[i]^2 for
+ * i = j, j + 32, ... in increasing i, the xor butterfly over the lanes, then mi_canon_rms_scale;
+ * lane 0 writes it to *scale. One function, so these kernels' norms are the same bits by
+ * construction.
  * Include from *_exact.cu files only (built with --fmad=false: the squares are not contracted). */
 #ifndef MI_RMS_ROW_SCALE_CUH
 #define MI_RMS_ROW_SCALE_CUH
