@@ -25,7 +25,13 @@
  *   d30 d14's RoPE and KV stores done by d20's attention after them (MI_OP_ATTN marked)
  *   d31 d20's attention writes its output's quantized row too, and the o projection after it
  *       (d2's MI_OP_MATMUL_ADD) reads it instead of quantizing x in each block
- * The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
+ *   d39-d42 one-token Q4_K and Q6_K matmuls in one block of 32 warps an SM, their rows spread
+ *       over every SM (the fused gate/up, the downs, o, the q/k/v runs)
+ *   d43 the norm folded into a one-token Q6_K matmul (MI_OP_NORM_MATMUL: the 7B's v, the head)
+ *   d44 the Q6_K downs quantize x in the block (no quantizer launch before them)
+ * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
+ * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
+ * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
  * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
 #ifndef MI_DECODE8A_H
