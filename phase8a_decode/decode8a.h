@@ -31,8 +31,9 @@
  *   d44 the Q6_K downs quantize x in the block (no quantizer launch before them)
  * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
  * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
- * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a candidate accepts them (fusion8a.c asks the CUDA backend's
- * supports() before it rewrites a node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
+ * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a
+ * candidate accepts them (fusion8a.c asks the CUDA backend's supports() before it rewrites a
+ * node); MINFER_PERF_OFF=d1,d2 leaves the graph as 7e runs it.
  * docs/PHASE8A.md. Plain C. */
 #ifndef MI_DECODE8A_H
 #define MI_DECODE8A_H

@@ -14,8 +14,6 @@
 #include "phase7a_skeleton/cuda_backend.h"
 #include "common/graph/graph.h"
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +127,7 @@ static mi_status run_add_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
 static bool sup_norm_q6k(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
     return w && w->type == MI_TYPE_Q6_K && mi_matmul_shared_x(n) == 0 && mi8a_matvec_q6k_norm_supported(w->ne[0]) &&
-           !((uintptr_t)w->data & 3u) &&
-           aligned16(n->src[3]) && norm_mm_ok(n);
+           !((uintptr_t)w->data & 3u) && aligned16(n->src[3]) && norm_mm_ok(n);
 }
 static mi_status run_norm_q6k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];

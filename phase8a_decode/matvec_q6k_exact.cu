@@ -234,15 +234,17 @@ extern "C" bool mi8a_matvec_q6k_supported(mi_type wt, int64_t K) {
 
 extern "C" size_t mi8a_matvec_q6k_workspace(int64_t K) { return mi7b_act_row_bytes(MI_TYPE_Q6_K, K); }
 
-template <bool RES, int TH, bool SPREAD = false>
-static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *bias, float *y,
-                            int64_t K, int64_t M, const float *r, bool pdl) {
+/* one launch: a = x quantized beforehand (QX false), else x in f32 prepared in the block (QX;
+ * NORM: normalized with nw and eps first) */
+template <bool RES, int TH, bool SPREAD = false, bool NORM = false, bool QX = NORM>
+static mi_status launch_q6k(cudaStream_t st, const uint8_t *w, const uint8_t *a, const float *x, const float *nw,
+                            float eps, const float *bias, float *y, int64_t K, int64_t M, const float *r, bool pdl) {
     static wave_cache occ;   /* per instantiation */
-    const int nsb = (int)(K / 256);
-    const size_t smem = q6s_smem(K);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q6k<RES, true, TH, SPREAD>, TH, smem, M, SPREAD);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q6k<RES, true, TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st, w, M,
-                           nsb, a, bias, y, r, (const float *)NULL, (const float *)NULL, 0.0f));
+    const size_t smem = q6s_smem(K, NORM);
+    auto kernel = kernel_matvec_q6k<RES, true, TH, SPREAD, NORM, QX>;
+    const int64_t nb = wave_blocks(occ, kernel, TH, smem, M, SPREAD);
+    MI_CU_CHECK(pdl_launch(pdl, kernel, dim3((unsigned)nb), dim3(TH), smem, st, w, M, (int)(K / 256), a, bias, y, r, x,
+                           nw, eps));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q6k");
     return MI_OK;
 }
@@ -256,28 +258,22 @@ extern "C" mi_status mi8a_matvec_q6k(void *stream, const void *w, const float *x
     const cudaStream_t st = (cudaStream_t)stream;
     const uint8_t *wb = (const uint8_t *)w, *a = (const uint8_t *)ws;
     const bool pdl = mi8a_pdl_on();
+    constexpr int WIDE = MI8A_WIDE_THREADS;
     if (K >= MI8A_WIDE_K && !((uintptr_t)x & 15u) && mi8a_launch_item_on("d44")) {   /* x quantized in the block */
-        constexpr int TH = MI8A_WIDE_THREADS;
-        auto kernel = r ? kernel_matvec_q6k<true, true, TH, true, false, true>
-                        : kernel_matvec_q6k<false, true, TH, true, false, true>;
-        static wave_cache occ;   /* one block an SM for both forms: the same answer */
-        const int64_t nb = wave_blocks(occ, kernel, TH, q6s_smem(K), M, true);
-        MI_CU_CHECK(pdl_launch(pdl, kernel, dim3((unsigned)nb), dim3(TH), q6s_smem(K), st, wb, M, (int)(K / 256),
-                               (const uint8_t *)NULL, bias, y, r, x, (const float *)NULL, 0.0f));
-        MI_CU_CHECK_LAUNCH("kernel_matvec_q6k<QX>");
-        return MI_OK;
+        if (r) return launch_q6k<true, WIDE, true, false, true>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M, r, pdl);
+        return launch_q6k<false, WIDE, true, false, true>(st, wb, NULL, x, NULL, 0.0f, bias, y, K, M, NULL, pdl);
     }
     MI_TRY(mi7b_quantize_act(stream, MI_TYPE_Q6_K, x, K, 1, ws));
     if (K >= MI8A_WIDE_K && mi8a_launch_item_on("d40")) {   /* d12's block, the rows over every SM */
-        if (r) return launch_q6k<true, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, r, pdl);
-        return launch_q6k<false, MI8A_WIDE_THREADS, true>(st, wb, a, bias, y, K, M, NULL, pdl);
+        if (r) return launch_q6k<true, WIDE, true>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, r, pdl);
+        return launch_q6k<false, WIDE, true>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, NULL, pdl);
     }
     if (mi8a_wide_on(K)) {   /* d12: one block of 32 warps an SM */
-        if (r) return launch_q6k<true, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
-        return launch_q6k<false, MI8A_WIDE_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
+        if (r) return launch_q6k<true, WIDE>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, r, pdl);
+        return launch_q6k<false, WIDE>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, NULL, pdl);
     }
-    if (r) return launch_q6k<true, Q6S_THREADS>(st, wb, a, bias, y, K, M, r, pdl);
-    return launch_q6k<false, Q6S_THREADS>(st, wb, a, bias, y, K, M, NULL, pdl);
+    if (r) return launch_q6k<true, Q6S_THREADS>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, r, pdl);
+    return launch_q6k<false, Q6S_THREADS>(st, wb, a, NULL, NULL, 0.0f, bias, y, K, M, NULL, pdl);
 }
 
 /* d43: the same rows after the RMS norm of x (weight nw), applied while x is quantized in the
@@ -294,14 +290,6 @@ extern "C" mi_status mi8a_matvec_q6k_norm(void *stream, const void *w, const flo
     if (!w || !x || !nw || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q6k_norm: null pointer");
     if (((uintptr_t)w & 3u) || ((uintptr_t)x & 15u) || ((uintptr_t)nw & 15u))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q6k_norm: weights not 4-byte or x, norm weight not 16-byte aligned");
-    constexpr int TH = MI8A_WIDE_THREADS;
-    auto kernel = kernel_matvec_q6k<false, true, TH, true, true>;
-    static wave_cache occ;
-    const size_t smem = q6s_smem(K, true);
-    const int64_t nb = wave_blocks(occ, kernel, TH, smem, M, true);
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel, dim3((unsigned)nb), dim3(TH), smem, (cudaStream_t)stream,
-                           (const uint8_t *)w, M, (int)(K / 256), (const uint8_t *)NULL, bias, y, (const float *)NULL, x,
-                           nw, eps));
-    MI_CU_CHECK_LAUNCH("kernel_matvec_q6k<NORM>");
-    return MI_OK;
+    return launch_q6k<false, MI8A_WIDE_THREADS, true, true>((cudaStream_t)stream, (const uint8_t *)w, NULL, x, nw, eps,
+                                                             bias, y, K, M, NULL, mi8a_pdl_on());
 }
