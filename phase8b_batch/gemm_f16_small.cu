@@ -20,7 +20,8 @@
  *
  * Error: b6's f16 tier, the weights (L - 8) d rounded to f16 once and the activations rounded to
  * f16 (docs/NUMERICS.md); gate_8b_matmul_f16 compares it with the exact product. Fixed orders:
- * bit-identical run to run, and a matmul's outputs depend on RG alone (not on the run around it).
+ * bit-identical run to run, and a matmul's outputs depend on RG alone (not on the run around it),
+ * which a run takes as its matmuls would alone (sk_run_rg), so a run gives each matmul its own bits.
  * The index math is emulated by gates/8b/emu_gemm_f16_small.py. */
 #include "common/core/mi_settings.h"
 #include "phase7b_ops/dev7b.cuh"
@@ -268,6 +269,19 @@ static int sk_pick_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int ub
     }
     return best;
 }
+/* The row groups of a run: the ones each of its matmuls takes alone, so a matmul's outputs are
+ * the same bits in a run as alone (RG sets how a row's K units are cut among warps, and so the
+ * order of its sums). 0 where they differ (the caller launches them one by one) or none fits. */
+static int sk_run_rg(const mi8a_run_seg *seg, int n, int64_t Ks, int NT, int ub, int64_t per, int ku, long forced) {
+    int rg = 0;
+    for (int s = 0; s < n; s++) {
+        int r = forced ? sk_pick_rg(seg + s, 1, Ks, NT, ub, per, ku, forced) : 0;
+        if (!r) r = sk_pick_rg(seg + s, 1, Ks, NT, ub, per, ku, 0);
+        if (!r || (s > 0 && r != rg)) return 0;
+        rg = r;
+    }
+    return rg;
+}
 static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, int NT, int S, sk_plan *p) {
     static long rows = -1;
     const long set = mi_setting_int_once("MINFER_SMALL_ROWS", 0, 64, 0, &rows);
@@ -275,8 +289,7 @@ static bool sk_make_plan(const mi8a_run_seg *seg, int n, mi_type wt, int64_t K, 
     p->S = S, p->ku = sk_slice_units(K, S), p->q8 = wt == MI_TYPE_Q8_0;
     const int ub = sk_ub(p->q8);
     const int64_t Ks = 32 * (int64_t)p->ku, per = sms / S > 0 ? sms / S : 1;
-    int rg = set == 16 || set == 32 || set == 64 ? sk_pick_rg(seg, n, Ks, NT, ub, per, p->ku, set) : 0;
-    if (!rg) rg = sk_pick_rg(seg, n, Ks, NT, ub, per, p->ku, 0);
+    const int rg = sk_run_rg(seg, n, Ks, NT, ub, per, p->ku, set == 16 || set == 32 || set == 64 ? set : 0);
     if (!rg) return false;
     const int64_t bands = sk_bands(seg, n, rg);
     p->RG = rg;
@@ -346,8 +359,13 @@ static mi_status launch_small_rg(cudaStream_t st, const mi8a_run_seg *seg, int n
 static mi_status sk_run(cudaStream_t st, mi_type wt, const mi8a_run_seg *seg, int n, const uint8_t *xh, const float *xf,
                         int64_t K, int64_t N, int S) {
     sk_plan p;
-    if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p))
+    if (!sk_make_plan(seg, n, wt, K, sk_nt(N), S, &p)) {
+        if (n > 1) {   /* its matmuls take other row groups alone: each launched as it would be alone */
+            for (int s = 0; s < n; s++) MI_TRY(sk_run(st, wt, seg + s, 1, xh, xf, K, N, S));
+            return MI_OK;
+        }
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16_small: no band fits shared memory at K = %lld", (long long)K);
+    }
     switch (sk_nt(N)) {
     case 2: return launch_small_rg<2>(st, seg, n, xh, xf, K, N, &p);
     case 4: return launch_small_rg<4>(st, seg, n, xh, xf, K, N, &p);

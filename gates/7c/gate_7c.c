@@ -1,8 +1,9 @@
 /* Gate 7c: a model runs on CUDA as a product would (docs/PHASE7C.md).
  *   e2e_*            synth qwen2.5-0.5b Q4_0, qwen3-0.6b Q8_0, qwen2.5-7b Q4_K_M (and every file
  *                    in MINFER_GATE_REAL_MODELS): weights resident, "cuda" session vs "cpu" session,
- *                    logits NMSE <= max(1e-5, 4 x the CPU's own ISA-to-ISA floor), greedy top-1
- *                    identical but for near-ties (margin <= 2 x noise), no weight operand on the host
+ *                    logits NMSE <= max(1e-5, 4 x the CPU's own ISA-to-ISA floor: a prompt row's own,
+ *                    or the largest where the prompt ran an upper phase's f16-tier matmuls), greedy
+ *                    top-1 identical but for near-ties (margin <= 2 x noise), no weight operand on the host
  *   session_turns    prefill -> decode -> second turn -> decode == one prefill of the same tokens,
  *                    logits NMSE <= 1e-5 (e2e's floor: the one-token kernels and the prompt's GEMMs
  *                    sum in other orders; a broken KV is far above it)
@@ -32,6 +33,7 @@
 #include "common/model/mi.h"
 #include "common/quant/mi_types.h"
 #include "phase7a_skeleton/cuda_backend.h"
+#include "phase7a_skeleton/cuda_dispatch.h"
 #include "phase7c_wiring/wiring7c.h"
 
 static gu_run R;
@@ -130,6 +132,12 @@ static void test_e2e(const char *label, const char *path, int steps) {
         int diverged = 0, unexplained = 0, same = 0, prompt_over = 0;
         char ties[400] = "", how[120] = "";
         size_t tl = 0;
+        /* the prompt's matmuls on an upper phase's f16 tier (docs/NUMERICS.md: items b6 and b12
+         * round the activations to f16 where the CPU quantizes them to 8-bit codes), counted by
+         * their kernels' runs: such rows differ from the CPU by its own activation codes, which the
+         * ISA floor (summation order alone) does not measure, so they take the steps' limit */
+        const uint64_t f16_runs0 = mi_cuda_item_runs("b6") + mi_cuda_item_runs("b12");
+        uint64_t f16_runs = 0;
         for (int step = 0; step <= steps; step++) {
             const int32_t *in = step ? &tok : prompt;
             const int64_t nin = step ? 1 : 16;
@@ -138,15 +146,18 @@ static void test_e2e(const char *label, const char *path, int steps) {
                 gu_fail(&R, "decode step %d: %s", step, mi_errmsg());
                 goto done;
             }
+            if (!step) f16_runs = mi_cuda_item_runs("b6") + mi_cuda_item_runs("b12") - f16_runs0;
             const float *lg = mi_logits(sg, NULL), *lc = mi_logits(sc, NULL);
             if (!step) {
                 const int got = cpu_floor(path, prompt, 16, lc, V, floor, how, sizeof how);
                 for (int r = 0; r < 16; r++) {
                     if (r >= got) floor[r] = 0;
                     if (floor[r] > floor_max) floor_max = floor[r];
+                }
+                for (int r = 0; r < 16; r++) {
                     const double er = gu_nmse(lg + (size_t)r * V, lc + (size_t)r * V, (size_t)V);
                     if (er > worst_prompt) worst_prompt = er;
-                    if (er > fmax(1e-5, 4 * floor[r])) prompt_over++;
+                    if (er > fmax(1e-5, 4 * (f16_runs ? floor_max : floor[r]))) prompt_over++;
                 }
                 lg += (size_t)15 * V;   /* the last row drives the greedy comparison */
                 lc += (size_t)15 * V;
@@ -172,16 +183,17 @@ static void test_e2e(const char *label, const char *path, int steps) {
         /* steps: 4 x the largest prompt-row floor (the steps' own floor is not measured), at least 1e-5 */
         const double step_limit = fmax(1e-5, 4 * floor_max);
         if (prompt_over == 0 && worst <= step_limit && unexplained == 0 && hsrc == 0 && wsrc > 0)
-            gu_pass(&R, "resident %.2f GiB (2nd load reused all %llu copies); prompt 16 rows nmse max %.3g, %d greedy "
+            gu_pass(&R, "resident %.2f GiB (2nd load reused all %llu copies); prompt 16 rows nmse max %.3g (%s), %d greedy "
                         "steps nmse max %.3g (limit %.3g = max(1e-5, 4 x CPU floor); floor %s: max %.3g); top-1 identical "
                         "%d/%d (divergences near-ties: %s), max |dlogit| %.3g; %llu weight operands on device, 0 on host",
                     (w1.bytes - w0.bytes) / 1073741824.0, (unsigned long long)(w1.n_uploads - w0.n_uploads), worst_prompt,
+                    f16_runs ? "f16-tier matmuls: each row within the steps' limit" : "each row within 4 x its own floor",
                     steps, worst, step_limit, how, floor_max, same, steps + 1, tl ? ties : "none", noise_max,
                     (unsigned long long)wsrc);
         else
-            gu_fail(&R, "prompt rows over max(1e-5, 4 x floor): %d (nmse max %.3g); steps nmse max %.3g (limit %.3g; floor "
+            gu_fail(&R, "prompt rows over max(1e-5, 4 x %s floor): %d (nmse max %.3g); steps nmse max %.3g (limit %.3g; floor "
                         "%s: max %.3g); %d divergence(s) above noise of %d; weight operands: %llu device, %llu host; "
-                        "near-ties: %s", prompt_over, worst_prompt, worst, step_limit, how, floor_max, unexplained,
+                        "near-ties: %s", f16_runs ? "the largest (f16-tier matmuls)" : "the row's", prompt_over, worst_prompt, worst, step_limit, how, floor_max, unexplained,
                     diverged, (unsigned long long)wsrc, (unsigned long long)hsrc, tl ? ties : "none");
     }
 done:
