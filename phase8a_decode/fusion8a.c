@@ -236,7 +236,8 @@ static bool fold_norm(mi_graph *g, int i, int j, const struct mi_cuda_kernel *pl
         mi_tensor probe = *g->nodes[k];
         const int role = k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST;
         as_norm_mm(&probe, norm, role);
-        if (mi_cuda_choice(&probe) != mi8a_run_kernel(role, plain, true)) return false;
+        const struct mi_cuda_kernel *want = mi8a_run_kernel(role, plain, true);   /* NULL: runs of plain take no norm */
+        if (!want || mi_cuda_choice(&probe) != want) return false;
     }
     for (int k = i; k < j; k++) as_norm_mm(g->nodes[k], norm, k + 1 < j ? MI_MM_RUN_DEFER : MI_MM_RUN_LAST);
     for (int k = 0; k < n_others; k++) as_norm_mm(others[k], norm, 0);

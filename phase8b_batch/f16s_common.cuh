@@ -11,6 +11,7 @@
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/f16_frag.cuh"
 #include "phase8b_batch/stream_ring.cuh"
+#include "phase8a_decode/decode8a.h"
 
 #define FS_BM 128        /* weight rows a block (a band) */
 #define FS_NS 3          /* ring stages: two in flight while one is computed */
@@ -56,6 +57,35 @@ __host__ __device__ __forceinline__ int64_t f16s_run_start(const f16s_plan &pl, 
 __host__ __device__ __forceinline__ int64_t f16s_run_of(const f16s_plan &pl, int64_t u) {
     return f16s_run_of_t<int64_t>(pl, u);
 }
+
+/* Item b40: a run of Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) as one matmul of
+ * their bands: segment s owns bands band0[s] .. band0[s + 1] - 1 (its M[s] rows in bands of
+ * FS_BM, the last one short where M[s] is not a multiple), its weights W[s], bias and output Y[s]
+ * [N][M[s]]. The plan cuts the run's bands as one weight's; a band lies in one segment. */
+struct f16s_run {
+    const uint8_t *W[MI8A_RUN_MAX];
+    const float *bias[MI8A_RUN_MAX];
+    float *Y[MI8A_RUN_MAX];
+    int64_t M[MI8A_RUN_MAX];
+    int64_t band0[MI8A_RUN_MAX + 1];
+    int n;
+    /* the segment of band b, by compares and selects with constant indices (a kernel parameter
+     * indexed at run time would be copied to local memory) */
+    __device__ __forceinline__ int seg(int64_t b) const {
+        int s = 0;
+#pragma unroll
+        for (int k = 1; k < MI8A_RUN_MAX; k++)
+            if (k < n && b >= band0[k]) s = k;
+        return s;
+    }
+    template <class T, int L> __device__ __forceinline__ static T pick(const T (&a)[L], int i) {
+        T v = a[0];
+#pragma unroll
+        for (int k = 1; k < L; k++)
+            if (i == k) v = a[k];
+        return v;
+    }
+};
 
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the
  * unit computed (band cb, stage cs) both step through the run in unit order, across band edges;
@@ -168,4 +198,11 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
  * clusters of a band's chunks that fit this GPU): then mi8b_gemm_f16w is called with cl and the
  * fixup is not launched */
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl);
+/* Item b40: a run of Q4_K matmuls of one x (f16s_run) as one launch of the wgmma kernel under plan
+ * pl over the run's bands (xh: x's f16 copy, made first unless x_ready; part and cl as for
+ * mi8b_gemm_f16w, no bias inside cut bands: the fixup adds it). Supported: Q4_K at N rows where
+ * the b32 forms run with the weights by tensor maps; each segment's map must encode. */
+bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N);
+mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
+                             int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl);
 #endif

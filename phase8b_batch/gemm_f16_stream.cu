@@ -195,9 +195,10 @@ template <typename I> __device__ __forceinline__ bool fixup_band(const f16s_plan
  * at the band's first stage: slot 2p - 1), each later run p <= q <= hi begins inside the band (slot
  * 2q); + bias. A thread's tokens are summed side by side, each in that order: its loads of a slot
  * all in flight at once. The plan's divisions in 32 bits where they fit (every real shape). */
+template <bool RN>
 __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *__restrict__ bias,
                                   const float *__restrict__ R, float *__restrict__ Y, int64_t M, int64_t N,
-                                  const f16s_plan pl) {
+                                  const f16s_plan pl, const f16s_run run) {
     MI_PDL_ENTRY();   /* b29: every block, before its early returns */
     const int p = blockIdx.x + 1;
     int64_t b, hi;
@@ -209,7 +210,12 @@ __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *_
         return;
     }
     const int r = threadIdx.x % FS_BM;
-    const int64_t m = b * FS_BM + r;
+    int64_t m = b * FS_BM + r;
+    if (RN) {   /* b40: the band's segment's rows, bias and output (no residual in a run) */
+        const int sg = run.seg(b);
+        m = (b - f16s_run::pick(run.band0, sg)) * FS_BM + r;
+        M = f16s_run::pick(run.M, sg), bias = f16s_run::pick(run.bias, sg), Y = f16s_run::pick(run.Y, sg);
+    }
     if (m >= M) return;
     const int64_t n0 = (int64_t)blockIdx.y * FX_TOK + threadIdx.x / FS_BM;
     constexpr int NJ = FX_TOK / 2;
@@ -324,6 +330,7 @@ extern "C" int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N)
     return f16s_plan_for(wt, K, M, N).S;
 }
 
+static uint64_t g_run_launches;   /* b40's run launches (for the gate) */
 static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -347,11 +354,18 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
     return MI_OK;
 }
 
+/* run: b40's table, whose segments the cut bands' outputs go to (NULL: one matmul, bias, res, y, M) */
 static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, const float *res, float *y, int64_t M,
-                                   int64_t N, const f16s_plan &pl, const float *part) {
+                                   int64_t N, const f16s_plan &pl, const float *part, const f16s_run *run = NULL) {
     if (!f16s_cut(pl)) return MI_OK;
-    (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup, dim3((unsigned)(pl.P - 1), (unsigned)((N + FX_TOK - 1) / FX_TOK)),
-                     dim3(2 * FS_BM), 0, st, part, bias, res, y, M, N, pl);
+    static const f16s_run none = {};
+    const dim3 grid((unsigned)(pl.P - 1), (unsigned)((N + FX_TOK - 1) / FX_TOK));
+    if (run)
+        (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup<true>, grid, dim3(2 * FS_BM), 0, st, part, (const float *)NULL,
+                         (const float *)NULL, (float *)NULL, M, N, pl, *run);
+    else
+        (void)pdl_launch(mi8b_pdl_on(), kernel_f16s_fixup<false>, grid, dim3(2 * FS_BM), 0, st, part, bias, res, y, M, N,
+                         pl, none);
     MI_CU_CHECK_LAUNCH("kernel_f16s_fixup");
     return MI_OK;
 }
@@ -422,4 +436,62 @@ extern "C" mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w,
                                         float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!res) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_add: null residual");
     return gemm_f16s((cudaStream_t)stream, wt, w, x, NULL, res, y, K, M, N, workspace);
+}
+
+/* b40: a run of Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch of the wgmma
+ * kernel, one plan over the run's bands, its cut bands summed by one fixup; x's f16 copy made once
+ * (or the one the node before left: b30). Where the run cannot be one launch (b40 off, another
+ * form, a weight without a tensor map, or a plan whose partials exceed the workspace the split
+ * holds: ws_bytes) its matmuls run one after the other as each would alone. Not bit for bit the
+ * matmuls alone: the plan over the run cuts the bands' K in other chunks (the f16 tier's bound). */
+extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
+                                        int64_t K, int64_t N, void *workspace, size_t ws_bytes) {
+    if (n < 1 || n > MI8A_RUN_MAX || !seg || !x || !workspace)
+        return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run: %d matmuls, or a null pointer", n);
+    f16s_run run = {};
+    run.n = n;
+    for (int s = 0; s < n; s++) {
+        if (!seg[s].w || !seg[s].y || seg[s].M < 1 || !mi8b_gemm_f16s_supported(wt, K, seg[s].M, N))
+            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run: matmul %d: type %s, K = %lld, M = %lld, N = %lld", s,
+                          mi_type_name(wt), (long long)K, (long long)seg[s].M, (long long)N);
+        run.W[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.Y[s] = seg[s].y, run.M[s] = seg[s].M;
+        run.band0[s + 1] = run.band0[s] + (seg[s].M + FS_BM - 1) / FS_BM;
+    }
+    for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[n];
+    const cudaStream_t st = (cudaStream_t)stream;
+    const int64_t Mt = run.band0[n] * FS_BM;
+    if (n >= 2 && mi8b_f16s_run_on() && mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_run_supported(wt, N) &&
+        mi8b_gemm_f16s_supported(wt, K, Mt, N)) {
+        const f16s_plan pl = f16s_plan_for(wt, K, Mt, N);
+        const bool sums = mi8b_gemm_f16w_sums_bands(wt, N, pl);
+        const size_t need = f16s_act_bytes(K, N) + (!sums && f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
+        if (need <= ws_bytes) {
+            const bool ready = f16s_x_ready(x, workspace, K, N, true);
+            mi_cuda_ws_copy_clear();
+            float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
+            const mi_status r = mi8b_gemm_f16w_run(st, wt, run, x, workspace, K, N, pl, part, ready, sums);
+            if (r == MI_OK) {
+                if (!sums) MI_TRY(launch_f16s_fixup(st, NULL, NULL, NULL, Mt, N, pl, part, &run));
+                mi8b_f16s_x_made(x, workspace, K, N, true);
+                g_run_launches++;
+                return MI_OK;
+            }
+            if (r != MI_ERR_UNSUPPORTED) return r;
+            if (ready) mi8b_f16s_x_made(x, workspace, K, N, true);   /* nothing launched: the copy stands */
+        }
+    }
+    for (int s = 0; s < n; s++)
+        MI_TRY(gemm_f16s(st, wt, seg[s].w, x, seg[s].bias, NULL, seg[s].y, K, seg[s].M, N, workspace));
+    return MI_OK;
+}
+extern "C" uint64_t mi8b_gemm_f16s_run_launches(void) { return g_run_launches; }
+extern "C" bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N) {
+    return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_run_supported(wt, N);
+}
+
+/* b40: a node of a run that launches nothing (its rows go with the run's last) keeps b30's record
+ * of x's copy alive for the last, which reads it one dispatch later */
+extern "C" void mi8b_f16s_x_carry(const float *x, const void *ws, int64_t K, int64_t N) {
+    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1;
+    if (f16s_x_ready(x, ws, K, N, wg)) mi8b_f16s_x_made(x, ws, K, N, wg);
 }

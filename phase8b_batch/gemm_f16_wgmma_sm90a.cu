@@ -76,6 +76,10 @@ template <int WT, int BN> struct fw_smem {
 };
 /* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
 #define FW_TM_WROW 144
+/* b40: a run's weight maps, one a segment (f16s_run) */
+struct fw_run_maps {
+    CUtensorMap tw[MI8A_RUN_MAX];
+};
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FW_HAVE_WGMMA 1
@@ -333,19 +337,21 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM, int OV, bool CL>
+template <int WT, int BN, bool QS, bool TM, int OV, bool CL, bool RN>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, const float *__restrict__ R,
                  float *__restrict__ Y,
                  float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
-                 const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w) {
+                 const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w, const f16s_run run,
+                 const __grid_constant__ fw_run_maps rmaps) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
     constexpr int NS = SM::ns, AH = FW_AHEAD;
     static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
     static_assert(!CL || SM::ring_w >= (size_t)BN * FS_BM * sizeof(float), "b33's sums fit the weight ring");
+    static_assert(!RN || (TM && QS && WT == MI_TYPE_Q4_K), "b40's runs: Q4_K weights by their maps");
     constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
     constexpr int ND = BN / 2;                           /* accumulators a thread: 64 rows x BN tokens / 128 */
     extern __shared__ __align__(16) uint8_t fw_sh[];
@@ -365,7 +371,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     /* TM: weights by the bulk copy (the launcher checked the tensor as whole_rows does): a slot's
      * rows FW_TM_WROW bytes apart and from their first byte, else F::wslot apart from the window
      * offset of their address */
-    const bool wt_tma = TM && WT == MI_TYPE_Q4_K && tma_w;
+    const bool wt_tma = TM && WT == MI_TYPE_Q4_K && (RN || tma_w);
     const int wstride = wt_tma ? FW_TM_WROW : F::wslot;
     /* b31: Q6_K rows (not 16-byte multiples, so no tensor map) by one bulk copy a row of the
      * 16-byte windows that cover its super-block, landing where b25's window copies put them;
@@ -399,9 +405,18 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         if (TM && tid == 0) {
             const uint32_t bar = bar0 + 8u * q;
             fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
+            const CUtensorMap *map = &tm_w;
+            int64_t lb = b;   /* RN: the band within its segment, from that segment's map */
+            if (RN) {
+                const int sg = run.seg(b);
+                lb = b - f16s_run::pick(run.band0, sg);
+#pragma unroll
+                for (int k = 0; k < MI8A_RUN_MAX; k++)
+                    if (k == sg) map = &rmaps.tw[k];
+            }
             if (wt_tma)
-                fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), &tm_w, st * FW_TM_WROW,
-                          (int)(b * FS_BM), bar);
+                fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), map, st * FW_TM_WROW,
+                          (int)(lb * FS_BM), bar);
         }
         if (wt_tma) return;
         if (whole_rows) {
@@ -502,15 +517,24 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 
         if (wk.piece_ends(s)) {
             if (OV) fw_mma_done(d);
+            /* the piece's outputs: RN, its band's segment's rows, bias and output */
+            int64_t om0 = m0, oM = M;
+            const float *ob = bias;
+            float *oY = Y;
+            if (RN) {
+                const int sg = run.seg(wk.cb);
+                om0 = (wk.cb - f16s_run::pick(run.band0, sg)) * FS_BM, oM = f16s_run::pick(run.M, sg);
+                ob = f16s_run::pick(run.bias, sg), oY = f16s_run::pick(run.Y, sg);
+            }
             /* K half 1 to K half 0 through activation slot q, free until stage s + 2's copy:
              * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
             float *red = (float *)(ring_a + (size_t)q * SLOT) + (wg & 1) * (128 * ND) + (tid & 127);
             if (CL)   /* b33: the run's one piece. Its sums go to the weight ring's start: the same offset in
                        * every block of the cluster (a block's last slot q depends on its run's length), and
                        * free: no copy is issued past the last stage, whose weights are dequantized */
-                fw_cluster_out<ND>(d, red, (float *)ring_w, wg, tig, r0, m0, M, N, bias, R, Y);
+                fw_cluster_out<ND>(d, red, (float *)ring_w, wg, tig, r0, om0, oM, N, ob, R, oY);
             else
-                fw_piece_out<ND>(d, red, wg, tig, r0, m0, M, N, !wk.head && wk.cs == wk.nst - 1, bias, R, Y,
+                fw_piece_out<ND>(d, red, wg, tig, r0, om0, oM, N, !wk.head && wk.cs == wk.nst - 1, ob, R, oY,
                                  part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM);
             wk.head = false;
         }
@@ -572,17 +596,24 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
  * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
-                             bool);
-template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false) {
+                             bool, const f16s_run, const fw_run_maps);
+/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV: the ring's fourth slot) */
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
+    if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2 && WT == MI_TYPE_Q4_K)
+        if (tm && ov && rn) {
+            if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, true>;
+            return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, true>;
+        }
+    if (rn) return NULL;
     if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
         if (tm && ov) {
-            if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false>;
-            return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false>;
+            if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, false> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, false>;
+            return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, false> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, false>;
         }
-    if (tm) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 0, true>
-                      : kernel_gemm_f16w<WT, FW_BN, true, true, 0, false>;
-    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, 0, false>;
-    return kernel_gemm_f16w<WT, FW_BN, false, false, 0, false>;
+    if (tm) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 0, true, false>
+                      : kernel_gemm_f16w<WT, FW_BN, true, true, 0, false, false>;
+    if (qs) return kernel_gemm_f16w<WT, FW_BN, true, false, 0, false, false>;
+    return kernel_gemm_f16w<WT, FW_BN, false, false, 0, false, false>;
 }
 
 /* blocks a multiprocessor holds for kernel k (0: no sm_90a image here, or it does not fit); the
@@ -609,8 +640,10 @@ template <int WT> static int fw_occupancy(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 1 << 30;
-        for (int f = 0; f < 16; f++) {   /* every form (b39's too): each one's shared memory raised */
-            const int b = fw_occupancy_of<WT>(fw_kernel<WT>(f & 1, f & 2, f & 4, false, f & 8));
+        for (int f = 0; f < 32; f++) {   /* every form (b39's and b40's too): each one's shared memory raised */
+            const fw_kernel_fn k = fw_kernel<WT>(f & 1, f & 2, f & 4, false, f & 8, f & 16);
+            if (!k) continue;
+            const int b = fw_occupancy_of<WT>(k);
             bps = b < bps ? b : bps;
         }
     }
@@ -642,14 +675,15 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
             cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes;
             cfg.attrs = a, cfg.numAttrs = 1;
             int n = 0;
-            /* b39's form of the kernel: the same resources, its shared memory raised too */
-            const fw_kernel_fn ke = fw_kernel<WT>(true, true, ov, true, true);
-            if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) ==
-                    cudaSuccess &&
-                cudaFuncSetAttribute(ke, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) ==
-                    cudaSuccess &&
-                cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1)
-                f = 1;
+            /* b39's and b40's forms of the kernel: the same resources, their shared memory raised too */
+            bool raised = true;
+            for (int e = 0; e < 4; e++) {
+                const fw_kernel_fn ke = fw_kernel<WT>(true, true, ov, true, e & 1, e & 2);
+                if (ke && cudaFuncSetAttribute(ke, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
+                    raised = false;
+            }
+            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) f = 1;
         }
 #endif
         (void)cudaGetLastError();
@@ -660,17 +694,19 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
 static uint64_t g_empty_bars_launches;   /* b39's kernel launched (its weights' map may still fall back) */
 extern "C" uint64_t mi8b_f16w_empty_bars_launches(void) { return g_empty_bars_launches; }
 /* cl (b33): in clusters of the plan's S blocks, with the programmatic attribute where pdl */
+/* rn (b40): the run's table and maps, whose kernel takes its weights, rows and outputs from them */
 template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const uint8_t *wb, size_t wrow, int64_t M,
                       const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias,
-                      const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w) {
+                      const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w,
+                      const f16s_run &run, const fw_run_maps &rmaps, bool rn) {
     const bool eb = mi8b_f16w_empty_bars_on();
-    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb);
-    g_empty_bars_launches += k == fw_kernel<WT>(qs, tm, ov, cl, true) && k != fw_kernel<WT>(qs, tm, ov, cl, false);
+    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb, rn);
+    g_empty_bars_launches += k == fw_kernel<WT>(qs, tm, ov, cl, true, rn) && k != fw_kernel<WT>(qs, tm, ov, cl, false, rn);
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
         (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
-                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w);
+                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps);
         return;
     }
     cudaLaunchConfig_t cfg = {};
@@ -683,7 +719,7 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
     cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
     (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tm && tma_w,
-                             tm && bulk_w);
+                             tm && bulk_w, run, rmaps);
 }
 
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
@@ -716,11 +752,43 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
      * to encode (no TM) cannot be absorbed then */
     if (cl && !tm)
         return mi_err(MI_ERR_DEVICE, "mi8b_gemm_f16w: the activations' tensor map did not encode for a cluster sum");
+    static f16s_run no_run;
+    static fw_run_maps no_maps;
     if (wt == MI_TYPE_Q4_K)
-        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tma_w, false);
+        fw_launch<MI_TYPE_Q4_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tma_w, false,
+                                no_run, no_maps, false);
     else
         fw_launch<MI_TYPE_Q6_K>(st, qs, tm, ov, cl, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, false,
-                                mi8b_f16w_q6_bulk_on());
+                                mi8b_f16w_q6_bulk_on(), no_run, no_maps, false);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16w");
+    return MI_OK;
+}
+
+/* b40: whether a run of Q4_K matmuls at N rows can be one launch here (the b32 forms with the
+ * weights by their maps: b22, b25, b28, b32 on, an sm_90a image) */
+bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N) {
+    return wt == MI_TYPE_Q4_K && mi8b_gemm_f16w_occupancy(wt, N) >= 1 && mi8b_f16w_quad_scales_on() &&
+           mi8b_f16w_tma_on() && mi8b_f16w_overlap_on();
+}
+
+mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
+                             int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl) {
+    if (!mi8b_gemm_f16w_run_supported(wt, N) || K % FS_SB || run.n < 1 || run.n > MI8A_RUN_MAX)
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: %d matmuls of type %s, K = %lld, N = %lld", run.n,
+                      mi_type_name(wt), (long long)K, (long long)N);
+    const size_t wrow = mi_row_size(wt, K);
+    CUtensorMap tx;
+    fw_run_maps maps;
+    memset(&tx, 0, sizeof tx);
+    memset(&maps, 0, sizeof maps);
+    if (!fw_map_x(&tx, xh, K, N))
+        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: the activations' tensor map did not encode");
+    for (int s = 0; s < run.n; s++)
+        if (!fw_map_w(&maps.tw[s], run.W[s], wrow, run.M[s]))
+            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: matmul %d's weights: no tensor map (not 16-byte aligned?)", s);
+    if (!x_ready) MI_TRY(launch_act_f16(st, x, xh, K, N, true));
+    fw_launch<MI_TYPE_Q4_K>(st, true, true, true, cl, run.W[0], wrow, run.M[0], (const uint8_t *)xh, K, N, pl, NULL, NULL,
+                            NULL, part, tx, maps.tw[0], true, false, run, maps, true);
+    MI_CU_CHECK_LAUNCH("kernel_gemm_f16w (run)");
     return MI_OK;
 }

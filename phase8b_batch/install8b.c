@@ -329,6 +329,39 @@ static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
 
+/* b40: a run of b22's Q4_K matmuls of one x (the pass's d13 marks, mi8a_run_add: q, k and a Q4_K
+ * v; gate and up) in one launch: the nodes before the last record their matmul (and keep b30's
+ * record of x's f16 copy alive), the last launches the run (or, where the run cannot be one
+ * launch, each matmul as it would alone). Each node's workspace is its own matmul's, so the
+ * split's workspace holds any of them alone; the run checks its own need against it. */
+bool mi8b_f16s_run_on(void) { return mi_cuda_item_on("b40"); }
+static bool f16s_run_ok(const mi_tensor *n, int role) {
+    return n->op == MI_OP_MATMUL && mi_matmul_shared_x(n) == role && sup_mm_f16s(n) && n->src[0]->type == MI_TYPE_Q4_K &&
+           mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, mi_nrows(n->src[1]));
+}
+static bool sup_f16s_run_defer(const mi_tensor *n) { return f16s_run_ok(n, MI_MM_RUN_DEFER); }
+static bool sup_f16s_run_last(const mi_tensor *n) { return f16s_run_ok(n, MI_MM_RUN_LAST); }
+static mi_status run_f16s_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    mi8b_f16s_x_carry(n->src[1]->data, ws, n->src[0]->ne[0], mi_nrows(n->src[1]));
+    return mi8a_run_record(c, n);
+}
+static mi_status run_f16s_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    const mi8a_run_seg *seg;
+    int k;
+    size_t ws_bytes = 0;
+    (void)mi_cuda_workspace(c, &ws_bytes);
+    MI_TRY(mi8a_run_take(c, n, &seg, &k));
+    return mi8b_gemm_f16s_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]), ws,
+                              ws_bytes);
+}
+static const mi_cuda_kernel k_f16s_run_defer = {
+    "matmul, 33..64 rows, Q4_K on b22's kernel: its rows computed by its run's last node", "b6,b22,b40",
+    sup_f16s_run_defer, run_f16s_run_defer, ws_mm_f16s, 0};
+static const mi_cuda_kernel k_f16s_run_last = {
+    "matmul, 33..64 rows, Q4_K on b22's kernel: every matmul of its run in one launch, one plan over their bands",
+    "b6,b22,b40", sup_f16s_run_last, run_f16s_run_last, ws_mm_f16s, 0};
+
 /* b36: MATMUL_ADD (8a's pass folds a batch's residual add into the matmul before it where this
  * takes it: the 7B's o and down projections) on b6's / b22's matmul, r added where the outputs
  * are stored */
@@ -646,6 +679,11 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b36", "a batch's residual add folded into b6's / b22's matmul before it (MATMUL_ADD at "
                                 "17..64 rows: the 7B's o and down projections), added where the outputs are stored");
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_f16s);
+    mi_cuda_item_declare("b40", "a run of b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch: "
+                                "one plan over the run's bands, one fixup, x's f16 copy once");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 */
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
+    mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
     mi_cuda_item_declare("b11", "b6's warps each take every token and half a stage's units: a row's unit "
                                 "dequantized once, not by two warps, and twice the independent mma chains a warp");
     mi_cuda_item_declare("b22", "b6's matmul on Hopper's wgmma: a warp's dequantized f16 fragments are the A operand "

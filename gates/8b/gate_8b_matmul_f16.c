@@ -13,8 +13,10 @@
  *  ksplit_mm_*      item b15 (the same kernel past K = 1024, K split into slices): against the
  *                   exact product, b3's int8 kernel and itself, as small_mm_*
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
- *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise
- *                   where both take the same rows a band)
+ *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise)
+ *  f16s_run_*       item b40 (a run of b22's Q4_K matmuls in one launch): one launch, each output
+ *                   against the exact product and its launch alone (NMSE <= 1e-5), itself (bitwise);
+ *                   with b40 off bit for bit alone
  * Runs at PHASE=8b with the other 8b gates (make gate-8b). */
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
@@ -243,17 +245,21 @@ static void ksplit_case(int64_t K, int64_t M, int64_t N, size_t woff) {
 /* Segment s of a run over x [N][K]: Q4_0 weights of M rows and a bias made on the host (*w, *bias),
  * their exact product into a new *ref, both uploaded (the weights woff bytes past alignment; the
  * device bases into *wbase, *bbase) with a poisoned output (*dy): the segment a run is handed */
-static mi8a_run_seg run_seg_make(int64_t K, int64_t M, int64_t N, const float *x, size_t woff, uint8_t **w, float **bias,
-                                 double **ref, void **wbase, void **bbase, float **dy) {
+static mi8a_run_seg run_seg_make_t(mi_type t, int64_t K, int64_t M, int64_t N, const float *x, size_t woff, uint8_t **w,
+                                   float **bias, double **ref, void **wbase, void **bbase, float **dy) {
     size_t wb;
-    *w = gu_make_weights(&g_seed, MI_TYPE_Q4_0, K, M, 1.0f, &wb);
+    *w = gu_make_weights(&g_seed, t, K, M, 1.0f, &wb);
     *bias = gu_rand_f32(&g_seed, (size_t)M, -0.5f, 0.5f);
     *ref = malloc((size_t)(M * N) * sizeof(double));
-    exact_matmul(MI_TYPE_Q4_0, *w, x, *bias, *ref, K, M, N);
+    exact_matmul(t, *w, x, *bias, *ref, K, M, N);
     const void *dw = dev_up_at(*w, wb, woff, wbase);
     const float *db = dev_up_at(*bias, (size_t)M * 4, 0, bbase);
     *dy = dev_poison((size_t)(M * N) * 4);
     return (mi8a_run_seg){dw, db, *dy, M};
+}
+static mi8a_run_seg run_seg_make(int64_t K, int64_t M, int64_t N, const float *x, size_t woff, uint8_t **w, float **bias,
+                                 double **ref, void **wbase, void **bbase, float **dy) {
+    return run_seg_make_t(MI_TYPE_Q4_0, K, M, N, x, woff, w, bias, ref, wbase, bbase, dy);
 }
 
 /* b13: a run of matmuls of one x in one launch (mi8b_gemm_f16_small_run): each output against
@@ -414,6 +420,105 @@ static void run_norm_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     free(x0), free(nw), free(xn);
 }
 
+/* b40: a run of Q4_K matmuls of one x as one launch of b22's kernel (mi8b_gemm_f16s_run): one
+ * launch (its counter), each output against the exact product (NMSE <= 1e-5) and its matmul
+ * launched alone (NMSE <= 1e-5: the run's plan cuts K in other chunks, so not bit for bit),
+ * itself on a second run (bitwise); with b40 off the matmuls one by one, bit for bit alone */
+static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
+    char name[112];
+    int len = snprintf(name, sizeof name, "f16s_run_Q4_K_K%lld_N%lld_M", (long long)K, (long long)N);
+    for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
+    if (!gu_selected(name)) return;
+    gu_begin(&R, name);
+    if (!mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, N)) {
+        gu_skip(&R, "no one-launch run here (b22's forms need an sm_90a image and device)");
+        return;
+    }
+    uint8_t *w[MI8A_RUN_MAX];
+    float *bias[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *alone[MI8A_RUN_MAX], *off[MI8A_RUN_MAX], *dy[MI8A_RUN_MAX];
+    double *ref[MI8A_RUN_MAX];
+    void *wbase[MI8A_RUN_MAX], *bbase[MI8A_RUN_MAX];
+    mi8a_run_seg seg[MI8A_RUN_MAX];
+    float *x = gu_rand_f32(&g_seed, (size_t)(K * N), -1.f, 1.f);
+    void *xbase;
+    float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase);
+    int64_t bands = 0;
+    size_t ws_bytes = 0;
+    for (int s = 0; s < n; s++) {
+        const size_t ny = (size_t)(ms[s] * N);
+        seg[s] = run_seg_make_t(MI_TYPE_Q4_K, K, ms[s], N, x, 0, &w[s], &bias[s], &ref[s], &wbase[s], &bbase[s], &dy[s]);
+        got[s] = malloc(ny * 4), got2[s] = malloc(ny * 4), alone[s] = malloc(ny * 4), off[s] = malloc(ny * 4);
+        bands += (ms[s] + 127) / 128;
+        const size_t one = mi8b_gemm_f16s_workspace(MI_TYPE_Q4_K, K, ms[s], N);
+        ws_bytes = one > ws_bytes ? one : ws_bytes;
+    }
+    /* the workspace a split would hold: its largest matmul's alone, or the run's */
+    const size_t all = mi8b_gemm_f16s_workspace(MI_TYPE_Q4_K, K, bands * 128, N);
+    ws_bytes = all > ws_bytes ? all : ws_bytes;
+    void *ws = dev_poison(ws_bytes);
+    const uint64_t l0 = mi8b_gemm_f16s_run_launches();
+    mi_status st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+    const uint64_t l1 = mi8b_gemm_f16s_run_launches();
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
+    for (int s = 0; s < n && st == MI_OK; s++)
+        st = cudaMemset(dy[s], 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
+    if (st == MI_OK) st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
+    for (int s = 0; s < n && st == MI_OK; s++) {
+        st = mi8b_gemm_f16s(S, MI_TYPE_Q4_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
+        if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
+    }
+    uint64_t l2 = 0, l3 = 0;
+    if (st == MI_OK) st = mi_cuda_items_set_off("b40");
+    if (st == MI_OK) {
+        l2 = mi8b_gemm_f16s_run_launches();
+        st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+        l3 = mi8b_gemm_f16s_run_launches();
+        mi_cuda_items_set_off("");
+    }
+    for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, off[s], dy[s], (size_t)(ms[s] * N));
+    if (st != MI_OK) {
+        gu_fail(&R, "%s", mi_errmsg());
+    } else {
+        double worst = 0.0, worst_alone = 0.0;
+        bool rep = true, off_bits = true;
+        int bitwise = 0;
+        for (int s = 0; s < n; s++) {
+            const size_t ny = (size_t)(ms[s] * N);
+            const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse(got[s], alone[s], ny);
+            worst = e > worst ? e : worst;
+            worst_alone = ea > worst_alone ? ea : worst_alone;
+            rep = rep && memcmp(got[s], got2[s], ny * 4) == 0;
+            off_bits = off_bits && memcmp(off[s], alone[s], ny * 4) == 0;
+            bitwise += memcmp(got[s], alone[s], ny * 4) == 0;
+            if (!(e <= 1e-5))
+                for (size_t i = 0; i < ny; i++)
+                    if (!(fabs((double)got[s][i] - ref[s][i]) <= 1e-2 * (fabs(ref[s][i]) + 1.0))) {
+                        printf("    %s: matmul %d, first mismatch index %zu (token %zu, row %zu) got %.9g alone %.9g want %.9g\n",
+                               name, s, i, i / (size_t)ms[s], i % (size_t)ms[s], got[s][i], alone[s][i], ref[s][i]);
+                        break;
+                    }
+        }
+        const bool one = l1 - l0 == 1 && l3 == l2;
+        if (worst <= 1e-5 && worst_alone <= 1e-5 && rep && off_bits && one)
+            gu_pass(&R, "one launch (K split %d over %lld bands): nmse vs exact <= %.3g, vs each alone <= %.3g (%d of %d "
+                        "bitwise), repeat bitwise; b40 off: one by one, bit for bit alone",
+                    mi8b_gemm_f16s_split(MI_TYPE_Q4_K, K, bands * 128, N), (long long)bands, worst, worst_alone, bitwise, n);
+        else
+            gu_fail(&R, "launches %llu (want 1) and %llu with b40 off (want 0); nmse vs exact %.3g (bound 1e-5), vs alone "
+                        "%.3g (bound 1e-5), repeat %s, b40 off %s",
+                    (unsigned long long)(l1 - l0), (unsigned long long)(l3 - l2), worst, worst_alone,
+                    rep ? "bitwise" : "DIFFERS", off_bits ? "bit for bit alone" : "DIFFERS from alone");
+    }
+    for (int s = 0; s < n; s++) {
+        free(w[s]); free(bias[s]); free(ref[s]); free(got[s]); free(got2[s]); free(alone[s]); free(off[s]);
+        cudaFree(wbase[s]); cudaFree(bbase[s]); cudaFree(dy[s]);
+    }
+    free(x);
+    cudaFree(xbase);
+    cudaFree(ws);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -491,6 +596,14 @@ int main(int argc, char **argv) {
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
+    /* b40: the 7B's q + k + v (a K split of the run's 36 bands), q + k at 33 rows, gate + up
+     * (stream-K over 296 bands), rows past a band in every segment at N = 40 */
+    static const int64_t r_qkv[] = {3584, 512, 512}, r_qk[] = {3584, 512}, r_gu[] = {18944, 18944},
+                         r_edge[] = {333, 20, 130};
+    f16s_run_case(3584, 64, r_qkv, 3);
+    f16s_run_case(3584, 33, r_qk, 2);
+    f16s_run_case(3584, 64, r_gu, 2);
+    f16s_run_case(2560, 40, r_edge, 3);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
         mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
