@@ -679,11 +679,6 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b36", "a batch's residual add folded into b6's / b22's matmul before it (MATMUL_ADD at "
                                 "17..64 rows: the 7B's o and down projections), added where the outputs are stored");
     mi_cuda_add_kernel(MI_OP_MATMUL_ADD, &k_mm_add_f16s);
-    mi_cuda_item_declare("b40", "a run of b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch: "
-                                "one plan over the run's bands, one fixup, x's f16 copy once");
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 */
-    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
-    mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
     mi_cuda_item_declare("b11", "b6's warps each take every token and half a stage's units: a row's unit "
                                 "dequantized once, not by two warps, and twice the independent mma chains a warp");
     mi_cuda_item_declare("b22", "b6's matmul on Hopper's wgmma: a warp's dequantized f16 fragments are the A operand "
@@ -711,6 +706,11 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
                                 "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
                                 "barrier a stage");
+    mi_cuda_item_declare("b40", "a run of b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch: "
+                                "one plan over the run's bands, one fixup, x's f16 copy once");
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
+    mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */
