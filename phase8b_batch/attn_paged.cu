@@ -298,9 +298,12 @@ __global__ void __launch_bounds__(PG_T, 5)
  * and a dependent table load a copy: 16 a thread a tile at hd 128, several times the tile's mma
  * work). With RW lane l < 16 of a warp looks up one of the warp's 16 keys in 32-bit arithmetic
  * (positions and cache rows fit: the launcher holds n_rows to INT32_MAX) and each copy takes its
- * row from that lane by a shuffle. The same bytes land in the same places: the same bits out. */
+ * row from that lane by a shuffle. The same bytes land in the same places: the same bits out.
+ * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill), two at hd 128 (a third
+ * leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md). The bound changes
+ * the register allocation only (the same PTX), so the same bits. */
 template <int HD, bool RW>
-__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 3)
+__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
