@@ -452,19 +452,30 @@ static uint64_t item_runs(const char *item) {
     if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
     return mi_cuda_item_runs(item);
 }
-static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
-    char path[2048], label[160];
-    snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.40s_off", shape, type, nseq, items);
-    for (char *p = label; *p; p++)
-        if (*p == ',') *p = '_';
-    if (!gu_selected(label)) return;
+/* an items case selected, its model found and loaded, the case begun; NULL (recorded where it
+ * ran into something) otherwise */
+static mi_model *items_case_open(const char *label, const char *shape, const char *type) {
+    char path[2048];
+    if (!gu_selected(label)) return NULL;
     if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
         gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
+        return NULL;
     }
     gu_begin(&R, label);
     mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    if (mi_model_load(path, &m) != MI_OK) {
+        gu_fail(&R, "load %s: %s", path, mi_errmsg());
+        return NULL;
+    }
+    return m;
+}
+static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
+    char label[160];
+    snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.40s_off", shape, type, nseq, items);
+    for (char *p = label; *p; p++)
+        if (*p == ',') *p = '_';
+    mi_model *m = items_case_open(label, shape, type);
+    if (!m) return;
     const size_t n = (size_t)nseq * (size_t)steps;
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
     mi_batch_stats s_on = {0}, s_off = {0};
@@ -506,16 +517,10 @@ static void test_items_bitwise(const char *shape, const char *type, int nseq, in
  * bits): a batch's decode with it and without, the same tokens fed: each sequence's last logits
  * within the model bound (gate 7e's for the 7B, as test_batch_model), its one-launch runs counted */
 static void test_items_bound(const char *shape, const char *type, int nseq, int steps, const char *item, double bound) {
-    char path[2048], label[160];
+    char label[160];
     snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.20s_off_bound", shape, type, nseq, item);
-    if (!gu_selected(label)) return;
-    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    mi_model *m = items_case_open(label, shape, type);
+    if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t n = (size_t)nseq * (size_t)steps;
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
