@@ -141,9 +141,6 @@ bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N r
 void mi8b_f16s_x_carry(const float *x, const void *ws, int64_t K, int64_t N);
 /* b40 (install8b.c, read at each call) */
 bool mi8b_f16s_run_on(void);
-/* b41 (install8b.c, read at each launch): b6's and b22's Q6_K stages whose super-blocks lie 4-byte
- * aligned in the slot read their words whole */
-bool mi8b_f16s_q6_words_on(void);
 /* ---- gemm_f16_small.cu: the same product for Q4_0 (and, item b16, Q8_0) weights at K <=
  * MI8B_SMALL_MAX_K (item b12):
  * one launch after x's f16 copy, a block a band of 16..64 weight rows over the whole K and every

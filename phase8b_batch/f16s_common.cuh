@@ -164,7 +164,7 @@ __device__ __forceinline__ void fs_stage_scales(const uint8_t *rw, const uint8_t
 template <int WT>
 __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *w1, int k, int tig, __half2 s0,
                                               __half2 s1, __half2 t0, __half2 t1, uint32_t (&A1)[4],
-                                              uint32_t (&A2)[4], bool a4 = false) {
+                                              uint32_t (&A2)[4]) {
     if (WT == MI_TYPE_Q4_K) {
         const int o = 16 + 32 * (k >> 1) + 4 * tig, sft = (k & 1) * 4;
         const uint32_t v0 = *(const uint32_t *)(w0 + o) >> sft, v1 = *(const uint32_t *)(w1 + o) >> sft;
@@ -177,13 +177,9 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
         const int n = k >> 2, q = k & 3;
         const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;
         const int ls = (q >> 1) * 4, hs = 2 * q;
-        /* a4 (item b41): both super-blocks 4-byte aligned in the slot (warp-uniform), so each word is
-         * one 32-bit load instead of two 16-bit ones: the same bytes */
-#define Q6W(p) (a4 ? *(const uint32_t *)(p) : ld_u32_a2(p))
-#define Q6V(w, e) (((Q6W((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((Q6W((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
+#define Q6V(w, e) (((ld_u32_a2((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((ld_u32_a2((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
         const uint32_t v0 = Q6V(w0, 0), v1 = Q6V(w1, 0), v2 = Q6V(w0, 16), v3 = Q6V(w1, 16);
 #undef Q6V
-#undef Q6W
         A1[0] = deq_q6(v0, s0), A1[1] = deq_q6(v1, s1), A1[2] = deq_q6(v0 >> 8, s0), A1[3] = deq_q6(v1 >> 8, s1);
         A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
     }

@@ -69,7 +69,7 @@ template <int WT, int NT, bool KH>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
-                 float *__restrict__ part, bool q6_a4) {
+                 float *__restrict__ part) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = KH ? NT : NT / 2;   /* n-tiles a warp */
@@ -127,13 +127,12 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
         const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
         const uint8_t *xa = ra + (n0 + gid) * FS_ASLOT + 8 * tig;   /* token gid of the warp's n-tile 0, group tig */
-        const bool a4 = WT == MI_TYPE_Q6_K && q6_a4 && !(((uintptr_t)w0 | (uintptr_t)w1) & 3u);   /* b41 */
 #pragma unroll
         for (int kk = 0; kk < KU; kk++) {
             const int k = k0 + kk;
             uint32_t A1[4], A2[4];   /* elements 4 tig .. + 3 and 16 + 4 tig .. + 3 of unit k */
             fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
-                              sM[k * FS_BM + r0 + 8], A1, A2, a4);
+                              sM[k * FS_BM + r0 + 8], A1, A2);
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++) mma_f16_unit(acc[nt], A1, A2, xa + nt * 8 * FS_ASLOT + 64 * k);
         }
@@ -346,11 +345,11 @@ static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *x
                              int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
     if (mi8b_f16s_khalf_on())
-        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(
-            w, wrow, M, xh, K, N, pl, bias, y, part, mi8b_f16s_q6_words_on());
+        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                   pl, bias, y, part);
     else
-        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(
-            w, wrow, M, xh, K, N, pl, bias, y, part, mi8b_f16s_q6_words_on());
+        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
+                                                                                                    pl, bias, y, part);
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
     return MI_OK;
 }

@@ -202,7 +202,7 @@ template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[
 template <int WT, bool QS, int ND, int CB, bool OV>
 static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
                                                     int lane, int r0, uint32_t rb, const __half2 *sS,
-                                                    const __half2 *sM, uint32_t rel, bool a4) {
+                                                    const __half2 *sM, uint32_t rel) {
     const int tig = lane & 3;
     __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
     if (QS) {
@@ -224,10 +224,10 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
                 const int src = (lane & ~3) | kk;   /* the quad's lane that computed unit k */
                 fs_unit_frags<WT>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
                                   __shfl_sync(0xffffffffu, qm0, src), __shfl_sync(0xffffffffu, qm1, src), A[kk][0],
-                                  A[kk][1], a4);
+                                  A[kk][1]);
             } else {
                 fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
-                                  sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1], a4);
+                                  sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
             }
         }
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -344,7 +344,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                  float *__restrict__ Y,
                  float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
                  const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w, const f16s_run run,
-                 const __grid_constant__ fw_run_maps rmaps, bool q6_a4) {
+                 const __grid_constant__ fw_run_maps rmaps) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
@@ -513,10 +513,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w1 =
             rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
         const uint32_t rel = eb && s > 0 ? ebar0 + 8u * (uint32_t)((s + NS - 1) % NS) : 0u;
-        /* b41: Q6_K super-blocks 4-byte aligned in the slot this stage (rows a multiple of 4 bytes
-         * long: every other stage) read as whole words */
-        const bool a4 = WT == MI_TYPE_Q6_K && q6_a4 && !(((uintptr_t)w0 | (uintptr_t)w1) & 3u);
-        fw_stage_mma<WT, QS, ND, CB, OV != 0>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel, a4);
+        fw_stage_mma<WT, QS, ND, CB, OV != 0>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel);
 
         if (wk.piece_ends(s)) {
             if (OV) fw_mma_done(d);
@@ -599,7 +596,7 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
  * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
-                             bool, const f16s_run, const fw_run_maps, bool);
+                             bool, const f16s_run, const fw_run_maps);
 /* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV: the ring's fourth slot) */
 template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
     if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2 && WT == MI_TYPE_Q4_K)
@@ -709,7 +706,7 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
         (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
-                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps, mi8b_f16s_q6_words_on());
+                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps);
         return;
     }
     cudaLaunchConfig_t cfg = {};
@@ -722,7 +719,7 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
     cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
     (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tm && tma_w,
-                             tm && bulk_w, run, rmaps, mi8b_f16s_q6_words_on());
+                             tm && bulk_w, run, rmaps);
 }
 
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {

@@ -335,7 +335,6 @@ static const mi_cuda_kernel k_mm_f16s = {
  * launch, each matmul as it would alone). Each node's workspace is its own matmul's, so the
  * split's workspace holds any of them alone; the run checks its own need against it. */
 bool mi8b_f16s_run_on(void) { return mi_cuda_item_on("b40"); }
-bool mi8b_f16s_q6_words_on(void) { return mi_cuda_item_on("b41"); }
 static bool f16s_run_ok(const mi_tensor *n, int role) {
     return n->op == MI_OP_MATMUL && mi_matmul_shared_x(n) == role && sup_mm_f16s(n) && n->src[0]->type == MI_TYPE_Q4_K &&
            mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, mi_nrows(n->src[1]));
@@ -712,9 +711,6 @@ void mi_phase8b_install(void) {
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
     mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
-    mi_cuda_item_declare("b41", "b6's and b22's Q6_K stages read a super-block's words whole where it lies 4-byte "
-                                "aligned in its slot (rows a multiple of 4 bytes long: every other stage), not as "
-                                "two 16-bit halves");
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_small);   /* in front of b1 and b3 */

@@ -14,8 +14,6 @@
  *                   exact product, b3's int8 kernel and itself, as small_mm_*
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise)
- *  f16s_mm_*_bNoff  with item bN off as a third run: bit for bit the first where bN moves bytes or waits
- *                   only (b28, b32, b33, b39, b41)
  *  f16s_run_*       item b40 (a run of b22's Q4_K matmuls in one launch): one launch, each output
  *                   against the exact product and its launch alone (NMSE <= 1e-5), itself (bitwise);
  *                   with b40 off bit for bit alone
@@ -198,13 +196,12 @@ static bool case_begin(const char *name, bool supported) {
 static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     /* items that move bytes or reorder waits only: the third run bit for bit the first */
     const bool b28 = !strcmp(off, "b28"), b32 = !strcmp(off, "b32"), b33 = !strcmp(off, "b33"), b39 = !strcmp(off, "b39");
-    const bool b41 = !strcmp(off, "b41");
     const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel",
-                          b28 || b32 || b33 || b39 || b41};
+                          b28 || b32 || b33 || b39};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "",
-             !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : b39 ? "_b39off" : b41 ? "_b41off" : "_b11off");
+             !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : b39 ? "_b39off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
     char plan[48];
@@ -595,15 +592,6 @@ int main(int argc, char **argv) {
     f16s_case_off("b39", MI_TYPE_Q4_K, 3584, 512, 64, 0);
     f16s_case_off("b39", MI_TYPE_Q4_K, 2560, 333, 40, 0);
     f16s_case_off("b39", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
-    /* b41 off (every Q6_K word as two 16-bit halves): the same bits. The down's shape at 64 rows (b22)
-     * and 17 (b6), v at 33, a head's shape (whole bands), rows 2 mod 4 bytes long (aligned rows
-     * alternate) in a tensor 6 bytes past alignment, and a tensor 4 bytes past (the other stages) */
-    f16s_case_off("b41", MI_TYPE_Q6_K, 18944, 3584, 64, 0);
-    f16s_case_off("b41", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
-    f16s_case_off("b41", MI_TYPE_Q6_K, 3584, 512, 33, 0);
-    f16s_case_off("b41", MI_TYPE_Q6_K, 3584, 16896, 64, 0);
-    f16s_case_off("b41", MI_TYPE_Q6_K, 3328, 200, 63, 6);
-    f16s_case_off("b41", MI_TYPE_Q6_K, 3584, 333, 40, 4);
     /* b11 off (the mma.sync kernel's warps each over half the tokens) */
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
