@@ -127,8 +127,8 @@ mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w, const floa
 bool mi8b_f16s_x_form(int64_t N);
 size_t mi8b_f16s_x_bytes(int64_t K, int64_t N);
 void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg);
-/* item b40: a run of such matmuls of one x (the pass's d13 marks: q, k and a Q4_K v; gate and up)
- * in one launch of b22's kernel, one plan over the run's bands (seg: each matmul's weights, bias,
+/* item b40: a run of such Q4_K matmuls of one x (the pass's d13 marks: q, k and a Q4_K v; gate and
+ * up) in one launch of b22's kernel (b6's where b22's does not run), one plan over the run's bands (seg: each matmul's weights, bias,
  * output and rows; ws_bytes: the workspace the split holds, which the run's partials must fit),
  * else its matmuls one by one. In b6's f16 tier, not bit for bit the matmuls alone (the run's
  * plan cuts K in other chunks); bit-identical run to run. run_launches: its one-launch runs so far
@@ -137,7 +137,10 @@ void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool
 mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
                              int64_t N, void *workspace, size_t ws_bytes);
 uint64_t mi8b_gemm_f16s_run_launches(void);
-bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N rows (b22's forms here) */
+bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N rows (Q4_K, in the form each takes) */
+/* b40's fewest rows: a step of 16 rows or fewer (small batches, a prompt's chunks such as gate_7c's)
+ * keeps each matmul's own plan, so its graph's bits do not depend on the fusion passes */
+#define MI8B_RUN_MIN_N 17
 void mi8b_f16s_x_carry(const float *x, const void *ws, int64_t K, int64_t N);
 /* b40 (install8b.c, read at each call) */
 bool mi8b_f16s_run_on(void);

@@ -64,12 +64,13 @@ template <int WT, int NT> struct fs_smem {
  * and units 4 (w >> 3) .. + 3 (each row's unit dequantized once, twice the independent mma
  * chains a warp), the two K halves added at each piece's end (warps 8..15 hand theirs to
  * warps 0..7 through the stage's activation slot). Each output and slot element is written
- * once. X: kernel_act_f16's copy in pairs. */
-template <int WT, int NT, bool KH>
+ * once. X: kernel_act_f16's copy in pairs. RN (item b40): the bands of a run of matmuls (run),
+ * each band's weights, rows, bias and output its segment's (W, M, bias, Y unused). */
+template <int WT, int NT, bool KH, bool RN = false>
 __global__ void __launch_bounds__(FS_THREADS, 1)
 kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, float *__restrict__ Y,
-                 float *__restrict__ part) {
+                 float *__restrict__ part, const f16s_run run) {
     using F = fs_fmt<WT>;
     using SM = fs_smem<WT, NT>;
     constexpr int NTOK = NT * 8, NTW = KH ? NT : NT / 2;   /* n-tiles a warp */
@@ -84,8 +85,20 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const int p = blockIdx.x;
     fs_walk wk(pl, p, K);
 
+    /* band b's weights, rows and its first row in them (RN: its segment's) */
+    auto band_of = [&](int64_t b, const uint8_t *&Wb, int64_t &Mb, int64_t &m0b) {
+        Wb = W, Mb = M, m0b = b * FS_BM;
+        if (RN) {
+            const int sg = run.seg(b);
+            Wb = f16s_run::pick(run.W, sg), Mb = f16s_run::pick(run.M, sg);
+            m0b = (b - f16s_run::pick(run.band0, sg)) * FS_BM;
+        }
+    };
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
-        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, W, wrow, M, b * FS_BM, (size_t)st * F::wbytes, tid,
+        const uint8_t *Wb;
+        int64_t Mb, m0b;
+        band_of(b, Wb, Mb, m0b);
+        fs_copy_weights<WT>(ring_w + (size_t)q * FS_BM * F::wslot, Wb, wrow, Mb, m0b, (size_t)st * F::wbytes, tid,
                             FS_THREADS);
         uint8_t *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         for (int i = tid; i < NTOK * (FS_SB * 2 / 16); i += FS_THREADS) {
@@ -118,14 +131,16 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         if (s + FS_NS - 1 < wk.len) issue_next((s + FS_NS - 1) % FS_NS);
         async_commit();
 
-        const int64_t m0 = wk.cb * FS_BM;
+        const uint8_t *Wc;   /* the computed band's weights, rows and first row (RN: its segment's) */
+        int64_t Mc, m0;
+        band_of(wk.cb, Wc, Mc, m0);
         const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot, *ra = ring_a + (size_t)q * NTOK * FS_ASLOT;
         const size_t wo = (size_t)wk.cs * F::wbytes;
-        fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FS_THREADS);
+        fs_stage_scales<WT>(rw, Wc, wrow, m0, wo, Mc, sS, sM, tid, FS_THREADS);
         __syncthreads();
 
-        const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0) * wrow + wo) & 15);
-        const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
+        const uint8_t *w0 = rw + r0 * F::wslot + ((uintptr_t)(Wc + (size_t)(m0 + r0) * wrow + wo) & 15);
+        const uint8_t *w1 = rw + (r0 + 8) * F::wslot + ((uintptr_t)(Wc + (size_t)(m0 + r0 + 8) * wrow + wo) & 15);
         const uint8_t *xa = ra + (n0 + gid) * FS_ASLOT + 8 * tig;   /* token gid of the warp's n-tile 0, group tig */
 #pragma unroll
         for (int kk = 0; kk < KU; kk++) {
@@ -155,14 +170,20 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                         for (int i = 0; i < 4; i++) acc[nt][i] += red[(nt * 4 + i) * 32];
             }
             float *slot = part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM;
+            const float *bc = bias;
+            float *Yc = Y;
+            if (RN) {
+                const int sg = run.seg(wk.cb);
+                bc = f16s_run::pick(run.bias, sg), Yc = f16s_run::pick(run.Y, sg);
+            }
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     const int r = r0 + (i >> 1) * 8;
                     const int64_t m = m0 + r, n = n0 + nt * 8 + 2 * tig + (i & 1);
-                    if ((!KH || warp < 8) && m < M && n < N) {
-                        if (whole) Y[(size_t)n * M + m] = bias ? acc[nt][i] + bias[m] : acc[nt][i];
+                    if ((!KH || warp < 8) && m < Mc && n < N) {
+                        if (whole) Yc[(size_t)n * Mc + m] = bc ? acc[nt][i] + bc[m] : acc[nt][i];
                         else slot[(size_t)n * FS_BM + r] = acc[nt][i];
                     }
                     acc[nt][i] = 0.0f;
@@ -340,16 +361,39 @@ extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int
     return f16s_act_bytes(K, N) + (f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
 }
 
+/* the RN form's shared memory limit raised once (the plain forms' by f16s_occupancy_of) */
+template <int WT, int NT, bool KH> static bool f16s_run_prepare(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        ok = cudaFuncSetAttribute(kernel_gemm_f16s<WT, NT, KH, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)fs_smem<WT, NT>::bytes) == cudaSuccess;
+        (void)cudaGetLastError();
+    }
+    return ok > 0;
+}
+/* run: b40's table (the bands of a run of matmuls; w, bias, y and M unused), else NULL */
 template <int WT, int NT>
 static mi_status launch_f16s(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
-                             int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
+                             int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, const f16s_run *run = NULL) {
     const size_t wrow = mi_row_size((mi_type)WT, K);
-    if (mi8b_f16s_khalf_on())
-        kernel_gemm_f16s<WT, NT, true><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
-                                                                                                   pl, bias, y, part);
-    else
-        kernel_gemm_f16s<WT, NT, false><<<(unsigned)pl.P, FS_THREADS, fs_smem<WT, NT>::bytes, st>>>(w, wrow, M, xh, K, N,
-                                                                                                    pl, bias, y, part);
+    static const f16s_run none = {};
+    const dim3 g((unsigned)pl.P), b(FS_THREADS);
+    const size_t sm = fs_smem<WT, NT>::bytes;
+    const bool kh = mi8b_f16s_khalf_on();
+    if (run) {   /* b40's runs are of Q4_K matmuls (install8b.c) */
+        if constexpr (WT == MI_TYPE_Q4_K) {
+            if (!(kh ? f16s_run_prepare<WT, NT, true>() : f16s_run_prepare<WT, NT, false>()))
+                return mi_err(MI_ERR_DEVICE, "kernel_gemm_f16s (run): %zu bytes of shared memory refused", sm);
+            if (kh) kernel_gemm_f16s<WT, NT, true, true><<<g, b, sm, st>>>(w, wrow, M, xh, K, N, pl, bias, y, part, *run);
+            else kernel_gemm_f16s<WT, NT, false, true><<<g, b, sm, st>>>(w, wrow, M, xh, K, N, pl, bias, y, part, *run);
+        } else {
+            return mi_err(MI_ERR_UNSUPPORTED, "kernel_gemm_f16s: a run of %s matmuls", mi_type_name((mi_type)WT));
+        }
+    } else if (kh) {
+        kernel_gemm_f16s<WT, NT, true><<<g, b, sm, st>>>(w, wrow, M, xh, K, N, pl, bias, y, part, none);
+    } else {
+        kernel_gemm_f16s<WT, NT, false><<<g, b, sm, st>>>(w, wrow, M, xh, K, N, pl, bias, y, part, none);
+    }
     MI_CU_CHECK_LAUNCH("kernel_gemm_f16s");
     return MI_OK;
 }
@@ -372,11 +416,12 @@ static mi_status launch_f16s_fixup(cudaStream_t st, const float *bias, const flo
 
 template <int WT>
 static mi_status launch_f16s_n(cudaStream_t st, const uint8_t *w, const uint8_t *xh, const float *bias, float *y,
-                               int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part) {
+                               int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part,
+                               const f16s_run *run = NULL) {
     switch (f16s_nt(N)) {
-    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, pl, part);
-    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, pl, part);
-    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, pl, part);
+    case 2: return launch_f16s<WT, 2>(st, w, xh, bias, y, K, M, N, pl, part, run);
+    case 4: return launch_f16s<WT, 4>(st, w, xh, bias, y, K, M, N, pl, part, run);
+    default: return launch_f16s<WT, 8>(st, w, xh, bias, y, K, M, N, pl, part, run);
     }
 }
 
@@ -439,8 +484,8 @@ extern "C" mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w,
 }
 
 /* b40: a run of Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch of the wgmma
- * kernel, one plan over the run's bands, its cut bands summed by one fixup; x's f16 copy made once
- * (or the one the node before left: b30). Where the run cannot be one launch (b40 off, another
+ * kernel (b6's where the wgmma kernel does not take the rows), one plan over the run's bands, its
+ * cut bands summed by one fixup; x's f16 copy made once (or the one the node before left: b30). Where the run cannot be one launch (b40 off, another
  * form, a weight without a tensor map, or a plan whose partials exceed the workspace the split
  * holds: ws_bytes) its matmuls run one after the other as each would alone. Not bit for bit the
  * matmuls alone: the plan over the run cuts the bands' K in other chunks (the f16 tier's bound). */
@@ -460,24 +505,33 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
     for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[n];
     const cudaStream_t st = (cudaStream_t)stream;
     const int64_t Mt = run.band0[n] * FS_BM;
-    if (n >= 2 && mi8b_f16s_run_on() && mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_run_supported(wt, N) &&
-        mi8b_gemm_f16s_supported(wt, K, Mt, N)) {
+    /* b22's form where its b32 kernels run at these rows, else b6's (mma.sync, x's copy in pairs) */
+    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    if (n >= 2 && mi8b_f16s_run_on() && mi8b_gemm_f16s_run_supported(wt, N) && mi8b_gemm_f16s_supported(wt, K, Mt, N)) {
         const f16s_plan pl = f16s_plan_for(wt, K, Mt, N);
-        const bool sums = mi8b_gemm_f16w_sums_bands(wt, N, pl);
+        const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);
         const size_t need = f16s_act_bytes(K, N) + (!sums && f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
         if (need <= ws_bytes) {
-            const bool ready = f16s_x_ready(x, workspace, K, N, true);
+            const bool ready = f16s_x_ready(x, workspace, K, N, wg);
             mi_cuda_ws_copy_clear();
             float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-            const mi_status r = mi8b_gemm_f16w_run(st, wt, run, x, workspace, K, N, pl, part, ready, sums);
+            mi_status r;
+            if (wg) {
+                r = mi8b_gemm_f16w_run(st, wt, run, x, workspace, K, N, pl, part, ready, sums);
+            } else {
+                r = ready ? MI_OK : launch_act_f16(st, x, workspace, K, N, false);
+                if (r == MI_OK)
+                    r = launch_f16s_n<MI_TYPE_Q4_K>(st, run.W[0], (const uint8_t *)workspace, NULL, NULL, K, Mt, N, pl,
+                                                    part, &run);
+            }
             if (r == MI_OK) {
                 if (!sums) MI_TRY(launch_f16s_fixup(st, NULL, NULL, NULL, Mt, N, pl, part, &run));
-                mi8b_f16s_x_made(x, workspace, K, N, true);
+                mi8b_f16s_x_made(x, workspace, K, N, wg);
                 g_run_launches++;
                 return MI_OK;
             }
             if (r != MI_ERR_UNSUPPORTED) return r;
-            if (ready) mi8b_f16s_x_made(x, workspace, K, N, true);   /* nothing launched: the copy stands */
+            if (ready) mi8b_f16s_x_made(x, workspace, K, N, wg);   /* nothing launched: the copy stands */
         }
     }
     for (int s = 0; s < n; s++)
@@ -486,12 +540,14 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
 }
 extern "C" uint64_t mi8b_gemm_f16s_run_launches(void) { return g_run_launches; }
 extern "C" bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N) {
-    return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_run_supported(wt, N);
+    if (wt != MI_TYPE_Q4_K || N < MI8B_RUN_MIN_N || N > MI8B_STREAM_MAX_N) return false;
+    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    return !wg || mi8b_gemm_f16w_run_supported(wt, N);
 }
 
 /* b40: a node of a run that launches nothing (its rows go with the run's last) keeps b30's record
  * of x's copy alive for the last, which reads it one dispatch later */
 extern "C" void mi8b_f16s_x_carry(const float *x, const void *ws, int64_t K, int64_t N) {
-    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1;
+    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1;   /* as gemm_f16s decides */
     if (f16s_x_ready(x, ws, K, N, wg)) mi8b_f16s_x_made(x, ws, K, N, wg);
 }

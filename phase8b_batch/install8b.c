@@ -329,8 +329,8 @@ static const mi_cuda_kernel k_mm_f16s = {
     "matmul, 17..64 rows, Q4_K/Q6_K streamed by cp.async, dequantized to f16 tensor cores", "b6", sup_mm_f16s,
     run_mm_f16s, ws_mm_f16s, 0};
 
-/* b40: a run of b22's Q4_K matmuls of one x (the pass's d13 marks, mi8a_run_add: q, k and a Q4_K
- * v; gate and up) in one launch: the nodes before the last record their matmul (and keep b30's
+/* b40: a run of b6's / b22's Q4_K matmuls of one x (the pass's d13 marks, mi8a_run_add: q, k and
+ * a Q4_K v; gate and up) in one launch: the nodes before the last record their matmul (and keep b30's
  * record of x's f16 copy alive), the last launches the run (or, where the run cannot be one
  * launch, each matmul as it would alone). Each node's workspace is its own matmul's, so the
  * split's workspace holds any of them alone; the run checks its own need against it. */
@@ -356,11 +356,11 @@ static mi_status run_f16s_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
                               ws_bytes);
 }
 static const mi_cuda_kernel k_f16s_run_defer = {
-    "matmul, 33..64 rows, Q4_K on b22's kernel: its rows computed by its run's last node", "b6,b22,b40",
+    "matmul, 17..64 rows, Q4_K on b6's or b22's kernel: its rows computed by its run's last node", "b6,b40",
     sup_f16s_run_defer, run_f16s_run_defer, ws_mm_f16s, 0};
 static const mi_cuda_kernel k_f16s_run_last = {
-    "matmul, 33..64 rows, Q4_K on b22's kernel: every matmul of its run in one launch, one plan over their bands",
-    "b6,b22,b40", sup_f16s_run_last, run_f16s_run_last, ws_mm_f16s, 0};
+    "matmul, 17..64 rows, Q4_K on b6's or b22's kernel: every matmul of its run in one launch, one plan over their "
+    "bands", "b6,b40", sup_f16s_run_last, run_f16s_run_last, ws_mm_f16s, 0};
 
 /* b36: MATMUL_ADD (8a's pass folds a batch's residual add into the matmul before it where this
  * takes it: the 7B's o and down projections) on b6's / b22's matmul, r added where the outputs
@@ -706,8 +706,8 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
                                 "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
                                 "barrier a stage");
-    mi_cuda_item_declare("b40", "a run of b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch: "
-                                "one plan over the run's bands, one fixup, x's f16 copy once");
+    mi_cuda_item_declare("b40", "a run of b6's / b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one "
+                                "launch: one plan over the run's bands, one fixup, x's f16 copy once");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
     mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);

@@ -431,7 +431,7 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     if (!gu_selected(name)) return;
     gu_begin(&R, name);
     if (!mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, N)) {
-        gu_skip(&R, "no one-launch run here (b22's forms need an sm_90a image and device)");
+        gu_skip(&R, "no one-launch run here at these rows");
         return;
     }
     uint8_t *w[MI8A_RUN_MAX];
@@ -597,13 +597,17 @@ int main(int argc, char **argv) {
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
     /* b40: the 7B's q + k + v (a K split of the run's 36 bands), q + k at 33 rows, gate + up
-     * (stream-K over 296 bands), rows past a band in every segment at N = 40 */
+     * (stream-K over 296 bands), rows past a band in every segment at N = 40 (b22's kernel) */
     static const int64_t r_qkv[] = {3584, 512, 512}, r_qk[] = {3584, 512}, r_gu[] = {18944, 18944},
                          r_edge[] = {333, 20, 130};
     f16s_run_case(3584, 64, r_qkv, 3);
     f16s_run_case(3584, 33, r_qk, 2);
     f16s_run_case(3584, 64, r_gu, 2);
     f16s_run_case(2560, 40, r_edge, 3);
+    /* the same on b6's mma.sync kernel: 17 and 24 rows (b22 takes 33..64) */
+    f16s_run_case(3584, 17, r_qkv, 3);
+    f16s_run_case(3584, 24, r_gu, 2);
+    f16s_run_case(2560, 17, r_edge, 3);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
         mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
