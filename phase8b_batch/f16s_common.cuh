@@ -85,6 +85,12 @@ struct f16s_run {
             if (i == k) v = a[k];
         return v;
     }
+    /* band b's segment, and in *m0 the band's first row in that segment's matmul */
+    __device__ __forceinline__ int locate(int64_t b, int64_t *m0) const {
+        const int s = seg(b);
+        *m0 = (b - pick(band0, s)) * FS_BM;
+        return s;
+    }
 };
 
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the

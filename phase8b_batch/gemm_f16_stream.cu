@@ -89,9 +89,8 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     auto band_of = [&](int64_t b, const uint8_t *&Wb, int64_t &Mb, int64_t &m0b) {
         Wb = W, Mb = M, m0b = b * FS_BM;
         if (RN) {
-            const int sg = run.seg(b);
+            const int sg = run.locate(b, &m0b);
             Wb = f16s_run::pick(run.W, sg), Mb = f16s_run::pick(run.M, sg);
-            m0b = (b - f16s_run::pick(run.band0, sg)) * FS_BM;
         }
     };
     auto issue = [&](int64_t b, int st, int q) {   /* band b's stage st into ring slot q */
@@ -172,7 +171,7 @@ kernel_gemm_f16s(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             float *slot = part + (size_t)(2 * p + (wk.head ? 0 : 1)) * (size_t)N * FS_BM;
             const float *bc = bias;
             float *Yc = Y;
-            if (RN) {
+            if (RN) {   /* the band's segment's bias and output (band_of gave its rows) */
                 const int sg = run.seg(wk.cb);
                 bc = f16s_run::pick(run.bias, sg), Yc = f16s_run::pick(run.Y, sg);
             }
@@ -233,8 +232,8 @@ __global__ void kernel_f16s_fixup(const float *__restrict__ part, const float *_
     const int r = threadIdx.x % FS_BM;
     int64_t m = b * FS_BM + r;
     if (RN) {   /* b40: the band's segment's rows, bias and output (no residual in a run) */
-        const int sg = run.seg(b);
-        m = (b - f16s_run::pick(run.band0, sg)) * FS_BM + r;
+        const int sg = run.locate(b, &m);
+        m += r;
         M = f16s_run::pick(run.M, sg), bias = f16s_run::pick(run.bias, sg), Y = f16s_run::pick(run.Y, sg);
     }
     if (m >= M) return;
@@ -353,12 +352,18 @@ extern "C" int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N)
 
 static uint64_t g_run_launches;   /* b40's run launches (for the gate) */
 static size_t f16s_act_bytes(int64_t K, int64_t N) { return ((size_t)K * (size_t)N * 2 + 255) & ~(size_t)255; }
+/* the workspace plan pl uses: x's copy, then two slots a run when a band is cut and the fixup
+ * sums it (not b33's clusters: sums) */
+static size_t f16s_ws_bytes(const f16s_plan &pl, int64_t K, int64_t N, bool sums) {
+    return f16s_act_bytes(K, N) + (!sums && f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
+}
+/* whether N rows of wt take b22's wgmma kernel (else b6's mma.sync one): the form, and with it
+ * the form of x's copy, of a matmul and of a run of them */
+static bool f16s_on_wgmma(mi_type wt, int64_t N) { return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1; }
 
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
-    const f16s_plan pl = f16s_plan_for(wt, K, M, N);
-    /* two slots a run, when a band is cut */
-    return f16s_act_bytes(K, N) + (f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
+    return f16s_ws_bytes(f16s_plan_for(wt, K, M, N), K, N, false);   /* whichever kernel sums the bands */
 }
 
 /* the RN form's shared memory limit raised once (the plain forms' by f16s_occupancy_of) */
@@ -456,7 +461,7 @@ static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const flo
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s: null pointer");
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
     float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
-    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    const bool wg = f16s_on_wgmma(wt, N);
     const bool ready = f16s_x_ready(x, workspace, K, N, wg);
     mi_cuda_ws_copy_clear();   /* no copy to trust until this call's launches went through */
     const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
@@ -506,12 +511,11 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
     const cudaStream_t st = (cudaStream_t)stream;
     const int64_t Mt = run.band0[n] * FS_BM;
     /* b22's form where its b32 kernels run at these rows, else b6's (mma.sync, x's copy in pairs) */
-    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    const bool wg = f16s_on_wgmma(wt, N);
     if (n >= 2 && mi8b_f16s_run_on() && mi8b_gemm_f16s_run_supported(wt, N) && mi8b_gemm_f16s_supported(wt, K, Mt, N)) {
         const f16s_plan pl = f16s_plan_for(wt, K, Mt, N);
         const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);
-        const size_t need = f16s_act_bytes(K, N) + (!sums && f16s_cut(pl) ? 2 * (size_t)pl.P * FS_BM * (size_t)N * sizeof(float) : 0);
-        if (need <= ws_bytes) {
+        if (f16s_ws_bytes(pl, K, N, sums) <= ws_bytes) {
             const bool ready = f16s_x_ready(x, workspace, K, N, wg);
             mi_cuda_ws_copy_clear();
             float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
@@ -541,13 +545,13 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
 extern "C" uint64_t mi8b_gemm_f16s_run_launches(void) { return g_run_launches; }
 extern "C" bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N) {
     if (wt != MI_TYPE_Q4_K || N < MI8B_RUN_MIN_N || N > MI8B_STREAM_MAX_N) return false;
-    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    const bool wg = f16s_on_wgmma(wt, N);
     return !wg || mi8b_gemm_f16w_run_supported(wt, N);
 }
 
 /* b40: a node of a run that launches nothing (its rows go with the run's last) keeps b30's record
  * of x's copy alive for the last, which reads it one dispatch later */
 extern "C" void mi8b_f16s_x_carry(const float *x, const void *ws, int64_t K, int64_t N) {
-    const bool wg = mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(MI_TYPE_Q4_K, N) >= 1;   /* as gemm_f16s decides */
+    const bool wg = f16s_on_wgmma(MI_TYPE_Q4_K, N);   /* as gemm_f16s decides for a run's Q4_K */
     if (f16s_x_ready(x, ws, K, N, wg)) mi8b_f16s_x_made(x, ws, K, N, wg);
 }

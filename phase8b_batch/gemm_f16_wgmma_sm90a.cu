@@ -406,17 +406,16 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             const uint32_t bar = bar0 + 8u * q;
             fw_bar_expect(bar, 4u * CB + (wt_tma ? FS_BM * FW_TM_WROW : 0u));
             const CUtensorMap *map = &tm_w;
-            int64_t lb = b;   /* RN: the band within its segment, from that segment's map */
+            int64_t m0b = b * FS_BM;   /* RN: the band's first row in its segment, from that segment's map */
             if (RN) {
-                const int sg = run.seg(b);
-                lb = b - f16s_run::pick(run.band0, sg);
+                const int sg = run.locate(b, &m0b);
 #pragma unroll
                 for (int k = 0; k < MI8A_RUN_MAX; k++)
                     if (k == sg) map = &rmaps.tw[k];
             }
             if (wt_tma)
                 fw_tma_2d(sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), map, st * FW_TM_WROW,
-                          (int)(lb * FS_BM), bar);
+                          (int)m0b, bar);
         }
         if (wt_tma) return;
         if (whole_rows) {
@@ -522,9 +521,8 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             const float *ob = bias;
             float *oY = Y;
             if (RN) {
-                const int sg = run.seg(wk.cb);
-                om0 = (wk.cb - f16s_run::pick(run.band0, sg)) * FS_BM, oM = f16s_run::pick(run.M, sg);
-                ob = f16s_run::pick(run.bias, sg), oY = f16s_run::pick(run.Y, sg);
+                const int sg = run.locate(wk.cb, &om0);
+                oM = f16s_run::pick(run.M, sg), ob = f16s_run::pick(run.bias, sg), oY = f16s_run::pick(run.Y, sg);
             }
             /* K half 1 to K half 0 through activation slot q, free until stage s + 2's copy:
              * [warpgroup & 1][i][thread of the warpgroup], BN KB = the slot */
