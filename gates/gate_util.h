@@ -88,6 +88,9 @@ void *gu_make_weights(unsigned long long *seed, mi_type t, int64_t K, int64_t M,
 /* ---- comparisons ---- */
 /* First mismatching byte index, or (size_t)-1 if equal. */
 size_t gu_first_diff(const void *a, const void *b, size_t n);
+/* FNV-1a of n bytes: printed with a kernel's output so that two builds' runs can be compared bit
+ * for bit from their logs */
+uint32_t gu_fnv1a(const void *p, size_t n);
 /* NMSE = sum (got - want)^2 / sum want^2 (the plain sum of squares when want is all zero).
  * A NaN anywhere gives INFINITY, so no bound can pass it whichever way a gate compares. */
 double gu_nmse(const float *got, const float *want, size_t n);

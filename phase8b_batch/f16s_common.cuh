@@ -171,23 +171,36 @@ template <int WT>
 __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *w1, int k, int tig, __half2 s0,
                                               __half2 s1, __half2 t0, __half2 t1, uint32_t (&A1)[4],
                                               uint32_t (&A2)[4]) {
-    if (WT == MI_TYPE_Q4_K) {
-        const int o = 16 + 32 * (k >> 1) + 4 * tig, sft = (k & 1) * 4;
-        const uint32_t v0 = *(const uint32_t *)(w0 + o) >> sft, v1 = *(const uint32_t *)(w1 + o) >> sft;
-        const uint32_t v2 = *(const uint32_t *)(w0 + o + 16) >> sft, v3 = *(const uint32_t *)(w1 + o + 16) >> sft;
-        A1[0] = deq_q4(v0, s0, t0), A1[1] = deq_q4(v1, s1, t1);
-        A1[2] = deq_q4(v0 >> 8, s0, t0), A1[3] = deq_q4(v1 >> 8, s1, t1);
-        A2[0] = deq_q4(v2, s0, t0), A2[1] = deq_q4(v3, s1, t1);
-        A2[2] = deq_q4(v2 >> 8, s0, t0), A2[3] = deq_q4(v3 >> 8, s1, t1);
+    if (WT == MI_TYPE_Q4_K) {   /* unit k: the low nibbles of its chunk where k is even, the high ones where odd */
+        const int o = 16 + 32 * (k >> 1) + 4 * tig;
+        const uint32_t v0 = *(const uint32_t *)(w0 + o), v1 = *(const uint32_t *)(w1 + o);
+        const uint32_t v2 = *(const uint32_t *)(w0 + o + 16), v3 = *(const uint32_t *)(w1 + o + 16);
+        if (k & 1) {
+            A1[0] = deq_q4<true>(v0, s0, t0), A1[1] = deq_q4<true>(v1, s1, t1);
+            A1[2] = deq_q4<true>(v0 >> 8, s0, t0), A1[3] = deq_q4<true>(v1 >> 8, s1, t1);
+            A2[0] = deq_q4<true>(v2, s0, t0), A2[1] = deq_q4<true>(v3, s1, t1);
+            A2[2] = deq_q4<true>(v2 >> 8, s0, t0), A2[3] = deq_q4<true>(v3 >> 8, s1, t1);
+        } else {
+            A1[0] = deq_q4<false>(v0, s0, t0), A1[1] = deq_q4<false>(v1, s1, t1);
+            A1[2] = deq_q4<false>(v0 >> 8, s0, t0), A1[3] = deq_q4<false>(v1 >> 8, s1, t1);
+            A2[0] = deq_q4<false>(v2, s0, t0), A2[1] = deq_q4<false>(v3, s1, t1);
+            A2[2] = deq_q4<false>(v2 >> 8, s0, t0), A2[3] = deq_q4<false>(v3 >> 8, s1, t1);
+        }
     } else {   /* Q6_K: unit k is quarter k & 3 of half k >> 2; 16-element halves scaled by s and t */
         const int n = k >> 2, q = k & 3;
         const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;
         const int ls = (q >> 1) * 4, hs = 2 * q;
-#define Q6V(w, e) (((ld_u32_a2((w) + ol + (e)) >> ls) & 0x0F0F0F0Fu) | (((ld_u32_a2((w) + oh + (e)) >> hs) & 0x03030303u) << 4))
-        const uint32_t v0 = Q6V(w0, 0), v1 = Q6V(w1, 0), v2 = Q6V(w0, 16), v3 = Q6V(w1, 16);
-#undef Q6V
-        A1[0] = deq_q6(v0, s0), A1[1] = deq_q6(v1, s1), A1[2] = deq_q6(v0 >> 8, s0), A1[3] = deq_q6(v1 >> 8, s1);
-        A2[0] = deq_q6(v2, t0), A2[1] = deq_q6(v3, t1), A2[2] = deq_q6(v2 >> 8, t0), A2[3] = deq_q6(v3 >> 8, t1);
+        /* a word of four levels: the low nibbles (ql >> ls) and the two high bits (bits hs, hs + 1
+         * of each qh byte) moved to bits 4, 5 of the byte */
+        auto q6v = [&](const uint8_t *w, int e) {
+            const uint32_t qh = ld_u32_a2(w + oh + e);
+            return and_or_r<0x0F0F0F0Fu>(ld_u32_a2(w + ol + e) >> ls, (hs <= 4 ? qh << (4 - hs) : qh >> 2) & 0x30303030u);
+        };
+        const uint32_t v0 = q6v(w0, 0), v1 = q6v(w1, 0), v2 = q6v(w0, 16), v3 = q6v(w1, 16);
+        A1[0] = deq_q6<false>(v0, s0), A1[1] = deq_q6<false>(v1, s1);
+        A1[2] = deq_q6<true>(v0, s0), A1[3] = deq_q6<true>(v1, s1);
+        A2[0] = deq_q6<false>(v2, t0), A2[1] = deq_q6<false>(v3, t1);
+        A2[2] = deq_q6<true>(v2, t0), A2[3] = deq_q6<true>(v3, t1);
     }
 }
 

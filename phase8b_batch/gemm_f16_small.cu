@@ -164,10 +164,10 @@ kernel_gemm_f16_small(const __grid_constant__ sk_run run, const uint8_t *__restr
                 A2[2] = deq_q80(h0, d0, 0x4341), A2[3] = deq_q80(h1, d1, 0x4341);
             } else {   /* Q4_0: element j's level in byte j's low nibble, 16 + j's in its high one */
                 const uint32_t v0 = ld_u32_a2(w0 + UB * k + 2 + 4 * tig), v1 = ld_u32_a2(w1 + UB * k + 2 + 4 * tig);
-                A1[0] = deq_q40(v0, d0), A1[1] = deq_q40(v1, d1), A1[2] = deq_q40(v0 >> 8, d0);
-                A1[3] = deq_q40(v1 >> 8, d1);
-                A2[0] = deq_q40(v0 >> 4, d0), A2[1] = deq_q40(v1 >> 4, d1);
-                A2[2] = deq_q40(v0 >> 12, d0), A2[3] = deq_q40(v1 >> 12, d1);
+                A1[0] = deq_q40<false>(v0, d0), A1[1] = deq_q40<false>(v1, d1);
+                A1[2] = deq_q40<false>(v0 >> 8, d0), A1[3] = deq_q40<false>(v1 >> 8, d1);
+                A2[0] = deq_q40<true>(v0, d0), A2[1] = deq_q40<true>(v1, d1);
+                A2[2] = deq_q40<true>(v0 >> 8, d0), A2[3] = deq_q40<true>(v1 >> 8, d1);
             }
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) mma_f16_unit(acc[nt], A1, A2, xa + nt * 8 * astr + 64 * k);

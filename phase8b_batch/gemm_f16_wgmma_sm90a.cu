@@ -56,14 +56,18 @@
  * slower than b6's mma.sync one on the 7B (results/notes/PHASE8B.md) */
 #define FW_BN 64
 #define FW_SLOT_A(bn) ((bn) * FS_SB * 2)   /* a stage's activations: bn tokens x 256 halves */
-/* The ring: FW_AHEAD stages loading ahead of the one computed, in fw_ring<WT>::ns slots: four for
- * Q4_K, three for Q6_K (whose 240-byte row slots leave no room for a fourth). The slot written at
- * stage s's barrier takes stage s + FW_AHEAD and held stage s + FW_AHEAD - ns, whose products must
+/* The ring: fw_ring<WT>::ah stages loading ahead of the one computed, in fw_ring<WT>::ns slots:
+ * four for Q4_K, three for Q6_K (whose 240-byte row slots leave no room for a fourth). The slot
+ * written at stage s's barrier takes stage s + ah and held stage s + ah - ns, whose products must
  * be done: the stage before (s - 1) at the least, s - 2 with b32 (a stage's products run on while
- * the next dequantizes), which needs Q4_K's fourth slot. */
-#define FW_AHEAD 2
+ * the next dequantizes), which needs ns >= ah + 2. */
+#ifndef MI_FW_Q6_AHEAD
+#define MI_FW_Q6_AHEAD 2
+#endif
 template <int WT> struct fw_ring {
     static constexpr int ns = WT == MI_TYPE_Q4_K ? 4 : 3;
+    static constexpr int ah = WT == MI_TYPE_Q4_K ? 2 : MI_FW_Q6_AHEAD;
+    static constexpr bool ov = ns >= ah + 2;   /* b32's forms exist */
 };
 
 template <int WT, int BN> struct fw_smem {
@@ -168,15 +172,21 @@ static __device__ __forceinline__ void fw_pair_frags_q4k(const uint8_t *w0, cons
     const uint32_t v2 = *(const uint32_t *)(w0 + o + 16), v3 = *(const uint32_t *)(w1 + o + 16);
 #pragma unroll
     for (int u = 0; u < 2; u++) {
-        const int src = (lane & ~3) | ((k + u) & 3), sft = 4 * u;
+        const int src = (lane & ~3) | ((k + u) & 3);
         const __half2 s0 = fw_shfl_h2(qs0, src), s1 = fw_shfl_h2(qs1, src);
         const __half2 t0 = fw_shfl_h2(qm0, src), t1 = fw_shfl_h2(qm1, src);
         uint32_t (&A)[2][4] = u ? Ahi : Alo;
-        const uint32_t a0 = v0 >> sft, a1 = v1 >> sft, a2 = v2 >> sft, a3 = v3 >> sft;
-        A[0][0] = deq_q4(a0, s0, t0), A[0][1] = deq_q4(a1, s1, t1);
-        A[0][2] = deq_q4(a0 >> 8, s0, t0), A[0][3] = deq_q4(a1 >> 8, s1, t1);
-        A[1][0] = deq_q4(a2, s0, t0), A[1][1] = deq_q4(a3, s1, t1);
-        A[1][2] = deq_q4(a2 >> 8, s0, t0), A[1][3] = deq_q4(a3 >> 8, s1, t1);
+        if (u) {   /* unit k + 1: the high nibbles */
+            A[0][0] = deq_q4<true>(v0, s0, t0), A[0][1] = deq_q4<true>(v1, s1, t1);
+            A[0][2] = deq_q4<true>(v0 >> 8, s0, t0), A[0][3] = deq_q4<true>(v1 >> 8, s1, t1);
+            A[1][0] = deq_q4<true>(v2, s0, t0), A[1][1] = deq_q4<true>(v3, s1, t1);
+            A[1][2] = deq_q4<true>(v2 >> 8, s0, t0), A[1][3] = deq_q4<true>(v3 >> 8, s1, t1);
+        } else {
+            A[0][0] = deq_q4<false>(v0, s0, t0), A[0][1] = deq_q4<false>(v1, s1, t1);
+            A[0][2] = deq_q4<false>(v0 >> 8, s0, t0), A[0][3] = deq_q4<false>(v1 >> 8, s1, t1);
+            A[1][0] = deq_q4<false>(v2, s0, t0), A[1][1] = deq_q4<false>(v3, s1, t1);
+            A[1][2] = deq_q4<false>(v2 >> 8, s0, t0), A[1][3] = deq_q4<false>(v3 >> 8, s1, t1);
+        }
     }
 }
 
@@ -348,7 +358,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
-    constexpr int NS = SM::ns, AH = FW_AHEAD;
+    constexpr int NS = SM::ns, AH = fw_ring<WT>::ah;
     static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
     static_assert(!CL || SM::ring_w >= (size_t)BN * FS_BM * sizeof(float), "b33's sums fit the weight ring");
     static_assert(!RN || (TM && QS && WT == MI_TYPE_Q4_K), "b40's runs: Q4_K weights by their maps");
@@ -597,13 +607,13 @@ typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, 
                              bool, const f16s_run, const fw_run_maps);
 /* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV: the ring's fourth slot) */
 template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
-    if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2 && WT == MI_TYPE_Q4_K)
+    if constexpr (fw_ring<WT>::ov && WT == MI_TYPE_Q4_K)
         if (tm && ov && rn) {
             if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, true>;
             return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, true>;
         }
     if (rn) return NULL;
-    if constexpr (fw_ring<WT>::ns >= FW_AHEAD + 2)
+    if constexpr (fw_ring<WT>::ov)
         if (tm && ov) {
             if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, false> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, false>;
             return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, false> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, false>;
@@ -725,7 +735,7 @@ bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
         mi8b_gemm_f16w_occupancy(wt, N) < 1)
         return false;
     const bool ov = mi8b_f16w_overlap_on();
-    return wt == MI_TYPE_Q4_K ? fw_clusters_fit<MI_TYPE_Q4_K>(ov, pl.S) : fw_clusters_fit<MI_TYPE_Q6_K>(false, pl.S);
+    return wt == MI_TYPE_Q4_K ? fw_clusters_fit<MI_TYPE_Q4_K>(ov, pl.S) : fw_clusters_fit<MI_TYPE_Q6_K>(ov && fw_ring<MI_TYPE_Q6_K>::ov, pl.S);
 }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
@@ -745,7 +755,7 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
     memset(&tw, 0, sizeof tw);
     const bool tm = qs && mi8b_f16w_tma_on() && fw_map_x(&tx, xh, K, N);
     const bool tma_w = tm && wt == MI_TYPE_Q4_K && fw_map_w(&tw, w, wrow, M);
-    const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form, for Q4_K (fw_ring) */
+    const bool ov = mi8b_f16w_overlap_on();   /* b32, with b28's form, where fw_ring has its slots */
     /* b33: the caller asked (mi8b_gemm_f16w_sums_bands) and skips the fixup; the x map's failure
      * to encode (no TM) cannot be absorbed then */
     if (cl && !tm)

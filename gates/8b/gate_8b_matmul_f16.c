@@ -98,6 +98,13 @@ typedef struct {
     bool off_bitwise;       /* the third run must equal the first bit for bit (an item that moves bytes only) */
 } mm_variant;
 
+/* one hash of a run's outputs (each matmul's FNV-1a, hashed in order) */
+static uint32_t runs_fnv(float *const *y, const int64_t *ms, int n, int64_t N) {
+    uint32_t h[MI8A_RUN_MAX];
+    for (int s = 0; s < n; s++) h[s] = gu_fnv1a(y[s], (size_t)(ms[s] * N) * 4);
+    return gu_fnv1a(h, (size_t)n * sizeof h[0]);
+}
+
 /* one shape of a variant: the weight at byte woff of its allocation (Q4_0 and Q6_K rows are
  * 2-byte aligned only); plan: what the case reports of the kernel's split */
 static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff,
@@ -151,8 +158,8 @@ static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K,
             gu_fail(&R, "%s: nmse vs exact %.3g%s (bound 1e-5), vs %s %.3g (bound 1e-4), repeat %s", plan, e_ex, offs,
                     have8 ? v->i8_name : "no int8 kernel", e_i8, rep ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(&R, "%s: nmse vs exact %.3g%s, vs %s %.3g, repeat bitwise", plan, e_ex, offs,
-                    have8 ? v->i8_name : "no int8 kernel", e_i8);
+            gu_pass(&R, "%s: nmse vs exact %.3g%s, vs %s %.3g, repeat bitwise, output fnv %08x", plan, e_ex, offs,
+                    have8 ? v->i8_name : "no int8 kernel", e_i8, gu_fnv1a(got, ny * 4));
         }
     }
     free(w); free(x); free(bias); free(ref); free(got); free(got2); free(got3); free(i8);
@@ -326,7 +333,8 @@ static void run_case(int64_t K, int64_t N, const int64_t *ms, int n, size_t woff
         }
         if (ok && rep)
             gu_pass(&R, "%d rows a band (0: its matmuls take other bands alone, launched one by one): nmse vs exact "
-                        "<= %.3g, %d of %d matmuls bitwise their launch alone, repeat bitwise", band, worst, bitwise, n);
+                        "<= %.3g, %d of %d matmuls bitwise their launch alone, repeat bitwise, output fnv %08x", band, worst,
+                    bitwise, n, runs_fnv(got, ms, n, N));
         else
             gu_fail(&R, "%d rows a band: nmse vs exact up to %.3g (bound 1e-5), alone %s (%d of %d bitwise), repeat %s",
                     band, worst, same ? "bitwise" : "DIFFERS", bitwise, n, rep ? "bitwise" : "DIFFERS");
@@ -502,8 +510,9 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
         const bool one = l1 - l0 == 1 && l3 == l2;
         if (worst <= 1e-5 && worst_alone <= 1e-5 && rep && off_bits && one)
             gu_pass(&R, "one launch (K split %d over %lld bands): nmse vs exact <= %.3g, vs each alone <= %.3g (%d of %d "
-                        "bitwise), repeat bitwise; b40 off: one by one, bit for bit alone",
-                    mi8b_gemm_f16s_split(MI_TYPE_Q4_K, K, bands * 128, N), (long long)bands, worst, worst_alone, bitwise, n);
+                        "bitwise), repeat bitwise; b40 off: one by one, bit for bit alone; output fnv %08x",
+                    mi8b_gemm_f16s_split(MI_TYPE_Q4_K, K, bands * 128, N), (long long)bands, worst, worst_alone, bitwise, n,
+                    runs_fnv(got, ms, n, N));
         else
             gu_fail(&R, "launches %llu (want 1) and %llu with b40 off (want 0); nmse vs exact %.3g (bound 1e-5), vs alone "
                         "%.3g (bound 1e-5), repeat %s, b40 off %s",

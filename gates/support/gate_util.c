@@ -167,6 +167,13 @@ void gu_fill(void *p, size_t n, unsigned long long seed) {
     if (i < n) { unsigned long long v = gu_rng(&s); memcpy(b + i, &v, n - i); }
 }
 
+uint32_t gu_fnv1a(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
 size_t gu_first_diff(const void *a, const void *b, size_t n) {
     if (!memcmp(a, b, n)) return (size_t)-1;
     const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
