@@ -147,6 +147,38 @@ __device__ __forceinline__ void fs_unit_scales(const uint8_t *b, int k, __half2 
     }
 }
 
+/* Unit k's scales of two rows at once (super-blocks at b0, b1): fs_unit_scales' values, from
+ * each row's codes packed into the two halves of one word (six bits under 1024's exponent, Q6_K's
+ * int8 offset by 128: exactly 1024 + code, 1152 + code) and one f16 multiply of the pair by the
+ * rows' d (-dmin): the exact product rounded once to f16, as fs_unit_scales' f32 product (exact:
+ * at most 19 bits) rounded to f16 is, so the same halves in a third of the instructions. */
+template <int WT>
+__device__ __forceinline__ void fs_pair_scales(const uint8_t *b0, const uint8_t *b1, int k, __half2 &s0, __half2 &s1,
+                                               __half2 &m0, __half2 &m1) {
+    auto pair = [&](int o) { return (uint32_t)b0[o] | ((uint32_t)b1[o] << 16); };   /* byte o of both rows */
+    auto half_at = [](const uint8_t *p) { return __ushort_as_half(*(const uint16_t *)p); };
+    __half2 S, M;
+    if (WT == MI_TYPE_Q4_K) {
+        uint32_t sc, mn;
+        if (k < 4) {
+            sc = and_or<0x003F003Fu, 0x64006400u>(pair(4 + k));
+            mn = and_or<0x003F003Fu, 0x64006400u>(pair(8 + k));
+        } else {   /* low four bits from byte k + 4, high two from the top of bytes k - 4 (sc) and k (min) */
+            const uint32_t a = pair(8 + k);
+            sc = and_or_r<0x000F000Fu>(a, and_or<0x00300030u, 0x64006400u>(pair(k) >> 2));
+            mn = and_or_r<0x000F000Fu>(a >> 4, and_or<0x00300030u, 0x64006400u>(pair(k + 4) >> 2));
+        }
+        const __half2 d = __halves2half2(half_at(b0), half_at(b1)), dm = __halves2half2(half_at(b0 + 2), half_at(b1 + 2));
+        S = __hmul2(d, __hsub2(bits_h2(sc), h2_const(0x6400)));
+        M = __hmul2(__hneg2(dm), __hsub2(bits_h2(mn), h2_const(0x6400)));
+    } else {
+        const __half2 d = __halves2half2(half_at(b0 + 208), half_at(b1 + 208));
+        S = __hmul2(d, __hsub2(bits_h2((pair(192 + 2 * k) ^ 0x00800080u) | 0x64006400u), h2_const(0x6480)));
+        M = __hmul2(d, __hsub2(bits_h2((pair(193 + 2 * k) ^ 0x00800080u) | 0x64006400u), h2_const(0x6480)));
+    }
+    s0 = __low2half2(S), s1 = __high2half2(S), m0 = __low2half2(M), m1 = __high2half2(M);
+}
+
 /* A stage's scales, by the block's nthreads threads: unit k of row r of the band in ring slot rw
  * (stage bytes wo of each row) into sS [k][r] and sM [k][r] */
 template <int WT>

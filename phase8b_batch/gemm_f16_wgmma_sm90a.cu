@@ -60,13 +60,11 @@
  * four for Q4_K, three for Q6_K (whose 240-byte row slots leave no room for a fourth). The slot
  * written at stage s's barrier takes stage s + ah and held stage s + ah - ns, whose products must
  * be done: the stage before (s - 1) at the least, s - 2 with b32 (a stage's products run on while
- * the next dequantizes), which needs ns >= ah + 2. */
-#ifndef MI_FW_Q6_AHEAD
-#define MI_FW_Q6_AHEAD 2
-#endif
+ * the next dequantizes), which needs ns >= ah + 2. Q6_K loads one stage ahead, so that its three
+ * slots take b32: measured faster than two ahead without it (results/notes/PHASE8B.md). */
 template <int WT> struct fw_ring {
     static constexpr int ns = WT == MI_TYPE_Q4_K ? 4 : 3;
-    static constexpr int ah = WT == MI_TYPE_Q4_K ? 2 : MI_FW_Q6_AHEAD;
+    static constexpr int ah = WT == MI_TYPE_Q4_K ? 2 : 1;
     static constexpr bool ov = ns >= ah + 2;   /* b32's forms exist */
 };
 
@@ -95,13 +93,14 @@ struct fw_run_maps {
 static __device__ __forceinline__ uint64_t fw_desc(uint32_t addr) {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
-/* d += A (registers, m64k16: a warp's 16 rows as mma.m16n8k16's A fragment) x B (descriptor,
- * BN tokens K-major): scale-d true, A and B not negated, B not transposed */
-static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+/* d += A (registers, m64k16: a warp's 16 rows as mma.m16n8k16's A fragment) x B (the descriptor
+ * whose low and high words are dlo, dhi: BN tokens K-major): scale-d true, A and B not negated, B
+ * not transposed. The descriptor comes as two words so that stepping it is a 32-bit add. */
+static __device__ __forceinline__ void fw_mma(float (&d)[32], const uint32_t (&a)[4], uint32_t dlo, uint32_t dhi) {
+    asm volatile("{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %38, 0;\nmov.b64 db, {%36, %37};\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, db, p, 1, 1, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(dlo), "r"(dhi), "r"(1));
 }
 /* the mbarrier at shared address a: armed for n arrivals a phase, then waited for by parity */
 static __device__ __forceinline__ void fw_bar_init(uint32_t a, uint32_t n) {
@@ -216,10 +215,13 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
     const int tig = lane & 3;
     __half2 qs0, qs1, qm0, qm1;   /* QS: unit k0 + tig's scales of rows r0 and r0 + 8 */
     if (QS) {
-        fs_unit_scales<WT>(w0, k0 + tig, qs0, qm0);
-        fs_unit_scales<WT>(w1, k0 + tig, qs1, qm1);
+        fs_pair_scales<WT>(w0, w1, k0 + tig, qs0, qs1, qm0, qm1);
     }
     uint32_t A[4][2][4];   /* units k0 .. k0 + 3, two k16 steps each */
+    /* the slot's descriptor; a k16 step's is it plus its offset / 16 (shared addresses stay under
+     * 2^18, so the start field never carries into the next) */
+    const uint64_t db = fw_desc(rb);
+    const uint32_t dlo = (uint32_t)db, dhi = (uint32_t)(db >> 32);
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         if (OV) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -246,7 +248,7 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int j = 2 * (k0 + kk) + h;   /* the k16 step of the stage */
-                fw_mma(d, A[kk][h], fw_desc(rb + (uint32_t)(j >> 2) * CB + (uint32_t)(j & 3) * 32));
+                fw_mma(d, A[kk][h], dlo + (((uint32_t)(j >> 2) * CB + (uint32_t)(j & 3) * 32) >> 4), dhi);
             }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     }

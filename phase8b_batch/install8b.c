@@ -699,7 +699,8 @@ void mi_phase8b_install(void) {
                                 "covering its 210 bytes) by the band's row threads, not 15 cp.async a row");
     mi_cuda_item_declare("b32", "with b28, a warpgroup's products of a stage left running while it dequantizes the "
                                 "next (waited for before each pair's registers are reused and at a piece's end), not "
-                                "drained before every stage's barrier");
+                                "drained before every stage's barrier (Q6_K's three ring slots take it by loading "
+                                "one stage ahead, not two)");
     mi_cuda_item_declare("b33", "with b28, a K split's band summed by its chunks' blocks launched as one thread block "
                                 "cluster, through each other's shared memory, instead of partials in global memory "
                                 "and the fixup launch");
