@@ -135,7 +135,13 @@ void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool
  * (for the gate). x_carry: a node of the run that launches nothing keeps b30's record of x's
  * copy for the run's last node. */
 mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
-                             int64_t N, void *workspace, size_t ws_bytes);
+                             int64_t N, void *workspace, size_t ws_bytes, bool fixup_next);
+/* item b42: fixup_next (a gate/up run the SwiGLU after it takes: 8b's pass) leaves the run's cut
+ * bands to that SwiGLU (mi8b_swiglu_fixup_f16) instead of launching the fixup, its partials past
+ * the SwiGLU's f16 copy (the node's workspace holds that copy more); fixup_flush launches a fixup
+ * left for g and u as the run would have (the SwiGLU's path without the fused kernel) */
+bool mi8b_f16s_fixup_next_on(void);
+mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const float *u);
 uint64_t mi8b_gemm_f16s_run_launches(void);
 bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N rows (Q4_K, in the form each takes) */
 /* b40's fewest rows: a step of 16 rows or fewer (small batches, a prompt's chunks such as gate_7c's)
@@ -182,6 +188,21 @@ mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, floa
  * beside it, y's f16 copy in form eo into xh; rows of F elements, F % 16 == 0 */
 mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F, int64_t N,
                             bool eo);
+/* item b42: the same, where g and u are a run's outputs whose cut bands the run left (fixup_next):
+ * each cut value summed from the run's partials as its fixup sums it, the others read; the same
+ * values, so the same y. MI_ERR_UNSUPPORTED (nothing launched) where no run left g and u or the
+ * operands are not 16-byte aligned (the record kept: fixup_flush); launches: the fused kernel's so
+ * far (for the gate) */
+mi_status mi8b_swiglu_fixup_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F, int64_t N,
+                                bool eo);
+uint64_t mi8b_swiglu_fixup_launches(void);
+/* b35's kernel takes this SWIGLU node (its shapes) */
+struct mi_tensor;
+struct mi_graph;
+struct mi_backend;
+bool mi8b_swiglu_f16_takes(const struct mi_tensor *n);
+/* fusion8b.c: 8b's pass (b42's marks), registered with 7c's session pass after 8a's */
+int mi8b_fuse_batch(struct mi_graph *g, struct mi_backend *cuda);
 /* item b15: the same kernel for K past MI8B_SMALL_MAX_K (the 0.5B's down, K = 4864): K split into
  * slices of at most 28 units (896), a block a slice of x and bands of rows, the slices' partial
  * sums added in slice order by a second kernel (then the bias). workspace: x in f16, the partials. */

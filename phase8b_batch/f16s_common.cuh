@@ -93,6 +93,29 @@ struct f16s_run {
     }
 };
 
+/* Item b42: a run's cut bands left for the node after it. A gate/up run whose SwiGLU follows it
+ * (8b's pass marks the two: MI_MM_FIXUP_NEXT, MI_SWIGLU_FIXUP) does not launch the fixup; the
+ * SwiGLU sums each cut band's pieces as kernel_f16s_fixup does (f16s_band_cut), as it reads the
+ * gate and up values. rec: what it needs of the run (its plan, table and partials). */
+struct f16s_fixup_rec {
+    f16s_plan pl;
+    f16s_run run;
+    const float *part;
+    int64_t N;
+};
+/* band b is cut (a run boundary falls inside it): its pieces are slot 2p - 1 (the run holding its
+ * first unit), then slots 2q for q = p .. hi, kernel_f16s_fixup's block p - 1's sum */
+template <typename I> __device__ __forceinline__ bool f16s_band_cut(const f16s_plan &pl, I b, I &p, I &hi) {
+    const I nst = (I)pl.nst, u0 = b * nst;
+    p = f16s_run_of_t<I>(pl, u0) + 1;
+    if (p >= (I)pl.P || f16s_run_start_t<I>(pl, p) >= u0 + nst) return false;
+    hi = f16s_run_of_t<I>(pl, u0 + nst - 1);
+    return true;
+}
+/* the record of the run whose outputs are g and u (segments 0 and 1), launched on stream st and
+ * not yet summed, taken: 1 (in *out), 0 none left, -1 one left for other operands (kept) */
+int f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out);
+
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the
  * unit computed (band cb, stage cs) both step through the run in unit order, across band edges;
  * head: the piece in progress began inside its band (the run's first piece). */

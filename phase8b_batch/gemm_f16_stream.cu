@@ -494,8 +494,31 @@ extern "C" mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w,
  * form, a weight without a tensor map, or a plan whose partials exceed the workspace the split
  * holds: ws_bytes) its matmuls run one after the other as each would alone. Not bit for bit the
  * matmuls alone: the plan over the run cuts the bands' K in other chunks (the f16 tier's bound). */
+/* b42: the run whose fixup the SwiGLU after it does (this thread's: a split's nodes run on one) */
+static thread_local struct {
+    bool on;
+    cudaStream_t st;
+    f16s_fixup_rec rec;
+} t_fix;
+int f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out) {
+    if (!t_fix.on) return 0;
+    if (t_fix.st != st || t_fix.rec.run.n != 2 || t_fix.rec.run.Y[0] != g || t_fix.rec.run.Y[1] != u) return -1;
+    *out = t_fix.rec;
+    t_fix.on = false;
+    return 1;
+}
+extern "C" mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const float *u) {
+    f16s_fixup_rec r;
+    const int k = f16s_fixup_take((cudaStream_t)stream, g, u, &r);
+    if (k < 0) return mi_err(MI_ERR_INTERNAL, "b42: a run left its cut bands for other operands than this SwiGLU's");
+    if (k == 0) return MI_OK;
+    const int64_t Mt = r.run.band0[r.run.n] * FS_BM;
+    return launch_f16s_fixup((cudaStream_t)stream, NULL, NULL, NULL, Mt, r.N, r.pl, r.part, &r.run);
+}
+
 extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                        int64_t K, int64_t N, void *workspace, size_t ws_bytes) {
+                                        int64_t K, int64_t N, void *workspace, size_t ws_bytes, bool fixup_next) {
+    t_fix.on = false;   /* a record a failed step left behind is never summed into this one */
     if (n < 1 || n > MI8A_RUN_MAX || !seg || !x || !workspace)
         return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run: %d matmuls, or a null pointer", n);
     f16s_run run = {};
@@ -515,10 +538,15 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
     if (n >= 2 && mi8b_f16s_run_on() && mi8b_gemm_f16s_run_supported(wt, N) && mi8b_gemm_f16s_supported(wt, K, Mt, N)) {
         const f16s_plan pl = f16s_plan_for(wt, K, Mt, N);
         const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);
-        if (f16s_ws_bytes(pl, K, N, sums) <= ws_bytes) {
+        /* b42: the partials wait for the SwiGLU, which writes its f16 copy (F x N halves) at the
+         * workspace's start: they go past both copies */
+        const bool defer = fixup_next && n == 2 && !sums && f16s_cut(pl) && mi8b_f16s_fixup_next_on();
+        size_t xa = f16s_act_bytes(K, N);
+        if (defer && f16s_act_bytes(seg[0].M, N) > xa) xa = f16s_act_bytes(seg[0].M, N);
+        if (xa + f16s_ws_bytes(pl, K, N, sums) - f16s_act_bytes(K, N) <= ws_bytes) {
             const bool ready = f16s_x_ready(x, workspace, K, N, wg);
             mi_cuda_ws_copy_clear();
-            float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
+            float *part = (float *)((uint8_t *)workspace + xa);
             mi_status r;
             if (wg) {
                 r = mi8b_gemm_f16w_run(st, wt, run, x, workspace, K, N, pl, part, ready, sums);
@@ -529,7 +557,8 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
                                                     part, &run);
             }
             if (r == MI_OK) {
-                if (!sums) MI_TRY(launch_f16s_fixup(st, NULL, NULL, NULL, Mt, N, pl, part, &run));
+                if (defer) t_fix.on = true, t_fix.st = st, t_fix.rec = f16s_fixup_rec{pl, run, part, N};
+                else if (!sums) MI_TRY(launch_f16s_fixup(st, NULL, NULL, NULL, Mt, N, pl, part, &run));
                 mi8b_f16s_x_made(x, workspace, K, N, wg);
                 g_run_launches++;
                 return MI_OK;

@@ -5,6 +5,7 @@
  * checks the step's tables on the host where the graph's Input still points at them (the CPU
  * ops' rules, so a bad table is an error of the step, as on the CPU); the kernels themselves
  * never read or write outside the cache whatever the tables say. */
+#include "phase7c_wiring/wiring7c.h"
 #include "phase8b_batch/batch8b.h"
 #include <string.h>
 #include "phase7a_skeleton/cuda_backend.h"
@@ -323,6 +324,8 @@ bool mi8b_f16w_q6_bulk_on(void) { return mi_cuda_item_on("b31"); }
 bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
 /* b33: read at each call, as b22 */
 bool mi8b_f16w_cluster_sum_on(void) { return mi_cuda_item_on("b33"); }
+/* b42: read at each call (b35's kernel is the one that takes the run's cut bands) */
+bool mi8b_f16s_fixup_next_on(void) { return mi_cuda_item_on("b42") && mi_cuda_item_on("b35"); }
 /* b39: read at each launch, as b22 */
 bool mi8b_f16w_empty_bars_on(void) { return mi_cuda_item_on("b39"); }
 static const mi_cuda_kernel k_mm_f16s = {
@@ -353,14 +356,18 @@ static mi_status run_f16s_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     (void)mi_cuda_workspace(c, &ws_bytes);
     MI_TRY(mi8a_run_take(c, n, &seg, &k));
     return mi8b_gemm_f16s_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]), ws,
-                              ws_bytes);
+                              ws_bytes, mi_matmul_fixup_next(n));
+}
+/* b42: a run whose SwiGLU finishes its cut bands keeps its partials past the SwiGLU's f16 copy */
+static size_t ws_f16s_run_last(const mi_tensor *n) {
+    return ws_mm_f16s(n) + (mi_matmul_fixup_next(n) ? mi8b_f16s_x_bytes(n->src[0]->ne[1], mi_nrows(n->src[1])) : 0);
 }
 static const mi_cuda_kernel k_f16s_run_defer = {
     "matmul, 17..64 rows, Q4_K on b6's or b22's kernel: its rows computed by its run's last node", "b6,b40",
     sup_f16s_run_defer, run_f16s_run_defer, ws_mm_f16s, 0};
 static const mi_cuda_kernel k_f16s_run_last = {
     "matmul, 17..64 rows, Q4_K on b6's or b22's kernel: every matmul of its run in one launch, one plan over their "
-    "bands", "b6,b40", sup_f16s_run_last, run_f16s_run_last, ws_mm_f16s, 0};
+    "bands", "b6,b40", sup_f16s_run_last, run_f16s_run_last, ws_f16s_run_last, 0};
 
 /* b36: MATMUL_ADD (8a's pass folds a batch's residual add into the matmul before it where this
  * takes it: the 7B's o and down projections) on b6's / b22's matmul, r added where the outputs
@@ -616,14 +623,27 @@ static bool sup_swiglu_f16(const mi_tensor *n) {
            mi_nelements(g) == F * N && mi_nelements(u) == F * N && F >= STREAM_MIN_K && F % 16 == 0 &&
            N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
+bool mi8b_swiglu_f16_takes(const mi_tensor *n) { return sup_swiglu_f16(n); }
 static size_t ws_swiglu_f16(const mi_tensor *n) { return mi8b_f16s_x_bytes(n->ne[0], mi_nrows(n)); }
+/* b42: where the run before left its cut bands (8b's pass marked the two), the fused kernel sums
+ * them; where it cannot (operands not aligned), the run's fixup first, then the plain path */
 static mi_status run_swiglu_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const int64_t F = n->ne[0], N = mi_nrows(n);
     const float *g = n->src[0]->data, *u = n->src[1]->data;
     void *st = mi_cuda_stream(c);
+    const bool eo = mi8b_f16s_x_form(N);
+    if (mi_swiglu_takes_fixup(n)) {
+        const mi_status r = mi8b_swiglu_fixup_f16(st, g, u, n->data, ws, F, N, eo);
+        if (r == MI_OK) {
+            mi8b_f16s_x_made(n->data, ws, F, N, eo);
+            return MI_OK;
+        }
+        if (r != MI_ERR_UNSUPPORTED) return r;
+        mi_err_clear();
+        MI_TRY(mi8b_f16s_fixup_flush(st, g, u));
+    }
     if (!aligned16(g) || !aligned16(u) || !aligned16(n->data) || !aligned16(ws))
         return mi7b_swiglu(st, g, u, n->data, F * N);
-    const bool eo = mi8b_f16s_x_form(N);
     MI_TRY(mi8b_swiglu_y_f16(st, g, u, n->data, ws, F, N, eo));
     mi8b_f16s_x_made(n->data, ws, F, N, eo);
     return MI_OK;
@@ -709,6 +729,8 @@ void mi_phase8b_install(void) {
                                 "barrier a stage");
     mi_cuda_item_declare("b40", "a run of b6's / b22's Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one "
                                 "launch: one plan over the run's bands, one fixup, x's f16 copy once");
+    mi_cuda_item_declare("b42", "with b40 and b35, a gate/up run's cut bands summed by the SwiGLU after it as it "
+                                "reads them (8b's pass marks the pair), not by the fixup launch: the same sums");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
     mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
@@ -750,4 +772,5 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);
+    mi7c_add_fusion(mi8b_fuse_batch);
 }

@@ -149,6 +149,12 @@ static inline float mi_rope_freq_base(const mi_tensor *n) { return mi_tensor_pf(
  * launching nothing. 0: no run. Hints of a device's pass: the CPU computes each node itself. */
 enum { MI_MM_X_FIRST = 1, MI_MM_X_NEXT = 2, MI_MM_RUN_DEFER = 3, MI_MM_RUN_LAST = 4 };
 static inline int mi_matmul_shared_x(const mi_tensor *n) { return (int)n->p[0]; }
+/* MATMUL p[1] MI_MM_FIXUP_NEXT (on a run's last node) and SWIGLU p[0] MI_SWIGLU_FIXUP: a run of
+ * two matmuls (gate, up) read only by the SWIGLU right after it, which may finish the run's
+ * partial sums as it reads them. Hints of a device's pass: the CPU computes each node itself. */
+enum { MI_MM_FIXUP_NEXT = 1, MI_SWIGLU_FIXUP = 1 };
+static inline bool mi_matmul_fixup_next(const mi_tensor *n) { return n->p[1] == MI_MM_FIXUP_NEXT; }
+static inline bool mi_swiglu_takes_fixup(const mi_tensor *n) { return n->p[0] == MI_SWIGLU_FIXUP; }
 /* ROPE p[4], KV_STORE and KV_SCATTER p[1]: the node is one of a step's four that one launch can
  * do (q's RoPE, k's RoPE, the K store of k's RoPE, the V store, consecutive): the V store
  * (MI_RKV_LAST) does all four, the others (MI_RKV_DEFER) launch nothing; the V store then

@@ -465,12 +465,12 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     ws_bytes = all > ws_bytes ? all : ws_bytes;
     void *ws = dev_poison(ws_bytes);
     const uint64_t l0 = mi8b_gemm_f16s_run_launches();
-    mi_status st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+    mi_status st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
     const uint64_t l1 = mi8b_gemm_f16s_run_launches();
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++)
         st = cudaMemset(dy[s], 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    if (st == MI_OK) st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+    if (st == MI_OK) st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++) {
         st = mi8b_gemm_f16s(S, MI_TYPE_Q4_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
@@ -480,7 +480,7 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     if (st == MI_OK) st = mi_cuda_items_set_off("b40");
     if (st == MI_OK) {
         l2 = mi8b_gemm_f16s_run_launches();
-        st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes);
+        st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
         l3 = mi8b_gemm_f16s_run_launches();
         mi_cuda_items_set_off("");
     }

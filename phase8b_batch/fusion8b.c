@@ -1,0 +1,40 @@
+/* Phase 8b's pass (item b42): a batch step's gate/up run whose SwiGLU follows it. Where the two
+ * matmuls of a run (8a's pass marks runs: d13) are read by nothing but the SWIGLU node right after
+ * the run's last, and b35's SwiGLU takes that node, the last is marked MI_MM_FIXUP_NEXT and the
+ * SwiGLU MI_SWIGLU_FIXUP: the run may leave its cut bands' partial sums to the SwiGLU, which sums
+ * them as the fixup would while it reads the gate and up values (one launch fewer a layer). The
+ * kernels decide at each step whether the run did (mi8b_gemm_f16s_run, mi8b_swiglu_fixup_f16).
+ * Runs after 8a's pass (mi7c_add_fusion in install order). */
+#include "phase8b_batch/batch8b.h"
+#include "phase7c_wiring/wiring7c.h"
+#include "common/graph/graph.h"
+
+/* node t's references by the graph's nodes (as a source) */
+static int uses_of(const mi_graph *g, const mi_tensor *t) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < MI_MAX_SRC; j++) n += g->nodes[i]->src[j] == t;
+    return n;
+}
+
+static bool run_node(const mi_tensor *t, int role) {
+    return t && t->op == MI_OP_MATMUL && mi_matmul_shared_x(t) == role && !(t->flags & MI_T_OUTPUT);
+}
+
+int mi8b_fuse_batch(mi_graph *g, mi_backend *cuda) {
+    (void)cuda;
+    int marked = 0;
+    for (int i = 2; i < g->n_nodes; i++) {
+        mi_tensor *sw = g->nodes[i], *up = g->nodes[i - 1], *gate = g->nodes[i - 2];
+        if (sw->op != MI_OP_SWIGLU || sw->src[0] != gate || sw->src[1] != up) continue;
+        /* a run of exactly these two: the gate its first (no DEFER of the same x before it) */
+        if (!run_node(gate, MI_MM_RUN_DEFER) || !run_node(up, MI_MM_RUN_LAST) || gate->src[1] != up->src[1]) continue;
+        if (i >= 3 && run_node(g->nodes[i - 3], MI_MM_RUN_DEFER) && g->nodes[i - 3]->src[1] == up->src[1]) continue;
+        if (gate->src[0]->ne[1] != up->src[0]->ne[1] || !mi8b_swiglu_f16_takes(sw)) continue;
+        if (uses_of(g, gate) != 1 || uses_of(g, up) != 1) continue;
+        up->p[1] = MI_MM_FIXUP_NEXT;
+        sw->p[0] = MI_SWIGLU_FIXUP;
+        marked++;
+    }
+    return marked;
+}
