@@ -17,12 +17,16 @@
 #define NF_BLOCK 256
 
 /* Row r of x staged in shared memory (sx) and its scale, as 7e's kernel_rms_norm_wide computes
- * them: every load in flight, then warp 0's sum in the canonical order. Every thread calls it. */
+ * them: every load in flight (16 bytes each where the row allows: a quarter of the loads, the
+ * same values), then warp 0's sum in the canonical order. Every thread calls it. */
 __device__ __forceinline__ float nf_row_scale(const float *__restrict__ x, float *sx, float *s_scale, int64_t r,
                                               int64_t G, float eps) {
     const int tid = threadIdx.x, lane = tid & 31;
     const float *xr = x + (size_t)r * G;
-    for (int64_t i = tid; i < G; i += NF_BLOCK) sx[i] = xr[i];
+    if (G % 4 == 0 && ((uintptr_t)xr & 15) == 0)
+        for (int64_t q = tid; q < G / 4; q += NF_BLOCK) ((float4 *)sx)[q] = ((const float4 *)xr)[q];
+    else
+        for (int64_t i = tid; i < G; i += NF_BLOCK) sx[i] = xr[i];
     __syncthreads();
     if (tid < 32) rms_row_scale_warp0(sx, G, eps, lane, s_scale);
     __syncthreads();
