@@ -43,7 +43,7 @@ extern "C" mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float
 /* ---------------- b42: the SwiGLU that also sums the gate/up run's cut bands ---------------- */
 #include "phase8b_batch/f16s_common.cuh"
 
-#define SF_TOK 32   /* tokens a block: 32 quads (a band's 128 rows) x 8 tokens at a time, 256 threads */
+#define SF_TOK 8   /* tokens a block: 32 quads (a band's 128 rows) x 8 tokens, 256 threads */
 
 /* four consecutive values of segment s (gate 0, up 1), row m (a multiple of 4) of band b of the
  * run, token n: read where the run wrote its band whole, else its pieces summed in
@@ -65,15 +65,14 @@ __device__ __forceinline__ float4 sf_values(const f16s_fixup_rec &fx, int s, boo
 }
 
 /* block (x, y): band x of the gate (and the same rows of up: band band0[1] + x), tokens SF_TOK y ..;
- * thread t: rows 4 (t % 32) .. + 3 of the band, tokens SF_TOK y + t / 32 + 8 j (the bands' pieces
- * found once, the tokens' loads side by side) */
+ * thread t: rows 4 (t % 32) .. + 3 of the band, tokens SF_TOK y + t / 32 (one each) */
 __global__ void __launch_bounds__(256)
 kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *__restrict__ xh, int64_t F, bool eo) {
     MI_PDL_ENTRY();
     const int64_t bg = blockIdx.x, bu = fx.run.band0[1] + bg;
     const int r = 4 * (threadIdx.x % 32);
-    const int64_t m = bg * FS_BM + r, n0 = (int64_t)blockIdx.y * SF_TOK + threadIdx.x / 32;
-    if (m >= F) return;
+    const int64_t m = bg * FS_BM + r, n = (int64_t)blockIdx.y * SF_TOK + threadIdx.x / 32;
+    if (m >= F || n >= fx.N) return;
     int64_t pg = 0, hg = 0, pu = 0, hu = 0;
     bool cg, cu;
     if (f16s_plan_narrow(fx.pl)) {
@@ -85,17 +84,12 @@ kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *
         cg = f16s_band_cut<int64_t>(fx.pl, bg, pg, hg);
         cu = f16s_band_cut<int64_t>(fx.pl, bu, pu, hu);
     }
-#pragma unroll
-    for (int j = 0; j < SF_TOK / 8; j++) {
-        const int64_t n = n0 + 8 * j;
-        if (n >= fx.N) break;
-        const float4 a = sf_values(fx, 0, cg, pg, hg, r, m, n), b = sf_values(fx, 1, cu, pu, hu, r, m, n);
-        const float4 v = make_float4(mi_canon_swiglu(a.x, b.x), mi_canon_swiglu(a.y, b.y), mi_canon_swiglu(a.z, b.z),
-                                     mi_canon_swiglu(a.w, b.w));
-        const size_t e = (size_t)n * F + m;
-        *(float4 *)(y + e) = v;
-        x_f16_store4(xh, (int64_t)e, v, eo);
-    }
+    const float4 a = sf_values(fx, 0, cg, pg, hg, r, m, n), b = sf_values(fx, 1, cu, pu, hu, r, m, n);
+    const float4 v = make_float4(mi_canon_swiglu(a.x, b.x), mi_canon_swiglu(a.y, b.y), mi_canon_swiglu(a.z, b.z),
+                                 mi_canon_swiglu(a.w, b.w));
+    const size_t e = (size_t)n * F + m;
+    *(float4 *)(y + e) = v;
+    x_f16_store4(xh, (int64_t)e, v, eo);
 }
 
 static uint64_t g_fused_launches;
