@@ -13,7 +13,8 @@
  * the activations are stored with every group of four elements as (e0, e2, e1, e3) and one 64-bit
  * shared load gives b0 and b1. A level L becomes the f16 1024 + L by OR-ing 0x6400 into its half
  * (exact for L < 1024); subtracting 1024 (Q6_K: 1056, its offset 32) is exact, then one f16
- * multiply-add applies the unit's scale and min, rounded once.
+ * multiply-add applies the unit's scale and min, rounded once (f16_frag.cuh: a high nibble is read
+ * in place as 1024 + 16 L, and (1024 + 16 L) / 16 - 64 is L exactly).
  *
  * Error: the weights rounded to f16 (scale, min and product) and the activations rounded to f16,
  * no 8-bit activation codes; gate_8b_matmul compares it with a double product of the exactly
