@@ -26,12 +26,19 @@ kernel_swiglu_y_f16(const float4 *__restrict__ g, const float4 *__restrict__ u, 
     }
 }
 
+/* what both launchers take: rows of a multiple of 16 elements, 16-byte aligned operands */
+static mi_status sw_check(const char *who, const float *g, const float *u, const float *y, const void *xh, int64_t F,
+                          int64_t N) {
+    if (F < 16 || F % 16 || N < 1) return mi_err(MI_ERR_UNSUPPORTED, "%s: rows of %lld", who, (long long)F);
+    if (!g || !u || !y || !xh) return mi_err(MI_ERR_INVALID, "%s: null pointer", who);
+    if (((uintptr_t)g | (uintptr_t)u | (uintptr_t)y | (uintptr_t)xh) & 15)
+        return mi_err(MI_ERR_UNSUPPORTED, "%s: operands not 16-byte aligned", who);
+    return MI_OK;
+}
+
 extern "C" mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F,
                                        int64_t N, bool eo) {
-    if (F < 16 || F % 16 || N < 1) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_y_f16: rows of %lld", (long long)F);
-    if (!g || !u || !y || !xh) return mi_err(MI_ERR_INVALID, "mi8b_swiglu_y_f16: null pointer");
-    if (((uintptr_t)g | (uintptr_t)u | (uintptr_t)y | (uintptr_t)xh) & 15)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_y_f16: operands not 16-byte aligned");
+    MI_TRY(sw_check("mi8b_swiglu_y_f16", g, u, y, xh, F, N));
     const int64_t quads = F * N / 4;
     const unsigned gb = (unsigned)((quads + 255) / 256 < 65535 ? (quads + 255) / 256 : 65535);
     (void)pdl_launch(mi8b_pdl_on(), kernel_swiglu_y_f16, dim3(gb), dim3(256), 0, (cudaStream_t)stream,
@@ -97,10 +104,7 @@ extern "C" uint64_t mi8b_swiglu_fixup_launches(void) { return g_fused_launches; 
 
 extern "C" mi_status mi8b_swiglu_fixup_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F,
                                            int64_t N, bool eo) {
-    if (F < 16 || F % 16 || N < 1) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_fixup_f16: rows of %lld", (long long)F);
-    if (!g || !u || !y || !xh) return mi_err(MI_ERR_INVALID, "mi8b_swiglu_fixup_f16: null pointer");
-    if (((uintptr_t)g | (uintptr_t)u | (uintptr_t)y | (uintptr_t)xh) & 15)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_fixup_f16: operands not 16-byte aligned");
+    MI_TRY(sw_check("mi8b_swiglu_fixup_f16", g, u, y, xh, F, N));
     f16s_fixup_rec fx;
     const int k = f16s_fixup_take((cudaStream_t)stream, g, u, &fx);
     if (k < 0) return mi_err(MI_ERR_INTERNAL, "b42: a run left its cut bands for other operands than this SwiGLU's");
