@@ -4,8 +4,8 @@
 # rows as the aligned 16-byte windows that cover them (each row's data at its slot + (src & 15)), every
 # token's f16 activations (groups of four as (e0, e2, e1, e3)) at a stride of 32 mod 128 bytes, the row
 # groups and K parts of the 8 warps, each lane's Q4_0 words turned into f16 weights by the kernel's bit
-# operations (low nibbles elements 4 tig .., high nibbles 16 + 4 tig .., OR 0x6400, subtract 1032, one
-# rounded multiply by d), the fragments per the PTX ISA tables of gates/7e/ptx_frag.py, every warp's
+# operations (low nibbles elements 4 tig .., high nibbles 16 + 4 tig .., OR 0x6400, subtract 1032; the high
+# nibbles masked in place, 1024 + 16 L, then x / 16 - 72; one rounded multiply by d), the fragments per the PTX ISA tables of gates/7e/ptx_frag.py, every warp's
 # sums through shared memory (every slot written once a band, inside its region) and the epilogue over
 # the block's threads adding the parts in part order. Checked against a direct formula from ggml's Q4_0
 # definition with the same f16 roundings (must agree to float64 noise) and reported against the exact
@@ -151,11 +151,17 @@ def run(K, ms, N, woff, q8=False):
                         A2 = np.concatenate([deq8(h0, d0, 0), deq8(h1, d1, 0), deq8(h0, d0, 1), deq8(h1, d1, 1)], axis=1)
                     else:
                         v0, v1 = ld32(w0 + UB * k + 2 + 4 * tig), ld32(w1 + UB * k + 2 + 4 * tig)
-                        def deq(v, d):   # deq_q40
-                            lo, hi = halves((v & 0x000F000F) | 0x64006400)
-                            return np.stack([h((lo - 1032.0) * d), h((hi - 1032.0) * d)], axis=1)
+                        def deq(v, d, high=False):   # deq_q40: high nibbles masked in place (1024 + 16 L), x / 16 - 72
+                            if high:
+                                lo, hi = halves((v & 0x00F000F0) | 0x64006400)
+                                lo, hi = h(lo * 0.0625 - 72.0), h(hi * 0.0625 - 72.0)
+                            else:
+                                lo, hi = halves((v & 0x000F000F) | 0x64006400)
+                                lo, hi = lo - 1032.0, hi - 1032.0
+                            return np.stack([h(lo * d), h(hi * d)], axis=1)
                         A1 = np.concatenate([deq(v0, d0), deq(v1, d1), deq(v0 >> 8, d0), deq(v1 >> 8, d1)], axis=1)
-                        A2 = np.concatenate([deq(v0 >> 4, d0), deq(v1 >> 4, d1), deq(v0 >> 12, d0), deq(v1 >> 12, d1)], axis=1)
+                        A2 = np.concatenate([deq(v0, d0, True), deq(v1, d1, True), deq(v0 >> 8, d0, True),
+                                             deq(v1 >> 8, d1, True)], axis=1)
                     for nt in range(NT):
                         bp = sa + gid * ast + 8 * tig + nt * 8 * ast + 64 * k
                         acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))

@@ -1,7 +1,8 @@
 # Host emulation (NumPy) of kernel_gemm_f16s in phase8b_batch/gemm_f16_stream.cu (item b6): the f16
 # activations in groups stored as (e0, e2, e1, e3) by kernel_act_f16 (pairs), the ring's activation rows
 # of 544 bytes, the stage's f16 scales, each lane's 32-bit level words turned into f16 weights by the
-# kernel's bit operations (OR 0x6400, subtract 1024 or 1056, one rounded multiply-add), the fragments
+# kernel's bit operations (OR 0x6400, subtract 1024 or 1056, a Q4_K word's high nibbles masked in place
+# and x / 16 - 64, one rounded multiply-add), the fragments
 # per the PTX ISA tables of gates/7e/ptx_frag.py (mma.m16n8k16), the epilogue's rows and tokens, and
 # stream-K: P runs of the band x stage units, each block's ring loading them in unit order across band
 # edges (issue and compute pointers apart), the pieces written whole to Y or to slots 2p / 2p + 1, the
@@ -11,7 +12,8 @@
 # their stage in the 128-byte-swizzled slot as the issue loop writes it and as each k16 step's
 # matrix descriptor reads it, the warpgroups' rows and K halves, the accumulators' rows and tokens.
 # And b39's slot protocol (full and empty mbarriers, no barrier a stage) with each block's warps
-# interleaved at random: no slot refilled while read, no aliased parity wait, no deadlock.
+# interleaved at random: no slot refilled while read, no aliased parity wait, no deadlock. And b42's
+# f16s_band_cut (the SwiGLU finding a cut band's pieces) against the fixup's blocks on every plan.
 # Checked against a direct formula from ggml's Q4_K / Q6_K definitions with the same f16 roundings
 # (must agree to float64 noise) and reported against the exact product. A wrong element order in
 # either operand, a wrong byte offset or scale index shows as an O(1) error.
@@ -26,10 +28,11 @@ rng = np.random.default_rng(86)
 BM, ASLOT = 128, 544
 FX_TOK = 32   # tokens a fixup block sums (its 256 threads: a row each, two tokens a pass)
 # the rings: (slots, stages loading ahead of the one computed, lag): a slot may take a new unit at the
-# barrier `lag` stages after its last unit was computed. b6 (FS_NS), and b22 for Q6_K: the next
-# barrier. b22 for Q4_K (fw_ring, FW_AHEAD) with b32: a warpgroup's last products of stage s run on
-# through stage s + 1, so the slot is free at stage s + 2's barrier.
-RING_B6, RING_B22 = (3, 2, 1), (4, 2, 2)
+# barrier `lag` stages after its last unit was computed. b6 (FS_NS): the next barrier. b22 with b32
+# (fw_ring): a warpgroup's last products of stage s run on through stage s + 1, so the slot is free at
+# stage s + 2's barrier; Q4_K loads two stages ahead in four slots, Q6_K one ahead in three.
+RING_B6, RING_B22, RING_B22_Q6 = (3, 2, 1), (4, 2, 2), (3, 1, 2)
+RINGS = (RING_B6, RING_B22, RING_B22_Q6)
 Q4_K, Q6_K = "q4_k", "q6_k"
 WB = {Q4_K: 144, Q6_K: 210}
 
@@ -91,10 +94,15 @@ def halves(words):   # uint32 -> (low f16, high f16) as float64
     return (w & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64), (w >> 16).astype(np.uint16).view(np.float16).astype(np.float64)
 
 
-def deq(v, s, m, wt):   # deq_q4 / deq_q6 on each lane's word v (uint32) -> 2 f16 values [lane, 2]
+def deq(v, s, m, wt, high=False):   # deq_q4 / deq_q6 on each lane's word v (uint32) -> 2 f16 values [lane, 2]
     if wt == Q4_K:
-        lo, hi = halves((v & 0x000F000F) | 0x64006400)
-        return np.stack([h((lo - 1024.0) * s + m), h((hi - 1024.0) * s + m)], axis=1)
+        if high:   # nib_levels' high nibbles, masked in place: 1024 + 16 L, then x / 16 - 64 (one rounding, exact)
+            lo, hi = halves((v & 0x00F000F0) | 0x64006400)
+            lo, hi = h(lo * 0.0625 - 64.0), h(hi * 0.0625 - 64.0)
+        else:
+            lo, hi = halves((v & 0x000F000F) | 0x64006400)
+            lo, hi = lo - 1024.0, hi - 1024.0
+        return np.stack([h(lo * s + m), h(hi * s + m)], axis=1)
     lo, hi = halves((v & 0x00FF00FF) | 0x64006400)
     return np.stack([h((lo - 1056.0) * s), h((hi - 1056.0) * s)], axis=1)
 
@@ -128,6 +136,13 @@ def run_of(pl, u):   # f16s_run_of: the run holding unit u
 def band_order(pl, b):   # kernel_f16s_fixup's slots for band b: run lo's last piece, then the runs beginning inside b
     lo, hi = run_of(pl, b * pl.nst), run_of(pl, b * pl.nst + pl.nst - 1)
     return [2 * lo + 1] + [2 * q for q in range(lo + 1, hi + 1)]
+
+
+def band_cut(pl, b):   # f16s_band_cut (b42's SwiGLU): None for a band the run wrote whole, else its slots in order
+    u0 = b * pl.nst
+    p = run_of(pl, u0) + 1
+    if p >= pl.P or run_start(pl, p) >= u0 + pl.nst: return None
+    return [2 * p - 1] + [2 * q for q in range(p, run_of(pl, u0 + pl.nst - 1) + 1)]
 
 
 def cut(pl):   # the launcher's f16s_cut: a run boundary inside a band
@@ -245,6 +260,8 @@ def check_plan(bands, nst, P=None, N=64, quiet=False, S=0, chunk=0, ring=RING_B6
                 f"band {b}: pieces out of unit order or missing: {spans}"
             assert band_order(pl, b) == order, f"band {b}: run_of's bounds read {band_order(pl, b)}, the scan {order}"
     assert sorted(fixed) == cut_bands, "a cut band without its fixup, or a fixup of an uncut band"
+    for b in range(bands):   # b42: the SwiGLU finds each band's pieces itself, as the fixup's blocks do
+        assert band_cut(pl, b) == fixed.get(b), f"band {b}: f16s_band_cut reads {band_cut(pl, b)}, the fixup {fixed.get(b)}"
     assert sorted(whole_bands + cut_bands) == list(range(bands)), "a band neither whole nor fixed up, or both"
     if not quiet:
         print(f"plan: {bands} bands x {nst} stages, {pl}: {len(whole_bands)} whole, {len(cut_bands)} cut "
@@ -415,18 +432,20 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
             for k in range(k_lo, k_lo + (4 if (kh or wg) else 8)):
                 s0, s1, t0, t1 = sS[k, r0], sS[k, r0 + 8], sM[k, r0], sM[k, r0 + 8]
                 if wt == Q4_K:
-                    o, sft = 16 + 32 * (k >> 1) + 4 * tig, (k & 1) * 4
+                    o, hn = 16 + 32 * (k >> 1) + 4 * tig, bool(k & 1)   # odd units: the chunk's high nibbles
                     if wt_tma:   # one 32-bit load a lane: 8 rows x 4 tig on 32 distinct banks
                         for base in (w0 + o, w1 + o, w0 + o + 16, w1 + o + 16):
                             conflicts[0] += 32 - len(set(((base // 4) % 32).tolist()))
-                    v0, v1 = ld32(w0 + o) >> sft, ld32(w1 + o) >> sft
-                    v2, v3 = ld32(w0 + o + 16) >> sft, ld32(w1 + o + 16) >> sft
-                    A1 = [deq(v0, s0, t0, wt), deq(v1, s1, t1, wt), deq(v0 >> 8, s0, t0, wt), deq(v1 >> 8, s1, t1, wt)]
-                    A2 = [deq(v2, s0, t0, wt), deq(v3, s1, t1, wt), deq(v2 >> 8, s0, t0, wt), deq(v3 >> 8, s1, t1, wt)]
+                    v0, v1 = ld32(w0 + o), ld32(w1 + o)
+                    v2, v3 = ld32(w0 + o + 16), ld32(w1 + o + 16)
+                    A1 = [deq(v0, s0, t0, wt, hn), deq(v1, s1, t1, wt, hn), deq(v0 >> 8, s0, t0, wt, hn), deq(v1 >> 8, s1, t1, wt, hn)]
+                    A2 = [deq(v2, s0, t0, wt, hn), deq(v3, s1, t1, wt, hn), deq(v2 >> 8, s0, t0, wt, hn), deq(v3 >> 8, s1, t1, wt, hn)]
                 else:
                     n_, q = k >> 2, k & 3
                     ol, oh, ls, hs = 64 * n_ + (q & 1) * 32 + 4 * tig, 128 + 32 * n_ + 4 * tig, (q >> 1) * 4, 2 * q
-                    Q6V = lambda w, e: ((ld32(w + ol + e) >> ls) & 0x0F0F0F0F) | (((ld32(w + oh + e) >> hs) & 0x03030303) << 4)
+                    # fs_unit_frags' word: the low nibbles, and the two high bits moved to bits 4, 5 of each byte
+                    Q6V = lambda w, e: ((ld32(w + ol + e) >> ls) & 0x0F0F0F0F) | \
+                        (((ld32(w + oh + e) << (4 - hs)) if hs <= 4 else (ld32(w + oh + e) >> 2)) & 0x30303030)
                     v0, v1, v2, v3 = Q6V(w0, 0), Q6V(w1, 0), Q6V(w0, 16), Q6V(w1, 16)
                     A1 = [deq(v0, s0, 0, wt), deq(v1, s1, 0, wt), deq(v0 >> 8, s0, 0, wt), deq(v1 >> 8, s1, 0, wt)]
                     A2 = [deq(v2, t0, 0, wt), deq(v3, t1, 0, wt), deq(v2 >> 8, t0, 0, wt), deq(v3 >> 8, t1, 0, wt)]
@@ -443,7 +462,7 @@ def run(wt, K, M, N, woff, P=None, S=0, chunk=0, kh=False, wg=False, tm=False):
                     acc[warp, nt] = mma(acc[warp, nt], A1, ld64(bp))
                     acc[warp, nt] = mma(acc[warp, nt], A2, ld64(bp + 32))
 
-    rg = RING_B22 if wg and wt == Q4_K else RING_B6
+    rg = (RING_B22 if wt == Q4_K else RING_B22_Q6) if wg else RING_B6
     piece_of, cut_bands = check_plan(bands, nst, pl.P if S == 0 else None, N, quiet=True, S=S, chunk=chunk, ring=rg)
     Y = np.full((N, M), np.nan)
     part = np.full((2 * P, N, BM), np.nan)   # slots [slot][N][FS_BM]
@@ -531,13 +550,14 @@ def main():
     # the index math alone on the gate's shapes at the H200's P (132 multiprocessors, one block each) and twice
     # that: the 7B's gate/up (148 bands x 14), q/o (28 x 14), k/v (4 x 14), down (28 x 74), K = 256 (132 x 1)
     # (each plan through both kernels' rings)
-    for rg in (RING_B6, RING_B22):
-        for bands, nst in ((148, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
+    # (b42's band_cut against the fixup's blocks on each; the gate/up run's 296 bands too)
+    for rg in RINGS:
+        for bands, nst in ((148, 14), (296, 14), (28, 14), (4, 14), (28, 74), (132, 1), (3, 10), (2, 13)):
             for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
-                check_plan(bands, nst, P, quiet=rg is RING_B22, ring=rg)
+                check_plan(bands, nst, P, quiet=rg is not RING_B6, ring=rg)
         # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
         for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
-            check_plan(bands, nst, S=S, chunk=chunk, quiet=rg is RING_B22, ring=rg)
+            check_plan(bands, nst, S=S, chunk=chunk, quiet=rg is not RING_B6, ring=rg)
     # b39's empty mbarriers on the 7B's Q4_K plans at 64 rows (gate/up stream-K, q/o and down K splits,
     # k) and short runs, several interleavings of each block's warps
     n39 = 0
