@@ -602,12 +602,12 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where the ring has its fourth slot),
+/* the kernel of a form: b25 (QS), b28 (TM), b32 (OV: with TM, where fw_ring has its slots),
  * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
                              bool, const f16s_run, const fw_run_maps);
-/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV: the ring's fourth slot) */
+/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV) */
 template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
     if constexpr (fw_ring<WT>::ov && WT == MI_TYPE_Q4_K)
         if (tm && ov && rn) {
