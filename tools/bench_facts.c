@@ -68,11 +68,13 @@ void bench_facts_gather(const char *be, bench_facts *f) {
         read_cmd("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", f->driver, sizeof f->driver,
                  "unknown");
     }
-    /* the device machine gets a copy of the tree without .git: gates/device.sh passes the
-     * commit in MINFER_COMMIT */
+    /* the device machine gets a copy of the tree whose git need not be its commit: gates/device.sh
+     * passes the commit in MINFER_COMMIT; without it, HEAD with "-dirty" where the tracked files
+     * differ from it (a copy over an older checkout, or uncommitted changes) */
     const char *env_commit = mi_setting("MINFER_COMMIT");
     if (env_commit && *env_commit) snprintf(f->commit, sizeof f->commit, "%s", env_commit);
-    else read_cmd("git rev-parse --short HEAD 2>/dev/null", f->commit, sizeof f->commit, "unknown");
+    else read_cmd("h=$(git rev-parse --short HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $h || "
+                  "echo $h-dirty; }", f->commit, sizeof f->commit, "unknown");
     time_t now = time(NULL);
     strftime(f->date, sizeof f->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     /* the engine's switches; not the run's bookkeeping (its commit, the scripts' Python, where

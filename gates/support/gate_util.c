@@ -101,7 +101,10 @@ void gu_commit(char *buf, size_t n) {
     const char *e = getenv("MINFER_COMMIT");
     if (e && *e) { snprintf(buf, n, "%s", e); return; }
     snprintf(buf, n, "unknown");
-    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+    /* HEAD, "-dirty" where the tracked files differ from it (the device's copy of a tree over an
+     * older checkout, or uncommitted changes): a record never names a commit it was not built from */
+    FILE *p = popen("h=$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $h "
+                    "|| echo $h-dirty; }", "r");
     if (!p) return;
     char line[128];
     if (fgets(line, sizeof line, p)) {
