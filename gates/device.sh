@@ -82,7 +82,14 @@ fi
 # The device's copy of .git has been seen to lag the working tree (benches run outside this
 # script recorded the session's starting commit), so the caller should pass MINFER_COMMIT.
 [ -n "${MINFER_COMMIT:-}" ] || echo "device.sh: MINFER_COMMIT not set; the commit read from this copy's git may be stale" >&2
-export MINFER_COMMIT=${MINFER_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)}
+# Without it: HEAD with -dirty where the tracked files differ from it (as the bench facts and the
+# gates read it), so a lagging copy cannot pass for its checkout's commit.
+head_commit() {
+    local h
+    h=$(git rev-parse --short=12 HEAD 2>/dev/null) || return 1
+    if git diff --quiet HEAD -- 2>/dev/null; then echo "$h"; else echo "$h-dirty"; fi
+}
+export MINFER_COMMIT=${MINFER_COMMIT:-$(head_commit || cat .commit 2>/dev/null || echo unknown)}
 status_line() { echo "[device.sh $(( $(date +%s) - t_start ))s] $*"; }
 pack() {
     cp "$WORK"/res/*/*.json "$LOGS"/ 2>/dev/null
