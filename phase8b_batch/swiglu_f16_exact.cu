@@ -3,12 +3,15 @@
  * kernel. Here the
  * SwiGLU writes y and, beside it, that copy (x_f16_copy.cuh): the activation and the copy in one
  * launch. The same function on the same operands, built like 7b's (*_exact.cu: no contraction),
- * and each y rounded to f16 as the copy kernel rounds it: the same y and the same halves. */
+ * and each y rounded to f16 as the copy kernel rounds it: the same y and the same halves.
+ * Item b42 (below): the same where the gate/up run before it left its cut bands, each summed here in
+ * the fixup's order as the values are read. */
 #include <cuda_fp16.h>
 #include "common/core/mi_canon.h"
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/x_f16_copy.cuh"
+#include "phase8b_batch/f16s_common.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* a thread four consecutive elements at a time (rows of F % 16 == 0 elements: no 16-element group of
@@ -48,7 +51,6 @@ extern "C" mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float
 }
 
 /* ---------------- b42: the SwiGLU that also sums the gate/up run's cut bands ---------------- */
-#include "phase8b_batch/f16s_common.cuh"
 
 #define SF_TOK 8   /* tokens a block: 32 quads (a band's 128 rows) x 8 tokens, 256 threads */
 
