@@ -216,6 +216,19 @@ __device__ __forceinline__ void fs_stage_scales(const uint8_t *rw, const uint8_t
     }
 }
 
+/* A Q4_K unit's fragments from its four level words (v0, v2: row gid's elements 4 tig .. and
+ * 16 + 4 tig .., v1, v3 row gid + 8's), the low nibbles (HI: the high ones) of each byte pair:
+ * fs_unit_frags' register order; s0, t0 row gid's scale and min, s1, t1 row gid + 8's */
+template <bool HI>
+__device__ __forceinline__ void q4_unit_frags(uint32_t v0, uint32_t v1, uint32_t v2, uint32_t v3, __half2 s0,
+                                              __half2 s1, __half2 t0, __half2 t1, uint32_t (&A1)[4],
+                                              uint32_t (&A2)[4]) {
+    A1[0] = deq_q4<HI>(v0, s0, t0), A1[1] = deq_q4<HI>(v1, s1, t1);
+    A1[2] = deq_q4<HI>(v0 >> 8, s0, t0), A1[3] = deq_q4<HI>(v1 >> 8, s1, t1);
+    A2[0] = deq_q4<HI>(v2, s0, t0), A2[1] = deq_q4<HI>(v3, s1, t1);
+    A2[2] = deq_q4<HI>(v2 >> 8, s0, t0), A2[3] = deq_q4<HI>(v3 >> 8, s1, t1);
+}
+
 /* Unit k (32 elements) of two rows (w0: row gid, w1: row gid + 8 of a 16-row group, each its
  * super-block in the ring) as the A registers of two k16 steps: A1 elements 4 tig .. + 3, A2
  * 16 + 4 tig .. + 3. Register 0 / 2 of a step holds elements (4 tig, 4 tig + 2) / (4 tig + 1,
@@ -230,17 +243,8 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
         const int o = 16 + 32 * (k >> 1) + 4 * tig;
         const uint32_t v0 = *(const uint32_t *)(w0 + o), v1 = *(const uint32_t *)(w1 + o);
         const uint32_t v2 = *(const uint32_t *)(w0 + o + 16), v3 = *(const uint32_t *)(w1 + o + 16);
-        if (k & 1) {
-            A1[0] = deq_q4<true>(v0, s0, t0), A1[1] = deq_q4<true>(v1, s1, t1);
-            A1[2] = deq_q4<true>(v0 >> 8, s0, t0), A1[3] = deq_q4<true>(v1 >> 8, s1, t1);
-            A2[0] = deq_q4<true>(v2, s0, t0), A2[1] = deq_q4<true>(v3, s1, t1);
-            A2[2] = deq_q4<true>(v2 >> 8, s0, t0), A2[3] = deq_q4<true>(v3 >> 8, s1, t1);
-        } else {
-            A1[0] = deq_q4<false>(v0, s0, t0), A1[1] = deq_q4<false>(v1, s1, t1);
-            A1[2] = deq_q4<false>(v0 >> 8, s0, t0), A1[3] = deq_q4<false>(v1 >> 8, s1, t1);
-            A2[0] = deq_q4<false>(v2, s0, t0), A2[1] = deq_q4<false>(v3, s1, t1);
-            A2[2] = deq_q4<false>(v2 >> 8, s0, t0), A2[3] = deq_q4<false>(v3 >> 8, s1, t1);
-        }
+        if (k & 1) q4_unit_frags<true>(v0, v1, v2, v3, s0, s1, t0, t1, A1, A2);
+        else q4_unit_frags<false>(v0, v1, v2, v3, s0, s1, t0, t1, A1, A2);
     } else {   /* Q6_K: unit k is quarter k & 3 of half k >> 2; 16-element halves scaled by s and t */
         const int n = k >> 2, q = k & 3;
         const int ol = 64 * n + (q & 1) * 32 + 4 * tig, oh = 128 + 32 * n + 4 * tig;

@@ -127,17 +127,8 @@ static __device__ __forceinline__ void fw_pair_frags_q4k(const uint8_t *w0, cons
         const __half2 s0 = fw_shfl_h2(qs0, src), s1 = fw_shfl_h2(qs1, src);
         const __half2 t0 = fw_shfl_h2(qm0, src), t1 = fw_shfl_h2(qm1, src);
         uint32_t (&A)[2][4] = u ? Ahi : Alo;
-        if (u) {   /* unit k + 1: the high nibbles */
-            A[0][0] = deq_q4<true>(v0, s0, t0), A[0][1] = deq_q4<true>(v1, s1, t1);
-            A[0][2] = deq_q4<true>(v0 >> 8, s0, t0), A[0][3] = deq_q4<true>(v1 >> 8, s1, t1);
-            A[1][0] = deq_q4<true>(v2, s0, t0), A[1][1] = deq_q4<true>(v3, s1, t1);
-            A[1][2] = deq_q4<true>(v2 >> 8, s0, t0), A[1][3] = deq_q4<true>(v3 >> 8, s1, t1);
-        } else {
-            A[0][0] = deq_q4<false>(v0, s0, t0), A[0][1] = deq_q4<false>(v1, s1, t1);
-            A[0][2] = deq_q4<false>(v0 >> 8, s0, t0), A[0][3] = deq_q4<false>(v1 >> 8, s1, t1);
-            A[1][0] = deq_q4<false>(v2, s0, t0), A[1][1] = deq_q4<false>(v3, s1, t1);
-            A[1][2] = deq_q4<false>(v2 >> 8, s0, t0), A[1][3] = deq_q4<false>(v3 >> 8, s1, t1);
-        }
+        if (u) q4_unit_frags<true>(v0, v1, v2, v3, s0, s1, t0, t1, A[0], A[1]);   /* unit k + 1: the high nibbles */
+        else q4_unit_frags<false>(v0, v1, v2, v3, s0, s1, t0, t1, A[0], A[1]);
     }
 }
 
