@@ -234,9 +234,8 @@ __device__ __forceinline__ void q4_unit_frags(uint32_t v0, uint32_t v1, uint32_t
  * 16 + 4 tig .. + 3. Register 0 / 2 of a step holds elements (4 tig, 4 tig + 2) / (4 tig + 1,
  * 4 tig + 3) of row gid, 1 / 3 the same of row gid + 8 (gemm_f16_stream.cu's header: the k order
  * the level words unpack to). s0, t0: row gid's scale and min (Q6_K: its halves' scales), s1, t1
- * row gid + 8's. A4: both super-blocks 4-byte aligned (Q6_K: its words loaded whole, not as two
- * halves; the same bytes). */
-template <int WT, bool A4 = false>
+ * row gid + 8's. */
+template <int WT>
 __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *w1, int k, int tig, __half2 s0,
                                               __half2 s1, __half2 t0, __half2 t1, uint32_t (&A1)[4],
                                               uint32_t (&A2)[4]) {
@@ -252,10 +251,9 @@ __device__ __forceinline__ void fs_unit_frags(const uint8_t *w0, const uint8_t *
         const int ls = (q >> 1) * 4, hs = 2 * q;
         /* a word of four levels: the low nibbles (ql >> ls) and the two high bits (bits hs, hs + 1
          * of each qh byte) moved to bits 4, 5 of the byte */
-        auto word = [](const uint8_t *p) { return A4 ? *(const uint32_t *)p : ld_u32_a2(p); };
         auto q6v = [&](const uint8_t *w, int e) {
-            const uint32_t qh = word(w + oh + e);
-            return and_or_r<0x0F0F0F0Fu>(word(w + ol + e) >> ls, (hs <= 4 ? qh << (4 - hs) : qh >> 2) & 0x30303030u);
+            const uint32_t qh = ld_u32_a2(w + oh + e);
+            return and_or_r<0x0F0F0F0Fu>(ld_u32_a2(w + ol + e) >> ls, (hs <= 4 ? qh << (4 - hs) : qh >> 2) & 0x30303030u);
         };
         const uint32_t v0 = q6v(w0, 0), v1 = q6v(w1, 0), v2 = q6v(w0, 16), v3 = q6v(w1, 16);
         A1[0] = deq_q6<false>(v0, s0), A1[1] = deq_q6<false>(v1, s1);

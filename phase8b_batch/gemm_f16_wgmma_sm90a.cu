@@ -151,7 +151,7 @@ template <int ND> static __device__ __forceinline__ void fw_mma_done(float (&d)[
  * at its end. The caller waits for all (fw_mma_done) before it reads d. Without OV every group
  * is waited for here. The same products in the same order on the same accumulators
  * either way: the same bits. */
-template <int WT, bool QS, int ND, int CB, bool OV, bool A4 = false>
+template <int WT, bool QS, int ND, int CB, bool OV>
 static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_t *w0, const uint8_t *w1, int k0,
                                                     int lane, int r0, uint32_t rb, const __half2 *sS,
                                                     const __half2 *sM, uint32_t rel) {
@@ -177,11 +177,11 @@ static __device__ __forceinline__ void fw_stage_mma(float (&d)[ND], const uint8_
             const int k = k0 + kk;
             if (QS) {
                 const int src = (lane & ~3) | kk;   /* the quad's lane that computed unit k */
-                fs_unit_frags<WT, A4>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
+                fs_unit_frags<WT>(w0, w1, k, tig, __shfl_sync(0xffffffffu, qs0, src), __shfl_sync(0xffffffffu, qs1, src),
                                   __shfl_sync(0xffffffffu, qm0, src), __shfl_sync(0xffffffffu, qm1, src), A[kk][0],
                                   A[kk][1]);
             } else {
-                fs_unit_frags<WT, A4>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
+                fs_unit_frags<WT>(w0, w1, k, tig, sS[k * FS_BM + r0], sS[k * FS_BM + r0 + 8], sM[k * FS_BM + r0],
                                   sM[k * FS_BM + r0 + 8], A[kk][0], A[kk][1]);
             }
         }
@@ -467,14 +467,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
         const uint8_t *w1 =
             rw + (r0 + 8) * wstride + (wt_tma ? 0 : ((uintptr_t)(W + (size_t)(m0 + r0 + 8) * wrow + wo) & 15));
         const uint32_t rel = eb && s > 0 ? ebar0 + 8u * (uint32_t)((s + NS - 1) % NS) : 0u;
-        /* Q6_K stages whose super-blocks lie 4-byte aligned in the slot take the form that loads each
-         * word whole: every other stage where a row is a multiple of 4 bytes (the 7B's). The choice
-         * is the block's (its band's first row and the stage), never a warp's: the warps of a
-         * warpgroup must issue the same wgmma instructions (.sync.aligned) */
-        if (WT == MI_TYPE_Q6_K && !wt_tma && !(wrow & 3u) && !(((uintptr_t)W + (size_t)m0 * wrow + wo) & 3u))
-            fw_stage_mma<WT, QS, ND, CB, OV != 0, true>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel);
-        else
-            fw_stage_mma<WT, QS, ND, CB, OV != 0>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel);
+        fw_stage_mma<WT, QS, ND, CB, OV != 0>(d, w0, w1, k0, lane, r0, sa0 + (uint32_t)q * SLOT, sS, sM, rel);
 
         if (wk.piece_ends(s)) {
             if (OV) fw_mma_done(d);
