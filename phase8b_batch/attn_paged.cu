@@ -302,17 +302,18 @@ __global__ void __launch_bounds__(PG_T, 5)
  * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill), two at hd 128 (a third
  * leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md). The bound changes
  * the register allocation only (the same PTX), so the same bits. */
-template <int HD, bool RW>
+template <int HD, bool RW, int NB>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
                           int min_chunk, float scale, __half *__restrict__ OH, bool eo) {
+    static_assert(NB == 2 || NB == 3, "two or three tile buffers");
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
     MI_PDL_ENTRY();   /* b29: every block, before its early return */
-    uint16_t *ks = (uint16_t *)pm_smem4;     /* [2][MMA_TK][LD] */
-    uint16_t *vs = ks + 2 * MMA_TK * LD;     /* [2][MMA_TK][LD] */
+    uint16_t *ks = (uint16_t *)pm_smem4;     /* [NB][MMA_TK][LD] */
+    uint16_t *vs = ks + NB * MMA_TK * LD;    /* [NB][MMA_TK][LD] */
     const int G = Hq / Hkv;
     const int64_t r = blockIdx.x / Hkv;
     const int kvh = (int)(blockIdx.x - r * Hkv), h0 = kvh * G, s = blockIdx.y;
@@ -366,18 +367,35 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     load(0, k0);
     mma_state<HD> st;
     mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
-    int buf = 0;
-    for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
-        if (t0 + MMA_TK < k1) {
-            load(buf ^ 1, t0 + MMA_TK);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
+    if constexpr (NB == 2) {
+        int buf = 0;
+        for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
+            if (t0 + MMA_TK < k1) {
+                load(buf ^ 1, t0 + MMA_TK);
+                asm volatile("cp.async.wait_group 1;\n" ::);
+            } else {
+                asm volatile("cp.async.wait_group 0;\n" ::);
+            }
+            __syncthreads();
+            mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD,
+                         t0 + warp * 16, k1, scale);
+            __syncthreads();   /* this buffer is refilled by the next iteration's load */
         }
-        __syncthreads();
-        mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD, t0 + warp * 16,
-                     k1, scale);
-        __syncthreads();   /* this buffer is refilled by the next iteration's load */
+    } else {   /* b43: tiles t + 1 and t + 2 in flight while tile t's products run; one barrier a tile */
+        if (k0 + MMA_TK < k1) load(1, k0 + MMA_TK);
+        else asm volatile("cp.async.commit_group;\n" ::);   /* an empty group: one a tile, always */
+        int buf = 0;
+        for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf = buf == NB - 1 ? 0 : buf + 1) {
+            asm volatile("cp.async.wait_group 1;\n" ::);   /* this thread's copies of tile t */
+            /* everyone's have landed, and every warp is done with tile t - 1, whose buffer the
+             * next load refills */
+            __syncthreads();
+            if (t0 + 2 * MMA_TK < k1) load(buf == 0 ? NB - 1 : buf - 1, t0 + 2 * MMA_TK);
+            else asm volatile("cp.async.commit_group;\n" ::);
+            mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD,
+                         t0 + warp * 16, k1, scale);
+        }
+        __syncthreads();   /* the merge below writes over the tiles */
     }
     mma_merge<HD>(st, (float *)pm_smem4, G, [&](int h, int d, float M, float L, float acc) {
         if (S == 1) {
@@ -456,37 +474,50 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
     return s < 1 ? 1 : (int)s;
 }
 
-/* blocks of the tensor-core kernel for hd (64 or 128) resident on a multiprocessor (the device's
- * occupancy for its registers and shared memory; asked once a head size) */
-static size_t pm_smem(int64_t hd) { return (size_t)4 * MMA_TK * (size_t)(hd + 8) * 2; }   /* K and V, two stages */
-/* hd 128's kernel takes more than 48 KB of dynamic shared memory: asked for once a form, before
- * the occupancy query and the first launch */
-template <bool RW> static bool pm_opt_in128(void) {
-    static int opted = -1;
-    if (opted < 0) {
-        opted = cudaFuncSetAttribute(kernel_attn_paged_mma<128, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)pm_smem(128)) == cudaSuccess;
-        if (!opted) (void)cudaGetLastError();
-    }
-    return opted;
+/* ---- the tensor-core kernel's forms: hd 64 or 128, b27 (RW) on or off, b43's three tile buffers
+ * (NB 3) or two ---- */
+typedef void (*pm_fn)(const float *, const uint16_t *, const uint16_t *, float *, float *, const int32_t *, int, int64_t,
+                      int64_t, int, int64_t, int, int, int, int, float, __half *, bool);
+template <int HD> static pm_fn pm_kernel_hd(bool rw, int nb) {
+    if (nb == 3) return rw ? kernel_attn_paged_mma<HD, true, 3> : kernel_attn_paged_mma<HD, false, 3>;
+    return rw ? kernel_attn_paged_mma<HD, true, 2> : kernel_attn_paged_mma<HD, false, 2>;
 }
-template <int HD, bool RW> static int pm_resident_of(void) {
-    static int r = -1;
-    if (r < 0) {
+static pm_fn pm_kernel(int64_t hd, bool rw, int nb) { return hd == 64 ? pm_kernel_hd<64>(rw, nb) : pm_kernel_hd<128>(rw, nb); }
+/* K and V tiles, nb buffers of each */
+static size_t pm_smem(int64_t hd, int nb) { return (size_t)2 * nb * MMA_TK * (size_t)(hd + 8) * 2; }
+/* A form's blocks a multiprocessor (the device's occupancy for its registers and shared memory),
+ * 0 where its shared memory is refused. Asked once a form, before its first launch: the dynamic
+ * shared memory limit raised first (every form but hd 64's two buffers takes more than 48 KB). */
+static int pm_resident_of(int64_t hd, bool rw, int nb) {
+    static int r[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
+    int &v = r[hd == 128][rw][nb == 3];
+    if (v < 0) {
+        const pm_fn k = pm_kernel(hd, rw, nb);
         int n = 0;
-        if (HD == 128) (void)pm_opt_in128<RW>();
-        const cudaError_t e =
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_attn_paged_mma<HD, RW>, MMA_THREADS, pm_smem(HD));
-        if (e != cudaSuccess) (void)cudaGetLastError();
-        r = e == cudaSuccess && n > 0 ? n : 1;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
+            n = 0;
+        (void)cudaGetLastError();
+        v = n;
     }
-    return r;
+    return v;
 }
-/* of the form that runs (b27 on or off: its registers may differ) */
+/* The form that runs: b27 as switched, b43's three buffers where switched on and they keep as
+ * many blocks a multiprocessor as two (else two); 0 buffers where no form fits */
+static int pm_buffers(int64_t hd, bool rw) {
+    const int two = pm_resident_of(hd, rw, 2);
+    if (mi8b_paged_ring3_on() && two > 0 && pm_resident_of(hd, rw, 3) >= two) return 3;
+    return two > 0 ? 2 : 0;
+}
+extern "C" int mi8b_attn_paged_buffers(int64_t hd) {
+    return hd == 64 || hd == 128 ? pm_buffers(hd, mi8b_paged_rows_once_on()) : 0;
+}
+static uint64_t g_ring3_launches;
+extern "C" uint64_t mi8b_attn_paged_ring3_launches(void) { return g_ring3_launches; }
 static int pm_resident(int64_t hd) {
     const bool rw = mi8b_paged_rows_once_on();
-    return hd == 64 ? (rw ? pm_resident_of<64, true>() : pm_resident_of<64, false>())
-                    : (rw ? pm_resident_of<128, true>() : pm_resident_of<128, false>());
+    const int nb = pm_buffers(hd, rw);
+    return nb ? pm_resident_of(hd, rw, nb) : 1;
 }
 /* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
 static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
@@ -541,19 +572,16 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     const uint16_t *k16 = (const uint16_t *)k, *v16 = (const uint16_t *)v;
     const float *k32 = (const float *)k, *v32 = (const float *)v;
     const bool wide = hd > PG_T;
-    const size_t smem_mma = pm_smem(hd);
     __half *oh = mma ? (__half *)xh : nullptr;   /* b37: the tensor-core kernel and its combine write the copy */
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
     const bool rw = mi8b_paged_rows_once_on(), pdl = mi8b_pdl_on();
-    const dim3 mt(MMA_THREADS);
-    if (mma && hd == 64) {
-        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<64, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
-        else (void)pdl_launch(pdl, kernel_attn_paged_mma<64, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
-    } else if (mma) {
-        if (!(rw ? pm_opt_in128<true>() : pm_opt_in128<false>()))
-            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd 128 refused", smem_mma);
-        if (rw) (void)pdl_launch(pdl, kernel_attn_paged_mma<128, true>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
-        else (void)pdl_launch(pdl, kernel_attn_paged_mma<128, false>, grid, mt, smem_mma, st, q, k16, v16, PM_ARGS);
+    if (mma) {
+        const int nb = pm_buffers(hd, rw);
+        if (!nb)
+            return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
+                          pm_smem(hd, 2), (long long)hd);
+        (void)pdl_launch(pdl, pm_kernel(hd, rw, nb), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
+        g_ring3_launches += nb == 3;
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);

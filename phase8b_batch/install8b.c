@@ -224,6 +224,8 @@ bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
 bool mi8b_paged_wave_on(void) { return mi_cuda_item_on("b17"); }
 /* b27: read at each launch and by the split rule (its form's occupancy) */
 bool mi8b_paged_rows_once_on(void) { return mi_cuda_item_on("b27"); }
+/* b43: read at each launch and by the split rule (its form's occupancy) */
+bool mi8b_paged_ring3_on(void) { return mi_cuda_item_on("b43"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -769,6 +771,9 @@ void mi_phase8b_install(void) {
                                 "multiprocessor holds (its occupancy), rounded down, not about four blocks a multiprocessor");
     mi_cuda_item_declare("b27", "b7's paged attention looks up a tile's cache rows once a key (32-bit, one lane "
                                 "a key, shuffled to the copies), not once a 16-byte copy in 64-bit arithmetic");
+    mi_cuda_item_declare("b43", "b7's paged attention loads its 64-key tiles through three buffers, two tiles in flight "
+                                "while one is used and one barrier a tile, not two buffers (one in flight, two "
+                                "barriers), where three keep its blocks a multiprocessor");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

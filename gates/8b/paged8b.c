@@ -18,9 +18,11 @@ static gu_run *g_r;
 static cudaStream_t S;
 static unsigned long long *g_seed;
 static mi_backend *g_cpu, *g_cuda;
-/* b27 is compared with itself off (bit for bit: the same bytes copied to the same places) on the
- * tensor-core cases run with every item on */
-static bool g_b27_ab;
+/* b27 and b43 are each compared with the item off (bit for bit: the same bytes copied to the same
+ * places, the same tiles in the same order) on the tensor-core cases run with every item on */
+static bool g_items_ab;
+static const char *const g_ab_items[] = {"b27", "b43"};
+#define N_AB_ITEMS (int)(sizeof g_ab_items / sizeof g_ab_items[0])
 #define BLOCK 16
 
 static void bind(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_backend *cpu, mi_backend *cuda) {
@@ -232,17 +234,24 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
     void *kcc = malloc(cb), *vcc = malloc(cb), *kcg = malloc(cb), *vcg = malloc(cb);
     int on_dev = 0;
     mi_status st = run_step(g_cpu, &in, L.slots, L.seqs, oc, NULL, kcc, vcc, NULL);
+    const uint64_t ring3_0 = mi8b_attn_paged_ring3_launches();
     if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og, og2, kcg, vcg, &on_dev);
-    /* b27 off: the same step's attention (the caches are rebuilt from k0, v0) */
-    const bool ab27 = g_b27_ab && ct == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    float *og3 = ab27 ? malloc(nq * 4) : NULL;
-    if (st == MI_OK && ab27) {
-        st = mi_cuda_items_set_off("b27");
+    /* b43's form, where it is the one this device takes: it ran */
+    const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd) == 3;
+    const bool ring3_ran = mi8b_attn_paged_ring3_launches() > ring3_0;
+    /* each A/B item off: the same step's attention (the caches are rebuilt from k0, v0) */
+    const bool ab = g_items_ab && ct == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
+    float *og3 = ab ? malloc(nq * 4) : NULL;
+    size_t d_ab = (size_t)-1;
+    const char *ab_item = NULL;
+    for (int it = 0; ab && st == MI_OK && d_ab == (size_t)-1 && it < N_AB_ITEMS; it++) {
+        ab_item = g_ab_items[it];
+        st = mi_cuda_items_set_off(ab_item);
         if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og3, NULL, NULL, NULL, NULL);
         const mi_status st2 = mi_cuda_items_set_off("");
         if (st == MI_OK) st = st2;
+        if (st == MI_OK) d_ab = gu_first_diff(og, og3, nq * 4);
     }
-    const size_t d27 = ab27 && st == MI_OK ? gu_first_diff(og, og3, nq * 4) : (size_t)-1;
     if (st != MI_OK) {
         gu_fail(g_r, "%s", mi_errmsg());
     } else {
@@ -254,10 +263,12 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
         double worst = 0;
         for (size_t i = 0; i < nq; i++) worst = fmax(worst, fabs((double)og[i] - oc[i]));
         const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, hd, Hkv, ct);
-        if (d27 != (size_t)-1) {
-            const size_t i = d27 / 4;
-            gu_fail(g_r, "b27 off differs first at row %zu head %zu dim %zu: %.9g against %.9g on", i / ((size_t)hd * Hq),
-                    (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd, og3[i], og[i]);
+        if (d_ab != (size_t)-1) {
+            const size_t i = d_ab / 4;
+            gu_fail(g_r, "%s off differs first at row %zu head %zu dim %zu: %.9g against %.9g on", ab_item,
+                    i / ((size_t)hd * Hq), (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd, og3[i], og[i]);
+        } else if (ring3_due && !ring3_ran) {
+            gu_fail(g_r, "b43's three tile buffers are this device's form at hd %d, but its kernel did not run", hd);
         } else if (!on_dev || dk != (size_t)-1 || dv != (size_t)-1 || !(e_cpu <= 1e-6) || !(e_ref <= 1e-6) || !rep) {
             if (dk != (size_t)-1 || dv != (size_t)-1) {
                 const size_t at = (dk != (size_t)-1 ? dk : dv) / esz;
@@ -278,9 +289,9 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
                     e_cref, worst, rep ? "bitwise" : "DIFFERS");
         } else {
             gu_pass(g_r, "%d sequences, %lld rows, n_kv <= %lld, %d split%s: caches bitwise; attention nmse vs cpu %.3g, "
-                        "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise%s", n, (long long)L.T,
+                        "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise%s%s", n, (long long)L.T,
                     (long long)L.max_kv, splits, splits == 1 ? "" : "s", e_cpu, e_ref, e_cref, worst,
-                    ab27 ? "; b27 off bitwise" : "");
+                    ab ? "; b27 off, b43 off bitwise" : "", ring3_ran ? "; b43's three tile buffers" : "");
         }
     }
     free(q); free(k); free(v); free(k0); free(v0); free(oc); free(og); free(og2); free(og3); free(refd); free(ref);
@@ -310,7 +321,7 @@ void paged8b_device(gu_run *run, cudaStream_t stream, unsigned long long *seed, 
 }
 
 static void test_paged(void) {
-    g_b27_ab = true;
+    g_items_ab = true;
     /* decode only: the 0.5B's heads (hd 64, 14 / 2: G = 7) and the 7B's (hd 128, 28 / 4) */
     decode_case("decode_b1_past0", 1, 0, MI_TYPE_F16, 64, 14, 2);
     { seq_spec one = {1, 37}; paged_case("decode_b1_past37", &one, 1, MI_TYPE_F16, 64, 14, 2); }
@@ -333,7 +344,7 @@ static void test_paged(void) {
     paged_case("mixed", mixed, nm, MI_TYPE_F32, 128, 8, 4);
     const seq_spec prompts[] = {{512, 0}, {512, 0}, {300, 212}, {1, 511}};
     paged_case("prompts", prompts, 4, MI_TYPE_F16, 128, 28, 4);
-    g_b27_ab = false;
+    g_items_ab = false;
     /* the F16 cases above at hd 64 and 128 ran on the tensor cores (b7); the scalar kernel's F16
      * path on a few of them, b7 off */
     if (mi_cuda_items_set_off("b7") != MI_OK) {
