@@ -20,6 +20,7 @@
  * from the step's shape alone (rows, longest sequence, the device's SM count), so the arithmetic
  * of a row depends only on the step's shape: repeated runs are bit-identical. */
 #include <cuda_fp16.h>
+#include <type_traits>
 #include "phase7b_ops/dev7b.cuh"
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(PG_T, 5)
  * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill), two at hd 128 (a third
  * leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md). The bound changes
  * the register allocation only (the same PTX), so the same bits. */
-template <int HD, bool RW, int NB>
+template <int HD, bool RW, int NB, bool PK>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
         asm volatile("cp.async.commit_group;\n" ::);
     };
     load(0, k0);
-    mma_state<HD> st;
+    typename std::conditional<PK, mma_state_packed<HD>, mma_state<HD>>::type st;   /* b44: packed (G <= 8) */
     mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
     if constexpr (NB == 2) {
         int buf = 0;
@@ -478,27 +479,35 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
  * (NB 3) or two ---- */
 typedef void (*pm_fn)(const float *, const uint16_t *, const uint16_t *, float *, float *, const int32_t *, int, int64_t,
                       int64_t, int, int64_t, int, int, int, int, float, __half *, bool);
-template <int HD> static pm_fn pm_kernel_hd(bool rw, int nb) {
-    if (nb == 3) return rw ? kernel_attn_paged_mma<HD, true, 3> : kernel_attn_paged_mma<HD, false, 3>;
-    return rw ? kernel_attn_paged_mma<HD, true, 2> : kernel_attn_paged_mma<HD, false, 2>;
+template <int HD, bool PK> static pm_fn pm_kernel_hd(bool rw, int nb) {
+    if (nb == 3) return rw ? kernel_attn_paged_mma<HD, true, 3, PK> : kernel_attn_paged_mma<HD, false, 3, PK>;
+    return rw ? kernel_attn_paged_mma<HD, true, 2, PK> : kernel_attn_paged_mma<HD, false, 2, PK>;
 }
-static pm_fn pm_kernel(int64_t hd, bool rw, int nb) { return hd == 64 ? pm_kernel_hd<64>(rw, nb) : pm_kernel_hd<128>(rw, nb); }
+static pm_fn pm_kernel(int64_t hd, bool rw, int nb, bool pk) {
+    if (hd == 64) return pk ? pm_kernel_hd<64, true>(rw, nb) : pm_kernel_hd<64, false>(rw, nb);
+    return pk ? pm_kernel_hd<128, true>(rw, nb) : pm_kernel_hd<128, false>(rw, nb);
+}
 /* K and V tiles, nb buffers of each */
 static size_t pm_smem(int64_t hd, int nb) { return (size_t)2 * nb * MMA_TK * (size_t)(hd + 8) * 2; }
 /* A form's blocks a multiprocessor (the device's occupancy for its registers and shared memory),
- * 0 where its shared memory is refused. Asked once a form, before its first launch: the dynamic
- * shared memory limit raised first (every form but hd 64's two buffers takes more than 48 KB). */
+ * 0 where its shared memory is refused: the fewer of its packed and plain kernels (b44's choice
+ * comes from the group size, which the split rule does not see). Asked once a form, before its
+ * first launch: the dynamic shared memory limit raised first (every form but hd 64's two buffers
+ * takes more than 48 KB). */
 static int pm_resident_of(int64_t hd, bool rw, int nb) {
     static int r[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
     int &v = r[hd == 128][rw][nb == 3];
     if (v < 0) {
-        const pm_fn k = pm_kernel(hd, rw, nb);
-        int n = 0;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
-            n = 0;
-        (void)cudaGetLastError();
-        v = n;
+        v = 1 << 30;
+        for (int pk = 0; pk < 2; pk++) {
+            const pm_fn k = pm_kernel(hd, rw, nb, pk);
+            int n = 0;
+            if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
+                n = 0;
+            (void)cudaGetLastError();
+            v = n < v ? n : v;
+        }
     }
     return v;
 }
@@ -512,8 +521,9 @@ static int pm_buffers(int64_t hd, bool rw) {
 extern "C" int mi8b_attn_paged_buffers(int64_t hd) {
     return hd == 64 || hd == 128 ? pm_buffers(hd, mi8b_paged_rows_once_on()) : 0;
 }
-static uint64_t g_ring3_launches;
+static uint64_t g_ring3_launches, g_packed_launches;
 extern "C" uint64_t mi8b_attn_paged_ring3_launches(void) { return g_ring3_launches; }
+extern "C" uint64_t mi8b_attn_paged_packed_launches(void) { return g_packed_launches; }
 static int pm_resident(int64_t hd) {
     const bool rw = mi8b_paged_rows_once_on();
     const int nb = pm_buffers(hd, rw);
@@ -580,8 +590,10 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
         if (!nb)
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
                           pm_smem(hd, 2), (long long)hd);
-        (void)pdl_launch(pdl, pm_kernel(hd, rw, nb), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
+        const bool pk = G <= 8 && mi8b_paged_packed_on();   /* b44 */
+        (void)pdl_launch(pdl, pm_kernel(hd, rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
         g_ring3_launches += nb == 3;
+        g_packed_launches += pk;
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16 && !wide) kernel_attn_paged<uint16_t, false, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
     else if (ctype == MI_TYPE_F16) kernel_attn_paged<uint16_t, false, 2><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);

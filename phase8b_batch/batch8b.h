@@ -52,10 +52,15 @@ bool mi8b_paged_rows_once_on(void);
 /* b43 (install8b.c, read at each launch): the tensor-core kernel's tiles through three buffers
  * (two loading while one is used), not two, where three keep the blocks a multiprocessor */
 bool mi8b_paged_ring3_on(void);
+/* b44 (install8b.c, read at each launch): the tensor-core kernel with q's and P's two f16 parts as
+ * one mma's upper and lower rows (8a's d34 layout) for groups of 8 heads or fewer */
+bool mi8b_paged_packed_on(void);
 /* the tile buffers the tensor-core kernel at hd (64 or 128) takes as the switches stand (3: b43's,
  * 2, 0: no form fits this device; 0 for other hd), and its launches with three so far (for the gate) */
 int mi8b_attn_paged_buffers(int64_t hd);
 uint64_t mi8b_attn_paged_ring3_launches(void);
+/* its launches in b44's packed form so far (for the gate) */
+uint64_t mi8b_attn_paged_packed_launches(void);
 /* Splits of a row's keys for rows of 16-byte aligned caches of type ctype: the scalar kernel's
  * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
  * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the

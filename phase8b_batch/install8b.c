@@ -226,6 +226,8 @@ bool mi8b_paged_wave_on(void) { return mi_cuda_item_on("b17"); }
 bool mi8b_paged_rows_once_on(void) { return mi_cuda_item_on("b27"); }
 /* b43: read at each launch and by the split rule (its form's occupancy) */
 bool mi8b_paged_ring3_on(void) { return mi_cuda_item_on("b43"); }
+/* b44: read at each launch */
+bool mi8b_paged_packed_on(void) { return mi_cuda_item_on("b44"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -774,6 +776,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b43", "b7's paged attention loads its 64-key tiles through three buffers, two tiles in flight "
                                 "while one is used and one barrier a tile, not two buffers (one in flight, two "
                                 "barriers), where three keep its blocks a multiprocessor");
+    mi_cuda_item_declare("b44", "b7's paged attention for groups of 8 heads or fewer with q's and the probabilities' two "
+                                "f16 parts as the upper and lower rows of one mma (8a's d34 layout): half the mma of a "
+                                "tile, the softmax on one row a thread");
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);

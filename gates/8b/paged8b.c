@@ -234,11 +234,15 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
     void *kcc = malloc(cb), *vcc = malloc(cb), *kcg = malloc(cb), *vcg = malloc(cb);
     int on_dev = 0;
     mi_status st = run_step(g_cpu, &in, L.slots, L.seqs, oc, NULL, kcc, vcc, NULL);
-    const uint64_t ring3_0 = mi8b_attn_paged_ring3_launches();
+    const uint64_t ring3_0 = mi8b_attn_paged_ring3_launches(), packed_0 = mi8b_attn_paged_packed_launches();
     if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og, og2, kcg, vcg, &on_dev);
     /* b43's form, where it is the one this device takes: it ran */
     const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd) == 3;
     const bool ring3_ran = mi8b_attn_paged_ring3_launches() > ring3_0;
+    /* b44's packed form for groups of 8 heads or fewer on the tensor cores: it ran */
+    const bool packed_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && (hd == 64 || hd == 128) && Hq / Hkv <= 8 &&
+                            mi_cuda_item_on("b44");
+    const bool packed_ran = mi8b_attn_paged_packed_launches() > packed_0;
     /* each A/B item off: the same step's attention (the caches are rebuilt from k0, v0) */
     const bool ab = g_items_ab && ct == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
     float *og3 = ab ? malloc(nq * 4) : NULL;
@@ -267,8 +271,10 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
             const size_t i = d_ab / 4;
             gu_fail(g_r, "%s off differs first at row %zu head %zu dim %zu: %.9g against %.9g on", ab_item,
                     i / ((size_t)hd * Hq), (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd, og3[i], og[i]);
-        } else if (ring3_due && !ring3_ran) {
-            gu_fail(g_r, "b43's three tile buffers are this device's form at hd %d, but its kernel did not run", hd);
+        } else if ((ring3_due && !ring3_ran) || packed_due != packed_ran) {
+            gu_fail(g_r, "hd %d, %d heads a group: b43's three tile buffers %s and ran %s; b44's packed form %s and ran %s",
+                    hd, Hq / Hkv, ring3_due ? "due" : "not due", ring3_ran ? "yes" : "no",
+                    packed_due ? "due" : "not due", packed_ran ? "yes" : "no");
         } else if (!on_dev || dk != (size_t)-1 || dv != (size_t)-1 || !(e_cpu <= 1e-6) || !(e_ref <= 1e-6) || !rep) {
             if (dk != (size_t)-1 || dv != (size_t)-1) {
                 const size_t at = (dk != (size_t)-1 ? dk : dv) / esz;
@@ -289,9 +295,10 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
                     e_cref, worst, rep ? "bitwise" : "DIFFERS");
         } else {
             gu_pass(g_r, "%d sequences, %lld rows, n_kv <= %lld, %d split%s: caches bitwise; attention nmse vs cpu %.3g, "
-                        "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise%s%s", n, (long long)L.T,
+                        "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise%s%s%s", n, (long long)L.T,
                     (long long)L.max_kv, splits, splits == 1 ? "" : "s", e_cpu, e_ref, e_cref, worst,
-                    ab ? "; b27 off, b43 off bitwise" : "", ring3_ran ? "; b43's three tile buffers" : "");
+                    ab ? "; b27 off, b43 off bitwise" : "", ring3_ran ? "; b43's three tile buffers" : "",
+                    packed_ran ? "; b44's packed form" : "");
         }
     }
     free(q); free(k); free(v); free(k0); free(v0); free(oc); free(og); free(og2); free(og3); free(refd); free(ref);
