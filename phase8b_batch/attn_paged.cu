@@ -62,6 +62,7 @@ __device__ __forceinline__ int pg_find_seq(const int32_t *__restrict__ seqs, int
 struct pg_range {
     const int32_t *table;
     int64_t k0, k1;
+    int64_t n_past;   /* the sequence's first position this step writes (its earlier ones: earlier steps') */
     bool bad;
 };
 __device__ __forceinline__ pg_range pg_row_range(const int32_t *__restrict__ seqs, int n_seqs, int64_t seqs_len,
@@ -84,7 +85,7 @@ __device__ __forceinline__ pg_range pg_row_range(const int32_t *__restrict__ seq
         }
         bad = __syncthreads_or(my_bad) != 0;
     }
-    return {table, k0, k1, bad};
+    return {table, k0, k1, bad ? 0 : n_past, bad};
 }
 
 /* A bad row's output (NaN), or an empty split's partial (weight 0 in the combine), for the G heads
@@ -312,7 +313,6 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     static_assert(NB == 2 || NB == 3, "two or three tile buffers");
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
-    MI_PDL_ENTRY();   /* b29: every block, before its early return */
     uint16_t *ks = (uint16_t *)pm_smem4;     /* [NB][MMA_TK][LD] */
     uint16_t *vs = ks + NB * MMA_TK * LD;    /* [NB][MMA_TK][LD] */
     const int G = Hq / Hkv;
@@ -321,11 +321,9 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     const int tid = threadIdx.x, warp = tid >> 5;
     /* the scalar kernel's start, written out in each: moving these lines into a shared helper
      * changed the scalar kernel's register allocation, and it spilled */
+    /* (before b29's wait: the sequence table is the step's input, which no kernel writes) */
     const pg_range R = pg_row_range(seqs, n_seqs, seqs_len, n_rows, B, max_kv, r, S, s, min_chunk);
-    if (R.bad || R.k0 >= R.k1) {
-        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s, OH, eo);
-        return;
-    }
+    const bool unused = R.bad || R.k0 >= R.k1;
     const int32_t *table = R.table;
     const int64_t k0 = R.k0, k1 = R.k1;
     const size_t qrow = (size_t)HD * Hq, kvrow = (size_t)HD * Hkv, pstride = (size_t)HD + 2;
@@ -335,14 +333,17 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
     constexpr int KPW = 32 / CPR, KPI = MMA_THREADS / CPR, J = MMA_TK * CPR / MMA_THREADS;
     static_assert(KPW * J == 16 && 32 % CPR == 0, "a warp's keys of a tile: one a lane of 16");
     const int lane = tid & 31;
-    auto load = [&](int buf, int64_t t0) {
+    /* RW: the block-table entry of this lane's key of tile t0, -1 past the split (the split's
+     * entries were checked: none is negative), read apart from the copies that use it (b43 reads
+     * the next tile's while a tile's products run) */
+    auto lookup = [&](int64_t t0) -> int {
+        const int64_t t = t0 + KPW * warp + lane % KPW + KPI * (lane / KPW);
+        return RW && lane < KPW * J && t < k1 ? table[(int)t / B] : -1;
+    };
+    auto issue = [&](int buf, int64_t t0, int e) {
         if (RW) {
-            const int64_t t = t0 + KPW * warp + lane % KPW + KPI * (lane / KPW);
-            int mine = -1;   /* the key's cache row, -1 past the split */
-            if (lane < KPW * J && t < k1) {
-                const int tt = (int)t, b = tt / B;
-                mine = table[b] * B + (tt - b * B);
-            }
+            const int tt = (int)(t0 + KPW * warp + lane % KPW + KPI * (lane / KPW));
+            const int mine = e < 0 ? -1 : e * B + (tt - (tt / B) * B);   /* the key's cache row, -1 past the split */
             const int cc = lane % CPR;
 #pragma unroll
             for (int j = 0; j < J; j++) {
@@ -365,7 +366,25 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    load(0, k0);
+    auto load = [&](int buf, int64_t t0) { issue(buf, t0, lookup(t0)); };
+    /* b43: the first two tiles' entries, and the copies of those whose keys all precede the
+     * step's rows (earlier steps wrote them; the kernel before may still be writing the step's),
+     * before b29's wait */
+    int e0 = -1, e1 = -1, pre = 0;
+    if (NB == 3 && !unused) {
+        e0 = lookup(k0), e1 = lookup(k0 + MMA_TK);
+        if ((k0 + MMA_TK < k1 ? k0 + MMA_TK : k1) <= R.n_past) {
+            issue(0, k0, e0), pre = 1;
+            if (k0 + MMA_TK < k1 && (k0 + 2 * MMA_TK < k1 ? k0 + 2 * MMA_TK : k1) <= R.n_past) issue(1, k0 + MMA_TK, e1), pre = 2;
+        }
+    }
+    MI_PDL_ENTRY();   /* b29: every block, before its early return and its first write, or read of q or the step's rows */
+    if (unused) {
+        pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s, OH, eo);
+        return;
+    }
+    if (NB == 2) load(0, k0);
+    else if (pre < 1) issue(0, k0, e0);
     typename std::conditional<PK, mma_state_packed<HD>, mma_state<HD>>::type st;   /* b44: packed (G <= 8) */
     mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
     if constexpr (NB == 2) {
@@ -383,16 +402,18 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
             __syncthreads();   /* this buffer is refilled by the next iteration's load */
         }
     } else {   /* b43: tiles t + 1 and t + 2 in flight while tile t's products run; one barrier a tile */
-        if (k0 + MMA_TK < k1) load(1, k0 + MMA_TK);
-        else asm volatile("cp.async.commit_group;\n" ::);   /* an empty group: one a tile, always */
+        if (pre < 2 && k0 + MMA_TK < k1) issue(1, k0 + MMA_TK, e1);
+        else if (pre < 2) asm volatile("cp.async.commit_group;\n" ::);   /* an empty group: one a tile, always */
+        int e_next = lookup(k0 + 2 * MMA_TK);                 /* tile t + 2's entries, read a tile ahead */
         int buf = 0;
         for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf = buf == NB - 1 ? 0 : buf + 1) {
             asm volatile("cp.async.wait_group 1;\n" ::);   /* this thread's copies of tile t */
             /* everyone's have landed, and every warp is done with tile t - 1, whose buffer the
              * next load refills */
             __syncthreads();
-            if (t0 + 2 * MMA_TK < k1) load(buf == 0 ? NB - 1 : buf - 1, t0 + 2 * MMA_TK);
+            if (t0 + 2 * MMA_TK < k1) issue(buf == 0 ? NB - 1 : buf - 1, t0 + 2 * MMA_TK, e_next);
             else asm volatile("cp.async.commit_group;\n" ::);
+            e_next = lookup(t0 + 3 * MMA_TK);
             mma_keys<HD>(st, ks + (buf * MMA_TK + warp * 16) * LD, vs + (buf * MMA_TK + warp * 16) * LD,
                          t0 + warp * 16, k1, scale);
         }
