@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(PG_T, 5)
  * leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md). The bound changes
  * the register allocation only (the same PTX), so the same bits. */
 template <int HD, bool RW, int NB, bool PK>
-__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? 2 : 4)
+__global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? (PK ? 3 : 2) : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
