@@ -511,59 +511,65 @@ static pm_fn pm_kernel(int64_t hd, bool rw, int nb, bool pk) {
 /* K and V tiles, nb buffers of each */
 static size_t pm_smem(int64_t hd, int nb) { return (size_t)2 * nb * MMA_TK * (size_t)(hd + 8) * 2; }
 /* A form's blocks a multiprocessor (the device's occupancy for its registers and shared memory),
- * 0 where its shared memory is refused: the fewer of its packed and plain kernels (b44's choice
- * comes from the group size, which the split rule does not see). Asked once a form, before its
- * first launch: the dynamic shared memory limit raised first (every form but hd 64's two buffers
- * takes more than 48 KB). */
-static int pm_resident_of(int64_t hd, bool rw, int nb) {
-    static int r[2][2][2] = {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}};
-    int &v = r[hd == 128][rw][nb == 3];
+ * 0 where its shared memory is refused. Asked once a form, before its first launch: the dynamic
+ * shared memory limit raised first (every form but hd 64's two buffers takes more than 48 KB). */
+static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk) {
+    static int r[2][2][2][2] = {{{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}}, {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}}};
+    int &v = r[hd == 128][rw][nb == 3][pk];
     if (v < 0) {
-        v = 1 << 30;
-        for (int pk = 0; pk < 2; pk++) {
-            const pm_fn k = pm_kernel(hd, rw, nb, pk);
-            int n = 0;
-            if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
-                n = 0;
-            (void)cudaGetLastError();
-            v = n < v ? n : v;
-        }
+        const pm_fn k = pm_kernel(hd, rw, nb, pk);
+        int n = 0;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
+            n = 0;
+        (void)cudaGetLastError();
+        v = n;
     }
     return v;
 }
-/* The form that runs: b27 as switched, b43's three buffers where switched on and they keep as
- * many blocks a multiprocessor as two (else two); 0 buffers where no form fits */
-static int pm_buffers(int64_t hd, bool rw) {
-    const int two = pm_resident_of(hd, rw, 2);
-    if (mi8b_paged_ring3_on() && two > 0 && pm_resident_of(hd, rw, 3) >= two) return 3;
-    return two > 0 ? 2 : 0;
+/* The form that runs for heads of hd in groups of G: b27 as switched, b44's packed layout where
+ * switched on and G <= 8, b43's three buffers where switched on and they keep as many blocks a
+ * multiprocessor as two (the packed form at hd 128 holds three with two buffers, two with three:
+ * it takes two); nb 0 where no form fits */
+struct pm_form {
+    bool rw, pk;
+    int nb, resident;
+};
+static pm_form pm_form_for(int64_t hd, int64_t G) {
+    pm_form f = {mi8b_paged_rows_once_on(), G <= 8 && mi8b_paged_packed_on(), 0, 0};
+    const int two = pm_resident_of(hd, f.rw, 2, f.pk);
+    f.nb = two > 0 ? 2 : 0;
+    f.resident = two;
+    if (mi8b_paged_ring3_on() && two > 0) {
+        const int three = pm_resident_of(hd, f.rw, 3, f.pk);
+        if (three >= two) f.nb = 3, f.resident = three;
+    }
+    return f;
 }
-extern "C" int mi8b_attn_paged_buffers(int64_t hd) {
-    return hd == 64 || hd == 128 ? pm_buffers(hd, mi8b_paged_rows_once_on()) : 0;
-}
+extern "C" int mi8b_attn_paged_buffers(int64_t hd, int64_t G) { return hd == 64 || hd == 128 ? pm_form_for(hd, G).nb : 0; }
 static uint64_t g_ring3_launches, g_packed_launches;
 extern "C" uint64_t mi8b_attn_paged_ring3_launches(void) { return g_ring3_launches; }
 extern "C" uint64_t mi8b_attn_paged_packed_launches(void) { return g_packed_launches; }
-static int pm_resident(int64_t hd) {
-    const bool rw = mi8b_paged_rows_once_on();
-    const int nb = pm_buffers(hd, rw);
-    return nb ? pm_resident_of(hd, rw, nb) : 1;
-}
 /* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
-static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, bool mma) {
-    return pg_splits(T, max_kv, Hkv, mma && mi8b_paged_wave_on() ? pm_resident(hd) : 0);
+static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, bool mma) {
+    int resident = 0;
+    if (mma && mi8b_paged_wave_on()) {
+        const pm_form f = pm_form_for(hd, Hq / Hkv);
+        resident = f.nb ? f.resident : 1;
+    }
+    return pg_splits(T, max_kv, Hkv, resident);
 }
 
-extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, mi_type ctype) {
-    return pg_launch_splits(T, max_kv, hd, Hkv, ctype == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on());
+extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype) {
+    return pg_launch_splits(T, max_kv, hd, Hq, Hkv,
+                            ctype == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on());
 }
 
 /* the partials of either kernel's splits (which one runs depends on the caches' alignment too) */
 extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv) {
-    int S = pg_launch_splits(T, max_kv, hd, Hkv, false);
+    int S = pg_launch_splits(T, max_kv, hd, Hq, Hkv, false);
     if (hd == 64 || hd == 128) {
-        const int Sm = pg_launch_splits(T, max_kv, hd, Hkv, true);
+        const int Sm = pg_launch_splits(T, max_kv, hd, Hq, Hkv, true);
         S = Sm > S ? Sm : S;
     }
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
@@ -594,7 +600,7 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     if (smem > PG_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_attn_paged: %zu bytes of shared memory", smem);
     /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
     const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    const int S = pg_launch_splits(T, max_kv, hd, Hkv, mma);
+    const int S = pg_launch_splits(T, max_kv, hd, Hq, Hkv, mma);
     if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
@@ -605,14 +611,15 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     const bool wide = hd > PG_T;
     __half *oh = mma ? (__half *)xh : nullptr;   /* b37: the tensor-core kernel and its combine write the copy */
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
-    const bool rw = mi8b_paged_rows_once_on(), pdl = mi8b_pdl_on();
+    const bool pdl = mi8b_pdl_on();
     if (mma) {
-        const int nb = pm_buffers(hd, rw);
-        if (!nb)
+        const pm_form f = pm_form_for(hd, G);
+        if (!f.nb)
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
                           pm_smem(hd, 2), (long long)hd);
-        const bool pk = G <= 8 && mi8b_paged_packed_on();   /* b44 */
-        (void)pdl_launch(pdl, pm_kernel(hd, rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
+        const int nb = f.nb;
+        const bool pk = f.pk;
+        (void)pdl_launch(pdl, pm_kernel(hd, f.rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
         g_ring3_launches += nb == 3;
         g_packed_launches += pk;
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);

@@ -55,9 +55,10 @@ bool mi8b_paged_ring3_on(void);
 /* b44 (install8b.c, read at each launch): the tensor-core kernel with q's and P's two f16 parts as
  * one mma's upper and lower rows (8a's d34 layout) for groups of 8 heads or fewer */
 bool mi8b_paged_packed_on(void);
-/* the tile buffers the tensor-core kernel at hd (64 or 128) takes as the switches stand (3: b43's,
- * 2, 0: no form fits this device; 0 for other hd), and its launches with three so far (for the gate) */
-int mi8b_attn_paged_buffers(int64_t hd);
+/* the tile buffers the tensor-core kernel takes for heads of hd (64 or 128) in groups of G as the
+ * switches stand (3: b43's, 2, 0: no form fits this device; 0 for other hd), and its launches
+ * with three so far (for the gate) */
+int mi8b_attn_paged_buffers(int64_t hd, int64_t G);
 uint64_t mi8b_attn_paged_ring3_launches(void);
 /* its launches in b44's packed form so far (for the gate) */
 uint64_t mi8b_attn_paged_packed_launches(void);
@@ -65,7 +66,7 @@ uint64_t mi8b_attn_paged_packed_launches(void);
  * enough blocks for about four a multiprocessor; b7's tensor-core kernel with b17 as many as fill
  * one wave of it; none narrower than MI8B_PG_MIN_SPLIT keys (MINFER_PAGED_MIN_SPLIT) when the
  * longest sequence is full; 1 for steps with rows enough. */
-int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hkv, mi_type ctype);
+int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
 size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv);
 mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
                           float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,

@@ -18,11 +18,12 @@ static gu_run *g_r;
 static cudaStream_t S;
 static unsigned long long *g_seed;
 static mi_backend *g_cpu, *g_cuda;
-/* b27 and b43 are each compared with the item off (bit for bit: the same bytes copied to the same
- * places, the same tiles in the same order) on the tensor-core cases run with every item on */
+/* Switch sets whose tensor-core results must be the same bits (the same bytes copied to the same
+ * places, the same tiles in the same order): every item on against b27 off and against b43 off;
+ * b44 off (the plain layout, where hd 128 takes b43's three buffers) against b44 and b43 off */
 static bool g_items_ab;
-static const char *const g_ab_items[] = {"b27", "b43"};
-#define N_AB_ITEMS (int)(sizeof g_ab_items / sizeof g_ab_items[0])
+static const char *const g_ab_pairs[][2] = {{"", "b27"}, {"", "b43"}, {"b44", "b44,b43"}};
+#define N_AB_PAIRS (int)(sizeof g_ab_pairs / sizeof g_ab_pairs[0])
 #define BLOCK 16
 
 static void bind(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_backend *cpu, mi_backend *cuda) {
@@ -237,24 +238,31 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
     const uint64_t ring3_0 = mi8b_attn_paged_ring3_launches(), packed_0 = mi8b_attn_paged_packed_launches();
     if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og, og2, kcg, vcg, &on_dev);
     /* b43's form, where it is the one this device takes: it ran */
-    const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd) == 3;
+    const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd, Hq / Hkv) == 3;
     const bool ring3_ran = mi8b_attn_paged_ring3_launches() > ring3_0;
     /* b44's packed form for groups of 8 heads or fewer on the tensor cores: it ran */
     const bool packed_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && (hd == 64 || hd == 128) && Hq / Hkv <= 8 &&
                             mi_cuda_item_on("b44");
     const bool packed_ran = mi8b_attn_paged_packed_launches() > packed_0;
-    /* each A/B item off: the same step's attention (the caches are rebuilt from k0, v0) */
+    /* each A/B pair: the same step's attention under both switch sets (the caches are rebuilt
+     * from k0, v0; "" is og, every item on) */
     const bool ab = g_items_ab && ct == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    float *og3 = ab ? malloc(nq * 4) : NULL;
+    float *og3 = ab ? malloc(nq * 4) : NULL, *og4 = ab ? malloc(nq * 4) : NULL;
     size_t d_ab = (size_t)-1;
-    const char *ab_item = NULL;
-    for (int it = 0; ab && st == MI_OK && d_ab == (size_t)-1 && it < N_AB_ITEMS; it++) {
-        ab_item = g_ab_items[it];
-        st = mi_cuda_items_set_off(ab_item);
+    const char *ab_a = NULL, *ab_b = NULL;
+    for (int it = 0; ab && st == MI_OK && d_ab == (size_t)-1 && it < N_AB_PAIRS; it++) {
+        ab_a = g_ab_pairs[it][0], ab_b = g_ab_pairs[it][1];
+        float *oa = og;
+        if (*ab_a) {
+            oa = og4;
+            st = mi_cuda_items_set_off(ab_a);
+            if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og4, NULL, NULL, NULL, NULL);
+        }
+        if (st == MI_OK) st = mi_cuda_items_set_off(ab_b);
         if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og3, NULL, NULL, NULL, NULL);
         const mi_status st2 = mi_cuda_items_set_off("");
         if (st == MI_OK) st = st2;
-        if (st == MI_OK) d_ab = gu_first_diff(og, og3, nq * 4);
+        if (st == MI_OK) d_ab = gu_first_diff(oa, og3, nq * 4);
     }
     if (st != MI_OK) {
         gu_fail(g_r, "%s", mi_errmsg());
@@ -266,11 +274,12 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
         const bool rep = !memcmp(og, og2, nq * 4);
         double worst = 0;
         for (size_t i = 0; i < nq; i++) worst = fmax(worst, fabs((double)og[i] - oc[i]));
-        const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, hd, Hkv, ct);
+        const int splits = mi8b_attn_paged_splits(L.T, L.max_kv, hd, Hq, Hkv, ct);
         if (d_ab != (size_t)-1) {
             const size_t i = d_ab / 4;
-            gu_fail(g_r, "%s off differs first at row %zu head %zu dim %zu: %.9g against %.9g on", ab_item,
-                    i / ((size_t)hd * Hq), (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd, og3[i], og[i]);
+            gu_fail(g_r, "%s off differs first from %s%s at row %zu head %zu dim %zu: %.9g", ab_b, *ab_a ? ab_a : "every item on",
+                    *ab_a ? " off" : "", i / ((size_t)hd * Hq), (i % ((size_t)hd * Hq)) / (size_t)hd, i % (size_t)hd,
+                    og3[i]);
         } else if ((ring3_due && !ring3_ran) || packed_due != packed_ran) {
             gu_fail(g_r, "hd %d, %d heads a group: b43's three tile buffers %s and ran %s; b44's packed form %s and ran %s",
                     hd, Hq / Hkv, ring3_due ? "due" : "not due", ring3_ran ? "yes" : "no",
@@ -297,11 +306,11 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
             gu_pass(g_r, "%d sequences, %lld rows, n_kv <= %lld, %d split%s: caches bitwise; attention nmse vs cpu %.3g, "
                         "vs double %.3g (cpu %.3g), max |diff| %.3g; repeat bitwise%s%s%s", n, (long long)L.T,
                     (long long)L.max_kv, splits, splits == 1 ? "" : "s", e_cpu, e_ref, e_cref, worst,
-                    ab ? "; b27 off, b43 off bitwise" : "", ring3_ran ? "; b43's three tile buffers" : "",
+                    ab ? "; b27 off, b43 off, b44 and b43 off against b44 off: bitwise" : "", ring3_ran ? "; b43's three tile buffers" : "",
                     packed_ran ? "; b44's packed form" : "");
         }
     }
-    free(q); free(k); free(v); free(k0); free(v0); free(oc); free(og); free(og2); free(og3); free(refd); free(ref);
+    free(q); free(k); free(v); free(k0); free(v0); free(oc); free(og); free(og2); free(og3); free(og4); free(refd); free(ref);
     free(kcc); free(vcc); free(kcg); free(vcg);
     layout_free(&L);
 }
