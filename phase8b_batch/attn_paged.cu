@@ -527,26 +527,31 @@ static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk) {
     }
     return v;
 }
-/* The form that runs for heads of hd in groups of G: b27 as switched, b44's packed layout where
- * switched on and G <= 8, b43's three buffers where switched on and they keep as many blocks a
- * multiprocessor as two (the packed form at hd 128 holds three with two buffers, two with three:
- * it takes two); nb 0 where no form fits */
+/* The form that runs for heads of hd in groups of G over a step's T x Hkv (row, KV head) pairs:
+ * b27 as switched, b44's packed layout where switched on and G <= 8, b43's three buffers where
+ * switched on and they keep as many blocks a multiprocessor as two, or the pairs fit one wave of
+ * them (a decode step's: more resident blocks would stay empty). The packed form at hd 128 holds
+ * three blocks with two buffers, two with three: a prompt's many blocks take two. nb 0 where no
+ * form fits. */
 struct pm_form {
     bool rw, pk;
     int nb, resident;
 };
-static pm_form pm_form_for(int64_t hd, int64_t G) {
+static pm_form pm_form_for(int64_t hd, int64_t G, int64_t pairs) {
     pm_form f = {mi8b_paged_rows_once_on(), G <= 8 && mi8b_paged_packed_on(), 0, 0};
     const int two = pm_resident_of(hd, f.rw, 2, f.pk);
     f.nb = two > 0 ? 2 : 0;
     f.resident = two;
     if (mi8b_paged_ring3_on() && two > 0) {
         const int three = pm_resident_of(hd, f.rw, 3, f.pk);
-        if (three >= two) f.nb = 3, f.resident = three;
+        const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1;
+        if (three > 0 && (three >= two || pairs <= three * sms)) f.nb = 3, f.resident = three;
     }
     return f;
 }
-extern "C" int mi8b_attn_paged_buffers(int64_t hd, int64_t G) { return hd == 64 || hd == 128 ? pm_form_for(hd, G).nb : 0; }
+extern "C" int mi8b_attn_paged_buffers(int64_t hd, int64_t G, int64_t pairs) {
+    return hd == 64 || hd == 128 ? pm_form_for(hd, G, pairs).nb : 0;
+}
 static uint64_t g_ring3_launches, g_packed_launches;
 extern "C" uint64_t mi8b_attn_paged_ring3_launches(void) { return g_ring3_launches; }
 extern "C" uint64_t mi8b_attn_paged_packed_launches(void) { return g_packed_launches; }
@@ -554,7 +559,7 @@ extern "C" uint64_t mi8b_attn_paged_packed_launches(void) { return g_packed_laun
 static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, bool mma) {
     int resident = 0;
     if (mma && mi8b_paged_wave_on()) {
-        const pm_form f = pm_form_for(hd, Hq / Hkv);
+        const pm_form f = pm_form_for(hd, Hq / Hkv, T * Hkv);
         resident = f.nb ? f.resident : 1;
     }
     return pg_splits(T, max_kv, Hkv, resident);
@@ -613,7 +618,7 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
     const bool pdl = mi8b_pdl_on();
     if (mma) {
-        const pm_form f = pm_form_for(hd, G);
+        const pm_form f = pm_form_for(hd, G, T * Hkv);
         if (!f.nb)
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
                           pm_smem(hd, 2), (long long)hd);

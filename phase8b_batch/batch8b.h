@@ -55,10 +55,10 @@ bool mi8b_paged_ring3_on(void);
 /* b44 (install8b.c, read at each launch): the tensor-core kernel with q's and P's two f16 parts as
  * one mma's upper and lower rows (8a's d34 layout) for groups of 8 heads or fewer */
 bool mi8b_paged_packed_on(void);
-/* the tile buffers the tensor-core kernel takes for heads of hd (64 or 128) in groups of G as the
- * switches stand (3: b43's, 2, 0: no form fits this device; 0 for other hd), and its launches
- * with three so far (for the gate) */
-int mi8b_attn_paged_buffers(int64_t hd, int64_t G);
+/* the tile buffers the tensor-core kernel takes for heads of hd (64 or 128) in groups of G over
+ * a step's `pairs` (rows x KV heads) as the switches stand (3: b43's, 2, 0: no form fits this
+ * device; 0 for other hd), and its launches with three so far (for the gate) */
+int mi8b_attn_paged_buffers(int64_t hd, int64_t G, int64_t pairs);
 uint64_t mi8b_attn_paged_ring3_launches(void);
 /* its launches in b44's packed form so far (for the gate) */
 uint64_t mi8b_attn_paged_packed_launches(void);

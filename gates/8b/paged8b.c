@@ -238,7 +238,7 @@ static void paged_case(const char *label, const seq_spec *sp, int n, mi_type ct,
     const uint64_t ring3_0 = mi8b_attn_paged_ring3_launches(), packed_0 = mi8b_attn_paged_packed_launches();
     if (st == MI_OK) st = run_step(g_cuda, &in, L.slots, L.seqs, og, og2, kcg, vcg, &on_dev);
     /* b43's form, where it is the one this device takes: it ran */
-    const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd, Hq / Hkv) == 3;
+    const bool ring3_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && mi8b_attn_paged_buffers(hd, Hq / Hkv, L.T * Hkv) == 3;
     const bool ring3_ran = mi8b_attn_paged_ring3_launches() > ring3_0;
     /* b44's packed form for groups of 8 heads or fewer on the tensor cores: it ran */
     const bool packed_due = ct == MI_TYPE_F16 && mi8b_paged_mma_on() && (hd == 64 || hd == 128) && Hq / Hkv <= 8 &&
