@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(PG_T, 5)
 /* ---------------- b7: the same blocks on the tensor cores (F16 caches, hd 64 or 128) ----------------
  * 8a's d22 tiling (phase8a_decode/attn_mma_tile.cuh) over the paged cache: a block of four warps
  * takes (row, KV head, split) as the scalar kernel does, 64-key tiles (16 keys a warp) whose K and
- * V rows come by cp.async from the rows the block table names, two stages; the scores and the
+ * V rows come by cp.async from the rows the block table names, NB buffers; the scores and the
  * value sums as m16n8k16 mma with the group's heads as the rows, q and P in two f16 parts; the
  * partials and the combine are the scalar kernel's. Fixed orders: bit-identical run to run;
  * within the attention bound of the CPU, not the scalar kernel's bits.
@@ -301,9 +301,12 @@ __global__ void __launch_bounds__(PG_T, 5)
  * work). With RW lane l < 16 of a warp looks up one of the warp's 16 keys in 32-bit arithmetic
  * (positions and cache rows fit: the launcher holds n_rows to INT32_MAX) and each copy takes its
  * row from that lane by a shuffle. The same bytes land in the same places: the same bits out.
- * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill), two at hd 128 (a third
- * leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md). The bound changes
- * the register allocation only (the same PTX), so the same bits. */
+ * NB (item b43): three tile buffers, tiles t + 1 and t + 2 loading while tile t's products run,
+ * the table entries read a tile ahead; two otherwise. PK (item b44): 8a's packed layout (G <= 8).
+ * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill); at hd 128 two for the
+ * plain layout (a third leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md)
+ * and three for the packed one (164 registers), which two buffers' shared memory allows. The
+ * bound changes the register allocation only (the same PTX), so the same bits. */
 template <int HD, bool RW, int NB, bool PK>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? (PK ? 3 : 2) : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
