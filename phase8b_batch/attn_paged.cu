@@ -500,7 +500,7 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
 }
 
 /* ---- the tensor-core kernel's forms: hd 64 or 128, b27 (RW) on or off, b43's three tile buffers
- * (NB 3) or two ---- */
+ * (NB 3) or two, b44's packed layout (PK) or the plain one ---- */
 typedef void (*pm_fn)(const float *, const uint16_t *, const uint16_t *, float *, float *, const int32_t *, int, int64_t,
                       int64_t, int, int64_t, int, int, int, int, float, __half *, bool);
 template <int HD, bool PK> static pm_fn pm_kernel_hd(bool rw, int nb) {
