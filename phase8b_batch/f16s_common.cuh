@@ -113,8 +113,9 @@ template <typename I> __device__ __forceinline__ bool f16s_band_cut(const f16s_p
     return true;
 }
 /* the record of the run whose outputs are g and u (segments 0 and 1), launched on stream st and
- * not yet summed, taken: 1 (in *out), 0 none left, -1 one left for other operands (kept) */
-int f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out);
+ * not yet summed, taken into *out (*taken: whether one was left); MI_ERR_INTERNAL where one was
+ * left for other operands (kept) */
+mi_status f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out, bool *taken);
 
 /* Block p's walk through its run of the plan: the unit to load next (band ib, stage is) and the
  * unit computed (band cb, stage cs) both step through the run in unit order, across band edges;

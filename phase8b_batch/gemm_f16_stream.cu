@@ -501,18 +501,21 @@ static thread_local struct {
     cudaStream_t st;
     f16s_fixup_rec rec;
 } t_fix;
-int f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out) {
-    if (!t_fix.on) return 0;
-    if (t_fix.st != st || t_fix.rec.run.n != 2 || t_fix.rec.run.Y[0] != g || t_fix.rec.run.Y[1] != u) return -1;
+mi_status f16s_fixup_take(cudaStream_t st, const float *g, const float *u, f16s_fixup_rec *out, bool *taken) {
+    *taken = false;
+    if (!t_fix.on) return MI_OK;
+    if (t_fix.st != st || t_fix.rec.run.n != 2 || t_fix.rec.run.Y[0] != g || t_fix.rec.run.Y[1] != u)
+        return mi_err(MI_ERR_INTERNAL, "b42: a run left its cut bands for other operands than this SwiGLU's");
     *out = t_fix.rec;
     t_fix.on = false;
-    return 1;
+    *taken = true;
+    return MI_OK;
 }
 extern "C" mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const float *u) {
     f16s_fixup_rec r;
-    const int k = f16s_fixup_take((cudaStream_t)stream, g, u, &r);
-    if (k < 0) return mi_err(MI_ERR_INTERNAL, "b42: a run left its cut bands for other operands than this SwiGLU's");
-    if (k == 0) return MI_OK;
+    bool taken;
+    MI_TRY(f16s_fixup_take((cudaStream_t)stream, g, u, &r, &taken));
+    if (!taken) return MI_OK;
     const int64_t Mt = r.run.band0[r.run.n] * FS_BM;
     return launch_f16s_fixup((cudaStream_t)stream, NULL, NULL, NULL, Mt, r.N, r.pl, r.part, &r.run);
 }

@@ -108,9 +108,9 @@ extern "C" mi_status mi8b_swiglu_fixup_f16(void *stream, const float *g, const f
                                            int64_t N, bool eo) {
     MI_TRY(sw_check("mi8b_swiglu_fixup_f16", g, u, y, xh, F, N));
     f16s_fixup_rec fx;
-    const int k = f16s_fixup_take((cudaStream_t)stream, g, u, &fx);
-    if (k < 0) return mi_err(MI_ERR_INTERNAL, "b42: a run left its cut bands for other operands than this SwiGLU's");
-    if (k == 0) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_fixup_f16: no run left its cut bands for these operands");
+    bool taken;
+    MI_TRY(f16s_fixup_take((cudaStream_t)stream, g, u, &fx, &taken));
+    if (!taken) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_swiglu_fixup_f16: no run left its cut bands for these operands");
     const int64_t bands = (F + FS_BM - 1) / FS_BM;
     if (fx.N != N || fx.run.M[0] != F || fx.run.M[1] != F || fx.run.band0[1] != bands)
         return mi_err(MI_ERR_INTERNAL, "mi8b_swiglu_fixup_f16: the run's shapes (%lld + %lld rows, %lld tokens) are not "

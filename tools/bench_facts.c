@@ -73,8 +73,7 @@ void bench_facts_gather(const char *be, bench_facts *f) {
      * differ from it (a copy over an older checkout, or uncommitted changes) */
     const char *env_commit = mi_setting("MINFER_COMMIT");
     if (env_commit && *env_commit) snprintf(f->commit, sizeof f->commit, "%s", env_commit);
-    else read_cmd("h=$(git rev-parse --short HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $h || "
-                  "echo $h-dirty; }", f->commit, sizeof f->commit, "unknown");
+    else read_cmd(MI_COMMIT_FROM_GIT("--short"), f->commit, sizeof f->commit, "unknown");
     time_t now = time(NULL);
     strftime(f->date, sizeof f->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     /* the engine's switches; not the run's bookkeeping (its commit, the scripts' Python, where

@@ -42,7 +42,7 @@ static const mi_setting_info g_settings[] = {
      "1: never touch CUDA; every model and session runs on the CPU"},
     /* ---- the minfer tool ---- */
     {"MINFER_COMMIT", MI_SETTING_STRING,
-     "the commit minfer bench records (default: git rev-parse --short HEAD); gates/device.sh sets it where the tree has no .git"},
+     "the commit minfer bench and the gates record (default: HEAD from git, with -dirty where the tracked files differ from it: MI_COMMIT_FROM_GIT); gates/device.sh sets it"},
     {"MINFER_API_KEY", MI_SETTING_STRING,
      "the key `minfer serve` wants in 'Authorization: Bearer KEY' on every route but /health when --api-key is not given (read at start; empty: no key); compared in constant time"},
     /* ---- CUDA layers (phase 7a and up) ---- */

@@ -57,6 +57,13 @@ static inline long mi_setting_int_once(const char *name, long lo, long hi, long 
     return *cache;
 }
 
+/* The shell command whose output is the commit a record names where MINFER_COMMIT is unset:
+ * HEAD (git rev-parse SHORT, "--short" or "--short=12"), with "-dirty" where the tracked files
+ * differ from it (a device's copy of a tree over an older checkout, or uncommitted changes), so a
+ * record never names a commit it was not built from. */
+#define MI_COMMIT_FROM_GIT(SHORT)                                                                   \
+    "h=$(git rev-parse " SHORT " HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $h || " \
+    "echo $h-dirty; }"
 /* The table, in its order (grouped by the layer that reads each variable). */
 int mi_settings_count(void);
 const mi_setting_info *mi_setting_at(int i);   /* NULL outside 0 .. count-1 */

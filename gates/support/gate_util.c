@@ -1,6 +1,7 @@
 /* gates/gate_util.h: the gate programs' per-test records, closing line and JSON summary,
  * their crash handler, and the seeded test data and comparisons they share. */
 #include "gates/gate_util.h"
+#include "common/core/mi_settings.h"
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -101,10 +102,7 @@ void gu_commit(char *buf, size_t n) {
     const char *e = getenv("MINFER_COMMIT");
     if (e && *e) { snprintf(buf, n, "%s", e); return; }
     snprintf(buf, n, "unknown");
-    /* HEAD, "-dirty" where the tracked files differ from it (the device's copy of a tree over an
-     * older checkout, or uncommitted changes): a record never names a commit it was not built from */
-    FILE *p = popen("h=$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $h "
-                    "|| echo $h-dirty; }", "r");
+    FILE *p = popen(MI_COMMIT_FROM_GIT("--short=12"), "r");
     if (!p) return;
     char line[128];
     if (fgets(line, sizeof line, p)) {
