@@ -298,34 +298,34 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
     cl.sync();
 }
 
-/* b45: after block p's run (its pieces of bands first .. last stored: fw_piece_out), every
- * thread's stores made visible, one thread a band counts the block's piece on the band's pair
- * counter; the pairs whose last piece was the block's (of both bands' pieces) are summed and
- * stored by all its threads. After the loop (the stages' registers are not held across it) and
- * one count a band at once (one round trip for the block). Every thread of the block calls it. */
-#define FW_TAIL_BANDS 16   /* bands counted at once (a block's run spans about 3 at 64 rows) */
-static __device__ __forceinline__ void fw_swiglu_pairs(const f16s_fixup_rec &fx, int p, const fw_swiglu &sw, int tid) {
-    __shared__ int s_n;
-    __shared__ long long s_pb[FW_TAIL_BANDS];
-    __shared__ sb_cuts s_c[FW_TAIL_BANDS];
-    const int64_t first = f16s_run_start(fx.pl, p) / fx.pl.nst, last = (f16s_run_start(fx.pl, p + 1) - 1) / fx.pl.nst;
+/* b45: after block p's run (its pieces of bands first .. last stored, one a band: fw_piece_out),
+ * every thread's stores made visible, each band's pair counter counts the block's piece; the
+ * block whose piece was a pair's last (of both bands' pieces: sb_pieces) sums and stores the pair
+ * with all its threads. After the loop, so the stages' registers are not held across it. Every
+ * thread of the block calls it. */
+static __device__ __forceinline__ void fw_swiglu_pairs(const f16s_plan &pl, const f16s_run &run, const float *part,
+                                                       int64_t N, int p, const fw_swiglu &sw, int tid) {
+    __shared__ long long s_pair;
+    const int64_t first = f16s_run_start(pl, p) / pl.nst, last = (f16s_run_start(pl, p + 1) - 1) / pl.nst;
     __threadfence();
-    for (int64_t b0 = first; b0 <= last; b0 += FW_TAIL_BANDS) {
-        if (tid == 0) s_n = 0;
-        __syncthreads();   /* every thread's stores; the last chunk's pairs read by every thread */
-        const int64_t b = b0 + tid;
-        if (tid < FW_TAIL_BANDS && b <= last) {
-            const int64_t pb = b < fx.run.band0[1] ? b : b - fx.run.band0[1];
-            const sb_cuts c = sb_cuts_of(fx, pb);
-            if (atomicAdd(&fw_pair_cnt[pb], 1u) + 1u == (unsigned)c.pieces()) {
+    for (int64_t b = first; b <= last; b++) {
+        __syncthreads();   /* the pieces' stores, and s_pair read by every thread before it is set again */
+        if (tid == 0) {
+            const int64_t pb = b < run.band0[1] ? b : b - run.band0[1];
+            const unsigned need = (unsigned)(sb_pieces(pl, pb) + sb_pieces(pl, pb + run.band0[1]));
+            const bool done = atomicAdd(&fw_pair_cnt[pb], 1u) + 1u == need;
+            if (done) {
                 fw_pair_cnt[pb] = 0u;
                 __threadfence();   /* the other pieces' stores are seen after the count */
-                const int i = atomicAdd(&s_n, 1);
-                s_pb[i] = pb, s_c[i] = c;
             }
+            s_pair = done ? pb : -1;
         }
         __syncthreads();
-        for (int i = 0; i < s_n; i++) sb_pair(fx, s_pb[i], s_c[i], 0, fx.N, FW_THREADS / 32, tid, sw.y, sw.yh, sw.F, sw.eo);
+        const int64_t pb = s_pair;
+        if (pb >= 0) {
+            const f16s_fixup_rec fx = {pl, run, part, N};
+            sb_pair(fx, pb, 0, N, FW_THREADS / 32, tid, sw.y, sw.yh, sw.F, sw.eo);
+        }
     }
 }
 #endif
@@ -540,8 +540,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     }
     if (OV) fw_mma_done(d);   /* the run's last unit ended a piece: nothing is running */
     async_wait<0>();          /* no copy outlives the block (the last commits are empty) */
-    if (SW) fw_swiglu_pairs(f16s_fixup_rec{pl, run, part, N}, p, sw, tid);
-
+    if (SW) fw_swiglu_pairs(pl, run, part, N, p, sw, tid);
 #endif
 }
 

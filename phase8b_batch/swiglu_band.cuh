@@ -14,6 +14,12 @@
 #include "phase8b_batch/f16s_common.cuh"
 #include "phase8b_batch/x_f16_copy.cuh"
 
+/* band b's pieces: 1 where the run wrote it whole, else its cut pieces (f16s_band_cut) */
+__device__ __forceinline__ int sb_pieces(const f16s_plan &pl, int64_t b) {
+    int64_t p, hi;
+    return f16s_band_cut<int64_t>(pl, b, p, hi) ? (int)(hi - p + 2) : 1;
+}
+
 /* the cut of band b in the plan's narrow or wide integers (f16s_plan_narrow) */
 __device__ __forceinline__ bool sb_cut(const f16s_plan &pl, int64_t b, int64_t &p, int64_t &hi) {
     if (f16s_plan_narrow(pl)) {
@@ -23,19 +29,6 @@ __device__ __forceinline__ bool sb_cut(const f16s_plan &pl, int64_t b, int64_t &
         return cut;
     }
     return f16s_band_cut<int64_t>(pl, b, p, hi);
-}
-/* a pair's two bands, each cut (its pieces p .. hi) or whole */
-struct sb_cuts {
-    int64_t pg, hg, pu, hu;
-    bool cg, cu;
-    /* the pieces of both bands: 1 a whole band, hi - p + 2 a cut one (f16s_band_cut) */
-    __device__ __forceinline__ int pieces() const { return (cg ? (int)(hg - pg) + 2 : 1) + (cu ? (int)(hu - pu) + 2 : 1); }
-};
-__device__ __forceinline__ sb_cuts sb_cuts_of(const f16s_fixup_rec &fx, int64_t bg) {
-    sb_cuts c = {0, 0, 0, 0, false, false};
-    c.cg = sb_cut(fx.pl, bg, c.pg, c.hg);
-    c.cu = sb_cut(fx.pl, fx.run.band0[1] + bg, c.pu, c.hu);
-    return c;
 }
 
 /* four consecutive values of segment s (gate 0, up 1), row m (a multiple of 4; r its row in the
@@ -56,20 +49,19 @@ __device__ __forceinline__ float4 sb_values(const f16s_fixup_rec &fx, int s, boo
     return v;
 }
 
-/* Gate band bg's pair (its cuts c), tokens n0, n0 + dn, .. below n1 (at most four a thread), by
- * nthreads threads (a multiple of 32, the caller's thread t): thread t rows 4 (t % 32) .. + 3 of the
- * band, tokens n0 + t / 32 + k dn. y [N][F], xh its copy in form eo. */
-__device__ __forceinline__ void sb_pair(const f16s_fixup_rec &fx, int64_t bg, const sb_cuts &c, int64_t n0, int64_t n1,
-                                        int64_t dn, int t, float *__restrict__ y, __half *__restrict__ xh, int64_t F,
-                                        bool eo) {
+/* Gate band bg's pair, tokens n0, n0 + dn, .. below n1, by nthreads threads (a multiple of 32, the
+ * caller's thread t): thread t rows 4 (t % 32) .. + 3 of the band, tokens n0 + t / 32 + k dn.
+ * y [N][F], xh its copy in form eo. */
+__device__ __forceinline__ void sb_pair(const f16s_fixup_rec &fx, int64_t bg, int64_t n0, int64_t n1, int64_t dn,
+                                        int t, float *__restrict__ y, __half *__restrict__ xh, int64_t F, bool eo) {
+    const int64_t bu = fx.run.band0[1] + bg;
     const int r = 4 * (t % 32);
     const int64_t m = bg * FS_BM + r;
     if (m >= F) return;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {   /* every token's loads in flight before the first store */
-        const int64_t n = n0 + t / 32 + k * dn;
-        if (n >= n1) break;
-        const float4 a = sb_values(fx, 0, c.cg, c.pg, c.hg, r, m, n), b = sb_values(fx, 1, c.cu, c.pu, c.hu, r, m, n);
+    int64_t pg = 0, hg = 0, pu = 0, hu = 0;
+    const bool cg = sb_cut(fx.pl, bg, pg, hg), cu = sb_cut(fx.pl, bu, pu, hu);
+    for (int64_t n = n0 + t / 32; n < n1; n += dn) {
+        const float4 a = sb_values(fx, 0, cg, pg, hg, r, m, n), b = sb_values(fx, 1, cu, pu, hu, r, m, n);
         const float4 v = make_float4(mi_canon_swiglu(a.x, b.x), mi_canon_swiglu(a.y, b.y), mi_canon_swiglu(a.z, b.z),
                                      mi_canon_swiglu(a.w, b.w));
         const size_t e = (size_t)n * F + m;

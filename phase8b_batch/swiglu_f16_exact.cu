@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(256)
 kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *__restrict__ xh, int64_t F, bool eo) {
     MI_PDL_ENTRY();
     const int64_t n0 = (int64_t)blockIdx.y * SF_TOK, n1 = n0 + SF_TOK < fx.N ? n0 + SF_TOK : fx.N;
-    sb_pair(fx, blockIdx.x, sb_cuts_of(fx, blockIdx.x), n0, n1, SF_TOK, (int)threadIdx.x, y, xh, F, eo);
+    sb_pair(fx, blockIdx.x, n0, n1, SF_TOK, (int)threadIdx.x, y, xh, F, eo);
 }
 
 static uint64_t g_fused_launches;
