@@ -197,32 +197,20 @@ static _Thread_local struct {
     uint64_t serial;   /* 0: no copy */
     int form;
     const void *x, *ws;
-    size_t off;
     int64_t K, N;
 } t_ws_copy;
-void mi_cuda_ws_copy_made_at(int form, const void *x, const void *ws, size_t off, int64_t K, int64_t N) {
+void mi_cuda_ws_copy_made(int form, const void *x, const void *ws, int64_t K, int64_t N) {
     t_ws_copy.serial = mi_cuda_dispatch_serial();
     t_ws_copy.form = form;
     t_ws_copy.x = x;
     t_ws_copy.ws = ws;
-    t_ws_copy.off = off;
     t_ws_copy.K = K;
     t_ws_copy.N = N;
 }
-void mi_cuda_ws_copy_made(int form, const void *x, const void *ws, int64_t K, int64_t N) {
-    mi_cuda_ws_copy_made_at(form, x, ws, 0, K, N);
-}
-bool mi_cuda_ws_copy_find(int form, const void *x, const void *ws, int64_t K, int64_t N, size_t *off) {
-    const uint64_t cur = mi_cuda_dispatch_serial();
-    const bool found = cur != 0 && t_ws_copy.serial != 0 &&
-                       (t_ws_copy.serial == cur || t_ws_copy.serial + 1 == cur) && t_ws_copy.form == form &&
-                       t_ws_copy.x == x && t_ws_copy.ws == ws && t_ws_copy.K == K && t_ws_copy.N == N;
-    *off = found ? t_ws_copy.off : 0;
-    return found;
-}
 bool mi_cuda_ws_copy_ready(int form, const void *x, const void *ws, int64_t K, int64_t N) {
-    size_t off;
-    return mi_cuda_ws_copy_find(form, x, ws, K, N, &off) && off == 0;
+    const uint64_t cur = mi_cuda_dispatch_serial();
+    return cur != 0 && t_ws_copy.serial != 0 && (t_ws_copy.serial == cur || t_ws_copy.serial + 1 == cur) &&
+           t_ws_copy.form == form && t_ws_copy.x == x && t_ws_copy.ws == ws && t_ws_copy.K == K && t_ws_copy.N == N;
 }
 void mi_cuda_ws_copy_clear(void) { t_ws_copy.serial = 0; }
 

@@ -109,11 +109,6 @@ uint64_t mi_cuda_dispatch_serial(void);
 enum { MI_WS_COPY_F16_PAIRS = 1, MI_WS_COPY_F16_EVENS_ODDS = 2, MI_WS_COPY_Q8_1 = 3 };   /* 8b's f16 forms, 8a's 8-bit blocks */
 void mi_cuda_ws_copy_made(int form, const void *x, const void *ws, int64_t K, int64_t N);
 bool mi_cuda_ws_copy_ready(int form, const void *x, const void *ws, int64_t K, int64_t N);
-/* the same with the copy off bytes into the workspace (made_at), and found at any offset (find:
- * *off where it lies; ready is find at offset 0): a producer that writes the copy while the
- * workspace's start still holds what its own kernel reads */
-void mi_cuda_ws_copy_made_at(int form, const void *x, const void *ws, size_t off, int64_t K, int64_t N);
-bool mi_cuda_ws_copy_find(int form, const void *x, const void *ws, int64_t K, int64_t N, size_t *off);
 void mi_cuda_ws_copy_clear(void);
 /* Whether every item of a kernel's list ("e12,e14"; NULL or "" = none) is on. */
 bool mi_cuda_items_on(const char *items);

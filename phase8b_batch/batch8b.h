@@ -126,18 +126,17 @@ int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
-                         int64_t K, int64_t M, int64_t N, void *workspace, size_t ws_bytes);
+                         int64_t K, int64_t M, int64_t N, void *workspace);
 /* item b36: y = res + W @ x (MI_OP_MATMUL_ADD: the residual add after the matmul), res [N][M] added
  * where the outputs are stored (the wgmma kernel's whole bands and cluster sums, the fixup), else
  * by 7b's add after b6's matmul: the same float addition as the add node's, so its bits */
 mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w, const float *x, const float *res, float *y,
-                             int64_t K, int64_t M, int64_t N, void *workspace, size_t ws_bytes);
+                             int64_t K, int64_t M, int64_t N, void *workspace);
 /* x's f16 copy left in the workspace by the op that makes x (items b34, b35), for the next node's
  * b6 or b22 matmul of x to read instead of converting x itself (b30's rule, f16s_x_ready): its
  * form at N rows (true: b22's evens-then-odds, which b22 takes where its kernels fit both Q4_K
  * and Q6_K; false: b6's pairs), its bytes (K x N halves, the workspace's first), and the record
- * the producer leaves once its launches went through (b45's y copy lies past the start: the
- * matmul reads it there where ws_bytes holds its partials after it) */
+ * the producer leaves once its launches went through */
 bool mi8b_f16s_x_form(int64_t N);
 size_t mi8b_f16s_x_bytes(int64_t K, int64_t N);
 void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg);
@@ -156,19 +155,6 @@ mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, 
  * left for g and u as the run would have (the SwiGLU's path without the fused kernel) */
 bool mi8b_f16s_fixup_next_on(void);
 mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const float *u);
-/* item b45: such a gate/up run (seg: gate, then up, F rows each) launched by the SwiGLU node after
- * it, its blocks doing the SwiGLU too (each band pair by the block that stores the pair's last
- * piece: the same operations as b42's kernel, so the same y and halves) into y [N][F] and y's f16
- * copy, which lies past x's in the workspace (the down projection after it reads it there: the
- * ws_bytes of mi8b_gemm_f16s). MI_ERR_UNSUPPORTED (nothing launched, b30's record of x's copy
- * kept) where the run is not b22's one launch without clusters or outgrows ws_bytes. workspace:
- * what the run and the down after it need (the SwiGLU node's). launches: so far (for the gate).
- * swiglu_tail_on: b45 and what it takes (b42, b35, b40). */
-mi_status mi8b_gemm_f16s_run_swiglu(void *stream, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
-                                    int64_t N, void *workspace, size_t ws_bytes, float *y);
-size_t mi8b_gemm_f16s_swiglu_workspace(int64_t K, int64_t F, int64_t N);
-uint64_t mi8b_gemm_f16s_swiglu_launches(void);
-bool mi8b_swiglu_tail_on(void);
 uint64_t mi8b_gemm_f16s_run_launches(void);
 bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N rows (Q4_K, in the form each takes) */
 /* b40's fewest rows: a step of 16 rows or fewer (small batches, a prompt's chunks such as gate_7c's)

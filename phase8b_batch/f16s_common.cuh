@@ -284,11 +284,4 @@ bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl);
 bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N);
 mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
                              int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl);
-/* Item b45: a gate/up run (two segments of F rows each, no clusters: cl false) whose blocks also
- * do its SwiGLU, each band pair by the block that stores its last piece (swiglu_band.cuh): y
- * [N][F] and y's f16 copy yh in form eo, as b42's SwiGLU kernel after the run would write them.
- * MI_ERR_UNSUPPORTED (nothing launched) where the run is not such a pair of segments. */
-mi_status mi8b_gemm_f16w_run_swiglu(cudaStream_t st, const f16s_run &run, const float *x, void *xh, int64_t K,
-                                    int64_t N, const f16s_plan &pl, float *part, bool x_ready, float *y, void *yh,
-                                    bool eo);
 #endif

@@ -440,12 +440,6 @@ static int f16s_form(bool wg) { return wg ? MI_WS_COPY_F16_EVENS_ODDS : MI_WS_CO
 static bool f16s_x_ready(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
     return mi8b_x_reuse_on() && mi_cuda_ws_copy_ready(f16s_form(wg), x, ws, K, N);
 }
-/* the same for a copy anywhere in the workspace (b45's y copy lies past the run's x copy): its
- * offset in *off */
-static bool f16s_x_found(const float *x, const void *ws, int64_t K, int64_t N, bool wg, size_t *off) {
-    *off = 0;
-    return mi8b_x_reuse_on() && mi_cuda_ws_copy_find(f16s_form(wg), x, ws, K, N, off);
-}
 /* after a matmul's launches went through: its copy is there for the next (a failed call leaves
  * no record, so nothing after it trusts a copy it did not make) */
 extern "C" void mi8b_f16s_x_made(const float *x, const void *ws, int64_t K, int64_t N, bool wg) {
@@ -460,46 +454,39 @@ extern "C" size_t mi8b_f16s_x_bytes(int64_t K, int64_t N) { return f16s_act_byte
 /* res (b36): y = res + W @ x (+ bias), the residual add after the matmul: in the wgmma kernel's and
  * the fixup's stores where b22 runs, else b6's matmul and then 7b's add in place (the same float
  * addition either way) */
-/* x's copy is read where the node before left it: at the workspace's start, or past it (b45) where
- * this call's partials still fit the workspace's ws_bytes after it; else made at the start */
 static mi_status gemm_f16s(cudaStream_t st, mi_type wt, const void *w, const float *x, const float *bias,
-                           const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace,
-                           size_t ws_bytes) {
+                           const float *res, float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s: type %s, K = %lld, M = %lld, N = %lld", mi_type_name(wt),
                       (long long)K, (long long)M, (long long)N);
     if (!w || !x || !y || !workspace) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s: null pointer");
     const f16s_plan pl = f16s_plan_for(wt, K, M, N);
+    float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
     const bool wg = f16s_on_wgmma(wt, N);
-    const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
-    size_t xo;
-    bool ready = f16s_x_found(x, workspace, K, N, wg, &xo);
-    if (ready && xo && xo + f16s_ws_bytes(pl, K, N, sums) > ws_bytes) ready = false;
-    if (!ready) xo = 0;
-    uint8_t *xh = (uint8_t *)workspace + xo;
-    float *part = (float *)(xh + f16s_act_bytes(K, N));
+    const bool ready = f16s_x_ready(x, workspace, K, N, wg);
     mi_cuda_ws_copy_clear();   /* no copy to trust until this call's launches went through */
+    const bool sums = wg && mi8b_gemm_f16w_sums_bands(wt, N, pl);   /* b33: no fixup */
     if (wg) {
-        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, xh, bias, res, y, K, M, N, pl, part, ready, sums));
+        MI_TRY(mi8b_gemm_f16w(st, wt, w, x, workspace, bias, res, y, K, M, N, pl, part, ready, sums));
     } else {
-        if (!ready) MI_TRY(launch_act_f16(st, x, xh, K, N, false));
-        const uint8_t *wb = (const uint8_t *)w;
+        if (!ready) MI_TRY(launch_act_f16(st, x, workspace, K, N, false));
+        const uint8_t *xh = (const uint8_t *)workspace, *wb = (const uint8_t *)w;
         if (wt == MI_TYPE_Q4_K) MI_TRY(launch_f16s_n<MI_TYPE_Q4_K>(st, wb, xh, bias, y, K, M, N, pl, part));
         else MI_TRY(launch_f16s_n<MI_TYPE_Q6_K>(st, wb, xh, bias, y, K, M, N, pl, part));
     }
     if (!sums) MI_TRY(launch_f16s_fixup(st, bias, wg ? res : NULL, y, M, N, pl, part));
     if (res && !wg) MI_TRY(mi7b_binary(st, 0, y, res, y, M, N, N));
-    mi_cuda_ws_copy_made_at(f16s_form(wg), x, workspace, xo, K, N);
+    mi8b_f16s_x_made(x, workspace, K, N, wg);
     return MI_OK;
 }
 extern "C" mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias,
-                                    float *y, int64_t K, int64_t M, int64_t N, void *workspace, size_t ws_bytes) {
-    return gemm_f16s((cudaStream_t)stream, wt, w, x, bias, NULL, y, K, M, N, workspace, ws_bytes);
+                                    float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
+    return gemm_f16s((cudaStream_t)stream, wt, w, x, bias, NULL, y, K, M, N, workspace);
 }
 extern "C" mi_status mi8b_gemm_f16s_add(void *stream, mi_type wt, const void *w, const float *x, const float *res,
-                                        float *y, int64_t K, int64_t M, int64_t N, void *workspace, size_t ws_bytes) {
+                                        float *y, int64_t K, int64_t M, int64_t N, void *workspace) {
     if (!res) return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_add: null residual");
-    return gemm_f16s((cudaStream_t)stream, wt, w, x, NULL, res, y, K, M, N, workspace, ws_bytes);
+    return gemm_f16s((cudaStream_t)stream, wt, w, x, NULL, res, y, K, M, N, workspace);
 }
 
 /* b40: a run of Q4_K matmuls of one x (q, k and a Q4_K v; gate and up) in one launch of the wgmma
@@ -585,65 +572,7 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
         }
     }
     for (int s = 0; s < n; s++)
-        MI_TRY(gemm_f16s(st, wt, seg[s].w, x, seg[s].bias, NULL, seg[s].y, K, seg[s].M, N, workspace, ws_bytes));
-    return MI_OK;
-}
-
-/* b45: the gate/up run with its SwiGLU in one launch. The workspace: x's copy (which the run reads
- * to its end), y's copy after it (which the run writes as its pairs finish), the partials after
- * both. */
-static uint64_t g_swiglu_tail_launches;
-extern "C" uint64_t mi8b_gemm_f16s_swiglu_launches(void) { return g_swiglu_tail_launches; }
-static f16s_plan f16s_pair_plan(int64_t K, int64_t F, int64_t N) {
-    return f16s_plan_for(MI_TYPE_Q4_K, K, 2 * ((F + FS_BM - 1) / FS_BM) * FS_BM, N);
-}
-extern "C" size_t mi8b_gemm_f16s_swiglu_workspace(int64_t K, int64_t F, int64_t N) {
-    const size_t xa = f16s_act_bytes(K, N);
-    size_t need = f16s_act_bytes(F, N) + f16s_ws_bytes(f16s_pair_plan(K, F, N), K, N, false) - xa;
-    /* the down projection after it reads y's copy where it lies, its own partials after it */
-    const mi_type down[2] = {MI_TYPE_Q4_K, MI_TYPE_Q6_K};
-    for (int i = 0; i < 2; i++)
-        if (mi8b_gemm_f16s_supported(down[i], F, K, N)) {
-            const size_t d = mi8b_gemm_f16s_workspace(down[i], F, K, N);
-            need = d > need ? d : need;
-        }
-    return xa + need;
-}
-extern "C" mi_status mi8b_gemm_f16s_run_swiglu(void *stream, const mi8a_run_seg *seg, int n, const float *x, int64_t K,
-                                               int64_t N, void *workspace, size_t ws_bytes, float *y) {
-    t_fix.on = false;
-    if (n != 2 || !seg || !x || !y || !workspace)
-        return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run_swiglu: %d matmuls, or a null pointer", n);
-    const int64_t F = seg[0].M;
-    const bool wg = f16s_on_wgmma(MI_TYPE_Q4_K, N);
-    if (!mi8b_f16s_run_on() || !wg || !mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, N) || seg[1].M != F ||
-        !mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, K, 2 * ((F + FS_BM - 1) / FS_BM) * FS_BM, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run_swiglu: rows %lld and %lld, %lld tokens", (long long)F,
-                      (long long)seg[1].M, (long long)N);
-    f16s_run run = {};
-    run.n = 2;
-    for (int s = 0; s < 2; s++) {
-        if (!seg[s].w || !seg[s].y || ((uintptr_t)seg[s].y & 15))
-            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run_swiglu: output %d not 16-byte aligned", s);
-        run.W[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.Y[s] = seg[s].y, run.M[s] = F;
-        run.band0[s + 1] = run.band0[s] + (F + FS_BM - 1) / FS_BM;
-    }
-    for (int s = 3; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[2];
-    const f16s_plan pl = f16s_pair_plan(K, F, N);
-    const size_t xa = f16s_act_bytes(K, N), ya = f16s_act_bytes(F, N);
-    if (mi8b_gemm_f16w_sums_bands(MI_TYPE_Q4_K, N, pl) || xa + ya + f16s_ws_bytes(pl, K, N, false) - xa > ws_bytes)
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run_swiglu: a plan in clusters, or over the workspace");
-    const bool ready = f16s_x_ready(x, workspace, K, N, wg);
-    mi_cuda_ws_copy_clear();
-    uint8_t *ws = (uint8_t *)workspace;
-    const mi_status r = mi8b_gemm_f16w_run_swiglu((cudaStream_t)stream, run, x, ws, K, N, pl, (float *)(ws + xa + ya),
-                                                  ready, y, ws + xa, true);
-    if (r != MI_OK) {
-        if (ready && r == MI_ERR_UNSUPPORTED) mi8b_f16s_x_made(x, workspace, K, N, wg);   /* nothing launched */
-        return r;
-    }
-    mi_cuda_ws_copy_made_at(f16s_form(wg), y, workspace, xa, F, N);
-    g_swiglu_tail_launches++;
+        MI_TRY(gemm_f16s(st, wt, seg[s].w, x, seg[s].bias, NULL, seg[s].y, K, seg[s].M, N, workspace));
     return MI_OK;
 }
 extern "C" uint64_t mi8b_gemm_f16s_run_launches(void) { return g_run_launches; }

@@ -51,7 +51,6 @@
 #include "phase8b_batch/hopper_async.cuh"
 #include "phase8b_batch/x_f16_copy.cuh"
 #include "phase8b_batch/stream_ring.cuh"
-#include "phase8b_batch/swiglu_band.cuh"
 
 #define FW_THREADS 512
 /* tokens a block: 33..64 rows. At 16 and 32 (m64n16k16, m64n32k16) the same kernel measured
@@ -84,18 +83,6 @@ template <int WT, int BN> struct fw_smem {
 struct fw_run_maps {
     CUtensorMap tw[MI8A_RUN_MAX];
 };
-/* b45: a gate/up run (two segments of F rows) whose block that finishes a band pair's last piece
- * does that pair's SwiGLU (swiglu_band.cuh) into y [N][F] and y's f16 copy yh in form eo, so no
- * SwiGLU kernel follows. A pair's pieces arrive on its counter in fw_pair_cnt, which the last
- * one resets: zero between launches (the launches of one stream are ordered). */
-struct fw_swiglu {
-    float *y;
-    __half *yh;
-    int64_t F;
-    bool eo;
-};
-#define FW_PAIRS_MAX 4096   /* band pairs a run: F up to 524,288 rows */
-__device__ unsigned fw_pair_cnt[FW_PAIRS_MAX];
 
 #ifdef FW_HAVE_WGMMA   /* the device helpers exist only where the kernel body does */
 /* b31: row thread tid's Q6_K stage st of band rows m0 .. into its slot row (rw, at shared address
@@ -297,37 +284,6 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
     }
     cl.sync();
 }
-
-/* b45: after block p's run (its pieces of bands first .. last stored, one a band: fw_piece_out),
- * every thread's stores made visible, each band's pair counter counts the block's piece; the
- * block whose piece was a pair's last (of both bands' pieces: sb_pieces) sums and stores the pair
- * with all its threads. After the loop, so the stages' registers are not held across it. Every
- * thread of the block calls it. */
-static __device__ __forceinline__ void fw_swiglu_pairs(const f16s_plan &pl, const f16s_run &run, const float *part,
-                                                       int64_t N, int p, const fw_swiglu &sw, int tid) {
-    __shared__ long long s_pair;
-    const int64_t first = f16s_run_start(pl, p) / pl.nst, last = (f16s_run_start(pl, p + 1) - 1) / pl.nst;
-    __threadfence();
-    for (int64_t b = first; b <= last; b++) {
-        __syncthreads();   /* the pieces' stores, and s_pair read by every thread before it is set again */
-        if (tid == 0) {
-            const int64_t pb = b < run.band0[1] ? b : b - run.band0[1];
-            const unsigned need = (unsigned)(sb_pieces(pl, pb) + sb_pieces(pl, pb + run.band0[1]));
-            const bool done = atomicAdd(&fw_pair_cnt[pb], 1u) + 1u == need;
-            if (done) {
-                fw_pair_cnt[pb] = 0u;
-                __threadfence();   /* the other pieces' stores are seen after the count */
-            }
-            s_pair = done ? pb : -1;
-        }
-        __syncthreads();
-        const int64_t pb = s_pair;
-        if (pb >= 0) {
-            const f16s_fixup_rec fx = {pl, run, part, N};
-            sb_pair(fx, pb, 0, N, FW_THREADS / 32, tid, sw.y, sw.yh, sw.F, sw.eo);
-        }
-    }
-}
 #endif
 
 /* Y [N, M] for the bands a run covers whole, part [slot][N][FS_BM] for its other pieces, as
@@ -336,14 +292,14 @@ static __device__ __forceinline__ void fw_swiglu_pairs(const f16s_plan &pl, cons
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM, int OV, bool CL, bool RN, bool SW = false>
+template <int WT, int BN, bool QS, bool TM, int OV, bool CL, bool RN>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, const float *__restrict__ R,
                  float *__restrict__ Y,
                  float *__restrict__ part, const __grid_constant__ CUtensorMap tm_x,
                  const __grid_constant__ CUtensorMap tm_w, bool tma_w, bool bulk_w, const f16s_run run,
-                 const __grid_constant__ fw_run_maps rmaps, const fw_swiglu sw) {
+                 const __grid_constant__ fw_run_maps rmaps) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
     using SM = fw_smem<WT, BN>;
@@ -351,7 +307,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
     static_assert(!CL || SM::ring_w >= (size_t)BN * FS_BM * sizeof(float), "b33's sums fit the weight ring");
     static_assert(!RN || (TM && QS && WT == MI_TYPE_Q4_K), "b40's runs: Q4_K weights by their maps");
-    static_assert(!SW || (RN && !CL), "b45: a run's pieces stored to Y and part");
     constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
     constexpr int ND = BN / 2;                           /* accumulators a thread: 64 rows x BN tokens / 128 */
     extern __shared__ __align__(16) uint8_t fw_sh[];
@@ -540,7 +495,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     }
     if (OV) fw_mma_done(d);   /* the run's last unit ended a piece: nothing is running */
     async_wait<0>();          /* no copy outlives the block (the last commits are empty) */
-    if (SW) fw_swiglu_pairs(pl, run, part, N, p, sw, tid);
 #endif
 }
 
@@ -595,22 +549,15 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
  * b33 (CL: with TM, launched in clusters of a K split's chunks) */
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
-                             bool, const f16s_run, const fw_run_maps, const fw_swiglu);
-/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV); sw (b45): such a run's
- * SwiGLU in its blocks, without clusters */
-template <int WT>
-static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false, bool sw = false) {
+                             bool, const f16s_run, const fw_run_maps);
+/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV) */
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
     if constexpr (fw_ring<WT>::ov && WT == MI_TYPE_Q4_K)
         if (tm && ov && rn) {
-            if (sw) {
-                if (cl) return NULL;
-                return eb ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, true, true>
-                          : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, true, true>;
-            }
             if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, true>;
             return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, true>;
         }
-    if (rn || sw) return NULL;
+    if (rn) return NULL;
     if constexpr (fw_ring<WT>::ov)
         if (tm && ov) {
             if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, false> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, false>;
@@ -646,8 +593,8 @@ template <int WT> static int fw_occupancy(void) {
     static int bps = -1;
     if (bps < 0) {
         bps = 1 << 30;
-        for (int f = 0; f < 64; f++) {   /* every form (b39's, b40's, b45's too): each one's shared memory raised */
-            const fw_kernel_fn k = fw_kernel<WT>(f & 1, f & 2, f & 4, false, f & 8, f & 16, f & 32);
+        for (int f = 0; f < 32; f++) {   /* every form (b39's and b40's too): each one's shared memory raised */
+            const fw_kernel_fn k = fw_kernel<WT>(f & 1, f & 2, f & 4, false, f & 8, f & 16);
             if (!k) continue;
             const int b = fw_occupancy_of<WT>(k);
             bps = b < bps ? b : bps;
@@ -705,16 +652,14 @@ template <int WT>
 static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const uint8_t *wb, size_t wrow, int64_t M,
                       const uint8_t *xb, int64_t K, int64_t N, const f16s_plan &pl, const float *bias,
                       const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w,
-                      const f16s_run &run, const fw_run_maps &rmaps, bool rn, const fw_swiglu *sw = NULL) {
+                      const f16s_run &run, const fw_run_maps &rmaps, bool rn) {
     const bool eb = mi8b_f16w_empty_bars_on();
-    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb, rn, sw != NULL);
-    static const fw_swiglu no_sw = {};
-    const fw_swiglu &swa = sw ? *sw : no_sw;
+    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb, rn);
     g_empty_bars_launches += k == fw_kernel<WT>(qs, tm, ov, cl, true, rn) && k != fw_kernel<WT>(qs, tm, ov, cl, false, rn);
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
         (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
-                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps, swa);
+                         N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps);
         return;
     }
     cudaLaunchConfig_t cfg = {};
@@ -727,7 +672,7 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
     cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
     (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tm && tma_w,
-                             tm && bulk_w, run, rmaps, swa);
+                             tm && bulk_w, run, rmaps);
 }
 
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
@@ -779,8 +724,8 @@ bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N) {
            mi8b_f16w_tma_on() && mi8b_f16w_overlap_on();
 }
 
-static mi_status fw_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
-                        int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl, const fw_swiglu *sw) {
+mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
+                             int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl) {
     if (!mi8b_gemm_f16w_run_supported(wt, N) || K % FS_SB || run.n < 1 || run.n > MI8A_RUN_MAX)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: %d matmuls of type %s, K = %lld, N = %lld", run.n,
                       mi_type_name(wt), (long long)K, (long long)N);
@@ -796,22 +741,7 @@ static mi_status fw_run(cudaStream_t st, mi_type wt, const f16s_run &run, const 
             return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: matmul %d's weights: no tensor map (not 16-byte aligned?)", s);
     if (!x_ready) MI_TRY(launch_act_f16(st, x, xh, K, N, true));
     fw_launch<MI_TYPE_Q4_K>(st, true, true, true, cl, run.W[0], wrow, run.M[0], (const uint8_t *)xh, K, N, pl, NULL, NULL,
-                            NULL, part, tx, maps.tw[0], true, false, run, maps, true, sw);
-    MI_CU_CHECK_LAUNCH(sw ? "kernel_gemm_f16w (run + SwiGLU)" : "kernel_gemm_f16w (run)");
+                            NULL, part, tx, maps.tw[0], true, false, run, maps, true);
+    MI_CU_CHECK_LAUNCH("kernel_gemm_f16w (run)");
     return MI_OK;
-}
-mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
-                             int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl) {
-    return fw_run(st, wt, run, x, xh, K, N, pl, part, x_ready, cl, NULL);
-}
-mi_status mi8b_gemm_f16w_run_swiglu(cudaStream_t st, const f16s_run &run, const float *x, void *xh, int64_t K,
-                                    int64_t N, const f16s_plan &pl, float *part, bool x_ready, float *y, void *yh,
-                                    bool eo) {
-    const int64_t F = run.M[0], pairs = run.band0[1];
-    if (run.n != 2 || run.M[1] != F || run.band0[2] != 2 * pairs || pairs > FW_PAIRS_MAX || F % 16 || !y || !yh ||
-        (((uintptr_t)y | (uintptr_t)yh) & 15))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run_swiglu: %d matmuls of %lld and %lld rows", run.n,
-                      (long long)run.M[0], (long long)run.M[1]);
-    const fw_swiglu sw = {y, (__half *)yh, F, eo};
-    return fw_run(st, MI_TYPE_Q4_K, run, x, xh, K, N, pl, part, x_ready, false, &sw);
 }

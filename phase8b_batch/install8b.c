@@ -307,10 +307,8 @@ static size_t ws_mm_f16s(const mi_tensor *n) {
 }
 static mi_status run_mm_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    size_t ws_bytes = 0;
-    (void)mi_cuda_workspace(c, &ws_bytes);
     return mi8b_gemm_f16s(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2] ? n->src[2]->data : NULL,
-                          n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws, ws_bytes);
+                          n->data, w->ne[0], w->ne[1], mi_nrows(n->src[1]), ws);
 }
 /* b11: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 bool mi8b_f16s_khalf_on(void) { return mi_cuda_item_on("b11"); }
@@ -332,8 +330,6 @@ bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
 bool mi8b_f16w_cluster_sum_on(void) { return mi_cuda_item_on("b33"); }
 /* b42: read at each call (b35's kernel is the one that takes the run's cut bands) */
 bool mi8b_f16s_fixup_next_on(void) { return mi_cuda_item_on("b42") && mi_cuda_item_on("b35"); }
-/* b45: read at each call, with what it takes (b42's marks and kernel, b40's one launch) */
-bool mi8b_swiglu_tail_on(void) { return mi_cuda_item_on("b45") && mi8b_f16s_fixup_next_on() && mi8b_f16s_run_on(); }
 /* b39: read at each launch, as b22 */
 bool mi8b_f16w_empty_bars_on(void) { return mi_cuda_item_on("b39"); }
 static const mi_cuda_kernel k_mm_f16s = {
@@ -356,32 +352,15 @@ static mi_status run_f16s_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws
     mi8b_f16s_x_carry(n->src[1]->data, ws, n->src[0]->ne[0], mi_nrows(n->src[1]));
     return mi8a_run_record(c, n);
 }
-/* b45: a gate/up run the SwiGLU after it launches (its node records it here and launches nothing;
- * the SwiGLU launches it with its own work, or, where that cannot be one launch, as b42's run) */
-static _Thread_local struct {
-    bool on;
-    void *st;
-    mi8a_run_seg seg[2];
-    const float *x;
-    int64_t K, N;
-} t_tail;
 static mi_status run_f16s_run_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     const mi8a_run_seg *seg;
     int k;
     size_t ws_bytes = 0;
     (void)mi_cuda_workspace(c, &ws_bytes);
-    t_tail.on = false;   /* a record a failed step left behind is never launched into this one */
     MI_TRY(mi8a_run_take(c, n, &seg, &k));
-    const int64_t K = w->ne[0], N = mi_nrows(n->src[1]);
-    if (mi_matmul_fixup_next(n) && k == 2 && mi8b_swiglu_tail_on()) {
-        t_tail.on = true, t_tail.st = mi_cuda_stream(c), t_tail.x = n->src[1]->data, t_tail.K = K, t_tail.N = N;
-        t_tail.seg[0] = seg[0], t_tail.seg[1] = seg[1];
-        mi8b_f16s_x_carry(n->src[1]->data, ws, K, N);
-        return MI_OK;
-    }
-    return mi8b_gemm_f16s_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, K, N, ws, ws_bytes,
-                              mi_matmul_fixup_next(n));
+    return mi8b_gemm_f16s_run(mi_cuda_stream(c), w->type, seg, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]), ws,
+                              ws_bytes, mi_matmul_fixup_next(n));
 }
 /* b42: a run whose SwiGLU finishes its cut bands keeps its partials past the SwiGLU's f16 copy */
 static size_t ws_f16s_run_last(const mi_tensor *n) {
@@ -419,10 +398,8 @@ static size_t ws_mm_add_f16s(const mi_tensor *n) {
 }
 static mi_status run_mm_add_f16s(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    size_t ws_bytes = 0;
-    (void)mi_cuda_workspace(c, &ws_bytes);
     return mi8b_gemm_f16s_add(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[2]->data, n->data, w->ne[0],
-                              w->ne[1], mi_nrows(n->src[1]), ws, ws_bytes);
+                              w->ne[1], mi_nrows(n->src[1]), ws);
 }
 static const mi_cuda_kernel k_mm_add_f16s = {
     "matmul + residual add, 17..64 rows, Q4_K/Q6_K on b6's / b22's kernels, the residual added where the outputs are "
@@ -517,8 +494,8 @@ static mi_status run_ffn_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     float *g = (float *)((uint8_t *)ws + ffn_mm_bytes(n)), *u = (float *)((uint8_t *)g + ffn_part_bytes(n));
     void *st = mi_cuda_stream(c);
     if (ffn_on_f16s(n)) {
-        MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, ws, 0));
-        MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, ws, 0));
+        MI_TRY(mi8b_gemm_f16s(st, wg->type, wg->data, x, NULL, g, K, F, N, ws));
+        MI_TRY(mi8b_gemm_f16s(st, wu->type, wu->data, x, NULL, u, K, F, N, ws));
     } else {
         const mi8a_run_seg seg[2] = {{wg->data, NULL, g, F}, {wu->data, NULL, u, F}};
         MI_TRY(mi8b_gemm_f16_small_run(st, wg->type, seg, 2, x, K, N, ws));
@@ -651,15 +628,7 @@ static bool sup_swiglu_f16(const mi_tensor *n) {
            N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
 bool mi8b_swiglu_f16_takes(const mi_tensor *n) { return sup_swiglu_f16(n); }
-/* b45: a marked SwiGLU may launch the run before it, with the down projection after it reading y's
- * copy where the run leaves it */
-static size_t ws_swiglu_f16(const mi_tensor *n) {
-    const size_t own = mi8b_f16s_x_bytes(n->ne[0], mi_nrows(n));
-    const mi_tensor *g = n->src[0];
-    if (!mi_swiglu_takes_fixup(n) || !g->src[1]) return own;
-    const size_t tail = mi8b_gemm_f16s_swiglu_workspace(g->src[1]->ne[0], n->ne[0], mi_nrows(n));
-    return tail > own ? tail : own;
-}
+static size_t ws_swiglu_f16(const mi_tensor *n) { return mi8b_f16s_x_bytes(n->ne[0], mi_nrows(n)); }
 /* b42: where the run before left its cut bands (8b's pass marked the two), the fused kernel sums
  * them; where it cannot (operands not aligned), the run's fixup first, then the plain path */
 static mi_status run_swiglu_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -667,18 +636,6 @@ static mi_status run_swiglu_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const float *g = n->src[0]->data, *u = n->src[1]->data;
     void *st = mi_cuda_stream(c);
     const bool eo = mi8b_f16s_x_form(N);
-    if (t_tail.on) {   /* b45: the run before it left its launch to this node */
-        t_tail.on = false;
-        if (t_tail.st != st || t_tail.seg[0].y != g || t_tail.seg[1].y != u)
-            return mi_err(MI_ERR_INTERNAL, "b45: a gate/up run was left for another SwiGLU than this one");
-        size_t ws_bytes = 0;
-        (void)mi_cuda_workspace(c, &ws_bytes);
-        const mi_status r = mi8b_gemm_f16s_run_swiglu(st, t_tail.seg, 2, t_tail.x, t_tail.K, t_tail.N, ws, ws_bytes,
-                                                      n->data);
-        if (r != MI_ERR_UNSUPPORTED) return r;
-        mi_err_clear();
-        MI_TRY(mi8b_gemm_f16s_run(st, MI_TYPE_Q4_K, t_tail.seg, 2, t_tail.x, t_tail.K, t_tail.N, ws, ws_bytes, true));
-    }
     if (mi_swiglu_takes_fixup(n)) {
         const mi_status r = mi8b_swiglu_fixup_f16(st, g, u, n->data, ws, F, N, eo);
         if (r == MI_OK) {
@@ -778,9 +735,6 @@ void mi_phase8b_install(void) {
                                 "launch: one plan over the run's bands, one fixup, x's f16 copy once");
     mi_cuda_item_declare("b42", "with b40 and b35, a gate/up run's cut bands summed by the SwiGLU after it as it "
                                 "reads them (8b's pass marks the pair), not by the fixup launch: the same sums");
-    mi_cuda_item_declare("b45", "with b42 on b22's run, the SwiGLU done by the gate/up run's blocks, each band pair by "
-                                "the block that stores its last piece, y's f16 copy left past x's for the down "
-                                "projection: no SwiGLU launch, the same operations");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
     mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);

@@ -5,14 +5,13 @@
  * launch. The same function on the same operands, built like 7b's (*_exact.cu: no contraction),
  * and each y rounded to f16 as the copy kernel rounds it: the same y and the same halves.
  * Item b42 (below): the same where the gate/up run before it left its cut bands, each summed here in
- * the fixup's order as the values are read (swiglu_band.cuh, which b45's run uses too). */
+ * the fixup's order as the values are read. */
 #include <cuda_fp16.h>
 #include "common/core/mi_canon.h"
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/x_f16_copy.cuh"
 #include "phase8b_batch/f16s_common.cuh"
-#include "phase8b_batch/swiglu_band.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
 /* a thread four consecutive elements at a time (rows of F % 16 == 0 elements: no 16-element group of
@@ -55,13 +54,51 @@ extern "C" mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float
 
 #define SF_TOK 8   /* tokens a block: 32 quads (a band's 128 rows) x 8 tokens, 256 threads */
 
-/* block (x, y): band x of the gate (and the same rows of up), tokens SF_TOK y .. + SF_TOK - 1
- * (swiglu_band.cuh: thread t rows 4 (t % 32) .. + 3, token SF_TOK y + t / 32) */
+/* four consecutive values of segment s (gate 0, up 1), row m (a multiple of 4) of band b of the
+ * run, token n: read where the run wrote its band whole, else its pieces summed in
+ * kernel_f16s_fixup's order (the first piece, each later one added, then the bias) */
+__device__ __forceinline__ float4 sf_values(const f16s_fixup_rec &fx, int s, bool cut, int64_t p, int64_t hi, int r,
+                                            int64_t m, int64_t n) {
+    const float *Y = s ? fx.run.Y[1] : fx.run.Y[0];
+    const float *bias = s ? fx.run.bias[1] : fx.run.bias[0];
+    const int64_t M = s ? fx.run.M[1] : fx.run.M[0];
+    if (!cut) return *(const float4 *)(Y + (size_t)n * M + m);
+    const size_t slot = (size_t)fx.N * FS_BM, o = (size_t)n * FS_BM + r;
+    float4 v = *(const float4 *)(fx.part + (size_t)(2 * p - 1) * slot + o);
+    for (int64_t q = p; q <= hi; q++) {
+        const float4 w = *(const float4 *)(fx.part + (size_t)(2 * q) * slot + o);
+        v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+    }
+    if (bias) v.x += bias[m], v.y += bias[m + 1], v.z += bias[m + 2], v.w += bias[m + 3];
+    return v;
+}
+
+/* block (x, y): band x of the gate (and the same rows of up: band band0[1] + x), tokens SF_TOK y ..;
+ * thread t: rows 4 (t % 32) .. + 3 of the band, tokens SF_TOK y + t / 32 (one each) */
 __global__ void __launch_bounds__(256)
 kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *__restrict__ xh, int64_t F, bool eo) {
     MI_PDL_ENTRY();
-    const int64_t n0 = (int64_t)blockIdx.y * SF_TOK, n1 = n0 + SF_TOK < fx.N ? n0 + SF_TOK : fx.N;
-    sb_pair(fx, blockIdx.x, n0, n1, SF_TOK, (int)threadIdx.x, y, xh, F, eo);
+    const int64_t bg = blockIdx.x, bu = fx.run.band0[1] + bg;
+    const int r = 4 * (threadIdx.x % 32);
+    const int64_t m = bg * FS_BM + r, n = (int64_t)blockIdx.y * SF_TOK + threadIdx.x / 32;
+    if (m >= F || n >= fx.N) return;
+    int64_t pg = 0, hg = 0, pu = 0, hu = 0;
+    bool cg, cu;
+    if (f16s_plan_narrow(fx.pl)) {
+        uint32_t a, b, c, d;
+        cg = f16s_band_cut<uint32_t>(fx.pl, (uint32_t)bg, a, b);
+        cu = f16s_band_cut<uint32_t>(fx.pl, (uint32_t)bu, c, d);
+        pg = a, hg = b, pu = c, hu = d;
+    } else {
+        cg = f16s_band_cut<int64_t>(fx.pl, bg, pg, hg);
+        cu = f16s_band_cut<int64_t>(fx.pl, bu, pu, hu);
+    }
+    const float4 a = sf_values(fx, 0, cg, pg, hg, r, m, n), b = sf_values(fx, 1, cu, pu, hu, r, m, n);
+    const float4 v = make_float4(mi_canon_swiglu(a.x, b.x), mi_canon_swiglu(a.y, b.y), mi_canon_swiglu(a.z, b.z),
+                                 mi_canon_swiglu(a.w, b.w));
+    const size_t e = (size_t)n * F + m;
+    *(float4 *)(y + e) = v;
+    x_f16_store4(xh, (int64_t)e, v, eo);
 }
 
 static uint64_t g_fused_launches;

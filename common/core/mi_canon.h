@@ -3,10 +3,7 @@
  * Rules that make this hold: no FMA contraction anywhere in these paths (host
  * -ffp-contract=off, nvcc --fmad=false), IEEE division and sqrt (nvcc defaults
  * -prec-div=true -prec-sqrt=true), no libm transcendental (glibc and CUDA differ):
- * exp is evaluated here with plain + and * in a fixed order. exp, silu and swiglu spell
- * their operations through MI_CANON_MUL / ADD / SUB / DIV, which on the device are the
- * rounded intrinsics that no contraction merges: they keep their bits in a file built
- * with --fmad=true too (a matmul whose epilogue applies the SwiGLU). */
+ * exp is evaluated here with plain + and * in a fixed order. */
 #ifndef MI_CANON_H
 #define MI_CANON_H
 #include <stdint.h>
@@ -19,18 +16,6 @@
  * which is exactly what a warp's xor-butterfly produces (IEEE + is commutative). */
 #define MI_CANON_LANES 32
 
-#if defined(__CUDA_ARCH__)
-#define MI_CANON_MUL(a, b) __fmul_rn((a), (b))
-#define MI_CANON_ADD(a, b) __fadd_rn((a), (b))
-#define MI_CANON_SUB(a, b) __fsub_rn((a), (b))
-#define MI_CANON_DIV(a, b) __fdiv_rn((a), (b))
-#else
-#define MI_CANON_MUL(a, b) ((a) * (b))
-#define MI_CANON_ADD(a, b) ((a) + (b))
-#define MI_CANON_SUB(a, b) ((a) - (b))
-#define MI_CANON_DIV(a, b) ((a) / (b))
-#endif
-
 /* exp(x) to ~2 ulp with a fixed sequence of IEEE operations.
  * x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2), degree-6 polynomial for e^r,
  * then scale by 2^n through the exponent bits (two steps to reach subnormals). */
@@ -41,30 +26,30 @@ MI_HD float mi_canon_expf(float x) {
     const float log2e = 1.44269504f;
     const float ln2_hi = 0.693145752f;    /* exact in 16 bits: n*ln2_hi exact for |n| < 2^8 */
     const float ln2_lo = 1.42860677e-06f;
-    float n = rintf(MI_CANON_MUL(x, log2e));
-    float r = MI_CANON_SUB(x, MI_CANON_MUL(n, ln2_hi));
-    r = MI_CANON_SUB(r, MI_CANON_MUL(n, ln2_lo));
+    float n = rintf(x * log2e);
+    float r = x - n * ln2_hi;
+    r = r - n * ln2_lo;
     /* Taylor/minimax-close coefficients 1/k! ; Horner, fixed order */
-    float p = 1.3888889e-03f;                                  /* 1/720 */
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 8.3333333e-03f);      /* 1/120 */
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 4.1666667e-02f);      /* 1/24 */
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 1.6666667e-01f);      /* 1/6 */
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 0.5f);
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 1.0f);
-    p = MI_CANON_ADD(MI_CANON_MUL(p, r), 1.0f);
+    float p = 1.3888889e-03f;              /* 1/720 */
+    p = p * r + 8.3333333e-03f;            /* 1/120 */
+    p = p * r + 4.1666667e-02f;            /* 1/24 */
+    p = p * r + 1.6666667e-01f;            /* 1/6 */
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
     int32_t ni = (int32_t)n;
     /* split 2^n into two representable factors so n down to -150 works */
     int32_t n1 = ni / 2, n2 = ni - n1;
     float s1 = mi_bits_f32((uint32_t)(n1 + 127) << 23);
     float s2 = mi_bits_f32((uint32_t)(n2 + 127) << 23);
-    return MI_CANON_MUL(MI_CANON_MUL(p, s1), s2);
+    return (p * s1) * s2;
 }
 
 /* silu(x) = x / (1 + e^-x) */
-MI_HD float mi_canon_silu(float x) { return MI_CANON_DIV(x, MI_CANON_ADD(1.0f, mi_canon_expf(-x))); }
+MI_HD float mi_canon_silu(float x) { return x / (1.0f + mi_canon_expf(-x)); }
 
 /* y = silu(g) * u */
-MI_HD float mi_canon_swiglu(float g, float u) { return MI_CANON_MUL(mi_canon_silu(g), u); }
+MI_HD float mi_canon_swiglu(float g, float u) { return mi_canon_silu(g) * u; }
 
 /* Scale of RMS norm from the reduced sum of squares of a row of n elements. */
 MI_HD float mi_canon_rms_scale(float sumsq, int64_t n, float eps) {

@@ -168,7 +168,7 @@ static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K,
 
 static mi_status run_f16s(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
                           int64_t N, void *ws) {
-    return mi8b_gemm_f16s(S, t, w, x, b, y, K, M, N, ws, 0);
+    return mi8b_gemm_f16s(S, t, w, x, b, y, K, M, N, ws);
 }
 static mi_status run_stream3(mi_type t, const void *w, const float *x, const float *b, float *y, int64_t K, int64_t M,
                              int64_t N, void *ws) {
@@ -473,7 +473,7 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     if (st == MI_OK) st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++) {
-        st = mi8b_gemm_f16s(S, MI_TYPE_Q4_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws, 0);
+        st = mi8b_gemm_f16s(S, MI_TYPE_Q4_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
         if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
     }
     uint64_t l2 = 0, l3 = 0;
