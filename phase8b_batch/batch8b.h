@@ -254,10 +254,6 @@ bool mi8b_pdl_on(void);
 bool mi8b_x_reuse_on(void);
 /* b31 (install8b.c, read at each launch): with b28, Q6_K weight rows by one bulk copy a row */
 bool mi8b_f16w_q6_bulk_on(void);
-/* b46 (install8b.c, read at each launch): with b31 and b32, Q6_K's weights in a ring of their own
- * loading two stages ahead (the activations one); launches: its kernels' so far (for the gate) */
-bool mi8b_f16w_q6_ring2_on(void);
-uint64_t mi8b_f16w_q6_ring2_launches(void);
 /* b32 (install8b.c, read at each launch): with b28, the products of a stage run on while the
  * next one dequantizes */
 bool mi8b_f16w_overlap_on(void);

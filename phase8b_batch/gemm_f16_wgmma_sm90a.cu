@@ -62,24 +62,19 @@
  * written at stage s's barrier takes stage s + ah and held stage s + ah - ns, whose products must
  * be done: the stage before (s - 1) at the least, s - 2 with b32 (a stage's products run on while
  * the next dequantizes), which needs ns >= ah + 2. Q6_K loads one stage ahead, so that its three
- * slots take b32: measured faster than two ahead without it (results/notes/PHASE8B.md).
- * WR (item b46, Q6_K): the weights in a ring of their own, nsw = 4 slots loading ahw = 2 stages
- * ahead (the activations, from L2, stay in three slots one ahead): both rings keep b32's rule. */
-template <int WT, bool WR = false> struct fw_ring {
+ * slots take b32: measured faster than two ahead without it (results/notes/PHASE8B.md). */
+template <int WT> struct fw_ring {
     static constexpr int ns = WT == MI_TYPE_Q4_K ? 4 : 3;
     static constexpr int ah = WT == MI_TYPE_Q4_K ? 2 : 1;
-    static constexpr int nsw = WR ? 4 : ns;
-    static constexpr int ahw = WR ? 2 : ah;
-    static constexpr bool ov = ns >= ah + 2 && nsw >= ahw + 2;   /* b32's forms exist */
+    static constexpr bool ov = ns >= ah + 2;   /* b32's forms exist */
 };
 
-template <int WT, int BN, bool WR = false> struct fw_smem {
-    static constexpr int ns = fw_ring<WT, WR>::ns, nsw = fw_ring<WT, WR>::nsw;
+template <int WT, int BN> struct fw_smem {
+    static constexpr int ns = fw_ring<WT>::ns;
     static constexpr size_t ring_a = (size_t)ns * FW_SLOT_A(BN);   /* first: 1024-aligned slots */
-    static constexpr size_t ring_w = (size_t)nsw * FS_BM * fs_fmt<WT>::wslot;
+    static constexpr size_t ring_w = (size_t)ns * FS_BM * fs_fmt<WT>::wslot;
     static constexpr size_t scales = 2 * 8 * FS_BM * sizeof(__half2);
-    /* TM: a slot's full mbarrier; WR: a weight slot's; b39: a slot's empty one */
-    static constexpr size_t bars = (2 * ns + (WR ? nsw : 0)) * sizeof(uint64_t);
+    static constexpr size_t bars = 2 * ns * sizeof(uint64_t);        /* TM: a slot's full mbarrier; b39: its empty one */
     static constexpr size_t bytes = 1024 + ring_a + ring_w + scales + bars;   /* + room to align the base */
 };
 /* TM: a weight stage as the bulk copy writes it, rows of the super-block's bytes back to back */
@@ -297,7 +292,7 @@ static __device__ __forceinline__ void fw_cluster_out(float (&d)[ND], float *red
  * k0 + tig's scales of the quad's two rows and the quad shares them by shuffles (the same
  * operations, so the same halves); and Q4_K rows of a 16-byte-aligned tensor are copied as their
  * 9 whole chunks, without the window logic. */
-template <int WT, int BN, bool QS, bool TM, int OV, bool CL, bool RN, bool WR = false>
+template <int WT, int BN, bool QS, bool TM, int OV, bool CL, bool RN>
 __global__ void __launch_bounds__(FW_THREADS, 1)
 kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const uint8_t *__restrict__ X, int64_t K,
                  int64_t N, const f16s_plan pl, const float *__restrict__ bias, const float *__restrict__ R,
@@ -307,10 +302,9 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
                  const __grid_constant__ fw_run_maps rmaps) {
 #ifdef FW_HAVE_WGMMA
     using F = fs_fmt<WT>;
-    using SM = fw_smem<WT, BN, WR>;
-    constexpr int NS = SM::ns, AH = fw_ring<WT, WR>::ah, NSW = SM::nsw, AHW = fw_ring<WT, WR>::ahw;
-    static_assert(!WR || (WT == MI_TYPE_Q6_K && TM && QS && OV && !RN), "b46: Q6_K rows by their bulk copies");
-    static_assert(AH + (OV ? 2 : 1) <= NS && AHW + (OV ? 2 : 1) <= NSW, "a slot loaded while its last stage's products may read it");
+    using SM = fw_smem<WT, BN>;
+    constexpr int NS = SM::ns, AH = fw_ring<WT>::ah;
+    static_assert(AH + (OV ? 2 : 1) <= NS, "a slot loaded while its last stage's products may read it");
     static_assert(!CL || SM::ring_w >= (size_t)BN * FS_BM * sizeof(float), "b33's sums fit the weight ring");
     static_assert(!RN || (TM && QS && WT == MI_TYPE_Q4_K), "b40's runs: Q4_K weights by their maps");
     constexpr int SLOT = FW_SLOT_A(BN), CB = BN * 128;   /* a column block of 64 k: BN tokens x 128 bytes */
@@ -321,7 +315,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     __half2 *sS = (__half2 *)(ring_w + SM::ring_w), *sM = sS + 8 * FS_BM;
     const uint32_t bar0 = sa0 + (uint32_t)(SM::ring_a + SM::ring_w + SM::scales);   /* TM: slot q's at bar0 + 8 q */
     const uint32_t ebar0 = bar0 + 8u * NS;                                           /* b39: slot q's empty one */
-    const uint32_t wbar0 = ebar0 + 8u * NS;                                          /* b46: weight slot q's full one */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int gid = lane >> 2, tig = lane & 3;
@@ -340,9 +333,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
      * each of the band's FS_BM row threads arrives on the slot's mbarrier with its bytes (a row
      * whose windows reach outside the tensor, or past M, with none: gs_window's cp.async) */
     const bool wq_bulk = TM && WT == MI_TYPE_Q6_K && bulk_w;
-    /* b46: the launcher takes WR with b31's copies only; without them nothing would arrive on the
-     * weight slots' mbarriers, so none is waited for (the rows' cp.async groups are) */
-    const bool wbar = WR && wq_bulk;
     /* b39 (OV 2): no block-wide barrier a stage. A warp arrives on a slot's empty mbarrier once its
      * products of that slot are done (its wait before the next stage's second pair); thread 0 waits
      * for the slot's 16 arrivals before the bulk copies refill it, and every thread waits for the
@@ -351,9 +341,7 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     const bool eb = OV == 2 && wt_tma;
     if (TM) {
         if (tid == 0) {
-            for (int q = 0; q < NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk && !WR ? FS_BM : 1);
-            if (WR)
-                for (int q = 0; q < NSW; q++) fw_bar_init(wbar0 + 8u * q, FS_BM);
+            for (int q = 0; q < NS; q++) fw_bar_init(bar0 + 8u * q, wq_bulk ? FS_BM : 1);
             if (OV == 2)
                 for (int q = 0; q < NS; q++) fw_bar_init(ebar0 + 8u * q, FW_THREADS / 32);
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -363,10 +351,10 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     /* band b's stage st into ring slot q: its weights (issue_w), then its activations (issue_x) */
     auto issue_w = [&](int64_t b, int st, int q) {
         uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
-        if (wq_bulk) {   /* WR: on the weight slot's own mbarrier; else the slot's, with the activations' bytes */
+        if (wq_bulk) {
             if (tid < FS_BM)
                 fw_row_bulk<WT>(rw, sa0 + (uint32_t)(SM::ring_a + (size_t)q * FS_BM * F::wslot), W, wrow, M, b * FS_BM, st,
-                                WR ? wbar0 + 8u * q : bar0 + 8u * q, tid == 0 && !WR ? 4u * CB : 0u, tid);
+                                bar0 + 8u * q, tid == 0 ? 4u * CB : 0u, tid);
             return;
         }
         if (TM && tid == 0) {
@@ -398,7 +386,6 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
     };
     auto issue_x = [&](int st, int q) {
         if (TM) {
-            if (tid == 0 && WR) fw_bar_expect(bar0 + 8u * q, 4u * CB);
             if (tid == 0)
 #pragma unroll
                 for (int c = 0; c < 4; c++)
@@ -429,46 +416,26 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
      * (b29: the kernel before may still run), their activations after it; one commit group a
      * slot as in the loop (group 0 holds the first slots' weights and slot 0's activations) */
     int pst[AH];
-    fs_walk wa = wk;   /* WR: the activations' load cursor (wk's loads the weights') */
-    if (WR) {   /* b46: the first AHW stages' weights, a commit group each; then the first AH stages' activations */
 #pragma unroll
-        for (int q = 0; q < AHW; q++) {
-            if (q < wk.len) {
-                issue_w(wk.ib, wk.is, q);
-                wk.loaded();
-            }
-            async_commit();
+    for (int q = 0; q < AH; q++) {
+        pst[q] = wk.is;
+        if (q < wk.len) {
+            issue_w(wk.ib, wk.is, q);
+            wk.loaded();
         }
-        MI_PDL_ENTRY();
+    }
+    MI_PDL_ENTRY();
 #pragma unroll
-        for (int q = 0; q < AH; q++)
-            if (q < wa.len) {
-                issue_x(wa.is, q);
-                wa.loaded();
-            }
-    } else {
-#pragma unroll
-        for (int q = 0; q < AH; q++) {
-            pst[q] = wk.is;
-            if (q < wk.len) {
-                issue_w(wk.ib, wk.is, q);
-                wk.loaded();
-            }
-        }
-        MI_PDL_ENTRY();
-#pragma unroll
-        for (int q = 0; q < AH; q++) {
-            if (q < wk.len) issue_x(pst[q], q);
-            async_commit();
-        }
+    for (int q = 0; q < AH; q++) {
+        if (q < wk.len) issue_x(pst[q], q);
+        async_commit();
     }
     const int r0 = 64 * (wg & 1) + 16 * (warp & 3) + gid;   /* the warp's rows r0 and r0 + 8 of the band */
     const int k0 = 4 * (wg >> 1);                            /* its first unit of a stage */
     for (int s = 0; s < wk.len; s++) {
-        const int q = s % NS, qw = WR ? s % NSW : q;   /* the stage's activation slot and weight slot */
-        async_wait<AHW - 1>();   /* this thread's copies of unit s have landed (WR: its weights' group) */
+        const int q = s % NS;
+        async_wait<AH - 1>();   /* this thread's copies of unit s have landed */
         if (TM) fw_bar_wait(bar0 + 8u * q, (uint32_t)(s / NS) & 1u);   /* and the slot's bulk copies */
-        if (wbar) fw_bar_wait(wbar0 + 8u * qw, (uint32_t)(s / NSW) & 1u);
         /* make them visible to the async proxy (wgmma) before the barrier publishes them */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         if (eb) {   /* b39: stage s + AH's slot held stage s + AH - NS: its 16 warps' arrivals */
@@ -482,25 +449,14 @@ kernel_gemm_f16w(const uint8_t *__restrict__ W, size_t wrow, int64_t M, const ui
             }
         } else {
             /* everyone's have; every warp's products of unit s - 1 are done (with OV: of s - 2), so
-             * slot (s + AH) % NS is free (fw_ring; WR: and weight slot (s + AHW) % NSW) */
+             * slot (s + AH) % NS is free (fw_ring) */
             __syncthreads();
-            if (WR) {
-                if (s + AHW < wk.len) {
-                    issue_w(wk.ib, wk.is, (s + AHW) % NSW);
-                    wk.loaded();
-                }
-                if (s + AH < wa.len) {
-                    issue_x(wa.is, (s + AH) % NS);
-                    wa.loaded();
-                }
-            } else if (s + AH < wk.len) {
-                issue_next((s + AH) % NS);
-            }
+            if (s + AH < wk.len) issue_next((s + AH) % NS);
         }
         async_commit();
 
         const int64_t m0 = wk.cb * FS_BM;
-        const uint8_t *rw = ring_w + (size_t)qw * FS_BM * F::wslot;
+        const uint8_t *rw = ring_w + (size_t)q * FS_BM * F::wslot;
         const size_t wo = (size_t)wk.cs * F::wbytes;
         if (!QS) {
             fs_stage_scales<WT>(rw, W, wrow, m0, wo, M, sS, sM, tid, FW_THREADS);
@@ -594,17 +550,8 @@ static bool fw_map_w(CUtensorMap *tm, const void *w, size_t wrow, int64_t M) {
 typedef void (*fw_kernel_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, int64_t, int64_t, const f16s_plan,
                              const float *, const float *, float *, float *, const CUtensorMap, const CUtensorMap, bool,
                              bool, const f16s_run, const fw_run_maps);
-/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV); wr (b46): Q6_K's weights in
- * their own ring, in the b32 forms (its b39 form is b32's: no weight tensor map) */
-template <int WT>
-static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false, bool wr = false) {
-    if constexpr (WT == MI_TYPE_Q6_K && fw_ring<WT, true>::ov)
-        if (wr) {
-            if (!tm || !ov || rn) return NULL;
-            return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 1, true, false, true>
-                      : kernel_gemm_f16w<WT, FW_BN, true, true, 1, false, false, true>;
-        }
-    if (wr) return NULL;
+/* rn (b40): a run of Q4_K matmuls, in the b32 forms only (TM and OV) */
+template <int WT> static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = false, bool rn = false) {
     if constexpr (fw_ring<WT>::ov && WT == MI_TYPE_Q4_K)
         if (tm && ov && rn) {
             if (eb) return cl ? kernel_gemm_f16w<WT, FW_BN, true, true, 2, true, true> : kernel_gemm_f16w<WT, FW_BN, true, true, 2, false, true>;
@@ -624,19 +571,18 @@ static fw_kernel_fn fw_kernel(bool qs, bool tm, bool ov, bool cl, bool eb = fals
 
 /* blocks a multiprocessor holds for kernel k (0: no sm_90a image here, or it does not fit); the
  * first call raises the kernel's shared memory limit */
-template <int WT> static size_t fw_bytes(bool wr) { return wr ? fw_smem<WT, FW_BN, true>::bytes : fw_smem<WT, FW_BN>::bytes; }
-template <int WT> static int fw_occupancy_of(fw_kernel_fn k, bool wr = false) {
+template <int WT> static int fw_occupancy_of(fw_kernel_fn k) {
     int n = 0;
 #ifdef MI_BUILT_SM90A
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9 ||
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_bytes<WT>(wr)) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, FW_THREADS, fw_bytes<WT>(wr)) != cudaSuccess)
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_smem<WT, FW_BN>::bytes) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, FW_THREADS, fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
         n = 0;
 #else
     (void)k;
-    (void)wr;
 #endif
     (void)cudaGetLastError();
     return n;
@@ -653,11 +599,6 @@ template <int WT> static int fw_occupancy(void) {
             const int b = fw_occupancy_of<WT>(k);
             bps = b < bps ? b : bps;
         }
-        /* b46's forms: raised, and taken where they hold as many blocks (fw_q6_ring2) */
-        for (int c = 0; c < 2; c++) {
-            const fw_kernel_fn k = fw_kernel<WT>(true, true, true, c, false, false, true);
-            if (k) (void)fw_occupancy_of<WT>(k, true);
-        }
     }
     return bps;
 }
@@ -670,35 +611,31 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
 
 /* b33: whether clusters of S blocks of the form's CL kernel fit on this GPU (asked once per S,
  * at the plan, not inside a stream capture); S <= 8, the portable cluster size */
-/* wr (b46): the clusters of its form, whose shared memory is b46's */
-template <int WT> static bool fw_clusters_fit(bool ov, int S, bool wr = false) {
-    static signed char fit[2][2][9];
+template <int WT> static bool fw_clusters_fit(bool ov, int S) {
+    static signed char fit[2][9];
     if (S < 2 || S > 8) return false;
-    signed char &f = fit[wr][ov][S];
+    signed char &f = fit[ov][S];
     if (f == 0) {
         f = -1;
 #ifdef MI_BUILT_SM90A
-        const fw_kernel_fn k = fw_kernel<WT>(true, true, ov, true, false, false, wr);
-        if (fw_occupancy<WT>() >= 1 && k) {
+        if (fw_occupancy<WT>() >= 1) {
+            const fw_kernel_fn k = fw_kernel<WT>(true, true, ov, true);
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute a[1];
             a[0].id = cudaLaunchAttributeClusterDimension;
             a[0].val.clusterDim.x = (unsigned)S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
             cfg.gridDim = dim3((unsigned)S), cfg.blockDim = dim3(FW_THREADS);
-            cfg.dynamicSmemBytes = fw_bytes<WT>(wr);
+            cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes;
             cfg.attrs = a, cfg.numAttrs = 1;
             int n = 0;
             /* b39's and b40's forms of the kernel: the same resources, their shared memory raised too */
             bool raised = true;
-            for (int e = 0; e < 4 && !wr; e++) {
+            for (int e = 0; e < 4; e++) {
                 const fw_kernel_fn ke = fw_kernel<WT>(true, true, ov, true, e & 1, e & 2);
                 if (ke && cudaFuncSetAttribute(ke, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
                     raised = false;
             }
-            if (wr && cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fw_bytes<WT>(true)) !=
-                          cudaSuccess)
-                raised = false;
             if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) f = 1;
         }
 #endif
@@ -709,19 +646,6 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S, bool wr = false) {
 
 static uint64_t g_empty_bars_launches;   /* b39's kernel launched (its weights' map may still fall back) */
 extern "C" uint64_t mi8b_f16w_empty_bars_launches(void) { return g_empty_bars_launches; }
-static uint64_t g_q6_ring2_launches;   /* b46's */
-extern "C" uint64_t mi8b_f16w_q6_ring2_launches(void) { return g_q6_ring2_launches; }
-/* b46: Q6_K's weights two stages ahead in their own ring, with b31's row copies and b32's overlap,
- * where its form holds as many blocks a multiprocessor as the others (and, in clusters of S, fits) */
-static bool fw_q6_ring2(bool tm, bool bulk_w, bool ov, bool cl, int S) {
-    if (!mi8b_f16w_q6_ring2_on() || !tm || !bulk_w || !ov) return false;
-    static int occ = -1;
-    if (occ < 0) {
-        const fw_kernel_fn k = fw_kernel<MI_TYPE_Q6_K>(true, true, true, false, false, false, true);
-        occ = k ? fw_occupancy_of<MI_TYPE_Q6_K>(k, true) : 0;
-    }
-    return occ >= 1 && occ >= fw_occupancy<MI_TYPE_Q6_K>() && (!cl || fw_clusters_fit<MI_TYPE_Q6_K>(true, S, true));
-}
 /* cl (b33): in clusters of the plan's S blocks, with the programmatic attribute where pdl */
 /* rn (b40): the run's table and maps, whose kernel takes its weights, rows and outputs from them */
 template <int WT>
@@ -730,14 +654,11 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
                       const float *res, float *y, float *part, const CUtensorMap &tx, const CUtensorMap &tw, bool tma_w, bool bulk_w,
                       const f16s_run &run, const fw_run_maps &rmaps, bool rn) {
     const bool eb = mi8b_f16w_empty_bars_on();
-    const bool wr = WT == MI_TYPE_Q6_K && !rn && qs && fw_q6_ring2(tm, bulk_w, ov, cl, pl.S);
-    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb, rn, wr);
+    const fw_kernel_fn k = fw_kernel<WT>(qs, tm, ov, cl, eb, rn);
     g_empty_bars_launches += k == fw_kernel<WT>(qs, tm, ov, cl, true, rn) && k != fw_kernel<WT>(qs, tm, ov, cl, false, rn);
-    g_q6_ring2_launches += wr;
-    const size_t bytes = fw_bytes<WT>(wr);
     const bool pdl = mi8b_pdl_on();
     if (!cl) {
-        (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), bytes, st, wb, wrow, M, xb, K,
+        (void)pdl_launch(pdl, k, dim3((unsigned)pl.P), dim3(FW_THREADS), fw_smem<WT, FW_BN>::bytes, st, wb, wrow, M, xb, K,
                          N, pl, bias, res, y, part, tx, tw, tm && tma_w, tm && bulk_w, run, rmaps);
         return;
     }
@@ -748,7 +669,7 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
     a[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     a[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)pl.P), cfg.blockDim = dim3(FW_THREADS);
-    cfg.dynamicSmemBytes = bytes, cfg.stream = st;
+    cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes, cfg.stream = st;
     cfg.attrs = a, cfg.numAttrs = pdl ? 2 : 1;
     (void)cudaLaunchKernelEx(&cfg, k, wb, wrow, M, xb, K, N, pl, bias, res, y, part, tx, tw, tm && tma_w,
                              tm && bulk_w, run, rmaps);

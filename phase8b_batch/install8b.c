@@ -324,8 +324,6 @@ bool mi8b_pdl_on(void) { return mi_cuda_pdl_small() && mi_cuda_item_on("b29"); }
 bool mi8b_x_reuse_on(void) { return mi_cuda_item_on("b30"); }
 /* b31: read at each launch, as b22 */
 bool mi8b_f16w_q6_bulk_on(void) { return mi_cuda_item_on("b31"); }
-/* b46: read at each launch, as b22 */
-bool mi8b_f16w_q6_ring2_on(void) { return mi_cuda_item_on("b46"); }
 /* b32: read at each launch, as b22 */
 bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
 /* b33: read at each call, as b22 */
@@ -723,9 +721,6 @@ void mi_phase8b_install(void) {
                                 "f16 once: the later ones read the copy the first left in the workspace");
     mi_cuda_item_declare("b31", "with b28, a stage's Q6_K weight rows as one bulk copy a row (the 16-byte windows "
                                 "covering its 210 bytes) by the band's row threads, not 15 cp.async a row");
-    mi_cuda_item_declare("b46", "with b31 and b32, Q6_K's weight rows in a ring of their own, four slots loading two "
-                                "stages ahead (the activations stay in three slots, one ahead): the same bytes to "
-                                "the same products");
     mi_cuda_item_declare("b32", "with b28, a warpgroup's products of a stage left running while it dequantizes the "
                                 "next (waited for before each pair's registers are reused and at a piece's end), not "
                                 "drained before every stage's barrier (Q6_K's three ring slots take it by loading "

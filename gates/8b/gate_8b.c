@@ -444,14 +444,13 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
 }
 
 /* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
- * (b34-b37, b39, b42, b46): a
+ * (b34-b37, b39, b42): a
  * batch's every logits row bit for bit with them and without, and each ran */
-/* an item's runs: its kernels' (the dispatch counts them), or for b39, b42 and b46, switches their
+/* an item's runs: its kernels' (the dispatch counts them), or for b39 and b42, switches their
  * launchers read, the launches they made */
 static uint64_t item_runs(const char *item) {
     if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
     if (!strcmp(item, "b42")) return mi8b_swiglu_fixup_launches();
-    if (!strcmp(item, "b46")) return mi8b_f16w_q6_ring2_launches();
     return mi_cuda_item_runs(item);
 }
 /* an items case selected, its model found and loaded, the case begun; NULL (recorded where it
@@ -665,7 +664,6 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b42");   /* b22's gate/up runs */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b42");    /* b6's */
-    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b46");   /* b22's Q6_K v, downs and head */
     test_items_bound("qwen2.5-7b", "q4_k_m", 64, 12, "b40", 5e-2);   /* b22's runs */
     test_items_bound("qwen2.5-7b", "q4_k_m", 24, 8, "b40", 5e-2);    /* b6's runs */
     g_cuda->iface->destroy(g_cuda);
