@@ -52,7 +52,7 @@ extern "C" mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float
 
 /* ---------------- b42: the SwiGLU that also sums the gate/up run's cut bands ---------------- */
 
-#define SF_TOK 8   /* tokens a block: 32 quads (a band's 128 rows) x 8 tokens, 256 threads */
+#define SF_TOK 16   /* tokens a block: 32 quads (a band's 128 rows) x 8 token lanes x 2 tokens each, 256 threads */
 
 /* four consecutive values of segment s (gate 0, up 1), row m (a multiple of 4) of band b of the
  * run, token n: read where the run wrote its band whole, else its pieces summed in
@@ -74,14 +74,17 @@ __device__ __forceinline__ float4 sf_values(const f16s_fixup_rec &fx, int s, boo
 }
 
 /* block (x, y): band x of the gate (and the same rows of up: band band0[1] + x), tokens SF_TOK y ..;
- * thread t: rows 4 (t % 32) .. + 3 of the band, tokens SF_TOK y + t / 32 (one each) */
+ * thread t: rows 4 (t % 32) .. + 3 of the band, tokens SF_TOK y + t / 32 and 8 after it, both
+ * tokens' loads in flight together. Two tokens a thread keep the 7B's 64-row grid (148 x 4
+ * blocks) inside one wave at the blocks a multiprocessor its registers allow; one a thread took
+ * a second, short wave. */
 __global__ void __launch_bounds__(256)
 kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *__restrict__ xh, int64_t F, bool eo) {
     MI_PDL_ENTRY();
     const int64_t bg = blockIdx.x, bu = fx.run.band0[1] + bg;
     const int r = 4 * (threadIdx.x % 32);
-    const int64_t m = bg * FS_BM + r, n = (int64_t)blockIdx.y * SF_TOK + threadIdx.x / 32;
-    if (m >= F || n >= fx.N) return;
+    const int64_t m = bg * FS_BM + r, n0 = (int64_t)blockIdx.y * SF_TOK + threadIdx.x / 32;
+    if (m >= F || n0 >= fx.N) return;
     int64_t pg = 0, hg = 0, pu = 0, hu = 0;
     bool cg, cu;
     if (f16s_plan_narrow(fx.pl)) {
@@ -93,12 +96,22 @@ kernel_swiglu_fixup_f16(const f16s_fixup_rec fx, float *__restrict__ y, __half *
         cg = f16s_band_cut<int64_t>(fx.pl, bg, pg, hg);
         cu = f16s_band_cut<int64_t>(fx.pl, bu, pu, hu);
     }
-    const float4 a = sf_values(fx, 0, cg, pg, hg, r, m, n), b = sf_values(fx, 1, cu, pu, hu, r, m, n);
-    const float4 v = make_float4(mi_canon_swiglu(a.x, b.x), mi_canon_swiglu(a.y, b.y), mi_canon_swiglu(a.z, b.z),
-                                 mi_canon_swiglu(a.w, b.w));
-    const size_t e = (size_t)n * F + m;
-    *(float4 *)(y + e) = v;
-    x_f16_store4(xh, (int64_t)e, v, eo);
+    const bool two = n0 + SF_TOK / 2 < fx.N;
+    const int64_t n1 = two ? n0 + SF_TOK / 2 : n0;   /* a token past N reads token n0 again and stores nothing */
+    const float4 a0 = sf_values(fx, 0, cg, pg, hg, r, m, n0), b0 = sf_values(fx, 1, cu, pu, hu, r, m, n0);
+    const float4 a1 = sf_values(fx, 0, cg, pg, hg, r, m, n1), b1 = sf_values(fx, 1, cu, pu, hu, r, m, n1);
+    const float4 v0 = make_float4(mi_canon_swiglu(a0.x, b0.x), mi_canon_swiglu(a0.y, b0.y), mi_canon_swiglu(a0.z, b0.z),
+                                  mi_canon_swiglu(a0.w, b0.w));
+    const size_t e0 = (size_t)n0 * F + m;
+    *(float4 *)(y + e0) = v0;
+    x_f16_store4(xh, (int64_t)e0, v0, eo);
+    if (two) {
+        const float4 v1 = make_float4(mi_canon_swiglu(a1.x, b1.x), mi_canon_swiglu(a1.y, b1.y),
+                                      mi_canon_swiglu(a1.z, b1.z), mi_canon_swiglu(a1.w, b1.w));
+        const size_t e1 = (size_t)n1 * F + m;
+        *(float4 *)(y + e1) = v1;
+        x_f16_store4(xh, (int64_t)e1, v1, eo);
+    }
 }
 
 static uint64_t g_fused_launches;
