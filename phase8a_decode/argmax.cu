@@ -1,10 +1,8 @@
 /* MI_OP_ARGMAX on the device: per row of x [V, N] the index of the largest value, the first on
  * ties, NaN never wins; -1 when the row has no finite maximum (graph.h). One block per row: each
- * thread scans its elements in increasing order (16-byte groups t, t + T, ... where the row is
- * 16-byte aligned, then the elements past them; so a strict > keeps its first maximum), then the
- * block combines pairs by the same rule (larger value; equal values: lower index), which makes
- * the result the same for any split of the row among threads. Integer result, no arithmetic on
- * the values: equal to the CPU's bit for bit. */
+ * thread scans i = t, t + T, ... (increasing, so a strict > keeps its first maximum), then the
+ * block combines pairs by the same rule (larger value; equal values: lower index). Integer
+ * result, no arithmetic on the values: equal to the CPU's bit for bit. */
 #include "phase7b_ops/dev7b.cuh"
 #include "phase8a_decode/decode8a.h"
 #include <math.h>
@@ -29,36 +27,13 @@ __global__ void __launch_bounds__(AM_THREADS) kernel_argmax(const float *__restr
     const float *row = x + (size_t)blockIdx.x * (size_t)V;
     float bv = 0.0f;
     int bi = -1;
-    auto scan = [&](float v, int64_t i) {
+    for (int64_t i = threadIdx.x; i < V; i += AM_THREADS) {
+        const float v = __ldg(row + i);
         if (v == v && (bi < 0 || v > bv)) {
             bv = v;
             bi = (int)i;
         }
-    };
-    int64_t i0 = 0;   /* where the per-element loop starts */
-    if (((uintptr_t)row & 15) == 0) {
-        /* 16-byte loads, four of them in flight a thread (one block streams a whole row: with one
-         * 4-byte load at a time it was latency-bound). A thread's indices still increase. */
-        const float4 *r4 = (const float4 *)row;
-        const int64_t nq = V / 4;
-        int64_t j = threadIdx.x;
-        for (; j + 3 * AM_THREADS < nq; j += 4 * AM_THREADS) {
-            float4 a[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) a[u] = __ldg(r4 + j + u * AM_THREADS);
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int64_t e = 4 * (j + u * AM_THREADS);
-                scan(a[u].x, e), scan(a[u].y, e + 1), scan(a[u].z, e + 2), scan(a[u].w, e + 3);
-            }
-        }
-        for (; j < nq; j += AM_THREADS) {
-            const float4 a = __ldg(r4 + j);
-            scan(a.x, 4 * j), scan(a.y, 4 * j + 1), scan(a.z, 4 * j + 2), scan(a.w, 4 * j + 3);
-        }
-        i0 = 4 * nq;
     }
-    for (int64_t i = i0 + threadIdx.x; i < V; i += AM_THREADS) scan(__ldg(row + i), i);
     for (int off = 16; off >= 1; off >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
         const int oi = __shfl_xor_sync(0xffffffffu, bi, off);

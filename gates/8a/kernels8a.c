@@ -657,8 +657,8 @@ static int32_t host_argmax(const float *x, int64_t V) {
 void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     if (!gu_begin(g_r, "argmax_rows")) return;
-    /* V not a multiple of 4: rows 1, 3, .. start off 16 bytes (the per-element form), and each
-     * aligned row ends in elements past its 16-byte groups */
+    /* V not a multiple of 4: rows start at every offset from a 16-byte boundary (a kernel that
+     * loads 16 bytes at a time where it can takes both its forms) */
     const int64_t V = 151937, N = 12;
     float *x = gu_rand_f32(g_seed, (size_t)(V * N), -30.f, 30.f);
     float *r;
@@ -669,8 +669,8 @@ void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed
     r = x + 5 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY; r[V - 1] = -1.f;   /* the last */
     r = x + 6 * V; for (int64_t i = 0; i < V; i++) r[i] = 0.0f; r[3] = -0.0f;   /* equal zeros: 0 */
     r = x + 7 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY;     /* no finite max: -1 */
-    r = x + 0 * V; r[100] = r[140000] = 60.f;                          /* aligned rows (0, 4, 8): ties */
-    r = x + 8 * V; r[V - 1] = 50.f;                                      /* the element past the 16-byte groups */
+    r = x + 0 * V; r[100] = r[140000] = 60.f;                          /* ties far apart */
+    r = x + 8 * V; r[V - 1] = 50.f;                                      /* the last element */
     int32_t want[12], got[12];
     for (int64_t k = 0; k < N; k++) want[k] = host_argmax(x + k * V, V);
     void *bx;
