@@ -10,7 +10,9 @@
  *   heads   a head-major pool ([head][row][128]), the same blocks: a table block's 16 keys of one
  *           head are 4 KB in one span;
  *   wide    the pool as it is, a block of 512 threads a sequence's half of its keys (four heads, 128
- *           blocks): a key's 1 KB whole.
+ *           blocks): a key's 1 KB whole;
+ *   rows3   rows with three tiles in flight a thread instead of two;
+ *   span    rows' blocks and loads in flight over one contiguous span each (no table).
  * Four copies of the pool, one a call: no L2 hits.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/kv_pattern tools/kv_access_pattern.cu && /tmp/kv_pattern
  * Results: results/mb-kv-pattern-*.txt, results/notes/PHASE8B.md. */
@@ -39,17 +41,37 @@ __device__ __forceinline__ void tile_loads(const uint4 *K, const uint4 *V, const
     }
 }
 
-template <bool HEADS>
+/* NT tiles in flight */
+template <bool HEADS, int NT = 2>
 __global__ void __launch_bounds__(128) k_heads(const uint4 *K, const uint4 *V, const int *tabs, uint32_t *out) {
     const int s = blockIdx.x / HKV, h = blockIdx.x % HKV, t = threadIdx.x;
     const int *tab = tabs + s * NBLK;
     uint32_t acc = 0;
-    for (int t0 = 0; t0 < KEYS; t0 += 2 * TK) {
-        uint4 k0[8], v0[8], k1[8], v1[8];
-        tile_loads<HEADS>(K, V, tab, h, t0, t, k0, v0);
-        tile_loads<HEADS>(K, V, tab, h, t0 + TK, t, k1, v1);
+    for (int t0 = 0; t0 < KEYS; t0 += NT * TK) {
+        uint4 k[NT][8], v[NT][8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc ^= k0[j].x ^ v0[j].y ^ k1[j].z ^ v1[j].w;
+        for (int i = 0; i < NT; i++)
+            if (t0 + i * TK < KEYS) tile_loads<HEADS>(K, V, tab, h, t0 + i * TK, t, k[i], v[i]);
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            if (t0 + i * TK < KEYS)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc ^= k[i][j].x ^ v[i][j].y;
+    }
+    if (acc == 0x12345678u) *out = acc;
+}
+
+/* the same bytes as one contiguous span a (sequence, head), the same blocks and loads in flight */
+__global__ void __launch_bounds__(128) k_span(const uint4 *K, const uint4 *V, uint32_t *out) {
+    const size_t per = (size_t)KEYS * HD / 8;   /* 16-byte chunks a (sequence, head) */
+    const uint4 *k = K + blockIdx.x * per, *v = V + blockIdx.x * per;
+    uint32_t acc = 0;
+    for (size_t c = threadIdx.x; c < per; c += 2 * TK * 16) {
+        uint4 a[16], b[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++) a[j] = __ldg(k + c + j * 128), b[j] = __ldg(v + c + j * 128);
+#pragma unroll
+        for (int j = 0; j < 16; j++) acc ^= a[j].x ^ b[j].y;
     }
     if (acc == 0x12345678u) *out = acc;
 }
@@ -93,10 +115,12 @@ int main() {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    const char *name[3] = {"rows  (the pool as it is, a block a sequence and head)",
+    const char *name[5] = {"rows  (the pool as it is, a block a sequence and head)",
                            "heads (a head-major pool, the same blocks)",
-                           "wide  (the pool as it is, a block a sequence's half)"};
-    for (int kind = 0; kind < 3; kind++) {
+                           "wide  (the pool as it is, a block a sequence's half)",
+                           "rows3 (rows, three tiles in flight a thread)",
+                           "span  (a contiguous span a block, rows' blocks and loads in flight)"};
+    for (int kind = 0; kind < 5; kind++) {
         float best = 1e30f, sum = 0;
         const int reps = 20;
         for (int r = 0; r < reps + 2; r++) {
@@ -105,7 +129,9 @@ int main() {
             cudaEventRecord(e0);
             if (kind == 0) k_heads<false><<<SEQS * HKV, 128>>>(K, V, dtab, dout);
             else if (kind == 1) k_heads<true><<<SEQS * HKV, 128>>>(K, V, dtab, dout);
-            else k_wide<<<2 * SEQS, 512>>>(K, V, dtab, dout);
+            else if (kind == 2) k_wide<<<2 * SEQS, 512>>>(K, V, dtab, dout);
+            else if (kind == 3) k_heads<false, 3><<<SEQS * HKV, 128>>>(K, V, dtab, dout);
+            else k_span<<<SEQS * HKV, 128>>>(K, V, dout);
             cudaEventRecord(e1);
             CK(cudaEventSynchronize(e1));
             float ms;
