@@ -657,8 +657,7 @@ static int32_t host_argmax(const float *x, int64_t V) {
 void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     if (!gu_begin(g_r, "argmax_rows")) return;
-    /* V not a multiple of 4: rows start at every offset from a 16-byte boundary (a kernel that
-     * loads 16 bytes at a time where it can takes both its forms) */
+    /* V not a multiple of 4: the rows start at every 4-byte offset from a 16-byte boundary */
     const int64_t V = 151937, N = 12;
     float *x = gu_rand_f32(g_seed, (size_t)(V * N), -30.f, 30.f);
     float *r;
