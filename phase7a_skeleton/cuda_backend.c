@@ -206,7 +206,6 @@ static mi_status cuda_copy(mi_backend *be, void *dst, const void *src, size_t n)
 static mi_status cuda_split_begin(mi_backend *be, const mi_graph *g, const mi_split *s) {
     mi_cuda_ctx *c = ctx(be);
     size_t need = 0;
-    mi_cuda_split_began();
     for (int i = s->first; i < s->first + s->n; i++) {
         mi_tensor *t = g->nodes[i];
         if ((int)t->op <= (int)MI_OP_INPUT || (int)t->op >= (int)MI_OP_COUNT) continue;

@@ -193,10 +193,6 @@ mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace)
 
 uint64_t mi_cuda_dispatch_serial(void) { return t_running ? t_serial : 0; }
 
-static _Thread_local uint64_t t_split_serial;
-void mi_cuda_split_began(void) { t_split_serial++; }
-uint64_t mi_cuda_split_serial(void) { return t_split_serial; }
-
 static _Thread_local struct {
     uint64_t serial;   /* 0: no copy */
     int form;

@@ -99,12 +99,6 @@ void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node));
  * node or from two nodes run one right after the other, with nothing launched between them but
  * its own kernels. */
 uint64_t mi_cuda_dispatch_serial(void);
-/* A serial of the split this thread runs, new at each split's begin (the backend's and 7d's; never
- * 0 once one began): a node's host check of a step's tables, which every layer's node repeats on
- * the same Inputs, may pass them again within one split without a second walk (an Input's host
- * bytes do not change while its split runs). */
-void mi_cuda_split_began(void);
-uint64_t mi_cuda_split_serial(void);
 /* A copy of an activation x (K x N, in a form the caller names) left at the start of the
  * workspace by a run's kernels. Every node gets the same workspace, so that copy is still there
  * for the run the dispatch makes right after it, and for nothing later. A run that made one

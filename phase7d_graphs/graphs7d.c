@@ -583,7 +583,6 @@ static void memo_keep(g7_state *s, const mi_graph *g, const mi_split *sp) {
 /* ---------------- the wrapped interface ---------------- */
 static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split *sp) {
     g7_state *s = g7_state_of(be);
-    mi_cuda_split_began();   /* the backend's split_begin runs only for a split not seen before */
     abort_stale(s, "a new split began while a window was open");
     s->mode = M_NONE;
     s->hit = NULL;

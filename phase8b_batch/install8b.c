@@ -187,30 +187,11 @@ static size_t ws_attn_paged(const mi_tensor *n) {
     return mi8b_attn_paged_workspace(n->src[0]->ne[1], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
                                      mi_attn_n_head_kv(n));
 }
-/* Every ATTN_PAGED node of a step checks the same sequences table: within one split (one step,
- * mi_cuda_split_serial) the table this thread found good at the same host address, with the same
- * parameters, passes without a second look (mi8b_check_seqs's byte-for-byte comparison with the
- * table it kept is still a pass over the table a layer). */
-static _Thread_local struct {
-    uint64_t split;   /* 0: nothing kept */
-    const int32_t *hs;
-    int64_t n_seqs, seqs_len, T, block, max_kv, n_rows;
-} g_seqs_split;
 static mi_status chk_attn_paged(const mi_tensor *n) {
     const int32_t *hs = host_ints(n->src[3]);
-    if (!hs) return MI_OK;
-    const uint64_t split = mi_cuda_split_serial();
-    const int64_t n_seqs = n->p[0], seqs_len = n->src[3]->ne[0], T = n->src[0]->ne[1], block = n->p[5];
-    const int64_t max_kv = n->p[6], n_rows = n->src[1]->ne[1];
-    if (split && g_seqs_split.split == split && g_seqs_split.hs == hs && g_seqs_split.n_seqs == n_seqs &&
-        g_seqs_split.seqs_len == seqs_len && g_seqs_split.T == T && g_seqs_split.block == block &&
-        g_seqs_split.max_kv == max_kv && g_seqs_split.n_rows == n_rows)
-        return MI_OK;
-    g_seqs_split.split = 0;
-    MI_TRY(mi8b_check_seqs(n->name, hs, n_seqs, seqs_len, T, block, max_kv, n_rows));
-    g_seqs_split.split = split, g_seqs_split.hs = hs, g_seqs_split.n_seqs = n_seqs, g_seqs_split.seqs_len = seqs_len;
-    g_seqs_split.T = T, g_seqs_split.block = block, g_seqs_split.max_kv = max_kv, g_seqs_split.n_rows = n_rows;
-    return MI_OK;
+    return hs ? mi8b_check_seqs(n->name, hs, n->p[0], n->src[3]->ne[0], n->src[0]->ne[1], n->p[5], n->p[6],
+                                n->src[1]->ne[1])
+              : MI_OK;
 }
 static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
