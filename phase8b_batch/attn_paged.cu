@@ -517,9 +517,11 @@ static size_t pm_smem(int64_t hd, int nb) { return (size_t)2 * nb * MMA_TK * (si
  * 0 where its shared memory is refused. Asked once a form, before its first launch: the dynamic
  * shared memory limit raised first (every form but hd 64's two buffers takes more than 48 KB). */
 static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk) {
-    static int r[2][2][2][2] = {{{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}}, {{{-1, -1}, {-1, -1}}, {{-1, -1}, {-1, -1}}}};
-    int &v = r[hd == 128][rw][nb == 3][pk];
-    if (v < 0) {
+    static int r[16];
+    static bool asked[16];
+    const int i = (hd == 128) * 8 + rw * 4 + (nb == 3) * 2 + pk;
+    int &v = r[i];
+    if (!asked[i]) {
         const pm_fn k = pm_kernel(hd, rw, nb, pk);
         int n = 0;
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
@@ -527,6 +529,7 @@ static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk) {
             n = 0;
         (void)cudaGetLastError();
         v = n;
+        asked[i] = true;
     }
     return v;
 }
@@ -558,26 +561,26 @@ extern "C" int mi8b_attn_paged_buffers(int64_t hd, int64_t G, int64_t pairs) {
 static uint64_t g_ring3_launches, g_packed_launches;
 extern "C" uint64_t mi8b_attn_paged_ring3_launches(void) { return g_ring3_launches; }
 extern "C" uint64_t mi8b_attn_paged_packed_launches(void) { return g_packed_launches; }
-/* the splits of a launch that runs the tensor-core kernel (mma) or the scalar one */
-static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, bool mma) {
-    int resident = 0;
-    if (mma && mi8b_paged_wave_on()) {
-        const pm_form f = pm_form_for(hd, Hq / Hkv, T * Hkv);
-        resident = f.nb ? f.resident : 1;
-    }
+/* the splits of a launch that runs the tensor-core kernel in form f (mma) or the scalar one */
+static int pg_launch_splits(int64_t T, int64_t max_kv, int64_t Hkv, const pm_form *f) {
+    const int resident = f && mi8b_paged_wave_on() ? (f->nb ? f->resident : 1) : 0;
     return pg_splits(T, max_kv, Hkv, resident);
+}
+static int pg_mma_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv) {
+    const pm_form f = pm_form_for(hd, Hq / Hkv, T * Hkv);
+    return pg_launch_splits(T, max_kv, Hkv, &f);
 }
 
 extern "C" int mi8b_attn_paged_splits(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype) {
-    return pg_launch_splits(T, max_kv, hd, Hq, Hkv,
-                            ctype == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on());
+    return ctype == MI_TYPE_F16 && (hd == 64 || hd == 128) && mi8b_paged_mma_on() ? pg_mma_splits(T, max_kv, hd, Hq, Hkv)
+                                                                                   : pg_launch_splits(T, max_kv, Hkv, NULL);
 }
 
 /* the partials of either kernel's splits (which one runs depends on the caches' alignment too) */
 extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv) {
-    int S = pg_launch_splits(T, max_kv, hd, Hq, Hkv, false);
+    int S = pg_launch_splits(T, max_kv, Hkv, NULL);
     if (hd == 64 || hd == 128) {
-        const int Sm = pg_launch_splits(T, max_kv, hd, Hq, Hkv, true);
+        const int Sm = pg_mma_splits(T, max_kv, hd, Hq, Hkv);
         S = Sm > S ? Sm : S;
     }
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
@@ -608,7 +611,8 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     if (smem > PG_SMEM_MAX) return mi_err(MI_ERR_UNSUPPORTED, "mi8b_attn_paged: %zu bytes of shared memory", smem);
     /* b7: F16 rows 16-byte aligned (as vs asks), hd 64 or 128 */
     const bool mma = vs && (hd == 64 || hd == 128) && mi8b_paged_mma_on();
-    const int S = pg_launch_splits(T, max_kv, hd, Hq, Hkv, mma);
+    const pm_form f = mma ? pm_form_for(hd, G, T * Hkv) : pm_form{false, false, 0, 0};   /* the form the launch takes */
+    const int S = pg_launch_splits(T, max_kv, Hkv, mma ? &f : NULL);
     if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
     const cudaStream_t st = (cudaStream_t)stream;
     float *part = (float *)workspace;
@@ -621,7 +625,6 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
 #define PM_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)Hq, (int)Hkv, S, pg_min_split(), scale, oh, eo
     const bool pdl = mi8b_pdl_on();
     if (mma) {
-        const pm_form f = pm_form_for(hd, G, T * Hkv);
         if (!f.nb)
             return mi_err(MI_ERR_DEVICE, "mi8b_attn_paged: %zu bytes of shared memory for hd %lld refused",
                           pm_smem(hd, 2), (long long)hd);
