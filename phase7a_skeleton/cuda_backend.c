@@ -28,6 +28,7 @@ struct mi_cuda_ctx {
     void *workspace;          /* pool block, sized at split_begin */
     size_t workspace_size;
     cuda_region *regions;
+    void *read_ev;            /* recorded behind the last queued read (cuda_read_begin); made at its first */
     struct mi_cuda_ctx *next_live;
 };
 
@@ -184,6 +185,20 @@ static mi_status cuda_read(mi_backend *be, void *host_dst, const void *src, size
     return mi_cudev_stream_sync(c->stream);   /* the contract: complete on return */
 }
 
+/* a read queued behind the stream's work and an event behind it, so that the host can queue the
+ * next step before it waits for this read alone (host_dst page-locked: the copy is the DMA's) */
+static mi_status cuda_read_begin(mi_backend *be, void *host_dst, const void *src, size_t n) {
+    mi_cuda_ctx *c = ctx(be);
+    if (!c->read_ev) MI_TRY(mi_cudev_event_new(&c->read_ev));
+    MI_TRY(mi_cudev_d2h_async(host_dst, src, n, c->stream));
+    return mi_cudev_event_record(c->read_ev, c->stream);
+}
+
+static mi_status cuda_read_wait(mi_backend *be) {
+    mi_cuda_ctx *c = ctx(be);
+    return c->read_ev ? mi_cudev_event_sync(c->read_ev) : MI_OK;
+}
+
 /* page-locked: a decode step's logits row crosses by DMA, not through the driver's staging */
 static void *cuda_host_alloc(mi_backend *be, size_t size) {
     void *p = NULL;
@@ -238,6 +253,7 @@ static void ctx_release(mi_cuda_ctx *c) {
         if (*pp == c) { *pp = c->next_live; break; }
     pthread_mutex_unlock(&g_live_mu);
     if (c->stream && mi_cudev_stream_sync(c->stream) != MI_OK) mi_log("warning: %s", mi_errmsg());
+    if (c->read_ev) mi_cudev_event_free(c->read_ev);
     while (c->regions) mi_cuda_region_free(c, c->regions->name);
     mi_cuda_pool_free(c->pool);   /* the workspace is a pool block */
     mi_cudev_stream_free(c->stream);
@@ -270,6 +286,8 @@ static const mi_backend_iface g_cuda_iface = {
     .write = cuda_write,
     .read = cuda_read,
     .copy = cuda_copy,
+    .read_begin = cuda_read_begin,
+    .read_wait = cuda_read_wait,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .split_begin = cuda_split_begin,

@@ -702,6 +702,18 @@ static mi_status w_read(mi_backend *be, void *dst, const void *src, size_t n) {
     return st;
 }
 
+static mi_status w_read_begin(mi_backend *be, void *dst, const void *src, size_t n) {
+    g7_state *s = g7_state_of(be);
+    abort_stale(s, "a read while a window was open");
+    lock();
+    mi_status st = s->orig->read_begin(be, dst, src, n);
+    unlock();
+    return st;
+}
+
+/* the wait on the read's event, outside the lock as w_synchronize's */
+static mi_status w_read_wait(mi_backend *be) { return g7_state_of(be)->orig->read_wait(be); }
+
 static mi_status w_copy(mi_backend *be, void *dst, const void *src, size_t n) {
     g7_state *s = g7_state_of(be);
     lock();
@@ -806,6 +818,8 @@ mi_status mi_cuda_graph_wrap(mi_backend *be) {
     s->iface.write = w_write;
     s->iface.read = w_read;
     s->iface.copy = w_copy;
+    s->iface.read_begin = s->orig->read_begin && s->orig->read_wait ? w_read_begin : NULL;
+    s->iface.read_wait = s->orig->read_begin && s->orig->read_wait ? w_read_wait : NULL;
     s->iface.buffer_alloc = w_buffer_alloc;
     s->iface.buffer_free = w_buffer_free;
     s->iface.destroy = w_destroy;

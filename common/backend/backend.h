@@ -51,8 +51,14 @@ typedef struct mi_backend_iface {
      * none to give; freed with host_free (both optional: plain malloc is as good elsewhere). */
     void *(*host_alloc)(mi_backend *be, size_t size);
     void (*host_free)(mi_backend *be, void *p);
-    /* backend memory -> backend memory, same backend */
+    /* backend memory -> backend memory, same backend; ordered with execution */
     mi_status (*copy)(mi_backend *be, void *dst, const void *src, size_t n);
+    /* A read queued behind the work queued so far, returning at once (host_dst from host_alloc),
+     * and the wait for the last one queued, which does not wait for work queued after it; so a
+     * caller can queue the next step before it waits for this one's output (both optional:
+     * without them the read is read()'s, complete when it returns) */
+    mi_status (*read_begin)(mi_backend *be, void *host_dst, const void *src, size_t n);
+    mi_status (*read_wait)(mi_backend *be);
 
     /* execution */
     mi_status (*split_begin)(mi_backend *be, const mi_graph *g, const mi_split *s);  /* optional */

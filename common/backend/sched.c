@@ -494,7 +494,7 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
         t = t1;
         for (int k = sp.first; k < sp.first + sp.n; k++) {
             mi_tensor *t = g->nodes[k];
-            if (t->op == MI_OP_NONE) continue;
+            if (t->op == MI_OP_NONE || (t->op == MI_OP_INPUT && (t->flags & MI_T_FED))) continue;
             mi_status st;
             double t0 = s->profile ? mi_now_s() : 0.0;
             if (t->op == MI_OP_COPY && t->src[0] && backend_of(s, t->src[0]) != t->backend) {
@@ -564,6 +564,40 @@ mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t off
     mi_backend *be = s->be[b];
     MI_TRY(be->iface->synchronize(be));
     return be->iface->read(be, host_dst, (const char *)t->data + offset, n);
+}
+
+mi_status sched_read_begin(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n) {
+    if (!t || !t->data) return mi_err(MI_ERR_INVALID, "sched_read_begin: tensor %s has no data", t ? t->name : "(null)");
+    const size_t nb = mi_nbytes(t);
+    if (offset > nb || n > nb - offset)
+        return mi_err(MI_ERR_INVALID, "sched_read_begin: bytes %zu..%zu outside %s (%zu bytes)", offset, offset + n,
+                      t->name, nb);
+    const int b = backend_of(s, t);
+    if (b >= s->n) return mi_err(MI_ERR_INVALID, "sched_read_begin: %s on backend %d of %d", t->name, b, s->n);
+    mi_backend *be = s->be[b];
+    if (!be->iface->read_begin) return sched_read(s, t, host_dst, offset, n);
+    return be->iface->read_begin(be, host_dst, (const char *)t->data + offset, n);
+}
+
+mi_status sched_read_wait(mi_sched *s, const mi_tensor *t) {
+    const int b = t ? backend_of(s, t) : s->n;
+    if (b >= s->n) return mi_err(MI_ERR_INVALID, "sched_read_wait: no backend for %s", t ? t->name : "(null)");
+    mi_backend *be = s->be[b];
+    return be->iface->read_begin && be->iface->read_wait ? be->iface->read_wait(be) : MI_OK;
+}
+
+bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t) {
+    const int b = t ? backend_of(s, t) : s->n;
+    return b < s->n && s->be[b]->iface->read_begin && s->be[b]->iface->read_wait;
+}
+
+mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n) {
+    if (!dst || !src || !dst->data || !src->data || n > mi_nbytes(dst) || n > mi_nbytes(src))
+        return mi_err(MI_ERR_INVALID, "sched_copy_tensor: %s <- %s, %zu bytes", dst ? dst->name : "(null)",
+                      src ? src->name : "(null)", n);
+    const int bd = backend_of(s, dst), bs = backend_of(s, src);
+    if (bd >= s->n || bs >= s->n) return mi_err(MI_ERR_INVALID, "sched_copy_tensor: %s <- %s unplaced", dst->name, src->name);
+    return sched_copy_across(s->be[bd], dst->data, s->be[bs], src->data, n);
 }
 
 void sched_dump(const mi_sched *s, const mi_graph *g, void *file) {

@@ -36,6 +36,14 @@ mi_status sched_alloc(mi_sched *s, mi_graph *g);
 mi_status sched_compute(mi_sched *s, mi_graph *g);
 /* Copy a (possibly device-resident) tensor to host memory. */
 mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n);
+/* The read queued behind the work queued so far (host_dst from the backend's host_alloc), and
+ * the wait for it: work queued in between (the next step) is not waited for. A backend without
+ * queued reads reads at once in sched_read_begin (sched_reads_ahead false). */
+mi_status sched_read_begin(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n);
+mi_status sched_read_wait(mi_sched *s, const mi_tensor *t);
+bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t);
+/* n bytes of src's data into dst's, ordered with the work queued on their backends. */
+mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n);
 /* Copy n bytes between tensors' data on any two backends (used for boundary copies). */
 mi_status sched_copy_across(mi_backend *dst_be, void *dst, mi_backend *src_be, const void *src, size_t n);
 const mi_sched_stats *sched_stats(const mi_sched *s);
@@ -58,6 +66,7 @@ void sched_dump(const mi_sched *s, const mi_graph *g, void *file);
  *   offsets are 256-byte aligned; the same graph shape gets the same offsets. A buffer
  *   larger than the backend's memory() reports available is refused (sched_check_fit).
  * - sched_compute leaves device work queued; sched_read synchronizes the tensor's backend.
+ * - an MI_OP_INPUT flagged MI_T_FED is skipped: its owner queued its bytes already.
  * - MINFER_PROFILE=1: per-op times (synchronizing after every node), printed by sched_free.
  * - MINFER_SCHED_NOREUSE=1: no liveness reuse (A/B, debugging). */
 

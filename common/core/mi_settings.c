@@ -34,6 +34,8 @@ static const mi_setting_info g_settings[] = {
      "tokens per graph for a prompt (0: never split); default: a CPU session keeps a graph's activations near 3% of weights + KV cache, a device session runs the whole prompt"},
     {"MINFER_NO_GRAPH_REUSE", MI_SETTING_FLAG,
      "1: every one-token decode step builds its graph anew (read at session open), and every step of a batch (read at batch creation); default: a session runs its last one-token graph again at the new position, a batch its last step's graph when the step's bucket matches (A/B, debugging; MINFER_DUMP_GRAPH implies it for sessions)"},
+    {"MINFER_STEP_AHEAD", MI_SETTING_INT,
+     "0: a batch never queues a step ahead; 1: it does on any backend (the CPU too: tests); unset: where the batch's backend reads its output behind queued work (a device); read at batch creation. An all-greedy step whose sequences all drew queues the step after it (each sequence fed its argmax on the device) before the host reads its ids, so the device runs it while the host reads, draws and plans; taken when the caller feeds each sequence its drawn token (docs/PHASE8B.md)"},
     {"MINFER_PAGEABLE_LOGITS", MI_SETTING_FLAG,
      "1: a session keeps its logits in plain host memory (read at session open); default: page-locked memory from the device backend for up to 64 rows, so a decode step's row crosses at the copy engine's rate (A/B)"},
     {"MINFER_DEBUG_LAYERS", MI_SETTING_STRING,

@@ -87,6 +87,8 @@ enum { MI_ROPE_NORMAL = 0, MI_ROPE_NEOX = 2 };
 #define MI_T_ALIAS   0x10u  /* data aliases src[1] (KV_STORE): not allocated */
 #define MI_T_EARLY   0x20u  /* a hint of 8a's pass (item d10): the node's kernels may be launched as
                                programmatic dependents; ignored by the CPU */
+#define MI_T_FED     0x40u  /* MI_OP_INPUT whose bytes its owner already put in its data on the
+                               backend (a copy queued there): sched_compute skips host_src */
 
 struct mi_buffer;
 

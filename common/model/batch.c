@@ -4,9 +4,7 @@
  * tables, and each sequence's last row for its logits. A step of the same shape as the last
  * (its bucket: sequences, rows, output, hook epoch, longest sequence rounded up) runs the
  * last step's graph again: everything else a step changes is Input data. */
-#include "mi_batch.h"
-#include "kv_pool.h"
-#include "../backend/sched.h"
+#include "batch_internal.h"
 #include "../backend/hooks.h"
 #include "../core/mi_settings.h"
 #include "../core/mi_progress.h"
@@ -14,68 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BATCH_MAX_SEQS 4096
-#define BATCH_TOP_K 64   /* candidates a row in a top-k step: the largest top_k such a step serves */
-
-/* What a step's graph ends in: each row's argmax (every sequence greedy), each row's
- * BATCH_TOP_K best candidates (every sequence greedy or sampling with a top_k up to it), or the
- * logits. The first two leave the logits where they were computed (no_logits). */
-typedef enum { OUT_LOGITS, OUT_IDS, OUT_TOP } step_out;
-
-/* What a step's graph is built from besides Input data: two steps with equal keys have the
- * same nodes, shapes and params (kv: the longest sequence's positions rounded up to its
- * bucket, ATTN_PAGED's p[6]; the sequences table is sized from it). */
-typedef struct {
-    int n_seqs;
-    int64_t n_tok, kv, seqs_len, max_rows;
-    step_out out;
-    uint64_t epoch;
-} step_key;
-
-typedef struct {
-    bool used, ran, greedy, has_logits;
-    bool drawn;                  /* the last step drew its next token (its queue ran empty) */
-    mi_kv_seq kv;
-    int32_t *queue;              /* tokens waiting: [head, n_queue) */
-    int64_t head, n_queue, cap;
-    mi_sampler sampler;
-    int32_t next;
-    int row;                     /* its row of the last step's logits */
-    mi_status status;            /* what kept it out of the last step */
-    char why[256];
-} batch_seq;
-
-struct mi_batch {
-    mi_model *m;
-    mi_backend *backends[2];     /* priority order: the device (if any), then the CPU */
-    int n_backends;
-    mi_backend *cpu;
-    void *hook_state;            /* a phase's per-session state (hooks.h) */
-    mi_sched *sched;
-    mi_kv_pool pool;
-    int n_seq_max;
-    bool no_logits;              /* steps return ids or top candidates where they can (mi_batch_params) */
-    bool top_here;               /* TOPK runs where the logits are (model_topk_where_logits) */
-    step_out out;                /* what the last step's graph ended in */
-    batch_seq *seq;
-    float *logits;               /* [n_seq_max][n_vocab]: the last step's logits, one row a sequence that ran */
-    int32_t *ids, *pos, *rows, *solo, *tab, *last, *ones;   /* the step's inputs */
-    int32_t *next_ids;           /* [n_seq_max]: a step's argmax ids (OUT_IDS) */
-    float *top;                  /* [n_seq_max][2 BATCH_TOP_K]: a step's candidates (OUT_TOP) */
-    float *top_scale;            /* [n_seq_max]: each row's 1 / temperature for them (1: greedy) */
-    int64_t cap_tok, cap_tab;
-    int *in_step;                /* the sequences of the step, in row order */
-    int *draw;                   /* the step's rows whose sequence draws from its logits */
-    int64_t *take, *held;        /* per step sequence: its tokens, and the positions it held before */
-    /* The last step's graph, built, passed, assigned and allocated, run again by a step of the
-     * same key (its Inputs read the arrays above, which do not move while it is kept). NULL:
-     * none yet, or MINFER_NO_GRAPH_REUSE. */
-    mi_graph *step_graph;
-    step_key key;
-    bool no_graph_reuse;
-    mi_batch_stats stats;
-};
 
 void mi_batch_params_default(mi_batch_params *p) {
     memset(p, 0, sizeof *p);
@@ -88,6 +24,9 @@ void mi_batch_params_default(mi_batch_params *p) {
 
 void mi_batch_free(mi_batch *b) {
     if (!b) return;
+    batch_ahead_free(b);   /* waits for a step still queued */
+    if (b->n_backends) batch_host_free(b, b->next_ids, b->next_ids_pinned);   /* before the backend that gave it goes */
+    else free(b->next_ids);
     graph_free(b->step_graph);
     for (int i = 0; b->seq && i < b->n_seq_max; i++) mi_batch_seq_free(b, i);
     kv_pool_free(&b->pool);
@@ -97,7 +36,6 @@ void mi_batch_free(mi_batch *b) {
     free(b->seq);
     free(b->logits);
     free(b->ids); free(b->pos); free(b->rows); free(b->solo); free(b->tab); free(b->last); free(b->ones);
-    free(b->next_ids);
     free(b->top);
     free(b->top_scale);
     free(b->in_step);
@@ -176,13 +114,12 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     b->held = malloc((size_t)p.n_seq_max * sizeof *b->held);
     b->last = malloc((size_t)p.n_seq_max * sizeof *b->last);
     b->ones = malloc((size_t)p.n_seq_max * sizeof *b->ones);
-    b->next_ids = malloc((size_t)p.n_seq_max * sizeof *b->next_ids);
     b->top = malloc((size_t)p.n_seq_max * 2 * BATCH_TOP_K * sizeof *b->top);
     b->top_scale = malloc((size_t)p.n_seq_max * sizeof *b->top_scale);
     b->no_logits = p.no_logits;
     b->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE");
     mi_status st = b->seq && b->logits && b->in_step && b->draw && b->take && b->held && b->last && b->ones &&
-                           b->next_ids && b->top && b->top_scale
+                           b->top && b->top_scale
                        ? MI_OK
                        : mi_err(MI_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MI_OK && i < p.n_seq_max; i++) b->ones[i] = 1;
@@ -201,6 +138,10 @@ mi_status mi_batch_new(mi_model *m, const mi_batch_params *pp, mi_batch **out) {
     if (b->cpu) b->backends[b->n_backends++] = b->cpu;
     if (st == MI_OK) st = sched_new(b->backends, b->n_backends, &b->sched);
     if (st == MI_OK) b->top_here = model_topk_where_logits(m, b->backends[0], BATCH_TOP_K);
+    if (st == MI_OK) {   /* the argmax ids come back by DMA, behind the work queued after them (batch_ahead.c) */
+        b->next_ids = batch_host_alloc(b, (size_t)p.n_seq_max * sizeof *b->next_ids, &b->next_ids_pinned);
+        st = b->next_ids ? batch_ahead_init(b) : mi_err(MI_ERR_NOMEM, "out of memory");
+    }
     mi_backend *pool_be = st == MI_OK ? pool_backend(b, p.kv_type) : NULL;
     const int64_t n_blocks = (p.kv_tokens + p.block - 1) / p.block;
     if (st == MI_OK) {   /* refuse a pool that cannot fit before allocating (and zeroing) it */
@@ -229,6 +170,7 @@ mi_status mi_batch_seq_new(mi_batch *b, const mi_sampler_params *sp, int *id) {
         batch_seq *s = &b->seq[i];
         if (s->used) continue;
         memset(s, 0, sizeof *s);
+        s->ahead_row = -1;
         s->greedy = !sp || sp->temp <= 0.0f;
         if (!s->greedy) MI_TRY(mi_sampler_init(&s->sampler, sp, mi_model_hparams(b->m)->n_vocab));
         s->used = true;
@@ -241,7 +183,8 @@ mi_status mi_batch_seq_new(mi_batch *b, const mi_sampler_params *sp, int *id) {
 void mi_batch_seq_free(mi_batch *b, int id) {
     batch_seq *s = seq_of(b, id);
     if (!s) return;
-    kv_pool_release(&b->pool, &s->kv);
+    batch_ahead_forget_seq(b, id);
+    kv_pool_release(&b->pool, &s->kv);   /* a step queued ahead that writes its blocks runs before any later one */
     if (!s->greedy) mi_sampler_free(&s->sampler);
     free(s->queue);
     memset(s, 0, sizeof *s);
@@ -286,26 +229,22 @@ static mi_status grow(int32_t **p, int64_t n) {
  * captured launches: the paged attention's splits come from this bound) until its longest
  * sequence crosses a bucket, every 256 positions at most; the sequences table is padded to
  * it, so its size does not move as a sequence takes a block. */
-static int64_t kv_bucket(int64_t n_kv, int64_t pool) {
+int64_t batch_kv_bucket(int64_t n_kv, int64_t pool) {
     int64_t k = 16;
     while (k < n_kv && k < 256) k *= 2;
     if (k < n_kv) k = (n_kv + 255) / 256 * 256;
     return k < pool ? k : pool > n_kv ? pool : n_kv;
 }
 
-/* Pick the step's sequences and token counts (reserving their KV) and fill the inputs. The
- * sequences table: S entries of MI_PAGED_FIELDS, then S block tables of ceil(kv / block)
- * entries each (the bucket's), sequence k's at a fixed offset; entries past a sequence's
- * blocks hold -1 and are never read (each reader takes ceil(n_kv / block) of them). */
+/* Pick the step's sequences and token counts (reserving their KV) and fill the inputs
+ * (batch_fill_step). */
 static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t *n_tok, mi_batch_layout *L) {
-    const int64_t n_ctx_train = mi_model_hparams(b->m)->n_ctx_train, B = b->pool.block;
+    const int64_t n_ctx_train = mi_model_hparams(b->m)->n_ctx_train;
     int S = 0;
     int64_t T = 0, max_kv = 0, max_rows = 0;
     int64_t *take = b->take;
     for (int i = 0; i < b->n_seq_max; i++) {
         batch_seq *s = &b->seq[i];
-        s->ran = false;
-        s->status = MI_OK;
         if (!s->used || s->n_queue == s->head || (max_tokens > 0 && T >= max_tokens)) continue;
         int64_t t = s->n_queue - s->head;
         if (max_tokens > 0 && t > max_tokens - T) t = max_tokens - T;
@@ -330,8 +269,8 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
     *n_seqs = S;
     *n_tok = T;
     if (!S) return MI_OK;
-    const int64_t kv = kv_bucket(max_kv, b->pool.n_blocks * B), per_seq = (kv + B - 1) / B;
-    const int64_t len = (int64_t)S * (MI_PAGED_FIELDS + per_seq);
+    const int64_t B = b->pool.block, kv = batch_kv_bucket(max_kv, b->pool.n_blocks * B);
+    const int64_t len = (int64_t)S * (MI_PAGED_FIELDS + (kv + B - 1) / B);
     if (T > b->cap_tok || len > b->cap_tab) {   /* the kept graph's Inputs point at the arrays about to move */
         graph_free(b->step_graph);
         b->step_graph = NULL;
@@ -347,10 +286,20 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         MI_TRY(grow(&b->tab, len));
         b->cap_tab = len;
     }
+    batch_fill_step(b, S, max_kv, max_rows, false, L);
+    return MI_OK;
+}
+
+/* The sequences table: S entries of MI_PAGED_FIELDS, then S block tables of ceil(kv / block)
+ * entries each (the bucket's), sequence k's at a fixed offset; entries past a sequence's blocks
+ * hold -1 and are never read (each reader takes ceil(n_kv / block) of them). The arrays hold
+ * the step (plan_step grew them). */
+void batch_fill_step(mi_batch *b, int S, int64_t max_kv, int64_t max_rows, bool one_each, mi_batch_layout *L) {
+    const int64_t B = b->pool.block, kv = batch_kv_bucket(max_kv, b->pool.n_blocks * B), per_seq = (kv + B - 1) / B;
     int64_t r = 0;
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
-        const int64_t t = take[k], n_past = s->kv.n_pos - t, nblk = (s->kv.n_pos + B - 1) / B;
+        const int64_t t = one_each ? 1 : b->take[k], n_past = s->kv.n_pos - t, nblk = (s->kv.n_pos + B - 1) / B;
         const int64_t off = (int64_t)S * MI_PAGED_FIELDS + k * per_seq;
         int32_t *f = b->tab + (size_t)k * MI_PAGED_FIELDS;
         f[MI_PAGED_FIRST] = (int32_t)r;
@@ -360,7 +309,7 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         memcpy(b->tab + off, s->kv.blocks, (size_t)nblk * sizeof(int32_t));
         for (int64_t j = nblk; j < per_seq; j++) b->tab[off + j] = -1;
         for (int64_t j = 0; j < t; j++, r++) {
-            b->ids[r] = s->queue[s->head + j];
+            b->ids[r] = one_each ? 0 : s->queue[s->head + j];
             b->pos[r] = (int32_t)(n_past + j);
             b->rows[r] = (int32_t)kv_seq_row(&b->pool, &s->kv, n_past + j);
             b->solo[r] = (int32_t)t;
@@ -368,11 +317,17 @@ static mi_status plan_step(mi_batch *b, int64_t max_tokens, int *n_seqs, int64_t
         b->last[k] = (int32_t)(r - 1);
     }
     *L = (mi_batch_layout){.rows = b->rows, .seqs = b->tab, .solo = b->solo, .last = b->last, .ones = b->ones,
-                           .n_seqs = S, .seqs_len = len, .block = B, .max_kv = kv, .max_rows = max_rows};
-    return MI_OK;
+                           .n_seqs = S, .seqs_len = (int64_t)S * (MI_PAGED_FIELDS + per_seq), .block = B,
+                           .max_kv = kv, .max_rows = max_rows};
 }
 
-static bool key_eq(const step_key *x, const step_key *y) {
+step_key batch_step_key(const mi_batch *b, const mi_batch_layout *L, int64_t n_tok, step_out out) {
+    return (step_key){.n_seqs = L->n_seqs, .n_tok = n_tok, .kv = L->max_kv, .seqs_len = L->seqs_len,
+                      .max_rows = L->max_rows, .out = out,
+                      .epoch = b->no_graph_reuse ? 0 : mi_hook_graph_epoch(b->hook_state)};
+}
+
+bool batch_key_eq(const step_key *x, const step_key *y) {
     return x->n_seqs == y->n_seqs && x->n_tok == y->n_tok && x->kv == y->kv && x->seqs_len == y->seqs_len &&
            x->max_rows == y->max_rows && x->out == y->out && x->epoch == y->epoch;
 }
@@ -432,7 +387,32 @@ static step_out step_output(mi_batch *b, int S, int64_t V) {
     return out;
 }
 
-mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
+/* the scheduler's split counts and host times of its last compute, into the batch's */
+static void note_sched(mi_batch *b) {
+    const mi_sched_stats *ss = sched_stats(b->sched);
+    b->stats.s_split_begin += ss->s_split_begin;
+    b->stats.s_nodes += ss->s_nodes;
+    b->stats.s_split_end += ss->s_split_end;
+    b->stats.splits += ss->n_splits;
+    b->stats.copies += ss->n_copies;
+}
+
+void *batch_host_alloc(mi_batch *b, size_t n, bool *pinned) {
+    mi_backend *be = b->backends[0];
+    void *p = be->iface->host_alloc ? be->iface->host_alloc(be, n) : NULL;
+    *pinned = p != NULL;
+    return p ? p : malloc(n);
+}
+
+void batch_host_free(mi_batch *b, void *p, bool pinned) {
+    if (p && pinned) b->backends[0]->iface->host_free(b->backends[0], p);
+    else free(p);
+}
+
+/* One step of the sequences with tokens queued (a budget of max_tokens). may_ahead: an all-greedy
+ * step whose sequences all drew may queue the step after it before its ids are read
+ * (batch_ahead.c). */
+static mi_status step_run(mi_batch *b, int64_t max_tokens, bool may_ahead, int *n_run) {
     *n_run = 0;
     const double t0 = mi_now_s();
     int S = 0;
@@ -449,9 +429,8 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     mi_build_args a = {.batch = &L, .ids = b->ids, .pos = b->pos, .n = T, .greedy = out == OUT_IDS,
                        .top_k = out == OUT_TOP ? BATCH_TOP_K : 0, .top_scale = b->top_scale};
     mi_graph *g = NULL;
-    const step_key key = {.n_seqs = S, .n_tok = T, .kv = L.max_kv, .seqs_len = L.seqs_len, .max_rows = L.max_rows,
-                          .out = out, .epoch = b->no_graph_reuse ? 0 : mi_hook_graph_epoch(b->hook_state)};
-    if (b->step_graph && key_eq(&key, &b->key)) {
+    const step_key key = batch_step_key(b, &L, T, out);
+    if (b->step_graph && batch_key_eq(&key, &b->key)) {
         g = b->step_graph;   /* passed, assigned and allocated already: only the Inputs' data moved */
         b->stats.graph_reuses++;
     } else {
@@ -467,11 +446,24 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     }
     const double t1 = mi_now_s();
     if (st == MI_OK) st = sched_compute(b->sched, g);
+    note_sched(b);
+    /* the ids read behind the step, the queues advanced, and the step after it queued ahead
+     * where it is exactly the next (batch_ahead.c); then the wait for the ids alone */
+    const bool ahead = st == MI_OK && may_ahead && out == OUT_IDS && g == b->step_graph && b->ahead.mode != 0;
+    bool advanced = false, queued = false;
+    if (ahead) st = sched_read_begin(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+    if (ahead && st == MI_OK) {
+        for (int k = 0; k < S; k++) b->seq[b->in_step[k]].head += b->take[k];
+        advanced = true;
+        queued = batch_ahead_queue(b, g, S);
+        st = sched_read_wait(b->sched, g->output);
+    }
     const double t2 = mi_now_s();
-    if (st == MI_OK && out == OUT_IDS) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
-    else if (st == MI_OK && out == OUT_TOP)
-        st = sched_read(b->sched, g->output, b->top, 0, (size_t)S * 2 * BATCH_TOP_K * sizeof(float));
-    else if (st == MI_OK) st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    if (!ahead && st == MI_OK) {
+        if (out == OUT_IDS) st = sched_read(b->sched, g->output, b->next_ids, 0, (size_t)S * sizeof(int32_t));
+        else if (out == OUT_TOP) st = sched_read(b->sched, g->output, b->top, 0, (size_t)S * 2 * BATCH_TOP_K * sizeof(float));
+        else st = sched_read(b->sched, g->output, b->logits, 0, (size_t)S * (size_t)V * sizeof(float));
+    }
     for (int k = 0; st == MI_OK && out != OUT_LOGITS && k < S; k++) {   /* a greedy row's argmax, as ARGMAX's rule */
         const bool bad = out == OUT_IDS ? b->next_ids[k] < 0 || b->next_ids[k] >= V
                                         : b->seq[b->in_step[k]].greedy && !isfinite(b->top[(size_t)k * 2 * BATCH_TOP_K]);
@@ -480,6 +472,8 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     if (g == b->step_graph && st != MI_OK) b->step_graph = NULL;   /* a failed step's graph is not run again */
     if (g != b->step_graph) graph_free(g);
     if (st != MI_OK) {
+        if (queued) batch_ahead_drop(b);
+        for (int k = 0; advanced && k < S; k++) b->seq[b->in_step[k]].head -= b->take[k];
         unplan(b, S);
         return mi_err_ctx(st, "a step of %d sequences, %lld tokens", S, (long long)T);
     }
@@ -488,7 +482,7 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     for (int k = 0; k < S; k++) {
         batch_seq *s = &b->seq[b->in_step[k]];
         s->row = k;
-        s->head += b->take[k];
+        if (!advanced) s->head += b->take[k];
         s->has_logits = out == OUT_LOGITS;
         /* Draw only once the queue is empty: a prompt fed over several steps (a token budget)
          * must advance the sampler's RNG once, after its last token, as a session's caller
@@ -504,14 +498,30 @@ mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
     b->stats.s_compute += t2 - t1;
     b->stats.s_read += t3 - t2;
     b->stats.s_draw += mi_now_s() - t3;
-    const mi_sched_stats *ss = sched_stats(b->sched);
-    b->stats.s_split_begin += ss->s_split_begin;
-    b->stats.s_nodes += ss->s_nodes;
-    b->stats.s_split_end += ss->s_split_end;
-    b->stats.splits += ss->n_splits;
-    b->stats.copies += ss->n_copies;
     *n_run = S;
     return MI_OK;
+}
+
+mi_status mi_batch_step(mi_batch *b, int64_t max_tokens, int *n_run) {
+    *n_run = 0;
+    for (int i = 0; i < b->n_seq_max; i++) {
+        b->seq[i].ran = false;
+        b->seq[i].status = MI_OK;
+    }
+    int n_ahead = 0;
+    if (b->ahead.live) {   /* the step queued ahead: taken by the sequences fed what it drew */
+        bool rest = true;
+        MI_TRY(batch_ahead_take(b, max_tokens, &n_ahead, &rest));
+        *n_run = n_ahead;
+        if (!rest || (max_tokens > 0 && max_tokens <= n_ahead)) return MI_OK;
+        if (max_tokens > 0) max_tokens -= n_ahead;
+    }
+    int n = 0;   /* the rest (new prompts, other tokens) in a step of its own, queued after it */
+    const mi_status st = step_run(b, max_tokens, n_ahead == 0, &n);
+    *n_run = n;
+    if (n_ahead)   /* a sequence may have run in both */
+        for (int i = *n_run = 0; i < b->n_seq_max; i++) *n_run += b->seq[i].ran;
+    return st;
 }
 
 const float *mi_batch_seq_logits(const mi_batch *b, int id) {
@@ -538,7 +548,8 @@ mi_status mi_batch_seq_status(const mi_batch *b, int id) {
 
 int64_t mi_batch_seq_n_past(const mi_batch *b, int id) {
     const batch_seq *s = seq_of(b, id);
-    return s ? s->kv.n_pos : -1;
+    if (!s) return -1;
+    return s->ahead_row >= 0 ? b->ahead.held[s->ahead_row] : s->kv.n_pos;   /* the step queued ahead is not run yet */
 }
 
 int64_t mi_batch_seq_queued(const mi_batch *b, int id) {

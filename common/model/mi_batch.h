@@ -89,9 +89,12 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
  * and compute's parts (mi_sched_stats): the backends' split set-up, issuing the nodes, their
  * split ends (a captured step's launch); and the scheduler's splits and cross-backend copies,
  * summed over the steps (a step on one device is one split with no copies; more means part of
- * it ran on another backend, the CPU). */
+ * it ran on another backend, the CPU); and the steps queued ahead of the host's read
+ * (MINFER_STEP_AHEAD, docs/PHASE8B.md) that the next step took, and those given up (a
+ * sequence fed another token than the one it drew, or every one of them freed). */
 typedef struct {
     int64_t steps, graph_builds, graph_reuses, splits, copies;
+    int64_t ahead_steps, ahead_dropped;
     double s_prepare, s_compute, s_read, s_draw;
     double s_split_begin, s_nodes, s_split_end;
 } mi_batch_stats;

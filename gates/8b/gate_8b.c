@@ -18,6 +18,10 @@
  *                   bit the four kernels it replaces, two rows' slots outside the cache
  *  batch_no_logits   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
+ *  batch_ahead_*    greedy steps queued ahead of the host's read (MINFER_STEP_AHEAD) against the
+ *                   same schedule read first: every token, sequence count and the last step's
+ *                   logits bit for bit, through a sequence freed, a prompt joining and a
+ *                   sequence fed another token than it drew; most steps queued ahead
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
  *                   (one sequence ending mid-way): its graph reused and its decode splits
  *                   replayed (b2) against the same batch building every step with b2 off and
@@ -443,6 +447,121 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     mi_model_free(m);
 }
 
+/* ---------------- a step queued ahead of the host's read (common/model/batch_ahead.c) ---------------- */
+/* nseq greedy sequences (no_logits) for `steps` steps, each fed what it drew, with everything
+ * that makes a queued step wrong: sequence nseq / 2 freed after step steps / 3, a new prompt
+ * at step steps / 2, sequence 0 fed another token at step 2 steps / 3; then every sequence fed
+ * another token with a sampled sequence joining, a step with logits (rows hashed). mode:
+ * MINFER_STEP_AHEAD ("" unset: the default) */
+typedef struct {
+    int32_t *tok;     /* [nseq + 1][steps], -1: none */
+    int *ran;         /* [steps] */
+    uint64_t *rows;   /* [nseq + 1]: the last step's logits rows */
+    mi_batch_stats bs;
+} ah_run;
+
+static mi_status ah_schedule(mi_model *m, int nseq, int steps, const char *mode, ah_run *r) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_batch_params bp;
+    mi_batch_params_default(&bp);
+    bp.n_seq_max = nseq + 2;
+    bp.kv_tokens = (int64_t)(nseq + 2) * (steps + 64);
+    bp.backend = "cuda";
+    bp.no_logits = true;
+    if (*mode) setenv("MINFER_STEP_AHEAD", mode, 1);
+    mi_batch *b = NULL;
+    mi_status st = mi_batch_new(m, &bp, &b);
+    unsetenv("MINFER_STEP_AHEAD");
+    if (st != MI_OK) return st;
+    const int nall = nseq + 1, freed = nseq / 2, joiner = nseq;
+    int *id = calloc((size_t)nall, sizeof *id);
+    int32_t *drawn = calloc((size_t)nall, sizeof *drawn), toks[64];
+    bool *open = calloc((size_t)nall, sizeof *open);
+    for (int i = 0; i < nall * steps; i++) r->tok[i] = -1;
+    for (int step = 0; st == MI_OK && step < steps; step++) {
+        for (int i = 0; st == MI_OK && i < nall; i++) {
+            const bool joins = (i < nseq && step == 0) || (i == joiner && step == steps / 2);
+            if (joins) {
+                const int n = 1 + (i * 5) % 19;
+                for (int j = 0; j < n; j++) toks[j] = plan_tok(i, j, V);
+                st = mi_batch_seq_new(b, NULL, &id[i]);
+                if (st == MI_OK) st = mi_batch_seq_add(b, id[i], toks, n);
+                open[i] = st == MI_OK;
+            } else if (open[i]) {
+                toks[0] = i == 0 && step == 2 * steps / 3 ? (drawn[i] + 1) % (int32_t)V : drawn[i];
+                st = mi_batch_seq_add(b, id[i], toks, 1);
+            }
+        }
+        if (st == MI_OK) st = mi_batch_step(b, 0, &r->ran[step]);
+        for (int i = 0; st == MI_OK && i < nall; i++) {
+            if (!open[i]) continue;
+            st = mi_batch_seq_next(b, id[i], &drawn[i]);
+            r->tok[(size_t)i * steps + step] = drawn[i];
+            if (st == MI_OK && i == freed && step == steps / 3) mi_batch_seq_free(b, id[i]), open[i] = false;
+        }
+    }
+    mi_sampler_params sp = {.temp = 0.7f, .seed = 5};
+    int e = -1, ran = 0;
+    if (st == MI_OK) st = mi_batch_seq_new(b, &sp, &e);
+    if (st == MI_OK) st = mi_batch_seq_add(b, e, toks, 2);
+    for (int i = 0; st == MI_OK && i < nall; i++) {
+        const int32_t t = (drawn[i] + 3) % (int32_t)V;
+        if (open[i]) st = mi_batch_seq_add(b, id[i], &t, 1);
+    }
+    if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
+    for (int i = 0; st == MI_OK && i < nall; i++) {
+        const float *l = open[i] ? mi_batch_seq_logits(b, id[i]) : NULL;
+        if (open[i] && !l) st = mi_err(MI_ERR_INTERNAL, "sequence %d has no logits in the last step", i);
+        r->rows[i] = l ? rp_hash(l, V) : 0;
+    }
+    mi_batch_get_stats(b, &r->bs);
+    mi_batch_free(b);
+    free(id);
+    free(drawn);
+    free(open);
+    return st;
+}
+
+static void test_steps_ahead(const char *shape, const char *type, int nseq, int steps) {
+    char path[2048], label[128];
+    snprintf(label, sizeof label, "batch_ahead_%.30s_%.20s_%dseq", shape, type, nseq);
+    if (!gu_selected(label)) return;
+    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
+        gu_skip_named(&R, label, "model not available (synth failed or not given)");
+        return;
+    }
+    gu_begin(&R, label);
+    mi_model *m = NULL;
+    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    const size_t nt = (size_t)(nseq + 1) * steps;
+    ah_run on = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
+    ah_run off = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
+    mi_status st = ah_schedule(m, nseq, steps, "0", &off);
+    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "", &on);
+    size_t bad = 0, first = nt;
+    for (size_t j = 0; st == MI_OK && j < nt; j++)
+        if (on.tok[j] != off.tok[j]) bad++, first = first < j ? first : j;
+    int bad_ran = 0, bad_rows = 0;
+    for (int k = 0; st == MI_OK && k < steps; k++) bad_ran += on.ran[k] != off.ran[k];
+    for (int i = 0; st == MI_OK && i <= nseq; i++) bad_rows += on.rows[i] != off.rows[i];
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (bad || bad_ran || bad_rows)
+        gu_fail(&R, "with steps queued ahead: %zu tokens differ (first: sequence %zu step %zu: %d, %d read first), %d "
+                    "steps ran other sequence counts, %d last logits rows differ", bad, first / steps, first % steps,
+                first < nt ? on.tok[first] : 0, first < nt ? off.tok[first] : 0, bad_ran, bad_rows);
+    else if (off.bs.ahead_steps || on.bs.ahead_steps < steps / 2 || !on.bs.ahead_dropped)
+        gu_fail(&R, "steps queued ahead and taken: %lld (want >= %d), read first: %lld (want 0); given up: %lld "
+                    "(want >= 1)", (long long)on.bs.ahead_steps, steps / 2, (long long)off.bs.ahead_steps,
+                (long long)on.bs.ahead_dropped);
+    else
+        gu_pass(&R, "%d sequences, %d steps (one freed, one joining, one fed another token): every token, sequence "
+                    "count and last logits row bit for bit with steps read first; %lld steps queued ahead and taken, "
+                    "%lld given up", nseq, steps, (long long)on.bs.ahead_steps, (long long)on.bs.ahead_dropped);
+    free(on.tok), free(on.ran), free(on.rows);
+    free(off.tok), free(off.ran), free(off.rows);
+    mi_model_free(m);
+}
+
 /* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
  * (b34-b37, b39, b42): a
  * batch's every logits row bit for bit with them and without, and each ran */
@@ -653,6 +772,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
     test_batch_replay("tiny-qwen2", "q4_0", 5);
     test_batch_replay("qwen2.5-0.5b", "q4_0", 16);
+    test_steps_ahead("tiny-qwen2", "q4_0", 5, 24);
+    test_steps_ahead("qwen2.5-0.5b", "q4_0", 64, 30);
+    test_steps_ahead("qwen2.5-7b", "q4_k_m", 64, 12);
     /* b34-b37 at 64 and 63 rows (b22's form of x's copy, its residual add) and at 24 and 23 (b6's,
      * whose residual add is 7b's kernel after it) */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b34,b35");

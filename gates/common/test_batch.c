@@ -501,3 +501,144 @@ Test(batch, graph_reuse_across_buckets, .timeout = 600) {
     free(alone);
     mi_model_free(m);
 }
+
+/* A step queued ahead of the host's read (MINFER_STEP_AHEAD, common/model/batch_ahead.c): the
+ * same greedy schedule through a batch that queues steps ahead (on the CPU, forced) and one that
+ * never does gives the same tokens, positions and sequence counts at every step, through
+ * everything that makes a queued step wrong: a sequence freed while one is queued (its row
+ * ignored), a new prompt arriving (a second step in the same call), a sequence fed another token
+ * than the one it drew (its position given back, run again), one fed its token and more (the
+ * rest in the second step), a step budget, and the pool's last blocks. Afterwards one step with
+ * logits for everyone (a sampled sequence without top_k joins) must agree bit for bit: the KV
+ * rows the queued steps wrote are the ones a plain step writes. Most steps must have been
+ * queued ahead, or the test proves nothing. */
+#define AHEAD_OPEN 5
+#define AHEAD_STEPS 24
+
+typedef struct {
+    int32_t next[AHEAD_OPEN][AHEAD_STEPS];
+    int64_t n_past[AHEAD_OPEN][AHEAD_STEPS];
+    int ran[AHEAD_STEPS];
+    float *logits;   /* [AHEAD_OPEN][V]: the last step's */
+    mi_batch_stats stats;
+    int64_t free_blocks, blocks;
+} ahead_run;
+
+/* sequence i's chunk at step `step` from its last drawn token d: a prompt at its join step (0,
+ * 0, 2, 9 and 9), then its token, but sequence 0 at step 12 is fed another one and sequence 2 at
+ * step 15 its token and two more */
+static int64_t ahead_chunk(int i, int step, int32_t d, int32_t *out, int64_t V) {
+    static const int join[AHEAD_OPEN] = {0, 0, 2, 9, 9};
+    if (step < join[i] || (i == 1 && step > 6)) return 0;   /* 1 ends after step 6 */
+    if (step == join[i]) {
+        const int64_t n = 4 + 5 * i;
+        for (int64_t j = 0; j < n; j++) out[j] = tok(i, j, V);
+        return n;
+    }
+    out[0] = i == 0 && step == 12 ? (d + 1) % (int32_t)V : d;
+    if (i == 2 && step == 15) {
+        out[1] = tok(i, 50, V), out[2] = tok(i, 51, V);
+        return 3;
+    }
+    return 1;
+}
+
+/* noreuse: no liveness reuse in the scheduler, so the ids Input and the argmax output have
+ * their own bytes and the queued step's ids cross by the copy (with reuse the output takes the
+ * ids' bytes, which then need none) */
+static void ahead_schedule(mi_model *m, const char *mode, bool noreuse, ahead_run *r) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    setenv("MINFER_STEP_AHEAD", mode, 1);
+    if (noreuse) setenv("MINFER_SCHED_NOREUSE", "1", 1);
+    mi_batch *b = cpu_batch(m, AHEAD_OPEN + 1, 192, 2, true);   /* 12 blocks: the sequences end holding 12 */
+    unsetenv("MINFER_STEP_AHEAD");
+    unsetenv("MINFER_SCHED_NOREUSE");
+    int id[AHEAD_OPEN];
+    int32_t drawn[AHEAD_OPEN] = {0}, toks[64];
+    for (int step = 0; step < AHEAD_STEPS; step++) {
+        for (int i = 0; i < AHEAD_OPEN; i++) {
+            const int64_t n = ahead_chunk(i, step, drawn[i], toks, V);
+            if (!n) continue;
+            if (step == 0 || (i >= 2 && n > 3)) cr_assert_eq(mi_batch_seq_new(b, NULL, &id[i]), MI_OK, "%s", mi_errmsg());
+            cr_assert_eq(mi_batch_seq_add(b, id[i], toks, n), MI_OK, "%s", mi_errmsg());
+        }
+        int ran = 0;
+        /* a budget at step 18: fewer tokens than sequences */
+        cr_assert_eq(mi_batch_step(b, step == 18 ? 2 : 0, &ran), MI_OK, "%s step %d: %s", mode, step, mi_errmsg());
+        r->ran[step] = ran;
+        for (int i = 0; i < AHEAD_OPEN; i++) {
+            r->next[i][step] = -1;
+            r->n_past[i][step] = -1;
+            if (step < (i < 2 ? 0 : i == 2 ? 2 : 9) || (i == 1 && step > 6)) continue;
+            r->n_past[i][step] = mi_batch_seq_n_past(b, id[i]);
+            if (mi_batch_seq_next(b, id[i], &drawn[i]) == MI_OK) r->next[i][step] = drawn[i];
+            else mi_err_clear();
+            if (i == 1 && step == 6) mi_batch_seq_free(b, id[i]);
+        }
+    }
+    /* one step with logits: a sampled sequence without top_k joins, and every sequence is fed
+     * another token than it drew (a step queued ahead is given up whole) */
+    mi_sampler_params sp = {.temp = 0.7f, .seed = 5};
+    int e;
+    cr_assert_eq(mi_batch_seq_new(b, &sp, &e), MI_OK, "%s", mi_errmsg());
+    cr_assert_eq(mi_batch_seq_add(b, e, toks, 2), MI_OK);
+    for (int i = 0; i < AHEAD_OPEN; i++) {
+        const int32_t t = (drawn[i] + 3) % (int32_t)V;
+        if (i != 1) cr_assert_eq(mi_batch_seq_add(b, id[i], &t, 1), MI_OK);
+    }
+    int ran = 0;
+    cr_assert_eq(mi_batch_step(b, 0, &ran), MI_OK, "%s: %s", mode, mi_errmsg());
+    r->logits = malloc((size_t)AHEAD_OPEN * (size_t)V * sizeof(float));
+    for (int i = 0; i < AHEAD_OPEN; i++) {
+        const float *l = i == 1 ? NULL : mi_batch_seq_logits(b, id[i]);
+        if (i != 1) cr_assert_not_null(l, "%s: sequence %d has no logits", mode, i);
+        if (l) memcpy(r->logits + (size_t)i * (size_t)V, l, (size_t)V * sizeof(float));
+    }
+    mi_batch_get_stats(b, &r->stats);
+    for (int i = 0; i < AHEAD_OPEN; i++)
+        if (i != 1) mi_batch_seq_free(b, id[i]);
+    mi_batch_seq_free(b, e);
+    r->free_blocks = mi_batch_kv_free_blocks(b);
+    r->blocks = mi_batch_kv_blocks(b);
+    mi_batch_free(b);
+}
+
+/* the schedule on a synthetic model with steps queued ahead (noreuse as ahead_schedule)
+ * against it without. The tiny shapes' greedy tokens settle on one token at once, so a queued
+ * step fed the token of the step before would pass unseen: the 0.5B's cycle through several. */
+static void steps_ahead_vs_read_first(const char *shape, bool noreuse) {
+    mi_model *m = synth(shape, "q4_0");
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    ahead_run off = {0}, on = {0};
+    ahead_schedule(m, "0", noreuse, &off);
+    ahead_schedule(m, "1", noreuse, &on);
+    for (int step = 0; step < AHEAD_STEPS; step++) {
+        cr_assert_eq(on.ran[step], off.ran[step], "step %d: %d sequences ran, %d without steps ahead", step, on.ran[step],
+                     off.ran[step]);
+        for (int i = 0; i < AHEAD_OPEN; i++) {
+            cr_assert_eq(on.next[i][step], off.next[i][step], "step %d sequence %d: token %d, %d without steps ahead",
+                         step, i, on.next[i][step], off.next[i][step]);
+            cr_assert_eq(on.n_past[i][step], off.n_past[i][step], "step %d sequence %d: n_past %lld, %lld", step, i,
+                         (long long)on.n_past[i][step], (long long)off.n_past[i][step]);
+        }
+    }
+    for (int i = 0; i < AHEAD_OPEN; i++)
+        for (int64_t v = 0; i != 1 && v < V; v++) {
+            const size_t k = (size_t)i * (size_t)V + (size_t)v;
+            cr_assert(!memcmp(&on.logits[k], &off.logits[k], sizeof(float)), "sequence %d logit %lld: %.9g, %.9g", i,
+                      (long long)v, on.logits[k], off.logits[k]);
+        }
+    cr_assert_eq(off.stats.ahead_steps, 0);
+    cr_assert_geq(on.stats.ahead_steps, AHEAD_STEPS / 2, "only %lld steps were queued ahead", (long long)on.stats.ahead_steps);
+    cr_assert_geq(on.stats.ahead_dropped, 1, "no queued step was given up: the mismatch paths were not taken");
+    cr_assert_eq(on.free_blocks, on.blocks, "blocks left reserved: %lld of %lld free", (long long)on.free_blocks,
+                 (long long)on.blocks);
+    free(on.logits);
+    free(off.logits);
+    mi_model_free(m);
+}
+
+Test(batch, steps_queued_ahead_equal_steps_read_first) { steps_ahead_vs_read_first("tiny-qwen2", false); }
+Test(batch, steps_queued_ahead_equal_steps_read_first_0_5b_ids_copied, .timeout = 600) {
+    steps_ahead_vs_read_first("qwen2.5-0.5b", true);
+}
