@@ -388,7 +388,7 @@ static step_out step_output(mi_batch *b, int S, int64_t V) {
 }
 
 /* the scheduler's split counts and host times of its last compute, into the batch's */
-static void note_sched(mi_batch *b) {
+void batch_note_sched(mi_batch *b) {
     const mi_sched_stats *ss = sched_stats(b->sched);
     b->stats.s_split_begin += ss->s_split_begin;
     b->stats.s_nodes += ss->s_nodes;
@@ -446,7 +446,7 @@ static mi_status step_run(mi_batch *b, int64_t max_tokens, bool may_ahead, int *
     }
     const double t1 = mi_now_s();
     if (st == MI_OK) st = sched_compute(b->sched, g);
-    note_sched(b);
+    batch_note_sched(b);
     /* the ids read behind the step, the queues advanced, and the step after it queued ahead
      * where it is exactly the next (batch_ahead.c); then the wait for the ids alone */
     const bool ahead = st == MI_OK && may_ahead && out == OUT_IDS && g == b->step_graph && b->ahead.mode != 0;

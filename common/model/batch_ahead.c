@@ -22,8 +22,8 @@
 #include <string.h>
 
 mi_status batch_ahead_init(mi_batch *b) {
-    long mode = -1;
-    MI_TRY(mi_setting_int("MINFER_STEP_AHEAD", 0, 1, -1, &mode));
+    long mode = 0;
+    MI_TRY(mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 0, &mode));
     b->ahead.mode = (int)mode;
     b->ahead.seqs = malloc((size_t)b->n_seq_max * sizeof *b->ahead.seqs);
     b->ahead.held = malloc((size_t)b->n_seq_max * sizeof *b->ahead.held);
@@ -70,7 +70,7 @@ static mi_tensor *ids_input(const mi_graph *g, const int32_t *ids) {
 
 static bool ahead_wanted(const mi_batch *b, const mi_graph *g) {
     if (b->ahead.mode == 0 || b->out != OUT_IDS || !g || g != b->step_graph || !g->output) return false;
-    return b->ahead.mode == 1 || sched_reads_ahead(b->sched, g->output);
+    return b->ahead.mode == 2 || sched_reads_ahead(b->sched, g->output);
 }
 
 /* one more position for each sequence of the step (all or none); the largest n_pos after */
@@ -114,10 +114,7 @@ bool batch_ahead_queue(mi_batch *b, mi_graph *g, int S) {
         ids->flags |= MI_T_FED;
         if (st == MI_OK) st = sched_compute(b->sched, g);
         ids->flags &= ~MI_T_FED;
-        const mi_sched_stats *ss = sched_stats(b->sched);
-        b->stats.s_split_begin += ss->s_split_begin;
-        b->stats.s_nodes += ss->s_nodes;
-        b->stats.s_split_end += ss->s_split_end;
+        batch_note_sched(b);
         if (st != MI_OK) mi_err_clear();   /* the step read next reports a device that failed */
     }
     if (st != MI_OK) {

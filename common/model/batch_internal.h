@@ -70,7 +70,7 @@ struct mi_batch {
     bool next_ids_pinned;        /* next_ids from the device backend's host_alloc */
     /* The step queued ahead (batch_ahead.c): its sequences in row order (-1: freed since), the
      * positions each held before it, and the page-locked ids it reads back. mode:
-     * MINFER_STEP_AHEAD (0 off, 1 on, unset: where the backend reads behind queued work) */
+     * MINFER_STEP_AHEAD (0 off; 1 where the backend reads behind queued work; 2 on any backend) */
     struct {
         bool live, ids_pinned;
         int mode, S;
@@ -87,6 +87,8 @@ void batch_fill_step(mi_batch *b, int S, int64_t max_kv, int64_t max_rows, bool 
 int64_t batch_kv_bucket(int64_t n_kv, int64_t pool);
 bool batch_key_eq(const step_key *x, const step_key *y);
 step_key batch_step_key(const mi_batch *b, const mi_batch_layout *L, int64_t n_tok, step_out out);
+/* the scheduler's split counts and host times of its last compute, into the batch's stats */
+void batch_note_sched(mi_batch *b);
 /* page-locked host memory from the device backend where it gives some, else malloc */
 void *batch_host_alloc(mi_batch *b, size_t n, bool *pinned);
 void batch_host_free(mi_batch *b, void *p, bool pinned);

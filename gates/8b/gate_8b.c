@@ -452,7 +452,7 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
  * that makes a queued step wrong: sequence nseq / 2 freed after step steps / 3, a new prompt
  * at step steps / 2, sequence 0 fed another token at step 2 steps / 3; then every sequence fed
  * another token with a sampled sequence joining, a step with logits (rows hashed). mode:
- * MINFER_STEP_AHEAD ("" unset: the default) */
+ * MINFER_STEP_AHEAD */
 typedef struct {
     int32_t *tok;     /* [nseq + 1][steps], -1: none */
     int *ran;         /* [steps] */
@@ -537,7 +537,7 @@ static void test_steps_ahead(const char *shape, const char *type, int nseq, int 
     ah_run on = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
     ah_run off = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
     mi_status st = ah_schedule(m, nseq, steps, "0", &off);
-    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "", &on);
+    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "1", &on);
     size_t bad = 0, first = nt;
     for (size_t j = 0; st == MI_OK && j < nt; j++)
         if (on.tok[j] != off.tok[j]) bad++, first = first < j ? first : j;

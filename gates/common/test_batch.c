@@ -503,7 +503,7 @@ Test(batch, graph_reuse_across_buckets, .timeout = 600) {
 }
 
 /* A step queued ahead of the host's read (MINFER_STEP_AHEAD, common/model/batch_ahead.c): the
- * same greedy schedule through a batch that queues steps ahead (on the CPU, forced) and one that
+ * same greedy schedule through a batch that queues steps ahead (on the CPU, forced: 2) and one that
  * never does gives the same tokens, positions and sequence counts at every step, through
  * everything that makes a queued step wrong: a sequence freed while one is queued (its row
  * ignored), a new prompt arriving (a second step in the same call), a sequence fed another token
@@ -611,7 +611,7 @@ static void steps_ahead_vs_read_first(const char *shape, bool noreuse) {
     const int64_t V = mi_model_hparams(m)->n_vocab;
     ahead_run off = {0}, on = {0};
     ahead_schedule(m, "0", noreuse, &off);
-    ahead_schedule(m, "1", noreuse, &on);
+    ahead_schedule(m, "2", noreuse, &on);
     for (int step = 0; step < AHEAD_STEPS; step++) {
         cr_assert_eq(on.ran[step], off.ran[step], "step %d: %d sequences ran, %d without steps ahead", step, on.ran[step],
                      off.ran[step]);
