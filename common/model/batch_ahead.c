@@ -206,12 +206,8 @@ mi_status batch_ahead_take(mi_batch *b, int64_t max_tokens, int *n_run, bool *re
         if (s->drawn) s->next = b->ahead.ids[k];
         s->ran = true;
     }
-    b->stats.steps++;
     b->stats.ahead_steps++;
-    b->stats.s_prepare += t1 - t0;
-    b->stats.s_compute += t2 - t1;
-    b->stats.s_read += t3 - t2;
-    b->stats.s_draw += mi_now_s() - t3;
+    batch_note_step(b, t0, t1, t2, t3);
     *n_run = acc;
     *rest = more;
     return MI_OK;

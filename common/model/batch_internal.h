@@ -1,4 +1,5 @@
-/* The batch's state, shared by batch.c (the API, the plan, the step) and batch_ahead.c (the
+/* The batch's state, shared by batch.c (the API, the plan, the step), batch_inputs.c (a step's
+ * Inputs, key and stats) and batch_ahead.c (the
  * step queued ahead of the host's read). Internal to common/model. */
 #ifndef MI_BATCH_INTERNAL_H
 #define MI_BATCH_INTERNAL_H
@@ -89,6 +90,8 @@ bool batch_key_eq(const step_key *x, const step_key *y);
 step_key batch_step_key(const mi_batch *b, const mi_batch_layout *L, int64_t n_tok, step_out out);
 /* the scheduler's split counts and host times of its last compute, into the batch's stats */
 void batch_note_sched(mi_batch *b);
+/* a step taken: its host times from t0 (prepare to t1, compute to t2, read to t3, draw to now) */
+void batch_note_step(mi_batch *b, double t0, double t1, double t2, double t3);
 /* page-locked host memory from the device backend where it gives some, else malloc */
 void *batch_host_alloc(mi_batch *b, size_t n, bool *pinned);
 void batch_host_free(mi_batch *b, void *p, bool pinned);
