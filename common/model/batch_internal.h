@@ -1,6 +1,6 @@
 /* The batch's state, shared by batch.c (the API, the plan, the step), batch_inputs.c (a step's
- * Inputs, key and stats) and batch_ahead.c (the
- * step queued ahead of the host's read). Internal to common/model. */
+ * Inputs, key and stats) and batch_ahead.c (the step queued ahead of the host's read). Internal
+ * to common/model. */
 #ifndef MI_BATCH_INTERNAL_H
 #define MI_BATCH_INTERNAL_H
 #include "mi_batch.h"
@@ -81,6 +81,7 @@ struct mi_batch {
     } ahead;
 };
 
+/* batch_inputs.c */
 /* The Inputs of the step of sequences in_step[0 .. S), each taking take[k] tokens (one each
  * where one_each), reserved already: ids from their queues, or zeros where one_each (the device
  * fills them: batch_ahead.c) */
