@@ -88,10 +88,11 @@ static int parse(int argc, char **argv, batch_args *a) {
  * use at its fullest (sampled after every step; 0 on the CPU); tg_us: a TG step's microseconds
  * in mi_batch_step's phases (prepare, compute, read, draw: mi_batch_stats), then compute's parts
  * (split set-up, nodes, split ends); tg_ahead: the share of TG steps queued ahead of the host's
- * read (MINFER_STEP_AHEAD); tg_splits, tg_copies: a TG step's scheduler splits and
+ * read (MINFER_STEP_AHEAD); tg_first_us: the first TG step's host time (its graph built, and
+ * on a device captured, and any first use of its kernels); tg_splits, tg_copies: a TG step's scheduler splits and
  * cross-backend copies (one and none where the whole step runs on one device) */
 typedef struct {
-    double t_pp, t_tg, tg_us[7], tg_splits, tg_copies, tg_ahead;
+    double t_pp, t_tg, tg_us[7], tg_splits, tg_copies, tg_ahead, tg_first_us;
     size_t kv_bytes, mem_peak, mem_total;
     int64_t kv_tokens;
     bool kv_dev;
@@ -157,8 +158,9 @@ static mi_status run_b(mi_batch *b, mi_model *m, const batch_args *a, int B, bat
         if (st == MI_OK && ran == 0) st = mi_err(MI_ERR_INTERNAL, "a prompt step ran no sequence");
     }
     t->t_pp = now_s() - t0 - untimed;
-    mi_batch_stats s0, s1;
+    mi_batch_stats s0, s1, sf;
     mi_batch_get_stats(b, &s0);
+    sf = s0;
     t0 = now_s();
     untimed = 0;
     for (int64_t k = 0; st == MI_OK && k < a->tg; k++) {
@@ -167,6 +169,7 @@ static mi_status run_b(mi_batch *b, mi_model *m, const batch_args *a, int B, bat
             if (st == MI_OK) st = mi_batch_seq_add(b, id[s], &next[s], 1);
         }
         if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
+        if (k == 0) mi_batch_get_stats(b, &sf);
         if (st == MI_OK && ran != B) st = mi_err(MI_ERR_INTERNAL, "a generation step ran %d of %d sequences", ran, B);
         if (st == MI_OK) st = sample_memory(b, t, &untimed);
     }
@@ -183,6 +186,8 @@ static mi_status run_b(mi_batch *b, mi_model *m, const batch_args *a, int B, bat
     t->tg_splits = (double)(s1.splits - s0.splits) / n_steps;
     t->tg_copies = (double)(s1.copies - s0.copies) / n_steps;
     t->tg_ahead = (double)(s1.ahead_steps - s0.ahead_steps) / n_steps;
+    t->tg_first_us = 1e6 * (sf.s_prepare + sf.s_compute + sf.s_read + sf.s_draw - s0.s_prepare - s0.s_compute - s0.s_read -
+                            s0.s_draw);
     for (int s = 0; s < opened; s++) mi_batch_seq_free(b, id[s]);
     free(next);
     free(ids);
@@ -242,9 +247,11 @@ int cmd_bench_batch(int argc, char **argv) {
         printf("\n");
         if (a.tg)
             printf("  B = %d: a TG step %.0f us: prepare %.0f, compute %.0f (split set-up %.0f, nodes %.0f, split ends "
-                   "%.0f), read %.0f, draw %.0f; %.3g split%s, %.3g cross-backend copies a step; %.0f%% queued ahead\n",
+                   "%.0f), read %.0f, draw %.0f; %.3g split%s, %.3g cross-backend copies a step; %.0f%% queued ahead; "
+                   "the first step %.0f us\n",
                    B, 1e6 * t.t_tg / (double)a.tg, t.tg_us[0], t.tg_us[1], t.tg_us[4], t.tg_us[5], t.tg_us[6],
-                   t.tg_us[2], t.tg_us[3], t.tg_splits, t.tg_splits == 1.0 ? "" : "s", t.tg_copies, 100.0 * t.tg_ahead);
+                   t.tg_us[2], t.tg_us[3], t.tg_splits, t.tg_splits == 1.0 ? "" : "s", t.tg_copies, 100.0 * t.tg_ahead,
+                   t.tg_first_us);
         fflush(stdout);
         fprintf(jf,
                 "{\"bench\":\"batched\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"pp\":%lld,\"tg\":%lld,"
@@ -252,11 +259,11 @@ int cmd_bench_batch(int argc, char **argv) {
                 "\"ubatch\":%lld,\"kv_tokens\":%lld,\"kv_mb\":%.1f,\"kv_on_device\":%s,\"dev_mem_peak_mb\":%.1f,"
                 "\"dev_mem_total_mb\":%.1f,\"tg_step_us\":{\"prepare\":%.1f,\"compute\":%.1f,\"read\":%.1f,"
                 "\"draw\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f},\"tg_splits\":%.3f,"
-                "\"tg_copies\":%.3f,\"tg_ahead\":%.3f,\"pool\":\"%s\",\"gpu\":",
+                "\"tg_copies\":%.3f,\"tg_ahead\":%.3f,\"tg_first_us\":%.1f,\"pool\":\"%s\",\"gpu\":",
                 mname, be, threads, (long long)a.pp, (long long)a.tg, B, n_kv, t.t_pp, s_pp, t.t_tg, s_tg, T, n_kv / T,
                 (long long)a.ubatch, (long long)t.kv_tokens, (double)t.kv_bytes / mib, t.kv_dev ? "true" : "false",
                 (double)t.mem_peak / mib, (double)t.mem_total / mib, t.tg_us[0], t.tg_us[1], t.tg_us[2], t.tg_us[3],
-                t.tg_us[4], t.tg_us[5], t.tg_us[6], t.tg_splits, t.tg_copies, t.tg_ahead, a.pool_per_row ? "row" : "shared");
+                t.tg_us[4], t.tg_us[5], t.tg_us[6], t.tg_splits, t.tg_copies, t.tg_ahead, t.tg_first_us, a.pool_per_row ? "row" : "shared");
         bench_json_str(jf, strcmp(be, "cpu") ? rf.gpu : "none");
         fprintf(jf, ",\"phase\":\"%s\",\"commit\":", mi_build_phase);
         bench_json_str(jf, rf.commit);
