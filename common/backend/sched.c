@@ -591,6 +591,20 @@ bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t) {
     return b < s->n && s->be[b]->iface->read_begin && s->be[b]->iface->read_wait;
 }
 
+mi_status sched_compute_fed(mi_sched *s, mi_graph *g, mi_tensor *in, const mi_tensor *src, size_t n) {
+    if (!in || in->op != MI_OP_INPUT || !in->data || !src || !src->data || mi_nbytes(in) != n || mi_nbytes(src) < n)
+        return mi_err(MI_ERR_INVALID, "sched_compute_fed: %s <- %s, %zu bytes", in ? in->name : "(null)",
+                      src ? src->name : "(null)", n);
+    const char *pi = in->data, *ps = src->data;
+    if (pi != ps && pi < ps + n && ps < pi + n)
+        return mi_err(MI_ERR_UNSUPPORTED, "sched_compute_fed: %s and %s overlap", in->name, src->name);
+    if (pi != ps) MI_TRY(sched_copy_tensor(s, in, src, n));   /* the same bytes (the allocator's reuse): none */
+    in->flags |= MI_T_FED;
+    const mi_status st = sched_compute(s, g);
+    in->flags &= ~MI_T_FED;
+    return st;
+}
+
 mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n) {
     if (!dst || !src || !dst->data || !src->data || n > mi_nbytes(dst) || n > mi_nbytes(src))
         return mi_err(MI_ERR_INVALID, "sched_copy_tensor: %s <- %s, %zu bytes", dst ? dst->name : "(null)",

@@ -42,6 +42,10 @@ mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t off
 mi_status sched_read_begin(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n);
 mi_status sched_read_wait(mi_sched *s, const mi_tensor *t);
 bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t);
+/* sched_compute of g with its Input `in` fed from the first n bytes of src (an output of the work
+ * queued before, read on the device in queue order) instead of its host bytes: MI_ERR_UNSUPPORTED
+ * where the two overlap without being the same bytes. */
+mi_status sched_compute_fed(mi_sched *s, mi_graph *g, mi_tensor *in, const mi_tensor *src, size_t n);
 /* n bytes of src's data into dst's, ordered with the work queued on their backends. */
 mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n);
 /* Copy n bytes between tensors' data on any two backends (used for boundary copies). */

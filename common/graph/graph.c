@@ -219,6 +219,12 @@ static mi_tensor *node2(mi_graph *g, mi_op op, mi_type type, int64_t ne0, int64_
     return graph_new_node(g, op, type, 2, ne, NULL);
 }
 
+mi_tensor *graph_input_of(const mi_graph *g, const void *host_src) {
+    for (int i = 0; g && i < g->n_nodes; i++)
+        if (g->nodes[i]->op == MI_OP_INPUT && g->nodes[i]->host_src == host_src) return g->nodes[i];
+    return NULL;
+}
+
 mi_tensor *graph_input(mi_graph *g, const char *name, mi_type type, int64_t ne0, int64_t ne1, const void *host_src) {
     int64_t ne[2] = {ne0, ne1};
     mi_tensor *t = graph_new_node(g, MI_OP_INPUT, type, 2, ne, name);

@@ -212,6 +212,8 @@ void tensor_init(mi_tensor *t, const char *name, mi_type type, int n_dims, const
 /* Builders: each appends a node to g and returns it (NULL on a shape error, with
  * the message set). Shapes are checked here so execution never sees a bad one. */
 mi_tensor *graph_input(mi_graph *g, const char *name, mi_type type, int64_t ne0, int64_t ne1, const void *host_src);
+/* The graph's Input node that reads host_src, or NULL */
+mi_tensor *graph_input_of(const mi_graph *g, const void *host_src);
 mi_tensor *graph_get_rows(mi_graph *g, mi_tensor *table, mi_tensor *ids);
 mi_tensor *graph_matmul(mi_graph *g, mi_tensor *w, mi_tensor *x, mi_tensor *bias);
 mi_tensor *graph_add(mi_graph *g, mi_tensor *a, mi_tensor *b);

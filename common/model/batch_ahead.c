@@ -61,13 +61,6 @@ void batch_ahead_forget_seq(mi_batch *b, int id) {
     s->ahead_row = -1;
 }
 
-/* the graph's Input that reads host array ids */
-static mi_tensor *ids_input(const mi_graph *g, const int32_t *ids) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == MI_OP_INPUT && g->nodes[i]->host_src == ids) return g->nodes[i];
-    return NULL;
-}
-
 static bool ahead_wanted(const mi_batch *b, const mi_graph *g) {
     if (b->ahead.mode == 0 || b->out != OUT_IDS || !g || g != b->step_graph || !g->output) return false;
     return b->ahead.mode == 2 || sched_reads_ahead(b->sched, g->output);
@@ -94,11 +87,9 @@ bool batch_ahead_queue(mi_batch *b, mi_graph *g, int S) {
     if (!ahead_wanted(b, g)) return false;
     for (int i = 0; i < b->n_seq_max; i++)   /* the next step is exactly this one's sequences, a token each */
         if (b->seq[i].used && b->seq[i].head != b->seq[i].n_queue) return false;
-    mi_tensor *ids = ids_input(g, b->ids);
+    mi_tensor *ids = graph_input_of(g, b->ids);
     const size_t n = (size_t)S * sizeof(int32_t);
-    if (!ids || !ids->data || !g->output->data || mi_nbytes(ids) != n || mi_nbytes(g->output) != n) return false;
-    const char *pi = ids->data, *po = g->output->data;
-    if (pi != po && pi < po + n && po < pi + n) return false;   /* overlapping: no copy between them */
+    if (!ids || mi_nbytes(g->output) != n) return false;
     int64_t max_kv = 0;
     if (!reserve_one_each(b, S, &max_kv)) return false;
     /* the same graph: its key unchanged (the longest sequence still in its bucket) */
@@ -110,10 +101,7 @@ bool batch_ahead_queue(mi_batch *b, mi_graph *g, int S) {
     if (st == MI_OK) {
         mi_batch_layout L;
         batch_fill_step(b, S, max_kv, 1, true, &L);
-        if (pi != po) st = sched_copy_tensor(b->sched, ids, g->output, n);
-        ids->flags |= MI_T_FED;
-        if (st == MI_OK) st = sched_compute(b->sched, g);
-        ids->flags &= ~MI_T_FED;
+        st = sched_compute_fed(b->sched, g, ids, g->output, n);
         batch_note_sched(b);
         if (st != MI_OK) mi_err_clear();   /* the step read next reports a device that failed */
     }

@@ -94,6 +94,11 @@ int64_t mi_session_step_kernels(const mi_session *s);
  * (a captured step's launch). On a device a step's scheduler call queues work and returns, so
  * this against the decode's wall time is the host's share of a step. */
 void mi_session_host_times(const mi_session *s, double out[4]);
+/* Greedy decodes that took the step queued ahead of the host's read (MINFER_STEP_AHEAD: after a
+ * one-token mi_session_decode_greedy, the step of the token it drew is queued on the device
+ * before that token is read back; the next greedy decode of exactly that token takes it, any
+ * other call leaves it to run unread). */
+int64_t mi_session_steps_ahead(const mi_session *s);
 
 /* Sizes for throughput figures (bench, run's stats line). */
 size_t mi_model_weight_bytes(const mi_model *m);     /* all weight tensors */

@@ -53,6 +53,14 @@ struct mi_session {
     uint64_t top_probe_epoch;
     bool top_probe_here;
     double host_s[4];            /* the scheduler's runs, summed: mi_session_host_times */
+    /* The greedy step queued ahead of the host's read (MINFER_STEP_AHEAD, docs/PHASE8A.md): after
+     * a one-token greedy step at n_past, the step at n_past + 1 fed that step's argmax on the
+     * device, queued before the argmax is read back; the next greedy decode of exactly that token
+     * takes it. ahead_ids: page-locked where the device gives it, the ids read back. */
+    int ahead_mode;
+    bool ahead_live, ahead_pinned;
+    int32_t *ahead_ids;
+    int64_t ahead_steps;         /* greedy decodes that took a step queued ahead */
 };
 
 /* What a decode's graph ends in: the logits, their argmax, or (any value > 0) that many
@@ -67,6 +75,8 @@ void mi_session_params_default(mi_session_params *p) {
     p->n_ctx = 0;
     p->kv_type = MI_TYPE_F16;
 }
+
+static void ahead_release(mi_session *s);
 
 /* The backend in host memory (the CPU): the last one, present in every session. */
 static mi_backend *host_backend(const mi_session *s) {
@@ -179,6 +189,12 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     s->n_ubatch = p.n_ubatch;
     /* a dump of a reused graph would show the scheduler's records of another graph */
     s->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE") || mi_setting_on("MINFER_DUMP_GRAPH");
+    long ahead = 0;
+    if (mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 0, &ahead) != MI_OK) {
+        free(s);
+        return mi_err_ctx(MI_ERR_INVALID, "opening a session");
+    }
+    s->ahead_mode = (int)ahead;
     s->pageable_logits = mi_setting_on("MINFER_PAGEABLE_LOGITS");
     s->n_ctx = p.n_ctx > 0 ? p.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (s->n_ctx > hp->n_ctx_train)
@@ -268,6 +284,7 @@ static mi_status logits_reserve(mi_session *s, int64_t rows) {
 
 void mi_session_free(mi_session *s) {
     if (!s) return;
+    ahead_release(s);     /* waits for a step still queued */
     logits_release(s);   /* before the backend that may own it */
     graph_free(s->step_graph);
     kv_cache_free(&s->kv);
@@ -363,6 +380,83 @@ static bool logits_not_finite(const float *x, int64_t rows, int64_t n_vocab) {
     return bad != 0;
 }
 
+/* ---- the greedy step queued ahead ---- */
+static void ahead_release(mi_session *s) {
+    if (s->ahead_live)   /* its work reads the cache and writes the page-locked ids */
+        for (int i = 0; i < s->n_backends; i++)
+            if (s->backends[i]->iface->synchronize(s->backends[i]) != MI_OK) mi_log("warning: %s", mi_errmsg());
+    s->ahead_live = false;
+    mi_backend *dev = accel_backend(s);
+    if (s->ahead_pinned && dev) dev->iface->host_free(dev, s->ahead_ids);
+    else free(s->ahead_ids);
+    s->ahead_ids = NULL;
+}
+
+/* whether the one-token greedy step in g may queue the next before its argmax is read */
+static bool ahead_wanted(mi_session *s, const mi_graph *g, int64_t n) {
+    if (s->ahead_mode == 0 || n != 1 || !g || g != s->step_graph || s->debug || s->n_past + 2 > s->n_ctx) return false;
+    if (s->ahead_mode == 1 && !sched_reads_ahead(s->sched, g->output)) return false;
+    if (!s->ahead_ids) {
+        mi_backend *dev = accel_backend(s);
+        s->ahead_ids = dev && dev->iface->host_alloc && dev->iface->host_free ? dev->iface->host_alloc(dev, 2 * sizeof(int32_t)) : NULL;
+        s->ahead_pinned = s->ahead_ids != NULL;
+        if (!s->ahead_ids) s->ahead_ids = malloc(2 * sizeof(int32_t));
+    }
+    return s->ahead_ids != NULL;
+}
+
+static void note_run(mi_session *s, double t_run) {
+    const mi_sched_stats *ss = sched_stats(s->sched);
+    s->host_s[0] += mi_now_s() - t_run;
+    s->host_s[1] += ss->s_split_begin;
+    s->host_s[2] += ss->s_nodes;
+    s->host_s[3] += ss->s_split_end;
+}
+
+/* The step at s->n_past + 1 in g (the kept one-token greedy graph, whose step at s->n_past was just
+ * queued and the read of its argmax behind it), its token that argmax copied on the device.
+ * Not queued (false) where anything refuses: the next decode then runs as usual. */
+static bool ahead_queue(mi_session *s, mi_graph *g) {
+    const int64_t p = s->n_past + 1;
+    mi_tensor *ids = graph_input_of(g, s->ids);
+    if (!ids || graph_set_n_past(g, p) != MI_OK) {
+        mi_err_clear();
+        return false;
+    }
+    s->ids[0] = 0;   /* (not copied: MI_T_FED) */
+    s->pos[0] = (int32_t)p;
+    const double t_run = mi_now_s();
+    if (sched_compute_fed(s->sched, g, ids, g->output, sizeof(int32_t)) != MI_OK) {
+        mi_err_clear();   /* the read that follows reports a device that failed */
+        return false;
+    }
+    note_run(s, t_run);
+    s->ahead_live = true;
+    return true;
+}
+
+/* The greedy decode of exactly the token the last one drew, whose step is queued already: its
+ * argmax read behind it, the step after it queued first. */
+static mi_status ahead_take(mi_session *s) {
+    mi_graph *g = s->step_graph;
+    s->ahead_live = false;
+    mi_status st = sched_read_begin(s->sched, g->output, s->ahead_ids, 0, sizeof(int32_t));
+    if (st == MI_OK && ahead_wanted(s, g, 1)) (void)ahead_queue(s, g);
+    if (st == MI_OK) st = sched_read_wait(s->sched, g->output);
+    if (st == MI_OK && s->ahead_ids[0] < 0)
+        st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
+    if (st != MI_OK) {
+        s->ahead_live = false;
+        return mi_err_ctx(st, "decoding 1 token at position %lld (queued ahead)", (long long)s->n_past);
+    }
+    s->next_token = s->ahead_ids[0];
+    s->n_past += 1;
+    s->logits_rows = 0;
+    s->top_k = 0;
+    s->ahead_steps++;
+    return MI_OK;
+}
+
 /* One graph: n tokens at n_past; logits rows go to s->logits + row_off rows, or (OUT_ARGMAX) the
  * last row's argmax to s->next_token, or (out = K > 0) its K best candidates to s->top. */
 static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, bool all_logits, int64_t out,
@@ -400,13 +494,15 @@ static mi_status decode_chunk(mi_session *s, const int32_t *tokens, int64_t n, b
     const double t_run = mi_now_s();
     if (st == MI_OK) st = sched_compute(s->sched, g);
     if (st == MI_OK) {
-        const mi_sched_stats *ss = sched_stats(s->sched);
-        s->host_s[0] += mi_now_s() - t_run;
-        s->host_s[1] += ss->s_split_begin;
-        s->host_s[2] += ss->s_nodes;
-        s->host_s[3] += ss->s_split_end;
+        note_run(s, t_run);
         if (mi_setting_on("MINFER_DUMP_GRAPH")) sched_dump(s->sched, g, stderr);
-        if (greedy)
+        if (greedy && ahead_wanted(s, g, n)) {   /* the argmax read behind the step, the next step queued */
+            st = sched_read_begin(s->sched, g->output, s->ahead_ids, 0, sizeof(int32_t));
+            if (st == MI_OK) (void)ahead_queue(s, g);
+            if (st == MI_OK) st = sched_read_wait(s->sched, g->output);
+            if (st == MI_OK) s->next_token = s->ahead_ids[0];
+            else s->ahead_live = false;
+        } else if (greedy)
             st = sched_read(s->sched, g->output, &s->next_token, (size_t)(rows - 1) * sizeof(int32_t), sizeof(int32_t));
         else if (out > 0)
             st = sched_read(s->sched, g->output, s->top, (size_t)(rows - 1) * 2 * (size_t)out * sizeof(float),
@@ -447,6 +543,11 @@ static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, boo
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)",
                           tokens[i], (long long)i, (long long)hp->n_vocab - 1);
+    if (s->ahead_live) {   /* a step queued ahead: taken by exactly its token, else left to run unread */
+        if (out == OUT_ARGMAX && n == 1 && !all_logits && tokens[0] == s->next_token && s->step_graph)
+            return ahead_take(s);
+        s->ahead_live = false;
+    }
     int64_t ub = 0;
     MI_TRY(ubatch_size(s, &ub));
     int64_t per_graph = n < ub ? n : ub;
@@ -524,6 +625,7 @@ const float *mi_logits(const mi_session *s, int64_t *rows) {
 int64_t mi_session_n_past(const mi_session *s) { return s->n_past; }
 int64_t mi_session_n_ctx(const mi_session *s) { return s->n_ctx; }
 void mi_session_reset(mi_session *s) {
+    s->ahead_live = false;   /* its work writes row n_past + 1 of the cache, which a later step writes again */
     s->n_past = 0;   /* attention reads rows < n_past only: old contents need no clearing */
     s->logits_rows = 0;
     s->top_k = 0;
@@ -532,6 +634,7 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
     if (n_past < 0 || n_past > s->n_past)
         return mi_err(MI_ERR_INVALID, "cannot truncate the session to %lld tokens (it holds %lld)",
                       (long long)n_past, (long long)s->n_past);
+    s->ahead_live = false;
     s->n_past = n_past;
     s->logits_rows = 0;
     s->top_k = 0;
@@ -539,6 +642,8 @@ mi_status mi_session_truncate(mi_session *s, int64_t n_past) {
 }
 /* The first backend in priority order: the device's name ("cuda") or "cpu". */
 const char *mi_session_backend(const mi_session *s) { return s->backends[0]->iface->name(s->backends[0]); }
+
+int64_t mi_session_steps_ahead(const mi_session *s) { return s->ahead_steps; }
 
 void mi_session_host_times(const mi_session *s, double out[4]) {
     for (int i = 0; i < 4; i++) out[i] = s->host_s[i];

@@ -5,6 +5,8 @@
  *            both off: the fusion pass fused nodes, each decode step launched fewer kernels,
  *            the logits are bit-identical (every fused kernel computes exactly the unfused
  *            kernels' arithmetic in their order)
+ *  greedy_ahead_*  greedy decodes with the step queued ahead of the host's read against the same
+ *            calls read first: tokens, positions and the last logits bit for bit
  *  item tests: one item on against off through a model (bit for bit, or within the bound where
  *            only the order of the sums differs), graph reuse; the passes on the host: passes8a.c
  * Every earlier gate runs at PHASE=8a too (make gate-8a). */
@@ -176,6 +178,76 @@ static void test_greedy_model(const char *shape, const char *type) {
                      "%lld kernels a greedy step", steps, (unsigned long long)d3_runs, (long long)k_greedy);
     if (a) mi_session_free(a);
     if (b) mi_session_free(b);
+    mi_model_free(m);
+}
+
+/* Greedy decode with the step queued ahead of the host's read (MINFER_STEP_AHEAD=1) against the
+ * same calls read first: every token and position, through a logits step, another token than
+ * the one drawn and a truncate (each leaves a queued step unread), and the last logits bit for
+ * bit; most greedy decodes took a queued step. */
+#define AH_CALLS 48
+static mi_status ahead_run(mi_model *m, const char *mode, int32_t *tok, int64_t *pos, float *last, int64_t *taken) {
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cuda";
+    p.n_ctx = 128;
+    mi_session *s = NULL;
+    setenv("MINFER_STEP_AHEAD", mode, 1);
+    mi_status st = mi_session_new(m, &p, &s);
+    unsetenv("MINFER_STEP_AHEAD");
+    if (st != MI_OK) return st;
+    int32_t prompt[PROMPT], t = 0;
+    unsigned long long sd = 5;
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(gu_rng(&sd) % (unsigned long long)V);
+    st = mi_session_decode_greedy(s, prompt, PROMPT, &t);
+    for (int i = 0; st == MI_OK && i < AH_CALLS; i++) {
+        const int32_t other = (int32_t)((t + 1) % V);
+        if (i == 10) {
+            st = mi_session_decode(s, &t, 1, false);
+            if (st == MI_OK) t = mi_sample_greedy(mi_logits(s, NULL), V);
+        } else if (i == 20) {
+            st = mi_session_decode_greedy(s, &other, 1, &t);
+        } else if (i == 30) {
+            st = mi_session_truncate(s, mi_session_n_past(s) - 3);
+            if (st == MI_OK) st = mi_session_decode_greedy(s, &prompt[2], 1, &t);
+        } else {
+            st = mi_session_decode_greedy(s, &t, 1, &t);
+        }
+        tok[i] = t;
+        pos[i] = mi_session_n_past(s);
+    }
+    if (st == MI_OK) st = mi_session_decode(s, &t, 1, false);
+    if (st == MI_OK) memcpy(last, mi_logits(s, NULL), (size_t)V * sizeof(float));
+    *taken = mi_session_steps_ahead(s);
+    mi_session_free(s);
+    return st;
+}
+
+static void test_greedy_ahead_model(const char *shape, const char *type) {
+    mi_model *m = begin_model_test("greedy_ahead", shape, type);
+    if (!m) return;
+    const int64_t V = mi_model_hparams(m)->n_vocab;
+    int32_t t_on[AH_CALLS], t_off[AH_CALLS];
+    int64_t p_on[AH_CALLS], p_off[AH_CALLS], k_on = 0, k_off = 0;
+    float *l_on = malloc((size_t)V * 4), *l_off = malloc((size_t)V * 4);
+    mi_status st = ahead_run(m, "0", t_off, p_off, l_off, &k_off);
+    if (st == MI_OK) st = ahead_run(m, "1", t_on, p_on, l_on, &k_on);
+    int bad = 0, first = -1;
+    for (int i = 0; st == MI_OK && i < AH_CALLS; i++)
+        if (t_on[i] != t_off[i] || p_on[i] != p_off[i]) bad++, first = first < 0 ? i : first;
+    const bool same_last = st == MI_OK && !memcmp(l_on, l_off, (size_t)V * 4);
+    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
+    else if (bad || !same_last)
+        gu_fail(&R, "queued ahead: %d calls differ (first %d: token %d, %d read first); last logits %s", bad, first,
+                first >= 0 ? t_on[first] : 0, first >= 0 ? t_off[first] : 0, same_last ? "equal" : "differ");
+    else if (k_off || k_on < AH_CALLS / 2)
+        gu_fail(&R, "greedy decodes that took a queued step: %lld (want >= %d), read first %lld (want 0)",
+                (long long)k_on, AH_CALLS / 2, (long long)k_off);
+    else gu_pass(&R, "prompt + %d calls (a logits step, another token, a truncate): every token and position equal, the "
+                     "last logits bit for bit; %lld greedy decodes took a queued step", AH_CALLS, (long long)k_on);
+    free(l_on);
+    free(l_off);
     mi_model_free(m);
 }
 
@@ -408,6 +480,8 @@ static void gate_small(void) {
     test_item_model("split", "d4", 8192, "qwen2.5-0.5b", "q4_0", 1e-6);
     test_item_model("split_short", "d4", 640, "qwen2.5-0.5b", "q4_0", 1e-6);   /* a cache just past the threshold */
     test_greedy_model("qwen2.5-0.5b", "q4_0");
+    test_greedy_ahead_model("qwen2.5-0.5b", "q4_0");
+    test_greedy_ahead_model("qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl", "d6", mi8a_pdl_launches, 8192, "qwen2.5-0.5b", "q4_0");
     g_ab_base = "d13";
     test_bitwise_item_model("shared_x", "d7", -1, "tiny-llama", "q8_0");

@@ -13,29 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/model/mi_batch.h"
+#include "gates/common/test_synth.h"
 
 #define NSEQ 7      /* sequences over the run; at most NSEQ_OPEN open at once */
 #define NSEQ_OPEN 6
 #define STEPS 9
-
-static char g_path[PATH_MAX + 64];
-
-/* tiny synthetic model next to the binary's build: build/tests/test_batch -> build/minfer */
-static mi_model *synth(const char *shape, const char *type) {
-    char exe[PATH_MAX] = {0}, cmd[3 * PATH_MAX];
-    cr_assert(readlink("/proc/self/exe", exe, sizeof exe - 1) > 0);
-    char *slash = strrchr(exe, '/');
-    cr_assert(slash);
-    *slash = 0;
-    snprintf(g_path, sizeof g_path, "/tmp/minfer_test_batch_%d_%s_%s.gguf", (int)getpid(), shape, type);
-    snprintf(cmd, sizeof cmd, "'%s/../minfer' synth --shape %s --type %s -o '%s' >/dev/null 2>&1", exe, shape, type, g_path);
-    cr_assert_eq(system(cmd), 0, "minfer synth failed: %s", cmd);
-    mi_model *m = NULL;
-    mi_model_params mp = {.backend = "cpu"};
-    cr_assert_eq(mi_model_load_params(g_path, &mp, &m), MI_OK, "%s", mi_errmsg());
-    unlink(g_path);
-    return m;
-}
 
 /* A CPU batch of n_seq sequences over kv positions on `threads` threads (no_logits as asked) */
 static mi_batch *cpu_batch(mi_model *m, int n_seq, int64_t kv, int threads, bool no_logits) {
@@ -89,7 +71,7 @@ static void solo(mi_model *m, int i, float *out, int64_t V) {
 }
 
 static void independence(const char *shape, const char *type) {
-    mi_model *m = synth(shape, type);
+    mi_model *m = test_synth(shape, type);
     const int64_t V = mi_model_hparams(m)->n_vocab;
     float *want = malloc((size_t)NSEQ * STEPS * (size_t)V * sizeof(float));
     for (int i = 0; i < NSEQ; i++) solo(m, i, want + (size_t)i * STEPS * (size_t)V, V);
@@ -146,7 +128,7 @@ Test(batch, independence_qwen2_5_0_5b_q4_0, .timeout = 600) { independence("qwen
  * min-p on and off, temperatures 0.3 .. 1.5, their own seeds) and a greedy sequence, 12 steps:
  * every token equal, and the no_logits batch never returns logits. */
 Test(batch, top_k_steps_draw_as_from_logits) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch *plain = cpu_batch(m, 8, 512, 2, false);
     mi_batch *top = cpu_batch(m, 8, 512, 2, true);
@@ -193,7 +175,7 @@ Test(batch, top_k_steps_draw_as_from_logits) {
  * sampler (same parameters and seed, drawing in order) takes from its own row of logits, for 6
  * sampled sequences of different seeds and a greedy one, 4 threads, 10 steps. */
 Test(batch, parallel_draws_match_each_sequences_sampler) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch *b = cpu_batch(m, 8, 512, 4, false);
     enum { NS = 7 };
@@ -232,7 +214,7 @@ Test(batch, parallel_draws_match_each_sequences_sampler) {
 /* no_logits: a greedy step returns each sequence's argmax id, the same as the argmax of the
  * logits a plain batch returns; no logits then; a sampled sequence in the step brings them back */
 Test(batch, no_logits_equals_logits_argmax) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch *plain = cpu_batch(m, 5, 256, 2, false);
     mi_batch *ids = cpu_batch(m, 5, 256, 2, true);
@@ -281,7 +263,7 @@ Test(batch, no_logits_equals_logits_argmax) {
 }
 
 Test(batch, full_pool_refuses_one_sequence) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     mi_batch *b = cpu_batch(m, 3, 64, 2, false);   /* 4 blocks of 16 */
     int a, c, big;
@@ -325,7 +307,7 @@ Test(batch, full_pool_refuses_one_sequence) {
 }
 
 Test(batch, bad_calls) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     mi_batch_params bp;
     mi_batch_params_default(&bp);
     bp.n_seq_max = 1;
@@ -394,7 +376,7 @@ static void sampled_tokens(mi_model *m, int64_t budget, int32_t *out, int n) {
 }
 
 Test(batch, sampled_draw_ignores_the_budget) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     int32_t whole[8], split[8];
     sampled_tokens(m, 0, whole, 8);
     sampled_tokens(m, 16, split, 8);
@@ -457,7 +439,7 @@ static void long_batch(mi_model *m, bool reuse, float *out, mi_batch_stats *stat
 }
 
 Test(batch, graph_reuse_across_buckets, .timeout = 600) {
-    mi_model *m = synth("tiny-qwen2", "q4_0");
+    mi_model *m = test_synth("tiny-qwen2", "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t n = (size_t)LONG_SEQS * LONG_STEPS * (size_t)V;
     float *on = calloc(n, sizeof(float)), *off = calloc(n, sizeof(float)), *alone = calloc(n, sizeof(float));
@@ -607,7 +589,7 @@ static void ahead_schedule(mi_model *m, const char *mode, bool noreuse, ahead_ru
  * against it without. The tiny shapes' greedy tokens settle on one token at once, so a queued
  * step fed the token of the step before would pass unseen: the 0.5B's cycle through several. */
 static void steps_ahead_vs_read_first(const char *shape, bool noreuse) {
-    mi_model *m = synth(shape, "q4_0");
+    mi_model *m = test_synth(shape, "q4_0");
     const int64_t V = mi_model_hparams(m)->n_vocab;
     ahead_run off = {0}, on = {0};
     ahead_schedule(m, "0", noreuse, &off);

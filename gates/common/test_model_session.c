@@ -10,6 +10,7 @@
 #include "common/model/mi.h"
 #include "common/gguf/gguf.h"
 #include "common/sampler/sampler.h"
+#include "gates/common/test_synth.h"
 
 enum { V = 64, E = 64, L = 2, H = 4, HKV = 2, HD = 16, F = 128, CTX = 32 };
 
@@ -331,4 +332,82 @@ Test(session, top_k_decode_equals_sampler_draw) {
         cr_assert_eq(mi_session_decode_top(b, toks, 1, 1.0f, bad_k[i]), MI_ERR_INVALID, "k %lld", (long long)bad_k[i]);
     mi_session_free(a);
     mi_session_free(b);
+}
+
+/* A greedy step queued ahead of the host's read (MINFER_STEP_AHEAD, forced on the CPU: 2): the
+ * same schedule of greedy decodes through a session that queues ahead and one that does not
+ * gives the same tokens and positions at every call, through every call that leaves a queued
+ * step unread (a logits decode, a top-k decode, a truncate, another token than the one drawn,
+ * two tokens at once), and the same last logits bit for bit (the cache rows the queued steps
+ * wrote are a plain step's); most greedy decodes took a queued step. On this file's model and
+ * on the 0.5B's shape, whose greedy tokens cycle through several (this model's settle on one,
+ * where a queued step fed the token of the step before would pass unseen). */
+#define AHEAD_CALLS 24
+static void ahead_schedule(mi_model *m, const char *mode, int32_t *got, int64_t *n_past, float *last, int64_t *taken) {
+    const int64_t nv = mi_model_hparams(m)->n_vocab;
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_threads = 2;
+    p.n_ctx = 32;
+    setenv("MINFER_STEP_AHEAD", mode, 1);
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(m, &p, &s), MI_OK, "%s", mi_errmsg());
+    unsetenv("MINFER_STEP_AHEAD");
+    int32_t t = 0;
+    cr_assert_eq(mi_session_decode_greedy(s, toks, 3, &t), MI_OK, "%s", mi_errmsg());
+    for (int i = 0; i < AHEAD_CALLS; i++) {
+        const int32_t two[2] = {t, (int32_t)((t + 5) % nv)}, other = (int32_t)((t + 1) % nv);
+        mi_status st;
+        if (i == 6) {   /* a logits step */
+            st = mi_session_decode(s, &t, 1, false);
+            if (st == MI_OK) t = mi_sample_greedy(mi_logits(s, NULL), nv);
+        } else if (i == 9) {   /* a top-k step */
+            st = mi_session_decode_top(s, &t, 1, 1.0f, 3);
+            if (st == MI_OK) t = (int32_t)mi_session_top(s, NULL)[3];
+        } else if (i == 12) {   /* back two positions, then on from a token there */
+            st = mi_session_truncate(s, mi_session_n_past(s) - 2);
+            if (st == MI_OK) st = mi_session_decode_greedy(s, &toks[4], 1, &t);
+        } else if (i == 15) {   /* another token than the one drawn */
+            st = mi_session_decode_greedy(s, &other, 1, &t);
+        } else if (i == 18) {   /* two tokens at once */
+            st = mi_session_decode_greedy(s, two, 2, &t);
+        } else {
+            st = mi_session_decode_greedy(s, &t, 1, &t);
+        }
+        cr_assert_eq(st, MI_OK, "%s: call %d: %s", mode, i, mi_errmsg());
+        got[i] = t;
+        n_past[i] = mi_session_n_past(s);
+    }
+    cr_assert_eq(mi_session_decode(s, &t, 1, false), MI_OK, "%s", mi_errmsg());
+    memcpy(last, mi_logits(s, NULL), (size_t)nv * sizeof(float));
+    *taken = mi_session_steps_ahead(s);
+    mi_session_free(s);
+}
+
+static void greedy_ahead_vs_read_first(mi_model *m) {
+    const int64_t nv = mi_model_hparams(m)->n_vocab;
+    int32_t on[AHEAD_CALLS], off[AHEAD_CALLS];
+    int64_t np_on[AHEAD_CALLS], np_off[AHEAD_CALLS], taken_on = 0, taken_off = 0;
+    float *l_on = malloc((size_t)nv * sizeof(float)), *l_off = malloc((size_t)nv * sizeof(float));
+    ahead_schedule(m, "0", off, np_off, l_off, &taken_off);
+    ahead_schedule(m, "2", on, np_on, l_on, &taken_on);
+    for (int i = 0; i < AHEAD_CALLS; i++) {
+        cr_assert_eq(on[i], off[i], "call %d: token %d, %d read first", i, on[i], off[i]);
+        cr_assert_eq(np_on[i], np_off[i], "call %d: n_past %lld, %lld", i, (long long)np_on[i], (long long)np_off[i]);
+    }
+    for (int64_t v = 0; v < nv; v++)
+        cr_assert(!memcmp(&l_on[v], &l_off[v], sizeof(float)), "last logit %lld: %.9g, %.9g", (long long)v, l_on[v],
+                  l_off[v]);
+    cr_assert_eq(taken_off, 0);
+    cr_assert_geq(taken_on, 10, "only %lld greedy decodes took a queued step", (long long)taken_on);
+    free(l_on);
+    free(l_off);
+}
+
+Test(session, greedy_steps_queued_ahead_equal_steps_read_first) { greedy_ahead_vs_read_first(g_m); }
+Test(session, greedy_steps_queued_ahead_equal_steps_read_first_0_5b, .timeout = 600) {
+    mi_model *m = test_synth("qwen2.5-0.5b", "q4_0");
+    greedy_ahead_vs_read_first(m);
+    mi_model_free(m);
 }
