@@ -554,36 +554,26 @@ mi_status sched_compute(mi_sched *s, mi_graph *g) {
     return MI_OK;
 }
 
-mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n) {
-    if (!t || !t->data) return mi_err(MI_ERR_INVALID, "sched_read: tensor %s has no data", t ? t->name : "(null)");
-    size_t nb = mi_nbytes(t);
-    if (offset > nb || n > nb - offset)
-        return mi_err(MI_ERR_INVALID, "sched_read: bytes %zu..%zu outside %s (%zu bytes)", offset, offset + n, t->name, nb);
-    int b = backend_of(s, t);
-    if (b >= s->n) return mi_err(MI_ERR_INVALID, "sched_read: %s on backend %d of %d", t->name, b, s->n);
-    mi_backend *be = s->be[b];
-    MI_TRY(be->iface->synchronize(be));
-    return be->iface->read(be, host_dst, (const char *)t->data + offset, n);
-}
-
-mi_status sched_read_begin(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n) {
-    if (!t || !t->data) return mi_err(MI_ERR_INVALID, "sched_read_begin: tensor %s has no data", t ? t->name : "(null)");
+/* bytes offset .. + n of t: its backend and their address there (who: the caller, for the message) */
+static mi_status read_span(const mi_sched *s, const mi_tensor *t, size_t offset, size_t n, const char *who,
+                           mi_backend **be, const void **src) {
+    if (!t || !t->data) return mi_err(MI_ERR_INVALID, "%s: tensor %s has no data", who, t ? t->name : "(null)");
     const size_t nb = mi_nbytes(t);
     if (offset > nb || n > nb - offset)
-        return mi_err(MI_ERR_INVALID, "sched_read_begin: bytes %zu..%zu outside %s (%zu bytes)", offset, offset + n,
-                      t->name, nb);
+        return mi_err(MI_ERR_INVALID, "%s: bytes %zu..%zu outside %s (%zu bytes)", who, offset, offset + n, t->name, nb);
     const int b = backend_of(s, t);
-    if (b >= s->n) return mi_err(MI_ERR_INVALID, "sched_read_begin: %s on backend %d of %d", t->name, b, s->n);
-    mi_backend *be = s->be[b];
-    if (!be->iface->read_begin) return sched_read(s, t, host_dst, offset, n);
-    return be->iface->read_begin(be, host_dst, (const char *)t->data + offset, n);
+    if (b >= s->n) return mi_err(MI_ERR_INVALID, "%s: %s on backend %d of %d", who, t->name, b, s->n);
+    *be = s->be[b];
+    *src = (const char *)t->data + offset;
+    return MI_OK;
 }
 
-mi_status sched_read_wait(mi_sched *s, const mi_tensor *t) {
-    const int b = t ? backend_of(s, t) : s->n;
-    if (b >= s->n) return mi_err(MI_ERR_INVALID, "sched_read_wait: no backend for %s", t ? t->name : "(null)");
-    mi_backend *be = s->be[b];
-    return be->iface->read_begin && be->iface->read_wait ? be->iface->read_wait(be) : MI_OK;
+mi_status sched_read(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n) {
+    mi_backend *be;
+    const void *src;
+    MI_TRY(read_span(s, t, offset, n, "sched_read", &be, &src));
+    MI_TRY(be->iface->synchronize(be));
+    return be->iface->read(be, host_dst, src, n);
 }
 
 bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t) {
@@ -591,27 +581,32 @@ bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t) {
     return b < s->n && s->be[b]->iface->read_begin && s->be[b]->iface->read_wait;
 }
 
+mi_status sched_read_begin(mi_sched *s, const mi_tensor *t, void *host_dst, size_t offset, size_t n) {
+    if (!sched_reads_ahead(s, t)) return sched_read(s, t, host_dst, offset, n);
+    mi_backend *be;
+    const void *src;
+    MI_TRY(read_span(s, t, offset, n, "sched_read_begin", &be, &src));
+    return be->iface->read_begin(be, host_dst, src, n);
+}
+
+mi_status sched_read_wait(mi_sched *s, const mi_tensor *t) {
+    return sched_reads_ahead(s, t) ? s->be[backend_of(s, t)]->iface->read_wait(s->be[backend_of(s, t)]) : MI_OK;
+}
+
 mi_status sched_compute_fed(mi_sched *s, mi_graph *g, mi_tensor *in, const mi_tensor *src, size_t n) {
-    if (!in || in->op != MI_OP_INPUT || !in->data || !src || !src->data || mi_nbytes(in) != n || mi_nbytes(src) < n)
+    if (!in || in->op != MI_OP_INPUT || !in->data || !src || !src->data || mi_nbytes(in) != n || mi_nbytes(src) < n ||
+        backend_of(s, in) >= s->n || backend_of(s, src) >= s->n)
         return mi_err(MI_ERR_INVALID, "sched_compute_fed: %s <- %s, %zu bytes", in ? in->name : "(null)",
                       src ? src->name : "(null)", n);
     const char *pi = in->data, *ps = src->data;
     if (pi != ps && pi < ps + n && ps < pi + n)
         return mi_err(MI_ERR_UNSUPPORTED, "sched_compute_fed: %s and %s overlap", in->name, src->name);
-    if (pi != ps) MI_TRY(sched_copy_tensor(s, in, src, n));   /* the same bytes (the allocator's reuse): none */
+    if (pi != ps)   /* the same bytes (the allocator's reuse): no copy */
+        MI_TRY(sched_copy_across(s->be[backend_of(s, in)], in->data, s->be[backend_of(s, src)], src->data, n));
     in->flags |= MI_T_FED;
     const mi_status st = sched_compute(s, g);
     in->flags &= ~MI_T_FED;
     return st;
-}
-
-mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n) {
-    if (!dst || !src || !dst->data || !src->data || n > mi_nbytes(dst) || n > mi_nbytes(src))
-        return mi_err(MI_ERR_INVALID, "sched_copy_tensor: %s <- %s, %zu bytes", dst ? dst->name : "(null)",
-                      src ? src->name : "(null)", n);
-    const int bd = backend_of(s, dst), bs = backend_of(s, src);
-    if (bd >= s->n || bs >= s->n) return mi_err(MI_ERR_INVALID, "sched_copy_tensor: %s <- %s unplaced", dst->name, src->name);
-    return sched_copy_across(s->be[bd], dst->data, s->be[bs], src->data, n);
 }
 
 void sched_dump(const mi_sched *s, const mi_graph *g, void *file) {

@@ -46,8 +46,6 @@ bool sched_reads_ahead(const mi_sched *s, const mi_tensor *t);
  * queued before, read on the device in queue order) instead of its host bytes: MI_ERR_UNSUPPORTED
  * where the two overlap without being the same bytes. */
 mi_status sched_compute_fed(mi_sched *s, mi_graph *g, mi_tensor *in, const mi_tensor *src, size_t n);
-/* n bytes of src's data into dst's, ordered with the work queued on their backends. */
-mi_status sched_copy_tensor(mi_sched *s, mi_tensor *dst, const mi_tensor *src, size_t n);
 /* Copy n bytes between tensors' data on any two backends (used for boundary copies). */
 mi_status sched_copy_across(mi_backend *dst_be, void *dst, mi_backend *src_be, const void *src, size_t n);
 const mi_sched_stats *sched_stats(const mi_sched *s);
