@@ -15,8 +15,10 @@
  *            order; F16 caches with hd <= 128: the tile's V rows are copied to shared memory
  *            with cp.async, issued before the scores (the table's rows are 16-byte aligned);
  * On F16 caches of hd 64 or 128 the same blocks run on the tensor cores instead (item b7,
- * kernel_attn_paged_mma below). With S > 1 splits each block writes its unnormalized partial
- * (m, l, acc[hd]) per head and a second kernel merges each (row, head) in split order. S comes
+ * kernel_attn_paged_mma below), which on a decode step can also do the step's RoPE of q and k and
+ * its K and V scatters first (item b47, pg_rkv_prologue). With S > 1 splits each block writes its
+ * unnormalized partial (m, l, acc[hd]) per head and a second kernel merges each (row, head) in
+ * split order. S comes
  * from the step's shape alone (rows, longest sequence, the device's SM count), so the arithmetic
  * of a row depends only on the step's shape: repeated runs are bit-identical. */
 #include <cuda_fp16.h>
@@ -25,6 +27,7 @@
 #include "phase7b_ops/attn_core.cuh"
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/attn_mma_tile.cuh"
+#include "phase8a_decode/rope_rotate.cuh"
 #include "phase8b_batch/batch8b.h"
 #include "phase8b_batch/x_f16_copy.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
@@ -287,6 +290,65 @@ __global__ void __launch_bounds__(PG_T, 5)
     }
 }
 
+/* b47's part of a launch: the step's q, k and v, the RoPE's positions and the scatters' rows (b20's
+ * record), the RoPE's mode, its rotated dims and inverse frequencies */
+struct pg_rkv {
+    mi8a_rope_kv_rows_io io;
+    int neox, n_rot;
+    rope_freqs fq;
+};
+/* the kernel's last parameter: b47's, or nothing (the plain kernel's launch carries no table) */
+template <bool RKV> struct pg_rkv_param { pg_rkv r; };
+template <> struct pg_rkv_param<false> { int none; };
+
+/* b47 (a decode step: row r is its sequence's only row): row r's q heads h0 .. h0 + G - 1 rotated
+ * into qs [G][HD] as b20's kernel rotates them (d8's pair, rope_rotate.cuh), and, by the split
+ * that holds the row's own key (own), the KV head's rotated k and its v converted as the
+ * scatters convert them (mi_f32_to_f16) into the caches at the scatters' row slots[r] (a slot
+ * outside a cache is not written, as b20's kernel leaves it). Every value the attention then
+ * reads is the one it read after b20. q's and k's RoPE outputs are not written: their only
+ * readers are this attention and the K scatter, whose work this is. Ends with a barrier, after
+ * which the block's copies of the own key's tile read the stored rows. */
+template <int HD>
+__device__ __forceinline__ void pg_rkv_prologue(const pg_rkv &p, int64_t r, int h0, int G, int kvh, int Hq, int Hkv,
+                                                bool own, float *qs) {
+    const mi8a_rope_kv_rows_io &io = p.io;
+    const int half = p.n_rot / 2, per = HD - half;   /* a head's rotated pairs and kept dims */
+    const float pos = (float)io.pos[r];
+    const size_t krow = (size_t)HD * Hkv, kh = (size_t)kvh * HD;
+    const float *q = io.q + (size_t)r * HD * Hq + (size_t)h0 * HD, *k = io.k + (size_t)r * krow + kh;
+    const int64_t slot = own ? (int64_t)io.slots[r] : -1;
+    uint16_t *kc = slot >= 0 && slot < io.n_rows_k ? (uint16_t *)io.cache_k + (size_t)slot * krow + kh : nullptr;
+    const int n = (G + (kc ? 1 : 0)) * per;   /* q's heads, then k's where it is stored */
+    for (int u = threadIdx.x; u < n; u += blockDim.x) {
+        const int hh = u / per, e = u - hh * per;
+        const float *x = hh < G ? q + (size_t)hh * HD : k;
+        float y0, y1 = 0.0f;
+        int d0, d1 = -1;
+        if (e < half) {
+            d0 = p.neox ? e : 2 * e, d1 = p.neox ? e + half : 2 * e + 1;
+            const float2 v = rope_rotate_pair(x, d0, d1, pos, p.fq.f[e]);
+            y0 = v.x, y1 = v.y;
+        } else {
+            d0 = p.n_rot + (e - half);
+            y0 = x[d0];
+        }
+        if (hh < G) {
+            qs[hh * HD + d0] = y0;
+            if (d1 >= 0) qs[hh * HD + d1] = y1;
+        } else {
+            kc[d0] = mi_f32_to_f16(y0);
+            if (d1 >= 0) kc[d1] = mi_f32_to_f16(y1);
+        }
+    }
+    if (slot >= 0 && slot < io.n_rows_v) {
+        uint16_t *vc = (uint16_t *)io.cache_v + (size_t)slot * krow + kh;
+        const float *v = io.v + (size_t)r * krow + kh;
+        for (int d = threadIdx.x; d < HD; d += blockDim.x) vc[d] = mi_f32_to_f16(v[d]);
+    }
+    __syncthreads();
+}
+
 /* ---------------- b7: the same blocks on the tensor cores (F16 caches, hd 64 or 128) ----------------
  * 8a's d22 tiling (phase8a_decode/attn_mma_tile.cuh) over the paged cache: a block of four warps
  * takes (row, KV head, split) as the scalar kernel does, 64-key tiles (16 keys a warp) whose K and
@@ -306,14 +368,18 @@ __global__ void __launch_bounds__(PG_T, 5)
  * Blocks a multiprocessor: four at hd 64 (at most 128 registers, no spill); at hd 128 two for the
  * plain layout (a third leaves 168 registers and spills; measured slower, results/notes/PHASE8B.md)
  * and three for the packed one (164 registers), which two buffers' shared memory allows. The
- * bound changes the register allocation only (the same PTX), so the same bits. */
-template <int HD, bool RW, int NB, bool PK>
+ * bound changes the register allocation only (the same PTX), so the same bits.
+ * RKV (item b47): the step's RoPEs and scatters first (pg_rkv_prologue above); q then comes
+ * from shared memory. */
+template <int HD, bool RW, int NB, bool PK, bool RKV>
 __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? (PK ? 3 : 2) : 4)
     kernel_attn_paged_mma(const float *__restrict__ Q, const uint16_t *__restrict__ Kc, const uint16_t *__restrict__ Vc,
                           float *__restrict__ part, float *__restrict__ O, const int32_t *__restrict__ seqs, int n_seqs,
                           int64_t seqs_len, int64_t n_rows, int B, int64_t max_kv, int Hq, int Hkv, int S,
-                          int min_chunk, float scale, __half *__restrict__ OH, bool eo) {
+                          int min_chunk, float scale, __half *__restrict__ OH, bool eo,
+                          const __grid_constant__ pg_rkv_param<RKV> rp) {
     static_assert(NB == 2 || NB == 3, "two or three tile buffers");
+    static_assert(PG_MAX_G * HD * sizeof(float) <= MMA_TK * MMA_LD(HD) * sizeof(uint16_t), "b47: q's heads fit a K tile");
     constexpr int LD = MMA_LD(HD), CPR = HD / 8;
     extern __shared__ uint4 pm_smem4[];
     uint16_t *ks = (uint16_t *)pm_smem4;     /* [NB][MMA_TK][LD] */
@@ -386,10 +452,14 @@ __global__ void __launch_bounds__(MMA_THREADS, HD == 128 ? (PK ? 3 : 2) : 4)
         pg_write_unused(part, O, R.bad, r, h0, G, HD, Hq, S, s, OH, eo);
         return;
     }
+    float *qs = (float *)(ks + (NB - 1) * MMA_TK * LD);   /* b47: q rotated into K buffer NB - 1, which no copy */
+    if constexpr (RKV)                                      /* fills before the barrier after mma_begin */
+        pg_rkv_prologue<HD>(rp.r, r, h0, G, kvh, Hq, Hkv, R.n_past >= k0 && R.n_past < k1, qs);
     if (NB == 2) load(0, k0);
     else if (pre < 1) issue(0, k0, e0);
     typename std::conditional<PK, mma_state_packed<HD>, mma_state<HD>>::type st;   /* b44: packed (G <= 8) */
-    mma_begin<HD>(st, Q + (size_t)r * qrow + (size_t)h0 * HD, G);
+    mma_begin<HD>(st, RKV ? qs : Q + (size_t)r * qrow + (size_t)h0 * HD, G);
+    if (RKV) __syncthreads();   /* every warp has read qs before a copy refills its buffer */
     if constexpr (NB == 2) {
         int buf = 0;
         for (int64_t t0 = k0; t0 < k1; t0 += MMA_TK, buf ^= 1) {
@@ -501,32 +571,39 @@ static int pg_splits(int64_t T, int64_t max_kv, int64_t Hkv, int resident) {
 
 /* ---- the tensor-core kernel's forms: hd 64 or 128, b27 (RW) on or off, b43's three tile buffers
  * (NB 3) or two, b44's packed layout (PK) or the plain one ---- */
-typedef void (*pm_fn)(const float *, const uint16_t *, const uint16_t *, float *, float *, const int32_t *, int, int64_t,
-                      int64_t, int, int64_t, int, int, int, int, float, __half *, bool);
-template <int HD, bool PK> static pm_fn pm_kernel_hd(bool rw, int nb) {
-    if (nb == 3) return rw ? kernel_attn_paged_mma<HD, true, 3, PK> : kernel_attn_paged_mma<HD, false, 3, PK>;
-    return rw ? kernel_attn_paged_mma<HD, true, 2, PK> : kernel_attn_paged_mma<HD, false, 2, PK>;
+template <bool RKV>
+using pm_fn = void (*)(const float *, const uint16_t *, const uint16_t *, float *, float *, const int32_t *, int, int64_t,
+                       int64_t, int, int64_t, int, int, int, int, float, __half *, bool, pg_rkv_param<RKV>);
+template <int HD, bool PK, bool RKV> static pm_fn<RKV> pm_kernel_hd(bool rw, int nb) {
+    if (nb == 3) return rw ? kernel_attn_paged_mma<HD, true, 3, PK, RKV> : kernel_attn_paged_mma<HD, false, 3, PK, RKV>;
+    return rw ? kernel_attn_paged_mma<HD, true, 2, PK, RKV> : kernel_attn_paged_mma<HD, false, 2, PK, RKV>;
 }
-static pm_fn pm_kernel(int64_t hd, bool rw, int nb, bool pk) {
-    if (hd == 64) return pk ? pm_kernel_hd<64, true>(rw, nb) : pm_kernel_hd<64, false>(rw, nb);
-    return pk ? pm_kernel_hd<128, true>(rw, nb) : pm_kernel_hd<128, false>(rw, nb);
+template <bool RKV> static pm_fn<RKV> pm_kernel(int64_t hd, bool rw, int nb, bool pk) {
+    if (hd == 64) return pk ? pm_kernel_hd<64, true, RKV>(rw, nb) : pm_kernel_hd<64, false, RKV>(rw, nb);
+    return pk ? pm_kernel_hd<128, true, RKV>(rw, nb) : pm_kernel_hd<128, false, RKV>(rw, nb);
 }
 /* K and V tiles, nb buffers of each */
 static size_t pm_smem(int64_t hd, int nb) { return (size_t)2 * nb * MMA_TK * (size_t)(hd + 8) * 2; }
 /* A form's blocks a multiprocessor (the device's occupancy for its registers and shared memory),
  * 0 where its shared memory is refused. Asked once a form, before its first launch: the dynamic
  * shared memory limit raised first (every form but hd 64's two buffers takes more than 48 KB). */
-static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk) {
-    static int r[16];
-    static bool asked[16];
-    const int i = (hd == 128) * 8 + rw * 4 + (nb == 3) * 2 + pk;
+template <bool RKV> static int pm_occupancy(int64_t hd, bool rw, int nb, bool pk) {
+    const pm_fn<RKV> k = pm_kernel<RKV>(hd, rw, nb, pk);
+    int n = 0;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
+        n = 0;
+    return n;
+}
+/* rkv: b47's kernel of the form, asked before its first launch (the shared memory limit); the
+ * splits come from the plain kernel's, so that b47 leaves a step's arithmetic as it was */
+static int pm_resident_of(int64_t hd, bool rw, int nb, bool pk, bool rkv = false) {
+    static int r[32];
+    static bool asked[32];
+    const int i = rkv * 16 + (hd == 128) * 8 + rw * 4 + (nb == 3) * 2 + pk;
     int &v = r[i];
     if (!asked[i]) {
-        const pm_fn k = pm_kernel(hd, rw, nb, pk);
-        int n = 0;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pm_smem(hd, nb)) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, MMA_THREADS, pm_smem(hd, nb)) != cudaSuccess)
-            n = 0;
+        const int n = rkv ? pm_occupancy<true>(hd, rw, nb, pk) : pm_occupancy<false>(hd, rw, nb, pk);
         (void)cudaGetLastError();
         v = n;
         asked[i] = true;
@@ -586,11 +663,21 @@ extern "C" size_t mi8b_attn_paged_workspace(int64_t T, int64_t max_kv, int64_t h
     return S == 1 ? 0 : (size_t)T * (size_t)Hq * (size_t)S * ((size_t)hd + 2) * sizeof(float);
 }
 
-extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
-                                         int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs,
-                                         int64_t seqs_len, int64_t T, int64_t block, int64_t max_kv, int64_t hd,
-                                         int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh, bool eo,
-                                         bool *copied) {
+/* b47's launch-time part (mi8b_attn_paged_rkv): the four's record and the RoPE's parameters */
+struct pg_rkv_host {
+    const mi8a_rope_kv_rows_io *io;
+    int mode, n_rot;
+    float freq_base;
+};
+static uint64_t g_rkv_launches;
+extern "C" uint64_t mi8b_attn_paged_rkv_launches(void) { return g_rkv_launches; }
+
+/* every launch of the op: rkv NULL, or b47's four done first (by the tensor-core kernel itself where
+ * it runs and the step is one row a sequence, else by b20's kernel launched before it) */
+static mi_status pg_launch(void *stream, const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows,
+                           float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
+                           int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh,
+                           bool eo, bool *copied, const pg_rkv_host *rkv) {
     if (copied) *copied = false;
     if (!mi8b_attn_paged_supported(hd, Hq, Hkv, ctype) || T < 1 || n_seqs < 1 || n_seqs > INT32_MAX ||
         seqs_len < n_seqs * MI_PAGED_FIELDS || block < 1 || block > INT32_MAX || max_kv < 1 || n_rows < 1 ||
@@ -615,6 +702,11 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     const int S = pg_launch_splits(T, max_kv, Hkv, mma ? &f : NULL);
     if (S > 1 && !workspace) return mi_err(MI_ERR_INVALID, "mi8b_attn_paged: %d splits and no workspace", S);
     const cudaStream_t st = (cudaStream_t)stream;
+    /* b47: in the kernel where it is the tensor-core one over one row a sequence, else b20's first */
+    const bool rkv_in = rkv && mma && f.nb && T == n_seqs && rkv->io->N == T &&
+                        pm_resident_of(hd, f.rw, f.nb, f.pk, true) > 0;
+    if (rkv && !rkv_in)
+        MI_TRY(mi8a_rope_kv_rows(stream, rkv->io, ctype, hd, Hq, Hkv, rkv->mode, rkv->n_rot, rkv->freq_base));
     float *part = (float *)workspace;
     const dim3 grid((unsigned)(T * Hkv), (unsigned)S);
 #define PG_ARGS part, o, seqs, (int)n_seqs, seqs_len, n_rows, (int)block, max_kv, (int)hd, (int)Hq, (int)Hkv, S, pg_min_split(), scale
@@ -630,7 +722,20 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
                           pm_smem(hd, 2), (long long)hd);
         const int nb = f.nb;
         const bool pk = f.pk;
-        (void)pdl_launch(pdl, pm_kernel(hd, f.rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16, v16, PM_ARGS);
+        if (rkv_in) {
+            pg_rkv_param<true> rp;
+            rp.r.io = *rkv->io;
+            rp.r.neox = rkv->mode == MI_ROPE_NEOX;
+            rp.r.n_rot = rkv->n_rot;
+            rp.r.fq = *mi8a_rope_freqs_for(rkv->freq_base, rkv->n_rot);
+            (void)pdl_launch(pdl, pm_kernel<true>(hd, f.rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q, k16,
+                             v16, PM_ARGS, rp);
+            g_rkv_launches++;
+        } else {
+            const pg_rkv_param<false> none = {0};
+            (void)pdl_launch(pdl, pm_kernel<false>(hd, f.rw, nb, pk), grid, dim3(MMA_THREADS), pm_smem(hd, nb), st, q,
+                             k16, v16, PM_ARGS, none);
+        }
         g_ring3_launches += nb == 3;
         g_packed_launches += pk;
     } else if (vs) kernel_attn_paged<uint16_t, true, 1><<<grid, PG_T, smem, st>>>(q, k16, v16, PG_ARGS);
@@ -648,6 +753,29 @@ extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const voi
     }
     if (copied) *copied = oh != nullptr;
     return MI_OK;
+}
+extern "C" mi_status mi8b_attn_paged_f16(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
+                                         int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs,
+                                         int64_t seqs_len, int64_t T, int64_t block, int64_t max_kv, int64_t hd,
+                                         int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh, bool eo,
+                                         bool *copied) {
+    return pg_launch(stream, q, k, v, ctype, n_rows, o, seqs, n_seqs, seqs_len, T, block, max_kv, hd, Hq, Hkv, scale,
+                     workspace, xh, eo, copied, NULL);
+}
+extern "C" mi_status mi8b_attn_paged_rkv(void *stream, const mi8a_rope_kv_rows_io *io, int mode, int n_rot,
+                                         float freq_base, const float *q, const void *k, const void *v, mi_type ctype,
+                                         int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs,
+                                         int64_t seqs_len, int64_t T, int64_t block, int64_t max_kv, int64_t hd,
+                                         int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh, bool eo,
+                                         bool *copied) {
+    if (copied) *copied = false;
+    if (!io || !io->q || !io->k || !io->v || !io->pos || !io->slots || io->cache_k != k || io->cache_v != v ||
+        io->N != T || io->n_rows_k != n_rows || io->n_rows_v != n_rows || !mi8a_rope_kv_supported(hd, Hq, Hkv, n_rot, mode, ctype))
+        return mi_err(MI_ERR_INVALID, "mi8b_attn_paged_rkv: the step's RoPEs and scatters are not this attention's "
+                      "(%lld rows, hd %lld, n_rot %d, cache %s)", (long long)T, (long long)hd, n_rot, mi_type_name(ctype));
+    const pg_rkv_host rkv = {io, mode, n_rot, freq_base};
+    return pg_launch(stream, q, k, v, ctype, n_rows, o, seqs, n_seqs, seqs_len, T, block, max_kv, hd, Hq, Hkv, scale,
+                     workspace, xh, eo, copied, &rkv);
 }
 extern "C" mi_status mi8b_attn_paged(void *stream, const float *q, const void *k, const void *v, mi_type ctype,
                                      int64_t n_rows, float *o, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len,

@@ -79,6 +79,25 @@ mi_status mi8b_attn_paged_f16(void *stream, const float *q, const void *k, const
                               int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace,
                               void *xh, bool eo, bool *copied);
 
+/* item b47: a decode step's (one row a sequence) attention doing the step's q and k RoPE and its K
+ * and V scatters first (b20's four, whose record io is), where the tensor-core kernel runs: each
+ * block rotates its row's q heads into shared memory, and the split holding the row's own key
+ * stores its rotated k and its v to the caches, before the tiles that read them. Elsewhere b20's
+ * kernel runs first. The same values as b20 followed by the attention: the same bits. q is the
+ * q RoPE's output, which the fused form neither writes nor reads (nor k's RoPE output). */
+bool mi8b_paged_rkv_on(void);
+mi_status mi8b_attn_paged_rkv(void *stream, const mi8a_rope_kv_rows_io *io, int mode, int n_rot, float freq_base,
+                              const float *q, const void *k, const void *v, mi_type ctype, int64_t n_rows, float *o,
+                              const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T, int64_t block,
+                              int64_t max_kv, int64_t hd, int64_t Hq, int64_t Hkv, float scale, void *workspace,
+                              void *xh, bool eo, bool *copied);
+/* its launches with the four inside the kernel so far (for the gate) */
+uint64_t mi8b_attn_paged_rkv_launches(void);
+/* b47's pass (fusion8b.c): whether the dispatch gives a V scatter marked MI_RKV_ROWS_ATTN (store)
+ * and the paged attention after it holding the four's inputs (attn) b47's kernels */
+struct mi_tensor;
+bool mi8b_rkv_attn_takes(const struct mi_tensor *store, const struct mi_tensor *attn);
+
 /* ---- gemm_int8_split.cu: y [M, N] = W [K, M] @ x [K, N] (+ bias) for 9 <= N <= 64 (a batch's
  * decode rows), 7e's int8 tensor-core tile with K split over MI8B_SPLIT_MAX blocks at most so
  * the grid fills the GPU, the parts summed in order by a second kernel (item b1). Supported

@@ -1,4 +1,5 @@
-/* Phase 8b's pass (item b42): a batch step's gate/up run whose SwiGLU follows it. Where the two
+/* Phase 8b's pass. b47: a decode step's RoPEs and scatters done by its paged attention (below).
+ * b42: a batch step's gate/up run whose SwiGLU follows it. Where the two
  * matmuls of a run (8a's pass marks runs: d13) are read by nothing but the SWIGLU node right after
  * the run's last, and b35's SwiGLU takes that node, the last is marked MI_MM_FIXUP_NEXT and the
  * SwiGLU MI_SWIGLU_FIXUP: the run may leave its cut bands' partial sums to the SwiGLU, which sums
@@ -21,9 +22,40 @@ static bool run_node(const mi_tensor *t, int role) {
     return t && t->op == MI_OP_MATMUL && mi_matmul_shared_x(t) == role && !(t->flags & MI_T_OUTPUT);
 }
 
+/* b47: a decode step's four marked by 8a's pass (q's RoPE, k's RoPE, the K scatter MI_RKV_ROWS_DEFER,
+ * the V scatter MI_RKV_ROWS_LAST) followed right away by the paged attention of a decode step (one
+ * row a sequence: p[7] 1, as many rows as sequences) reading q's RoPE and the two scatters, where
+ * the RoPEs' outputs have no other reader and the dispatch gives both b47's kernels: the V scatter
+ * becomes MI_RKV_ROWS_ATTN and the attention takes the RoPEs' inputs and v as src[4..6], so they
+ * stay allocated until it runs. */
+static int mark_attn_rkv_rows(mi_graph *g) {
+    int marked = 0;
+    for (int i = 4; i < g->n_nodes; i++) {
+        mi_tensor *a = g->nodes[i], *const *q = &g->nodes[i - 4];
+        if (a->op != MI_OP_ATTN_PAGED || a->p[7] != 1 || a->p[0] != a->src[0]->ne[1]) continue;
+        if (q[0]->op != MI_OP_ROPE || q[1]->op != MI_OP_ROPE || q[2]->op != MI_OP_KV_SCATTER ||
+            q[3]->op != MI_OP_KV_SCATTER || mi_rope_kv_role(q[0]) != MI_RKV_ROWS_DEFER ||
+            mi_rope_kv_role(q[1]) != MI_RKV_ROWS_DEFER || mi_rope_kv_role(q[2]) != MI_RKV_ROWS_DEFER ||
+            mi_rope_kv_role(q[3]) != MI_RKV_ROWS_LAST)
+            continue;
+        if (a->src[0] != q[0] || a->src[1] != q[2] || a->src[2] != q[3] || a->src[4] || a->src[5] || a->src[6] ||
+            q[2]->src[0] != q[1] || uses_of(g, q[0]) != 1 || uses_of(g, q[1]) != 1)
+            continue;
+        mi_tensor sv = *q[3], at = *a;   /* probes: the dispatch's answer for the marked pair */
+        mi_rope_kv_set_role(&sv, MI_RKV_ROWS_ATTN);
+        at.src[2] = &sv;
+        at.src[4] = q[0]->src[0], at.src[5] = q[1]->src[0], at.src[6] = q[3]->src[0];
+        if (!mi8b_rkv_attn_takes(&sv, &at)) continue;
+        mi_rope_kv_set_role(q[3], MI_RKV_ROWS_ATTN);
+        a->src[4] = at.src[4], a->src[5] = at.src[5], a->src[6] = at.src[6];
+        marked++;
+    }
+    return marked;
+}
+
 int mi8b_fuse_batch(mi_graph *g, mi_backend *cuda) {
     (void)cuda;
-    int marked = 0;
+    int marked = mark_attn_rkv_rows(g);
     for (int i = 2; i < g->n_nodes; i++) {
         mi_tensor *sw = g->nodes[i], *up = g->nodes[i - 1], *gate = g->nodes[i - 2];
         if (sw->op != MI_OP_SWIGLU || sw->src[0] != gate || sw->src[1] != up) continue;

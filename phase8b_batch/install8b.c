@@ -13,6 +13,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/graph/graph.h"
+#include "common/core/mi_settings.h"
 #include <stdint.h>
 
 static bool is_kv(const mi_tensor *t) { return t && (t->type == MI_TYPE_F16 || t->type == MI_TYPE_F32); }
@@ -171,8 +172,29 @@ static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
                              mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope));
 }
 
+/* b47: the V scatter (MI_RKV_ROWS_ATTN) completes the record and launches nothing either; the paged
+ * attention right after it (mi_attn_paged_does_rkv) launches the four with it */
+static bool sup_rkv_attn_store(const mi_tensor *n) {
+    return mi_rope_kv_role(n) == MI_RKV_ROWS_ATTN && sup_kv_scatter(n) && n->src[1]->type == MI_TYPE_F16 &&
+           mi8b_paged_rkv_on();
+}
+static mi_status run_rkv_attn_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    (void)ws;
+    MI_TRY(chk_kv_scatter(n));
+    if (!rkv_follows(c, n, 3) || n->src[2]->data != g_rkv.io.slots || mi_nrows(n->src[0]) != g_rkv.io.N) {
+        g_rkv.n = 0;
+        return MI_OK;   /* the attention finds the record incomplete and fails the step */
+    }
+    g_rkv.io.v = n->src[0]->data;
+    g_rkv.io.cache_v = n->src[1]->data;
+    g_rkv.io.n_rows_v = n->src[1]->ne[1];
+    g_rkv.n++;
+    g_rkv.last_id = n->id;
+    return MI_OK;
+}
+
 /* ---------------- ATTN_PAGED: q [hd*Hq, T], K/V (KV_SCATTER nodes), seqs I32 ---------------- */
-static bool sup_attn_paged(const mi_tensor *n) {
+static bool sup_attn_paged_any(const mi_tensor *n) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
     const int64_t hd = mi_attn_head_dim(n), Hq = mi_attn_n_head(n), Hkv = mi_attn_n_head_kv(n), S = n->p[0];
     if (!q || q->type != MI_TYPE_F32 || n->type != MI_TYPE_F32 || !is_kv(k) || !is_kv(v) || k->type != v->type)
@@ -182,6 +204,17 @@ static bool sup_attn_paged(const mi_tensor *n) {
         return false;
     if (S < 1 || !i32_row(seqs) || seqs->ne[0] < S * MI_PAGED_FIELDS || n->p[5] < 1 || n->p[6] < 1) return false;
     return mi8b_attn_paged_supported(hd, Hq, Hkv, k->type) && q->ne[1] * Hq <= INT32_MAX;
+}
+/* a node the pass left to do its step's four (b47) gets only b47's kernels, which launch them */
+static bool sup_attn_paged(const mi_tensor *n) { return sup_attn_paged_any(n) && !mi_attn_paged_does_rkv(n); }
+/* b47: a decode step's (one row a sequence, p[7]), q's and k's RoPE inputs and v held as src[4..6] */
+static bool sup_attn_paged_rkv(const mi_tensor *n) {
+    const mi_tensor *xq = n->src[4], *xk = n->src[5], *xv = n->src[6];
+    if (!sup_attn_paged_any(n) || !mi_attn_paged_does_rkv(n) || !mi8b_paged_rkv_on() || !xq || !xk || !xv) return false;
+    const int64_t T = n->src[0]->ne[1], kw = mi_attn_head_dim(n) * mi_attn_n_head_kv(n);
+    return n->p[7] == 1 && n->p[0] == T && xq->type == MI_TYPE_F32 && xk->type == MI_TYPE_F32 &&
+           xv->type == MI_TYPE_F32 && xq->ne[0] == n->src[0]->ne[0] && mi_nrows(xq) == T && xk->ne[0] == kw &&
+           mi_nrows(xk) == T && xv->ne[0] == kw && mi_nrows(xv) == T;
 }
 static size_t ws_attn_paged(const mi_tensor *n) {
     return mi8b_attn_paged_workspace(n->src[0]->ne[1], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
@@ -193,12 +226,42 @@ static mi_status chk_attn_paged(const mi_tensor *n) {
                                 n->src[1]->ne[1])
               : MI_OK;
 }
-static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+
+/* b47: the record of the step's four, complete and ending right before the attention, with
+ * src[4..6] the inputs it holds; else the step fails rather than read a q RoPE no kernel wrote */
+static mi_status attn_rkv_take(const mi_cuda_ctx *c, const mi_tensor *n, mi8a_rope_kv_rows_io *io,
+                               const mi_tensor **rope) {
+    const bool ok = rkv_follows(c, n, 4) && n->src[4]->data == g_rkv.io.q && n->src[5]->data == g_rkv.io.k &&
+                    n->src[6]->data == g_rkv.io.v && n->src[0]->data == g_rkv.io.q_rope &&
+                    n->src[1]->data == g_rkv.io.cache_k && n->src[2]->data == g_rkv.io.cache_v;
+    g_rkv.n = 0;
+    if (!ok)
+        return mi_err(MI_ERR_INTERNAL, "b47: the attention %s (#%d) found no record of the RoPEs and scatters before it",
+                      n->name, n->id);
+    *rope = g_rkv.k_rope;
+    if (mi_rope_head_dim(*rope) != mi_attn_head_dim(n) || g_rkv.Hq != mi_attn_n_head(n))
+        return mi_err(MI_ERR_INTERNAL, "b47: node %s (#%d): the RoPEs' heads are not the attention's", n->name, n->id);
+    *io = g_rkv.io;
+    return MI_OK;
+}
+/* the attention, b47's four first where the node does them; xh: b37's f16 copy of the output */
+static mi_status attn_paged_launch(mi_cuda_ctx *c, const mi_tensor *n, void *part, void *xh, bool eo, bool *copied) {
     const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
     MI_TRY(chk_attn_paged(n));
-    return mi8b_attn_paged(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
-                           n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
-                           mi_attn_n_head_kv(n), mi_attn_scale(n), ws);
+    if (!mi_attn_paged_does_rkv(n))
+        return mi8b_attn_paged_f16(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
+                                   n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n),
+                                   mi_attn_n_head(n), mi_attn_n_head_kv(n), mi_attn_scale(n), part, xh, eo, copied);
+    mi8a_rope_kv_rows_io io;
+    const mi_tensor *rope = NULL;
+    MI_TRY(attn_rkv_take(c, n, &io, &rope));
+    return mi8b_attn_paged_rkv(mi_cuda_stream(c), &io, mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope),
+                               q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data, n->p[0], seqs->ne[0],
+                               q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
+                               mi_attn_scale(n), part, xh, eo, copied);
+}
+static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    return attn_paged_launch(c, n, ws, NULL, false, NULL);
 }
 
 static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache rows (7b's conversion)", NULL,
@@ -217,6 +280,14 @@ static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV
 static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable in a captured step of many sequences",
                                                    "b2", sup_attn_paged, run_attn_paged, ws_attn_paged,
                                                    MI_CUDA_K_REPLAYABLE};
+static const mi_cuda_kernel k_rkv_attn_store = {"V scatter, a decode step's rows: done by the paged attention after it "
+                                                "(b47)", "d8,b20,b47", sup_rkv_attn_store, run_rkv_attn_store, NULL, 0};
+static const mi_cuda_kernel k_attn_paged_rkv = {"paged attention, a decode step's: its q and k RoPE and K and V scatters "
+                                                "first, in the kernel (b47)", "b20,b47", sup_attn_paged_rkv,
+                                                run_attn_paged, ws_attn_paged, 0};
+static const mi_cuda_kernel k_attn_paged_rkv_replay = {"paged attention, a decode step's, its four in the kernel (b47), "
+                                                       "replayable", "b2,b20,b47", sup_attn_paged_rkv, run_attn_paged,
+                                                       ws_attn_paged, MI_CUDA_K_REPLAYABLE};
 
 /* b7: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
@@ -563,23 +634,20 @@ static const mi_cuda_kernel k_small_run_last_norm = {
 /* b37: a step's paged attention writing its output's f16 copy for the o projection after it (b6's
  * or b22's matmul at K = hd Hq >= 2,048): the copy first in the workspace, where that matmul
  * reads it, the attention's partials after it */
-static bool sup_attn_paged_f16(const mi_tensor *n) {
+static bool attn_f16_shape(const mi_tensor *n) {
     const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = n->ne[1];
-    return sup_attn_paged(n) && K >= STREAM_MIN_K && K % 16 == 0 && T >= MI8B_F16_MIN_N && T <= MI8B_STREAM_MAX_N;
+    return K >= STREAM_MIN_K && K % 16 == 0 && T >= MI8B_F16_MIN_N && T <= MI8B_STREAM_MAX_N;
 }
+static bool sup_attn_paged_f16(const mi_tensor *n) { return sup_attn_paged(n) && attn_f16_shape(n); }
+static bool sup_attn_paged_rkv_f16(const mi_tensor *n) { return sup_attn_paged_rkv(n) && attn_f16_shape(n); }
 static size_t ws_attn_paged_f16(const mi_tensor *n) {
     return mi8b_f16s_x_bytes(mi_attn_head_dim(n) * mi_attn_n_head(n), n->ne[1]) + ws_attn_paged(n);
 }
 static mi_status run_attn_paged_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
-    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = q->ne[1];
-    MI_TRY(chk_attn_paged(n));
+    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = n->src[0]->ne[1];
     const bool eo = mi8b_f16s_x_form(T);
     bool copied = false;
-    MI_TRY(mi8b_attn_paged_f16(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
-                               n->p[0], seqs->ne[0], T, n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
-                               mi_attn_n_head_kv(n), mi_attn_scale(n), (uint8_t *)ws + mi8b_f16s_x_bytes(K, T), ws, eo,
-                               &copied));
+    MI_TRY(attn_paged_launch(c, n, (uint8_t *)ws + mi8b_f16s_x_bytes(K, T), ws, eo, &copied));
     if (copied) mi8b_f16s_x_made(n->data, ws, K, T, eo);
     return MI_OK;
 }
@@ -589,6 +657,25 @@ static const mi_cuda_kernel k_attn_paged_f16 = {
 static const mi_cuda_kernel k_attn_paged_f16_replay = {
     "paged attention, with its output's f16 copy for the matmul after it, replayable in a captured step", "b2,b37",
     sup_attn_paged_f16, run_attn_paged_f16, ws_attn_paged_f16, MI_CUDA_K_REPLAYABLE};
+static const mi_cuda_kernel k_attn_paged_rkv_f16 = {
+    "paged attention, a decode step's, its four in the kernel (b47), with its output's f16 copy", "b20,b37,b47",
+    sup_attn_paged_rkv_f16, run_attn_paged_f16, ws_attn_paged_f16, 0};
+static const mi_cuda_kernel k_attn_paged_rkv_f16_replay = {
+    "paged attention, a decode step's, its four in the kernel (b47), with its output's f16 copy, replayable",
+    "b2,b20,b37,b47", sup_attn_paged_rkv_f16, run_attn_paged_f16, ws_attn_paged_f16, MI_CUDA_K_REPLAYABLE};
+
+/* b47's pass (fusion8b.c): whether the dispatch gives a V scatter probe marked MI_RKV_ROWS_ATTN and
+ * the attention probe after it b47's kernels */
+bool mi8b_rkv_attn_takes(const mi_tensor *store, const mi_tensor *attn) {
+    const mi_cuda_kernel *ks = mi_cuda_choice(store), *ka = mi_cuda_choice(attn);
+    return ks == &k_rkv_attn_store && (ka == &k_attn_paged_rkv || ka == &k_attn_paged_rkv_replay ||
+                                       ka == &k_attn_paged_rkv_f16 || ka == &k_attn_paged_rkv_f16_replay);
+}
+/* b47: read at each call, MINFER_PAGED_RKV once (off by default until its device gate has run) */
+bool mi8b_paged_rkv_on(void) {
+    static long v = -1;
+    return mi_cuda_item_on("b47") && mi_setting_int_once("MINFER_PAGED_RKV", 0, 1, 0, &v) == 1;
+}
 
 /* b34: an RMS norm over whole rows of 2..64 rows wide enough for b6's and b22's matmuls (the 7B's
  * attention and FFN norms), writing y and x's f16 copy for the next node's matmuls in one launch;
@@ -782,5 +869,14 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b4", "a batch's top-k steps keep the logits on the device: each row's 64 best candidates "
                                "cross back (topk)");
     mi_cuda_add_kernel(MI_OP_TOPK, &k_topk);
+    mi_cuda_item_declare("b47", "a decode step's paged attention does the step's q and k RoPE and its K and V scatters "
+                                "(b20's launch) inside b7's kernel: q rotated into shared memory by each block, the "
+                                "row's own key and value stored by the split that holds it, before its tiles read "
+                                "them (MINFER_PAGED_RKV=1 until its device gate has run)");
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_attn_store);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_replay);      /* in front of b47's without b2 */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_f16);         /* in front of b47's without b37 */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_f16_replay);
     mi7c_add_fusion(mi8b_fuse_batch);
 }

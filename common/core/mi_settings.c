@@ -70,6 +70,8 @@ static const mi_setting_info g_settings[] = {
      "query heads a block of the split attention takes of its GQA group (d4), 1..64; default 2 under 16384 positions, the whole group from there (read once per process; for measurements)"},
     {"MINFER_PDL_MIN_EMBD", MI_SETTING_INT,
      "narrowest model (its first RMS norm's width) whose one-token steps launch the small kernels as programmatic dependents (8a's d10), 1..2^30; default 2048 (read once per process; for measurements)"},
+    {"MINFER_PAGED_RKV", MI_SETTING_INT,
+     "1: a decode step of many sequences does its q and k RoPE and its K and V scatters inside the paged attention's tensor-core kernel (8b's b47: one launch a layer fewer, the same bits); 0 or unset: b20's kernel before the attention (the default until its device gate and A/B have run); read once per process; MINFER_PERF_OFF=b47 turns it off too"},
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
      "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..65536 (one at least that long: one split, no combine); default 32 (read once per process; for measurements)"},
     {"MINFER_SMALL_ROWS", MI_SETTING_INT,

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 #define MI_MAX_DIMS 4
-#define MI_MAX_SRC 6
+#define MI_MAX_SRC 8   /* ATTN_PAGED doing its step's RoPE and scatters holds seven */
 #define MI_MAX_PARAMS 8
 #define MI_NAME_MAX 64
 #define MI_TOPK_MAX 256   /* the most candidates MI_OP_TOPK keeps a row */
@@ -165,7 +165,7 @@ static inline bool mi_swiglu_takes_fixup(const mi_tensor *n) { return n->p[0] ==
  * scatter holding q's RoPE input as src[3] (k's needs none: nothing is allocated between the k
  * RoPE and the V scatter, which alias the caches). 0: none. Hints of a device's pass: the CPU
  * computes each node itself. */
-enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2, MI_RKV_ROWS_DEFER = 3, MI_RKV_ROWS_LAST = 4, MI_RKV_ATTN = 5 };
+enum { MI_RKV_DEFER = 1, MI_RKV_LAST = 2, MI_RKV_ROWS_DEFER = 3, MI_RKV_ROWS_LAST = 4, MI_RKV_ATTN = 5, MI_RKV_ROWS_ATTN = 6 };
 static inline int mi_rope_kv_role(const mi_tensor *n) {
     return n->op == MI_OP_ROPE ? (int)n->p[4] : n->op == MI_OP_KV_STORE || n->op == MI_OP_KV_SCATTER ? (int)n->p[1] : 0;
 }
@@ -180,6 +180,15 @@ static inline void mi_rope_kv_set_role(mi_tensor *n, int role) {
  * A device pass's hint, like the roles above. */
 static inline bool mi_attn_does_rkv(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[5] == 1; }
 static inline void mi_attn_set_rkv(mi_tensor *n) { n->p[5] = 1; }
+/* ATTN_PAGED of a decode step (one row a sequence) right after such a four of many rows: the V
+ * scatter is then MI_RKV_ROWS_ATTN (it launches nothing) and the attention does the four's work,
+ * holding q's and k's RoPE inputs and v as src[4], src[5], src[6] so they stay allocated until it
+ * runs. Its src[0..3] stay q's RoPE, the two scatters and the table: a backend that ignores the
+ * mark computes the same by running every node. A device pass's hint. */
+static inline bool mi_attn_paged_does_rkv(const mi_tensor *n) {
+    return n->op == MI_OP_ATTN_PAGED && n->src[2] && n->src[2]->op == MI_OP_KV_SCATTER &&
+           mi_rope_kv_role(n->src[2]) == MI_RKV_ROWS_ATTN;
+}
 /* ATTN p[6]: the node right after the attention is a one-token matmul of its output that can
  * read the output quantized, so the attention may write that row too. A device pass's hint. */
 static inline bool mi_attn_quant_out(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[6] == 1; }

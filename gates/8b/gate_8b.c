@@ -1,5 +1,6 @@
 /* gate_8b: phase 8b's kernels for a step of many sequences on the device (docs/PHASE8B.md); the
- * op-level cases (host_checks, cpu_reference, paged_*, bad_*) are gates/8b/paged8b.c.
+ * op-level cases (host_checks, cpu_reference, paged_*, bad_*, rope_kv_rows_*, rkv_*) are
+ * gates/8b/paged8b.c, the pass's host case (rkv_rows_pass) gates/8b/passes8b.c.
  *  host_checks      runs without a device: the host's check of a step's tables (install8b.c)
  *                   accepts good ones and names the first bad entry
  *  paged_<layout>   op level: one step (KV_SCATTER of K and V, then ATTN_PAGED) as a graph on
@@ -16,12 +17,20 @@
  *                   largest logit difference: reported, not hidden)
  *  rope_kv_rows_*   b20's launch (q's and k's RoPE and both scatters over a step's rows) bit for
  *                   bit the four kernels it replaces, two rows' slots outside the cache
+ *  rkv_*            b47's attention doing a decode step's four against b20's launch then the
+ *                   attention: output and caches bit for bit (many splits a row, two slots outside
+ *                   the cache, the plain layout, b7 off: b20's launch first)
  *  batch_no_logits   greedy steps that return only ids (the argmax on the device) give the argmax
  *                   of the logits a plain batch returns
  *  batch_ahead_*    greedy steps queued ahead of the host's read (MINFER_STEP_AHEAD) against the
  *                   same schedule read first: every token, sequence count and the last step's
  *                   logits bit for bit, through a sequence freed, a prompt joining and a
  *                   sequence fed another token than it drew; most steps queued ahead
+ *  rkv_rows_pass    runs without a device: 8b's pass marks a decode step's four for its paged
+ *                   attention (b47), holding q, k and v; not with b47 off or two rows a sequence;
+ *                   the CPU's output unchanged
+ *  batch_items_*_b47_off, batch_rkv_*  b47 on (MINFER_PAGED_RKV=1 for this gate) against off: every
+ *                   logit bit for bit; the four inside the tensor-core kernel where it runs
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
  *                   (one sequence ending mid-way): its graph reused and its decode splits
  *                   replayed (b2) against the same batch building every step with b2 off and
@@ -35,6 +44,7 @@
 #include "gates/gate_util.h"
 #include "gates/7e/dev7e.h"
 #include "gates/8b/paged8b.h"
+#include "gates/8b/passes8b.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
@@ -589,13 +599,14 @@ static mi_model *items_case_open(const char *label, const char *shape, const cha
     }
     return m;
 }
-static void test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
+/* true where the case ran and passed */
+static bool test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
     char label[160];
     snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.40s_off", shape, type, nseq, items);
     for (char *p = label; *p; p++)
         if (*p == ',') *p = '_';
     mi_model *m = items_case_open(label, shape, type);
-    if (!m) return;
+    if (!m) return false;
     const size_t n = (size_t)nseq * (size_t)steps;
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
     mi_batch_stats s_on = {0}, s_off = {0};
@@ -631,6 +642,24 @@ static void test_items_bitwise(const char *shape, const char *type, int nseq, in
     free(on);
     free(off);
     mi_model_free(m);
+    return st == MI_OK && !bad && idle < 0;
+}
+
+/* b47 (MINFER_PAGED_RKV=1 for the whole gate, main): a decode step's RoPEs and scatters done by its
+ * paged attention, every logit bit for bit with b47 off; then whether they ran inside the
+ * tensor-core kernel (in_kernel: hd 64 or 128) or as b20's launch before the plain one (hd 32) */
+static void test_rkv(const char *shape, const char *type, int nseq, int steps, bool in_kernel) {
+    const uint64_t k0 = mi8b_attn_paged_rkv_launches();
+    if (!test_items_bitwise(shape, type, nseq, steps, "b47")) return;
+    const uint64_t k = mi8b_attn_paged_rkv_launches() - k0;
+    char label[160];
+    snprintf(label, sizeof label, "batch_rkv_%.30s_%.20s_%dseq_%s", shape, type, nseq, in_kernel ? "in_kernel" : "before");
+    gu_begin(&R, label);
+    if (in_kernel ? k > 0 : k == 0)
+        gu_pass(&R, "%llu launches with the four inside the tensor-core kernel (want %s)", (unsigned long long)k,
+                in_kernel ? "some" : "none: b20's kernel, then the attention");
+    else gu_fail(&R, "%llu launches with the four inside the tensor-core kernel; want %s", (unsigned long long)k,
+                 in_kernel ? "some" : "none");
 }
 
 /* b40 (a run of matmuls as one launch under one plan: the f16 tier's bound of each alone, not its
@@ -677,64 +706,11 @@ static void test_items_bound(const char *shape, const char *type, int nseq, int 
 /* b20's launch (8a's d14 over a step's rows) against what it replaces: d8's RoPE of q and k over
  * the rows, then the K and V scatters: the rotated q and k and every cache row bit for bit, a row
  * whose slot is outside the cache (-1, n_rows) written nowhere */
-static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_type ct, int N) {
-    char name[96];
-    snprintf(name, sizeof name, "rope_kv_rows_hd%d_Hq%d_Hkv%d_rot%d_%s_%s_N%d", hd, Hq, Hkv, n_rot,
-             mode == MI_ROPE_NEOX ? "neox" : "normal", mi_type_name(ct), N);
-    gu_begin(&R, name);
-    const int64_t nrows = 3 * N + 7, row = (int64_t)hd * Hkv, esz = ct == MI_TYPE_F16 ? 2 : 4;
-    const size_t nq = (size_t)hd * Hq * N, nk = (size_t)row * N, cb = (size_t)(nrows * row * esz);
-    float *q = gu_rand_f32(&g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(&g_seed, nk, -2.f, 2.f);
-    float *v = gu_rand_f32(&g_seed, nk, -2.f, 2.f), *cinit = gu_rand_f32(&g_seed, cb / 4, -1.f, 1.f);
-    int32_t *pos = malloc((size_t)N * 4), *slots = malloc((size_t)N * 4);
-    for (int i = 0; i < N; i++) {
-        pos[i] = (int32_t)(gu_rng(&g_seed) % 40000);
-        slots[i] = (int32_t)(3 * i + (int)(gu_rng(&g_seed) % 3));
-    }
-    if (N > 2) slots[1] = -1, slots[N - 1] = (int32_t)nrows;   /* outside: written nowhere */
-    void *b[12];
-    float *dq = dev_up_at(q, nq * 4, 0, &b[0]), *dk = dev_up_at(k, nk * 4, 0, &b[1]), *dv = dev_up_at(v, nk * 4, 0, &b[2]);
-    int32_t *dpos = dev_up_at(pos, (size_t)N * 4, 0, &b[3]), *dslots = dev_up_at(slots, (size_t)N * 4, 0, &b[4]);
-    void *ck1 = dev_up_at(cinit, cb, 0, &b[5]), *cv1 = dev_up_at(cinit, cb, 0, &b[6]);
-    void *ck2 = dev_up_at(cinit, cb, 0, &b[7]), *cv2 = dev_up_at(cinit, cb, 0, &b[8]);
-    float *qr1 = dev_poison(nq * 4), *kr1 = dev_poison(nk * 4), *qr2 = dev_poison(nq * 4), *kr2 = dev_poison(nk * 4);
-    const float base = 1000000.0f;
-    mi_status st = mi8a_rope_pairs(S, dq, dpos, qr1, hd, Hq, N, mode, n_rot, base);
-    if (st == MI_OK) st = mi8a_rope_pairs(S, dk, dpos, kr1, hd, Hkv, N, mode, n_rot, base);
-    if (st == MI_OK) st = mi8b_kv_scatter(S, kr1, ck1, ct, row, N, dslots, nrows);
-    if (st == MI_OK) st = mi8b_kv_scatter(S, dv, cv1, ct, row, N, dslots, nrows);
-    const mi8a_rope_kv_rows_io io = {dq, dk, dv, qr2, kr2, ck2, cv2, dpos, dslots, N, nrows, nrows};
-    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io, ct, hd, Hq, Hkv, mode, n_rot, base);
-    uint8_t *h[8];
-    const size_t hn[8] = {nq * 4, nk * 4, nq * 4, nk * 4, cb, cb, cb, cb};
-    const void *dsrc[8] = {qr1, kr1, qr2, kr2, ck1, cv1, ck2, cv2};
-    for (int i = 0; i < 8; i++) h[i] = malloc(hn[i]);
-    if (st == MI_OK && cudaStreamSynchronize(S) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(cudaGetLastError()));
-    for (int i = 0; i < 8 && st == MI_OK; i++)
-        if (cudaMemcpy(h[i], dsrc[i], hn[i], cudaMemcpyDeviceToHost) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "copy back");
-    if (st != MI_OK) {
-        gu_fail(&R, "%s", mi_errmsg());
-    } else {
-        static const char *what[4] = {"q's RoPE", "k's RoPE", "the K cache", "the V cache"};
-        int bad = -1;
-        size_t at = 0;
-        for (int i = 0; i < 4 && bad < 0; i++) {   /* the four kernels' h[j] against b20's h[j + 2] */
-            const int j = i < 2 ? i : i + 2;
-            if ((at = gu_first_diff(h[j], h[j + 2], hn[j])) != (size_t)-1) bad = i;
-        }
-        if (bad < 0) gu_pass(&R, "%d rows (two slots outside the cache): RoPEs and cache rows bit for bit the four kernels", N);
-        else gu_fail(&R, "%s differs from the four kernels' first at byte %zu", what[bad], at);
-    }
-    for (int i = 0; i < 8; i++) free(h[i]);
-    for (int i = 0; i < 9; i++) cudaFree(b[i]);
-    cudaFree(qr1), cudaFree(kr1), cudaFree(qr2), cudaFree(kr2);
-    free(q), free(k), free(v), free(cinit), free(pos), free(slots);
-}
-
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b", "8b");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
+    setenv("MINFER_PAGED_RKV", "1", 0);   /* b47, off by default until this gate has run on a device */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
@@ -743,6 +719,7 @@ int main(int argc, char **argv) {
         return gu_finish(&R);
     }
     paged8b_cpu_reference(&R, &g_seed, g_cpu);
+    passes8b_run(&R, &g_seed, g_cpu);
     if (!dev_gate_start(&R, "gate_8b", &S)) {
         g_cpu->iface->destroy(g_cpu);
         return gu_finish(&R);
@@ -753,9 +730,6 @@ int main(int argc, char **argv) {
         return gu_finish(&R);
     }
     paged8b_device(&R, S, &g_seed, g_cpu, g_cuda);
-    test_rope_kv_rows(64, 14, 2, 64, MI_ROPE_NEOX, MI_TYPE_F16, 64);    /* the 0.5B */
-    test_rope_kv_rows(128, 28, 4, 128, MI_ROPE_NEOX, MI_TYPE_F16, 17);  /* the 7B */
-    test_rope_kv_rows(64, 8, 8, 32, MI_ROPE_NORMAL, MI_TYPE_F32, 5);    /* part of each head rotated */
     test_full_pool();
     test_no_logits();
     const plan plans[] = {
@@ -786,6 +760,11 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b42");   /* b22's gate/up runs */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b42");    /* b6's */
+    test_rkv("tiny-qwen2", "q4_0", 5, 8, false);         /* hd 32: b20's kernel first */
+    test_rkv("tiny-qwen3", "q4_k_m", 5, 8, true);        /* hd 128, q and k normalized first */
+    test_rkv("qwen2.5-0.5b", "q4_0", 64, 12, true);      /* hd 64, groups of 7 (b44's packed form) */
+    test_rkv("qwen2.5-7b", "q4_k_m", 64, 12, true);      /* hd 128, b37's f16 copy of the output */
+    test_rkv("qwen2.5-7b", "q4_k_m", 24, 8, true);
     test_items_bound("qwen2.5-7b", "q4_k_m", 64, 12, "b40", 5e-2);   /* b22's runs */
     test_items_bound("qwen2.5-7b", "q4_k_m", 24, 8, "b40", 5e-2);    /* b6's runs */
     g_cuda->iface->destroy(g_cuda);

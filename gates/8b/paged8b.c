@@ -1,6 +1,8 @@
 /* gate_8b's op-level cases of a step of many sequences (docs/PHASE8B.md): the host's table checks,
  * the CPU reference of one paged step, and on the device KV_SCATTER + ATTN_PAGED as a graph
- * against the CPU and a double reference, then bad tables and calls. The whole-model tests and
+ * against the CPU and a double reference, then bad tables and calls, b20's RoPEs-and-scatters
+ * launch against the four kernels, and b47's attention doing them against b20's then the
+ * attention. The whole-model tests and
  * main are gate_8b.c. */
 #include "gates/8b/paged8b.h"
 #include "gates/7e/dev7e.h"
@@ -35,6 +37,8 @@ static void bind(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_
 }
 static void test_paged(void);
 static void test_bad(void);
+static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_type ct, int N);
+static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off);
 
 /* ---------------- a step's layout: sequences over a pool of blocks in shuffled order ---------------- */
 typedef struct {
@@ -349,6 +353,14 @@ void paged8b_device(gu_run *run, cudaStream_t stream, unsigned long long *seed, 
     bind(run, stream, seed, cpu, cuda);
     test_paged();
     test_bad();
+    test_rope_kv_rows(64, 14, 2, 64, MI_ROPE_NEOX, MI_TYPE_F16, 64);    /* the 0.5B */
+    test_rope_kv_rows(128, 28, 4, 128, MI_ROPE_NEOX, MI_TYPE_F16, 17);  /* the 7B */
+    test_rope_kv_rows(64, 8, 8, 32, MI_ROPE_NORMAL, MI_TYPE_F32, 5);    /* part of each head rotated */
+    rkv_case("b4", 4, 200, 64, 14, 2, "");        /* many splits a row: the own key in the last */
+    rkv_case("b64", 64, 700, 64, 14, 2, "");      /* the 0.5B's heads at 64 sequences */
+    rkv_case("b17", 17, 3000, 128, 28, 4, "");    /* the 7B's */
+    rkv_case("b4", 4, 200, 128, 28, 4, "b44");    /* the plain layout */
+    rkv_case("b4", 4, 200, 128, 28, 4, "b7");     /* no tensor-core kernel: b20's launch first */
 }
 
 static void test_paged(void) {
@@ -598,3 +610,139 @@ static void test_bad(void) {
     layout_free(&L);
 }
 
+/* ---------------- b20: a step's RoPEs and scatters in one launch, against the four kernels ---------------- */
+static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_type ct, int N) {
+    char name[96];
+    snprintf(name, sizeof name, "rope_kv_rows_hd%d_Hq%d_Hkv%d_rot%d_%s_%s_N%d", hd, Hq, Hkv, n_rot,
+             mode == MI_ROPE_NEOX ? "neox" : "normal", mi_type_name(ct), N);
+    gu_begin(g_r, name);
+    const int64_t nrows = 3 * N + 7, row = (int64_t)hd * Hkv, esz = ct == MI_TYPE_F16 ? 2 : 4;
+    const size_t nq = (size_t)hd * Hq * N, nk = (size_t)row * N, cb = (size_t)(nrows * row * esz);
+    float *q = gu_rand_f32(g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(g_seed, nk, -2.f, 2.f);
+    float *v = gu_rand_f32(g_seed, nk, -2.f, 2.f), *cinit = gu_rand_f32(g_seed, cb / 4, -1.f, 1.f);
+    int32_t *pos = malloc((size_t)N * 4), *slots = malloc((size_t)N * 4);
+    for (int i = 0; i < N; i++) {
+        pos[i] = (int32_t)(gu_rng(g_seed) % 40000);
+        slots[i] = (int32_t)(3 * i + (int)(gu_rng(g_seed) % 3));
+    }
+    if (N > 2) slots[1] = -1, slots[N - 1] = (int32_t)nrows;   /* outside: written nowhere */
+    void *b[12];
+    float *dq = dev_up_at(q, nq * 4, 0, &b[0]), *dk = dev_up_at(k, nk * 4, 0, &b[1]), *dv = dev_up_at(v, nk * 4, 0, &b[2]);
+    int32_t *dpos = dev_up_at(pos, (size_t)N * 4, 0, &b[3]), *dslots = dev_up_at(slots, (size_t)N * 4, 0, &b[4]);
+    void *ck1 = dev_up_at(cinit, cb, 0, &b[5]), *cv1 = dev_up_at(cinit, cb, 0, &b[6]);
+    void *ck2 = dev_up_at(cinit, cb, 0, &b[7]), *cv2 = dev_up_at(cinit, cb, 0, &b[8]);
+    float *qr1 = dev_poison(nq * 4), *kr1 = dev_poison(nk * 4), *qr2 = dev_poison(nq * 4), *kr2 = dev_poison(nk * 4);
+    const float base = 1000000.0f;
+    mi_status st = mi8a_rope_pairs(S, dq, dpos, qr1, hd, Hq, N, mode, n_rot, base);
+    if (st == MI_OK) st = mi8a_rope_pairs(S, dk, dpos, kr1, hd, Hkv, N, mode, n_rot, base);
+    if (st == MI_OK) st = mi8b_kv_scatter(S, kr1, ck1, ct, row, N, dslots, nrows);
+    if (st == MI_OK) st = mi8b_kv_scatter(S, dv, cv1, ct, row, N, dslots, nrows);
+    const mi8a_rope_kv_rows_io io = {dq, dk, dv, qr2, kr2, ck2, cv2, dpos, dslots, N, nrows, nrows};
+    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io, ct, hd, Hq, Hkv, mode, n_rot, base);
+    uint8_t *h[8];
+    const size_t hn[8] = {nq * 4, nk * 4, nq * 4, nk * 4, cb, cb, cb, cb};
+    const void *dsrc[8] = {qr1, kr1, qr2, kr2, ck1, cv1, ck2, cv2};
+    for (int i = 0; i < 8; i++) h[i] = malloc(hn[i]);
+    if (st == MI_OK && cudaStreamSynchronize(S) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < 8 && st == MI_OK; i++)
+        if (cudaMemcpy(h[i], dsrc[i], hn[i], cudaMemcpyDeviceToHost) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "copy back");
+    if (st != MI_OK) {
+        gu_fail(g_r, "%s", mi_errmsg());
+    } else {
+        static const char *what[4] = {"q's RoPE", "k's RoPE", "the K cache", "the V cache"};
+        int bad = -1;
+        size_t at = 0;
+        for (int i = 0; i < 4 && bad < 0; i++) {   /* the four kernels' h[j] against b20's h[j + 2] */
+            const int j = i < 2 ? i : i + 2;
+            if ((at = gu_first_diff(h[j], h[j + 2], hn[j])) != (size_t)-1) bad = i;
+        }
+        if (bad < 0) gu_pass(g_r, "%d rows (two slots outside the cache): RoPEs and cache rows bit for bit the four kernels", N);
+        else gu_fail(g_r, "%s differs from the four kernels' first at byte %zu", what[bad], at);
+    }
+    for (int i = 0; i < 8; i++) free(h[i]);
+    for (int i = 0; i < 9; i++) cudaFree(b[i]);
+    cudaFree(qr1), cudaFree(kr1), cudaFree(qr2), cudaFree(kr2);
+    free(q), free(k), free(v), free(cinit), free(pos), free(slots);
+}
+
+/* ---------------- b47: a decode step's four inside the attention, against b20's launch then the attention ----------------
+ * n sequences of one row each (n_past up to max_past) over shuffled blocks of F16 caches, two
+ * rows' slots outside the cache (their keys stored nowhere, by either); `off`: items switched
+ * off for both. The output and both caches bit for bit; the four inside the tensor-core kernel
+ * unless b7 is off. */
+static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off) {
+    char name[160];
+    snprintf(name, sizeof name, "rkv_%s_hd%d_Hq%d_Hkv%d%s%s", label, hd, Hq, Hkv, off[0] ? "_off_" : "", off);
+    if (!gu_selected(name)) return;
+    gu_begin(g_r, name);
+    seq_spec *sp = malloc((size_t)n * sizeof *sp);
+    for (int i = 0; i < n; i++) sp[i].rows = 1, sp[i].n_past = (int)(gu_rng(g_seed) % (unsigned long long)(max_past + 1));
+    layout L;
+    layout_make(&L, sp, n);
+    int32_t *pos = malloc((size_t)n * 4);
+    for (int i = 0; i < n; i++) pos[i] = L.seqs[i * MI_PAGED_FIELDS + MI_PAGED_NPAST];
+    if (n > 2) L.slots[1] = -1, L.slots[n - 1] = (int32_t)L.n_rows;
+    const size_t row = (size_t)hd * Hkv, nq = (size_t)hd * Hq * n, nk = row * n, cb = row * (size_t)L.n_rows * 2;
+    float *q = gu_rand_f32(g_seed, nq, -2.f, 2.f), *k = gu_rand_f32(g_seed, nk, -2.f, 2.f), *v = gu_rand_f32(g_seed, nk, -2.f, 2.f);
+    void *cinit = cache_bytes(MI_TYPE_F16, row * (size_t)L.n_rows);
+    void *b[6], *cbase;   /* cbase: the caches' allocations are the pointers themselves (offset 0) */
+    float *dq = dev_up_at(q, nq * 4, 0, &b[0]), *dk = dev_up_at(k, nk * 4, 0, &b[1]), *dv = dev_up_at(v, nk * 4, 0, &b[2]);
+    int32_t *dpos = dev_up_at(pos, (size_t)n * 4, 0, &b[3]), *dsl = dev_up_at(L.slots, (size_t)n * 4, 0, &b[4]);
+    int32_t *dseq = dev_up_at(L.seqs, (size_t)L.seqs_len * 4, 0, &b[5]);
+    void *ck[2], *cv[2], *hk[2], *hv[2];
+    float *qr[2], *kr[2], *o[2], *ho[2];
+    for (int i = 0; i < 2; i++) {
+        ck[i] = dev_up_at(cinit, cb, 0, &cbase), cv[i] = dev_up_at(cinit, cb, 0, &cbase);
+        qr[i] = dev_poison(nq * 4), kr[i] = dev_poison(nk * 4), o[i] = dev_poison(nq * 4);
+        hk[i] = malloc(cb), hv[i] = malloc(cb), ho[i] = malloc(nq * 4);
+    }
+    const size_t wsb = mi8b_attn_paged_workspace(n, L.max_kv, hd, Hq, Hkv);
+    void *ws = NULL;
+    mi_status st = mi_cuda_items_set_off(off);
+    if (st == MI_OK && wsb && cudaMalloc(&ws, wsb) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "workspace");
+    const float base = 1000000.0f, scale = 1.0f / sqrtf((float)hd);
+    const mi8a_rope_kv_rows_io io0 = {dq, dk, dv, qr[0], kr[0], ck[0], cv[0], dpos, dsl, n, L.n_rows, L.n_rows};
+    const mi8a_rope_kv_rows_io io1 = {dq, dk, dv, qr[1], kr[1], ck[1], cv[1], dpos, dsl, n, L.n_rows, L.n_rows};
+    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io0, MI_TYPE_F16, hd, Hq, Hkv, MI_ROPE_NEOX, hd, base);
+    if (st == MI_OK)
+        st = mi8b_attn_paged(S, qr[0], ck[0], cv[0], MI_TYPE_F16, L.n_rows, o[0], dseq, n, L.seqs_len, n, BLOCK, L.max_kv,
+                             hd, Hq, Hkv, scale, ws);
+    const uint64_t k0 = mi8b_attn_paged_rkv_launches();
+    if (st == MI_OK)
+        st = mi8b_attn_paged_rkv(S, &io1, MI_ROPE_NEOX, hd, base, qr[1], ck[1], cv[1], MI_TYPE_F16, L.n_rows, o[1], dseq,
+                                 n, L.seqs_len, n, BLOCK, L.max_kv, hd, Hq, Hkv, scale, ws, NULL, false, NULL);
+    const uint64_t in_kernel = mi8b_attn_paged_rkv_launches() - k0;
+    if (st == MI_OK && cudaStreamSynchronize(S) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < 2 && st == MI_OK; i++)
+        if (cudaMemcpy(hk[i], ck[i], cb, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(hv[i], cv[i], cb, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(ho[i], o[i], nq * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+            st = mi_err(MI_ERR_DEVICE, "copy back");
+    mi_cuda_items_set_off("");
+    const bool want_in = strcmp(off, "b7") != 0;
+    size_t at_o = (size_t)-1, at_k = (size_t)-1, at_v = (size_t)-1;
+    if (st == MI_OK) {
+        at_o = gu_first_diff(ho[0], ho[1], nq * 4);
+        at_k = gu_first_diff(hk[0], hk[1], cb);
+        at_v = gu_first_diff(hv[0], hv[1], cb);
+    }
+    if (st != MI_OK) gu_fail(g_r, "%s", mi_errmsg());
+    else if (at_o != (size_t)-1 || at_k != (size_t)-1 || at_v != (size_t)-1)
+        gu_fail(g_r, "first byte differing from b20 + the attention: output %lld, K cache %lld, V cache %lld (-1: none)",
+                (long long)at_o, (long long)at_k, (long long)at_v);
+    else if ((in_kernel > 0) != want_in)
+        gu_fail(g_r, "%llu launches with the four inside the kernel (want %s)", (unsigned long long)in_kernel,
+                want_in ? "1" : "0");
+    else gu_pass(g_r, "%d rows (n_past up to %d, %d splits a row, two slots outside the cache): output and caches bit for "
+                      "bit b20's launch then the attention; the four %s", n, max_past,
+                 mi8b_attn_paged_splits(n, L.max_kv, hd, Hq, Hkv, MI_TYPE_F16),
+                 want_in ? "inside the tensor-core kernel" : "by b20's kernel first (b7 off)");
+    for (int i = 0; i < 2; i++) {
+        cudaFree(ck[i]), cudaFree(cv[i]), cudaFree(qr[i]), cudaFree(kr[i]), cudaFree(o[i]);
+        free(hk[i]), free(hv[i]), free(ho[i]);
+    }
+    for (int i = 0; i < 6; i++) cudaFree(b[i]);
+    cudaFree(ws);
+    free(q), free(k), free(v), free(cinit), free(pos), free(sp);
+    layout_free(&L);
+}

@@ -10,7 +10,8 @@
 void paged8b_host_checks(gu_run *run, unsigned long long *seed);
 /* cpu_reference: one paged step on the CPU backend against a double reference */
 void paged8b_cpu_reference(gu_run *run, unsigned long long *seed, mi_backend *cpu);
-/* paged_*, bad_*: the step on the device against the CPU, then bad tables and calls */
+/* paged_*, bad_*, rope_kv_rows_*, rkv_*: the step on the device against the CPU, then bad tables
+ * and calls, then b20's and b47's launches */
 void paged8b_device(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_backend *cpu, mi_backend *cuda);
 
 #endif
