@@ -354,8 +354,9 @@ static int mark_rope_kv(mi_graph *g) {
 /* d30: a one-token four marked above (the V store MI_RKV_LAST) followed right away by the
  * attention that reads q's RoPE and the two stores: where the dispatch gives the attention d30's
  * kernel, the V store becomes MI_RKV_ATTN and the attention does the four's work
- * (mi_attn_does_rkv). It takes the RoPEs' inputs and v as src[3..5], so they stay allocated until
- * it runs; its output cannot be given their memory. Only in graphs whose small kernels are not
+ * (mi_attn_does_rkv). It takes the RoPEs' inputs and v as src[3..5], and k's RoPE, which it also
+ * writes, as src[6], so they stay allocated until it runs: its output cannot be given their
+ * memory (k's RoPE would otherwise be free once the K store, its last reader, has run). Only in graphs whose small kernels are not
  * programmatic dependents (no MI_T_EARLY, d10's rule): there d14's own launch costs a whole
  * launch, while as a programmatic dependent it overlaps the run before it and folding it into
  * the attention only puts its round trip in front of the attention's. Measured on the H200
@@ -367,17 +368,17 @@ static int mark_attn_rkv(mi_graph *g) {
         if (a->flags & MI_T_EARLY) continue;
         if (mi_rope_kv_role(q[3]) != MI_RKV_LAST || q[3]->op != MI_OP_KV_STORE || a->op != MI_OP_ATTN ||
             a->src[0] != q[0] || a->src[1] != q[2] || a->src[2] != q[3] || a->src[3] || a->src[4] || a->src[5] ||
-            !one_token(a->src[0]))
+            a->src[6] || !one_token(a->src[0]))
             continue;
         mi_tensor sv = *q[3], at = *a;
         mi_rope_kv_set_role(&sv, MI_RKV_ATTN);
         mi_attn_set_rkv(&at);
-        at.src[3] = q[0]->src[0], at.src[4] = q[1]->src[0], at.src[5] = q[3]->src[0];
+        at.src[3] = q[0]->src[0], at.src[4] = q[1]->src[0], at.src[5] = q[3]->src[0], at.src[6] = q[1];
         if (mi_cuda_choice(&sv) != mi8a_rope_kv_kernel(q[3], MI_RKV_ATTN) || mi_cuda_choice(&at) != mi8a_attn_rkv_kernel())
             continue;
         mi_rope_kv_set_role(q[3], MI_RKV_ATTN);
         mi_attn_set_rkv(a);
-        a->src[3] = at.src[3], a->src[4] = at.src[4], a->src[5] = at.src[5];
+        a->src[3] = at.src[3], a->src[4] = at.src[4], a->src[5] = at.src[5], a->src[6] = at.src[6];
         marked++;
         i += 4;
     }

@@ -231,7 +231,7 @@ static bool sup_attn_step_rkv(const mi_tensor *n) {
         return false;
     mi_tensor plain = *n;   /* only where the attention alone would run on d20's kernel (not the split's caches) */
     plain.p[5] = 0;
-    plain.src[3] = plain.src[4] = plain.src[5] = NULL;
+    plain.src[3] = plain.src[4] = plain.src[5] = plain.src[6] = NULL;
     return mi_cuda_choice(&plain) == &mi8a_k_attn_step;
 }
 static mi_status run_attn_step_rkv(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {

@@ -25,7 +25,8 @@ static bool run_node(const mi_tensor *t, int role) {
 /* b47: a decode step's four marked by 8a's pass (q's RoPE, k's RoPE, the K scatter MI_RKV_ROWS_DEFER,
  * the V scatter MI_RKV_ROWS_LAST) followed right away by the paged attention of a decode step (one
  * row a sequence: p[7] 1, as many rows as sequences) reading q's RoPE and the two scatters, where
- * the RoPEs' outputs have no other reader and the dispatch gives both b47's kernels: the V scatter
+ * the RoPEs' outputs have no other reader and are not read back (b47's kernel writes neither)
+ * and the dispatch gives both b47's kernels: the V scatter
  * becomes MI_RKV_ROWS_ATTN and the attention takes the RoPEs' inputs and v as src[4..6], so they
  * stay allocated until it runs. */
 static int mark_attn_rkv_rows(mi_graph *g) {
@@ -39,7 +40,8 @@ static int mark_attn_rkv_rows(mi_graph *g) {
             mi_rope_kv_role(q[3]) != MI_RKV_ROWS_LAST)
             continue;
         if (a->src[0] != q[0] || a->src[1] != q[2] || a->src[2] != q[3] || a->src[4] || a->src[5] || a->src[6] ||
-            q[2]->src[0] != q[1] || uses_of(g, q[0]) != 1 || uses_of(g, q[1]) != 1)
+            q[2]->src[0] != q[1] || uses_of(g, q[0]) != 1 || uses_of(g, q[1]) != 1 ||
+            ((q[0]->flags | q[1]->flags) & MI_T_OUTPUT))   /* read back (a debug tap): b47 writes neither */
             continue;
         mi_tensor sv = *q[3], at = *a;   /* probes: the dispatch's answer for the marked pair */
         mi_rope_kv_set_role(&sv, MI_RKV_ROWS_ATTN);

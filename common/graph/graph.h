@@ -175,7 +175,8 @@ static inline void mi_rope_kv_set_role(mi_tensor *n, int role) {
 }
 /* ATTN p[5]: the one-token attention right after such a four does their work too: the V store
  * is then MI_RKV_ATTN (it launches nothing either) and the attention holds the RoPEs' inputs and
- * v as src[3], src[4], src[5], so they stay allocated until it runs. Its src[0..2] stay q's RoPE
+ * v as src[3], src[4], src[5], and k's RoPE, which it writes, as src[6], so they stay allocated
+ * until it runs. Its src[0..2] stay q's RoPE
  * and the two stores: a backend that ignores the mark computes the same by running every node.
  * A device pass's hint, like the roles above. */
 static inline bool mi_attn_does_rkv(const mi_tensor *n) { return n->op == MI_OP_ATTN && n->p[5] == 1; }

@@ -307,7 +307,9 @@ static int rkv_graph(int64_t N, bool pass, bool narrow, int marks[4], int *attn,
             if (pass) mi8a_fuse_decode_with(g, cpu, 1);
             for (int i = 0; i < 4; i++) marks[i] = mi_rope_kv_role(n[i]);
             if (marks[3] == MI_RKV_LAST && (n[3]->src[2] != xq || n[3]->src[3] != xk)) marks[3] = -1;   /* sources */
-            if (attn) *attn = !mi_attn_does_rkv(y) ? 0 : y->src[3] == xq && y->src[4] == xk && y->src[5] == xv ? 1 : -1;
+            if (attn)
+                *attn = !mi_attn_does_rkv(y) ? 0
+                        : y->src[3] == xq && y->src[4] == xk && y->src[5] == xv && y->src[6] == n[1] ? 1 : -1;
             if (sched_compute(sc, g) == MI_OK && (!out || sched_read(sc, y, out, 0, mi_nbytes(y)) == MI_OK)) rc = 0;
         }
     }
@@ -358,7 +360,7 @@ static void test_rope_kv_pass(void) {
                 m30off[2], m30off[3], at30off, same ? "bit-identical" : "DIFFERS");
     else gu_pass(g_r, "one token's q RoPE, k RoPE, K store, V store marked defer / defer / defer / last, the last "
                      "with q and k as sources; nothing with d14 or d8 off or at two tokens; after a narrow norm (d30) "
-                     "the V store marked for the attention, which holds q, k and v (d14's marks with d30 off); CPU "
+                     "the V store marked for the attention, which holds q, k, v and k's RoPE (d14's marks with d30 off); CPU "
                      "output bit-identical to the unpassed graph");
 }
 
