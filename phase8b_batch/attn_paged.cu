@@ -630,6 +630,9 @@ static pm_form pm_form_for(int64_t hd, int64_t G, int64_t pairs) {
         const int64_t sms = mi7e_sm_count() > 0 ? mi7e_sm_count() : 1;
         if (three > 0 && (three >= two || pairs <= three * sms)) f.nb = 3, f.resident = three;
     }
+    /* b47's kernel of the form readied here, where the workspace is sized (before any capture),
+     * not first at a launch */
+    if (f.nb && mi8b_paged_rkv_on()) (void)pm_resident_of(hd, f.rw, f.nb, f.pk, true);
     return f;
 }
 extern "C" int mi8b_attn_paged_buffers(int64_t hd, int64_t G, int64_t pairs) {
