@@ -67,17 +67,9 @@ __device__ __forceinline__ void rkv_prologue(const attn_rkv &r, int h, int kvh, 
     for (int u = tid; u < 2 * per; u += AST_T) {   /* q's pairs and kept dims, then k's */
         const bool is_k = u >= per;
         const int e = is_k ? u - per : u;
-        const float *x = is_k ? io.k + kh : io.q + qh;
-        float y0, y1 = 0.0f;
-        int d0, d1 = -1;
-        if (e < half) {
-            d0 = r.neox ? e : 2 * e, d1 = r.neox ? e + half : 2 * e + 1;
-            const float2 v = rope_rotate_pair(x, d0, d1, pos, r.fq.f[e]);
-            y0 = v.x, y1 = v.y;
-        } else {
-            d0 = r.n_rot + (e - half);
-            y0 = x[d0];
-        }
+        const rope_elem re = rope_head_elem(is_k ? io.k + kh : io.q + qh, e, r.n_rot, r.neox, pos, r.fq);
+        const int d0 = re.d0, d1 = re.d1;
+        const float y0 = re.y0, y1 = re.y1;
         if (!is_k) {
             qs[d0] = y0;
             io.q_rope[qh + d0] = y0;

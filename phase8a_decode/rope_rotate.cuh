@@ -27,4 +27,26 @@ __device__ __forceinline__ float2 rope_rotate_pair(const float *__restrict__ xh,
     return make_float2(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)), __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
 }
 
+/* element e of one head x at position pos as d8 rotates it: e < n_rot / 2 the pair e (dims d0, d1
+ * by the mode), else the kept dim d0 = n_rot + e - n_rot / 2 (d1 = -1), copied */
+struct rope_elem {
+    int d0, d1;
+    float y0, y1;
+};
+__device__ __forceinline__ rope_elem rope_head_elem(const float *__restrict__ x, int e, int n_rot, bool neox, float pos,
+                                                    const rope_freqs &fq) {
+    const int half = n_rot / 2;
+    rope_elem r;
+    r.d1 = -1, r.y1 = 0.0f;
+    if (e < half) {
+        r.d0 = neox ? e : 2 * e, r.d1 = neox ? e + half : 2 * e + 1;
+        const float2 v = rope_rotate_pair(x, r.d0, r.d1, pos, fq.f[e]);
+        r.y0 = v.x, r.y1 = v.y;
+    } else {
+        r.d0 = n_rot + (e - half);
+        r.y0 = x[r.d0];
+    }
+    return r;
+}
+
 #endif

@@ -322,17 +322,9 @@ __device__ __forceinline__ void pg_rkv_prologue(const pg_rkv &p, int64_t r, int 
     const int n = (G + (kc ? 1 : 0)) * per;   /* q's heads, then k's where it is stored */
     for (int u = threadIdx.x; u < n; u += blockDim.x) {
         const int hh = u / per, e = u - hh * per;
-        const float *x = hh < G ? q + (size_t)hh * HD : k;
-        float y0, y1 = 0.0f;
-        int d0, d1 = -1;
-        if (e < half) {
-            d0 = p.neox ? e : 2 * e, d1 = p.neox ? e + half : 2 * e + 1;
-            const float2 v = rope_rotate_pair(x, d0, d1, pos, p.fq.f[e]);
-            y0 = v.x, y1 = v.y;
-        } else {
-            d0 = p.n_rot + (e - half);
-            y0 = x[d0];
-        }
+        const rope_elem re = rope_head_elem(hh < G ? q + (size_t)hh * HD : k, e, p.n_rot, p.neox, pos, p.fq);
+        const int d0 = re.d0, d1 = re.d1;
+        const float y0 = re.y0, y1 = re.y1;
         if (hh < G) {
             qs[hh * HD + d0] = y0;
             if (d1 >= 0) qs[hh * HD + d1] = y1;
