@@ -298,6 +298,7 @@ mi_status mi_backend_cpu_new(int n_threads, mi_backend **out) {
     c->n_threads = n_threads;
     c->isa = mi_cpu_best_isa();
     c->no_gemm = mi_setting_on("MINFER_NO_GEMM");
+    c->no_dot4 = mi_setting_on("MINFER_NO_DOT4");
     mi_status st = threadpool_new(n_threads, &c->tp);
     if (st != MI_OK) {
         free(c);

@@ -21,6 +21,7 @@ typedef struct {
     mi_type q_type;
     int q_pack;               /* weight type whose GEMM repack of it is there too, -1 none */
     bool no_gemm;             /* MINFER_NO_GEMM=1: per-call vec_dot only (A/B) */
+    bool no_dot4;             /* MINFER_NO_DOT4=1: a token a vec_dot call, no four-token form (A/B) */
 } mi_cpu_ctx;
 
 /* Work below this many output elements runs on the calling thread alone: waking

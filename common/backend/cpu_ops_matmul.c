@@ -22,6 +22,7 @@ typedef struct {
     mi_quantize_fn quant;
     char *qdst;
     mi_vec_dot_fn dot, dot2;   /* dot2: W_up's kernel (FFN_SWIGLU) */
+    mi_vec_dot4_fn dot4, dot4_2;   /* their four-token forms (NULL: none, or MINFER_NO_DOT4) */
     int64_t K, M, N, n_rb, n_tb;
     int64_t rows;              /* rows per chunk (a multiple of MM_ROWS) */
     bool gemm;                 /* row-interleaved AVX-512 GEMM path (cpu_gemm_avx512.c) */
@@ -89,12 +90,21 @@ static void mm_quantize(void *arg, int64_t r, int ith) {
     if (k->gemm) cpu_gemm_pack_act(k->w->type, k->qdst + (size_t)r * k->act_rb, k->pack + (size_t)r * k->pack_rb, k->K);
 }
 
-/* y rows [r0, r1) of tokens [n0, n1) by vec_dot (MATMUL) */
+/* y rows [r0, r1) of tokens [n0, n1) by vec_dot (MATMUL): four tokens a call where the type has
+ * the four-token form (the weight row's blocks unpacked once for them; each token's bits those of
+ * its own call, so a batch's decode rows still equal each sequence alone) */
 static void mm_rows_vec(const mm_task *k, int64_t r0, int64_t r1, int64_t n0, int64_t n1, size_t wrb, const float *bias,
                         float *y) {
     for (int64_t r = r0; r < r1; r++) {
         const char *wr = (const char *)k->w->data + (size_t)r * wrb;
-        for (int64_t n = n0; n < n1; n++) {
+        int64_t n = n0;
+        if (k->dot4)
+            for (; n + 4 <= n1; n += 4) {
+                float s4[4];
+                k->dot4(k->K, s4, wr, k->act + (size_t)n * k->act_rb, k->act_rb);
+                for (int j = 0; j < 4; j++) y[(size_t)(n + j) * (size_t)k->M + (size_t)r] = bias ? s4[j] + bias[r] : s4[j];
+            }
+        for (; n < n1; n++) {
             float s;
             k->dot(k->K, &s, wr, k->act + (size_t)n * k->act_rb);
             y[(size_t)n * (size_t)k->M + (size_t)r] = bias ? s + bias[r] : s;
@@ -137,7 +147,16 @@ static void mm_chunk(void *arg, int64_t c, int ith) {
             for (int64_t r = r0; r < r1; r++) {
                 const char *wg = (const char *)k->w->data + (size_t)r * wrb;
                 const char *wu = (const char *)k->w2->data + (size_t)r * wrb2;
-                for (int64_t n = t0; n < t1; n++) {
+                int64_t n = t0;
+                if (k->dot4 && k->dot4_2)
+                    for (; n + 4 <= t1; n += 4) {
+                        float g[4], u[4];
+                        const char *a = k->act + (size_t)n * k->act_rb;
+                        k->dot4(k->K, g, wg, a, k->act_rb);
+                        k->dot4_2(k->K, u, wu, a, k->act_rb);
+                        for (int j = 0; j < 4; j++) y[(size_t)(n + j) * (size_t)k->M + (size_t)r] = mi_canon_swiglu(g[j], u[j]);
+                    }
+                for (; n < t1; n++) {
                     float g, u;
                     const char *a = k->act + (size_t)n * k->act_rb;
                     k->dot(k->K, &g, wg, a);
@@ -162,6 +181,8 @@ mi_status cpu_op_matmul(mi_cpu_ctx *c, mi_tensor *t) {
     k.N = x->ne[1];
     k.dot = mi_get_vec_dot(k.w->type, MI_ISA_BEST);
     k.dot2 = k.w2 ? mi_get_vec_dot(k.w2->type, MI_ISA_BEST) : NULL;
+    k.dot4 = c->no_dot4 ? NULL : mi_get_vec_dot4(k.w->type, MI_ISA_BEST);
+    k.dot4_2 = c->no_dot4 || !k.w2 ? NULL : mi_get_vec_dot4(k.w2->type, MI_ISA_BEST);
     if (!k.dot || (k.w2 && !k.dot2))
         return mi_err(MI_ERR_UNSUPPORTED, "matmul %s: no dot kernel for %s", t->name, mi_type_name(k.w->type));
     mi_type vdt = mi_type_get(k.w->type)->vec_dot_type;

@@ -18,6 +18,8 @@ static const mi_setting_info g_settings[] = {
      "CPU threads when the caller asks for 0 (run/bench: no -t, or -t 0), 0..1024; 0 or unset: one per online CPU"},
     {"MINFER_ISA", MI_SETTING_STRING,
      "scalar, avx2 or avx512: the CPU kernels' SIMD level, at most what the CPU has (read once per process); default: the best"},
+    {"MINFER_NO_DOT4", MI_SETTING_FLAG,
+     "1: CPU matmuls on the per-row path take one token a dot call, not four tokens a call with the weight row unpacked once for them (the same bits either way; A/B)"},
     {"MINFER_NO_GEMM", MI_SETTING_FLAG,
      "1: CPU matmuls take the per-row vec_dot path only, no blocked GEMM (A/B)"},
     {"MINFER_SPIN_US", MI_SETTING_INT,

@@ -87,6 +87,10 @@ void mi_quantize_row(mi_type t, const float *src, void *dst, int64_t n);
 /* Dot product of one weight row (type t) with one activation row already in
  * mi_type_get(t)->vec_dot_type; n elements. Result in *s. */
 typedef void (*mi_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+/* The same dot for four activation rows a, a + stride, a + 2 stride, a + 3 stride: s[j] is, bit for
+ * bit, what the mi_vec_dot_fn of the same type and isa gives for row j (each row's float
+ * operations in that kernel's order; the weight row's unpacking shared by the four). */
+typedef void (*mi_vec_dot4_fn)(int64_t n, float *s, const void *w, const void *a, size_t stride);
 /* Activation quantizer into the dot type (n elements). */
 typedef void (*mi_quantize_fn)(const float *src, void *dst, int64_t n);
 
@@ -94,6 +98,8 @@ typedef enum { MI_ISA_SCALAR = 0, MI_ISA_AVX2 = 1, MI_ISA_AVX512 = 2, MI_ISA_BES
 /* Kernel for (weight type, isa); BEST picks the fastest the CPU supports at run
  * time (cpuid). Returns NULL if that isa is unavailable for that type on this CPU. */
 mi_vec_dot_fn mi_get_vec_dot(mi_type t, mi_isa isa);
+/* The four-row form of mi_get_vec_dot(t, isa)'s kernel; NULL where that kernel has none. */
+mi_vec_dot4_fn mi_get_vec_dot4(mi_type t, mi_isa isa);
 mi_quantize_fn mi_get_quantize_act(mi_type act_type, mi_isa isa);
 mi_isa mi_cpu_best_isa(void);
 const char *mi_isa_name(mi_isa isa);

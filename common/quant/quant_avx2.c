@@ -114,22 +114,36 @@ static inline __m128 f16x4(const void *base, size_t stride, size_t off) {
     return _mm_cvtph_ps(v);
 }
 
+/* one block's 32 weight codes, per type: signed for the _0 types (the offset taken off), unsigned
+ * for the _1 types (their minimum is the block's second fp16) */
+static inline __m256i codes_q4_0(const mi_block_q4_0 *x) { return _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)); }
+static inline __m256i codes_q4_1(const mi_block_q4_1 *x) { return nibbles32(x->qs); }
+static inline __m256i codes_q5_0(const mi_block_q5_0 *x) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh)), _mm256_set1_epi8(16));
+}
+static inline __m256i codes_q5_1(const mi_block_q5_1 *x) { return _mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh)); }
+static inline __m256i codes_q8_0(const mi_block_q8_0 *x) { return _mm256_loadu_si256((const __m256i *)x->qs); }
+
+/* signed codes w against an activation block: dot_s8 with |w| (w's part) given */
+static inline __m256i dot_s8_abs(__m256i w, __m256i wabs, __m256i a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
 /* int32 lanes of one block's integer dot, per type */
 static inline __m256i one_q4_0(const mi_block_q4_0 *x, const mi_block_q8_0 *y) {
-    return dot_s8(_mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)), _mm256_loadu_si256((const __m256i *)y->qs));
+    return dot_s8(codes_q4_0(x), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 static inline __m256i one_q4_1(const mi_block_q4_1 *x, const mi_block_q8_1 *y) {
-    return dot_u8(nibbles32(x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
+    return dot_u8(codes_q4_1(x), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 static inline __m256i one_q5_0(const mi_block_q5_0 *x, const mi_block_q8_0 *y) {
-    const __m256i q = _mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh));
-    return dot_s8(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), _mm256_loadu_si256((const __m256i *)y->qs));
+    return dot_s8(codes_q5_0(x), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 static inline __m256i one_q5_1(const mi_block_q5_1 *x, const mi_block_q8_1 *y) {
-    return dot_u8(_mm256_or_si256(nibbles32(x->qs), fifth_bits(x->qh)), _mm256_loadu_si256((const __m256i *)y->qs));
+    return dot_u8(codes_q5_1(x), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 static inline __m256i one_q8_0(const mi_block_q8_0 *x, const mi_block_q8_0 *y) {
-    return dot_s8(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
+    return dot_s8(codes_q8_0(x), _mm256_loadu_si256((const __m256i *)y->qs));
 }
 
 /* 4 blocks per iteration: their fp16 scales converted together (and m*s for the _1 types,
@@ -160,11 +174,62 @@ static inline __m256i one_q8_0(const mi_block_q8_0 *x, const mi_block_q8_0 *y) {
         *s = hsum8(_mm256_add_ps(acc0, acc1)) + hsum4(accm) + tail;                                       \
     }
 
+/* The four-row form of DOT_BLOCKS32's NAME: for each activation row, NAME's float operations in
+ * NAME's order (the scales' products, the fmadds into the two accumulators alternately, the tail,
+ * the final sums), so each s[r] is NAME's bits; a weight block's codes (and for the signed types
+ * |w|) are made once for the four rows. The integer sums are those of ONE: dot_s8(w, a) is
+ * dot_s8_abs(w, |w|, a), dot_u8 takes the codes as they are. */
+#define DOT4_BLOCKS32(NAME4, WT, AT, CODES, SIGNED, HAS_MIN)                                              \
+    static void NAME4(int64_t n, float *s, const void *w, const void *a, size_t stride) {                 \
+        const WT *x = w;                                                                                  \
+        const AT *y[4];                                                                                   \
+        for (int r = 0; r < 4; r++) y[r] = (const AT *)((const char *)a + (size_t)r * stride);             \
+        const int64_t nb = n / 32;                                                                        \
+        __m256 acc[4][2];                                                                                 \
+        __m128 accm[4];                                                                                   \
+        for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps(); \
+        int64_t i = 0;                                                                                    \
+        for (; i + 4 <= nb; i += 4) {                                                                     \
+            const __m128 xd = f16x4(x + i, sizeof *x, 0);                                                 \
+            float sc[4][4];                                                                               \
+            for (int r = 0; r < 4; r++) {                                                                 \
+                _mm_storeu_ps(sc[r], _mm_mul_ps(xd, f16x4(y[r] + i, sizeof *y[r], 0)));                   \
+                if (HAS_MIN) accm[r] = _mm_fmadd_ps(f16x4(x + i, sizeof *x, 2), f16x4(y[r] + i, sizeof *y[r], 2), accm[r]); \
+            }                                                                                             \
+            for (int j = 0; j < 4; j++) {                                                                 \
+                const __m256i c = CODES(x + i + j), cabs = SIGNED ? _mm256_sign_epi8(c, c) : c;           \
+                for (int r = 0; r < 4; r++) {                                                             \
+                    const __m256i ya = _mm256_loadu_si256((const __m256i *)y[r][i + j].qs);               \
+                    const __m256i d = SIGNED ? dot_s8_abs(c, cabs, ya) : dot_u8(c, ya);                   \
+                    acc[r][j & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r][j]), _mm256_cvtepi32_ps(d), acc[r][j & 1]); \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        float tail[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                         \
+        for (; i < nb; i++) {                                                                             \
+            const uint16_t *hx = (const uint16_t *)(x + i);                                               \
+            const __m256i c = CODES(x + i), cabs = SIGNED ? _mm256_sign_epi8(c, c) : c;                   \
+            for (int r = 0; r < 4; r++) {                                                                 \
+                const uint16_t *hy = (const uint16_t *)(y[r] + i);                                        \
+                const __m256i ya = _mm256_loadu_si256((const __m256i *)y[r][i].qs);                       \
+                const __m256i d = SIGNED ? dot_s8_abs(c, cabs, ya) : dot_u8(c, ya);                       \
+                acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(hx[0]) * h2f(hy[0])), _mm256_cvtepi32_ps(d), acc[r][0]); \
+                if (HAS_MIN) tail[r] += h2f(hx[1]) * h2f(hy[1]);                                          \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int r = 0; r < 4; r++) s[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1])) + hsum4(accm[r]) + tail[r]; \
+    }
+
 DOT_BLOCKS32(dot_q4_0, mi_block_q4_0, mi_block_q8_0, one_q4_0, 0)
 DOT_BLOCKS32(dot_q4_1, mi_block_q4_1, mi_block_q8_1, one_q4_1, 1)
 DOT_BLOCKS32(dot_q5_0, mi_block_q5_0, mi_block_q8_0, one_q5_0, 0)
 DOT_BLOCKS32(dot_q5_1, mi_block_q5_1, mi_block_q8_1, one_q5_1, 1)
 DOT_BLOCKS32(dot_q8_0, mi_block_q8_0, mi_block_q8_0, one_q8_0, 0)
+DOT4_BLOCKS32(dot4_q4_0, mi_block_q4_0, mi_block_q8_0, codes_q4_0, 1, 0)
+DOT4_BLOCKS32(dot4_q4_1, mi_block_q4_1, mi_block_q8_1, codes_q4_1, 0, 1)
+DOT4_BLOCKS32(dot4_q5_0, mi_block_q5_0, mi_block_q8_0, codes_q5_0, 1, 0)
+DOT4_BLOCKS32(dot4_q5_1, mi_block_q5_1, mi_block_q8_1, codes_q5_1, 0, 1)
+DOT4_BLOCKS32(dot4_q8_0, mi_block_q8_0, mi_block_q8_0, codes_q8_0, 1, 0)
 
 /* ---------------- K-quants ---------------- */
 
@@ -390,6 +455,11 @@ void mi_quant_fill_avx2(mi_quant_kernels *k) {
     k->dot[MI_TYPE_Q4_K] = dot_q4_k;
     k->dot[MI_TYPE_Q5_K] = dot_q5_k;
     k->dot[MI_TYPE_Q6_K] = dot_q6_k;
+    k->dot4[MI_TYPE_Q4_0] = dot4_q4_0;
+    k->dot4[MI_TYPE_Q4_1] = dot4_q4_1;
+    k->dot4[MI_TYPE_Q5_0] = dot4_q5_0;
+    k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
+    k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;
     k->quant[MI_TYPE_Q8_K] = quant_q8_k;

@@ -122,58 +122,93 @@ static inline __m256 fields4_get(const void *base, fields4 f) {
     return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
 }
 
-/* Block-pair integer sums for each type (16 int32 lanes: 8 per block). */
-static inline __m512i pair_q4_0(const mi_block_q4_0 *x, const mi_block_q8_0 *y) {
-    const __m512i a = load2(y[0].qs, y[1].qs), z = _mm512_setzero_si512();
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, nib2(x[0].qs, x[1].qs), a), _mm512_dpbusd_epi32(z, _mm512_set1_epi8(8), a));
-}
-static inline __m512i pair_q4_1(const mi_block_q4_1 *x, const mi_block_q8_1 *y) {
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib2(x[0].qs, x[1].qs), load2(y[0].qs, y[1].qs));
-}
+/* A block pair's weight codes (zmm) and a single block's (ymm), per type, apart from the
+ * activations, so a four-row dot makes them once: c the codes as dpbusd's unsigned operand (|w| for
+ * Q8_0, whose signs are neg), ready for any activation block. */
+typedef struct { __m512i c; __mmask64 neg; } codes2;
+typedef struct { __m256i c, w; } codes1;
+static inline codes2 c2_q4_0(const mi_block_q4_0 *x) { return (codes2){nib2(x[0].qs, x[1].qs), 0}; }
+static inline codes2 c2_q4_1(const mi_block_q4_1 *x) { return (codes2){nib2(x[0].qs, x[1].qs), 0}; }
 /* Q5: the 32 qh bits of each block are a byte mask adding 16 */
 static inline __m512i q5_2(const uint8_t *qa, const uint8_t qha[4], const uint8_t *qb, const uint8_t qhb[4]) {
     const __mmask64 k = (__mmask64)qh32(qha) | ((__mmask64)qh32(qhb) << 32);
     const __m512i q = nib2(qa, qb);
     return _mm512_mask_add_epi8(q, k, q, _mm512_set1_epi8(16));
 }
-static inline __m512i pair_q5_0(const mi_block_q5_0 *x, const mi_block_q8_0 *y) {
-    const __m512i a = load2(y[0].qs, y[1].qs), z = _mm512_setzero_si512();
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, q5_2(x[0].qs, x[0].qh, x[1].qs, x[1].qh), a),
-                            _mm512_dpbusd_epi32(z, _mm512_set1_epi8(16), a));
-}
-static inline __m512i pair_q5_1(const mi_block_q5_1 *x, const mi_block_q8_1 *y) {
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_2(x[0].qs, x[0].qh, x[1].qs, x[1].qh), load2(y[0].qs, y[1].qs));
-}
-/* Q8_0 x Q8_0: dpbusd(|w|, a with w's sign); a is never -128 (our quantizers clamp to 127) */
-static inline __m512i pair_q8_0(const mi_block_q8_0 *x, const mi_block_q8_0 *y) {
-    const __m512i w = load2(x[0].qs, x[1].qs), a = load2(y[0].qs, y[1].qs);
-    const __m512i as = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(w), _mm512_setzero_si512(), a);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), as);
+static inline codes2 c2_q5_0(const mi_block_q5_0 *x) { return (codes2){q5_2(x[0].qs, x[0].qh, x[1].qs, x[1].qh), 0}; }
+static inline codes2 c2_q5_1(const mi_block_q5_1 *x) { return (codes2){q5_2(x[0].qs, x[0].qh, x[1].qs, x[1].qh), 0}; }
+static inline codes2 c2_q8_0(const mi_block_q8_0 *x) {
+    const __m512i w = load2(x[0].qs, x[1].qs);
+    return (codes2){_mm512_abs_epi8(w), _mm512_movepi8_mask(w)};
 }
 
-/* Single trailing block (ymm, AVX512VL VNNI): int32 lanes of one block */
-static inline __m256i one_q4_0(const mi_block_q4_0 *x, const mi_block_q8_0 *y) {
-    const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs), z = _mm256_setzero_si256();
-    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, nib1(x->qs), a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), a));
+/* Block-pair integer sums for each type (16 int32 lanes: 8 per block) from the pair's codes. */
+static inline __m512i d2_q4_0(codes2 w, const mi_block_q8_0 *y) {
+    const __m512i a = load2(y[0].qs, y[1].qs), z = _mm512_setzero_si512();
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, w.c, a), _mm512_dpbusd_epi32(z, _mm512_set1_epi8(8), a));
 }
-static inline __m256i one_q4_1(const mi_block_q4_1 *x, const mi_block_q8_1 *y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), nib1(x->qs), _mm256_loadu_si256((const __m256i *)y->qs));
+static inline __m512i d2_q4_1(codes2 w, const mi_block_q8_1 *y) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.c, load2(y[0].qs, y[1].qs));
 }
+static inline __m512i d2_q5_0(codes2 w, const mi_block_q8_0 *y) {
+    const __m512i a = load2(y[0].qs, y[1].qs), z = _mm512_setzero_si512();
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(z, w.c, a), _mm512_dpbusd_epi32(z, _mm512_set1_epi8(16), a));
+}
+static inline __m512i d2_q5_1(codes2 w, const mi_block_q8_1 *y) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.c, load2(y[0].qs, y[1].qs));
+}
+/* Q8_0 x Q8_0: dpbusd(|w|, a with w's sign); a is never -128 (our quantizers clamp to 127) */
+static inline __m512i d2_q8_0(codes2 w, const mi_block_q8_0 *y) {
+    const __m512i a = load2(y[0].qs, y[1].qs);
+    const __m512i as = _mm512_mask_sub_epi8(a, w.neg, _mm512_setzero_si512(), a);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.c, as);
+}
+#define PAIR_OF(T)                                                                                \
+    static inline __m512i pair_##T(const mi_block_##T *x, const void *y) { return d2_##T(c2_##T(x), y); }
+PAIR_OF(q4_0)
+PAIR_OF(q4_1)
+PAIR_OF(q5_0)
+PAIR_OF(q5_1)
+PAIR_OF(q8_0)
+
+/* Single trailing block (ymm, AVX512VL VNNI): its codes, then int32 lanes of its dot */
+static inline codes1 c1_q4_0(const mi_block_q4_0 *x) { return (codes1){nib1(x->qs), _mm256_setzero_si256()}; }
+static inline codes1 c1_q4_1(const mi_block_q4_1 *x) { return (codes1){nib1(x->qs), _mm256_setzero_si256()}; }
 static inline __m256i q5_1blk(const uint8_t *q, const uint8_t qh[4]) {
     const __m256i v = nib1(q);
     return _mm256_mask_add_epi8(v, (__mmask32)qh32(qh), v, _mm256_set1_epi8(16));
 }
-static inline __m256i one_q5_0(const mi_block_q5_0 *x, const mi_block_q8_0 *y) {
+static inline codes1 c1_q5_0(const mi_block_q5_0 *x) { return (codes1){q5_1blk(x->qs, x->qh), _mm256_setzero_si256()}; }
+static inline codes1 c1_q5_1(const mi_block_q5_1 *x) { return (codes1){q5_1blk(x->qs, x->qh), _mm256_setzero_si256()}; }
+static inline codes1 c1_q8_0(const mi_block_q8_0 *x) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)x->qs);
+    return (codes1){_mm256_abs_epi8(w), w};
+}
+static inline __m256i d1_q4_0(codes1 w, const mi_block_q8_0 *y) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs), z = _mm256_setzero_si256();
-    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q5_1blk(x->qs, x->qh), a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), a));
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, w.c, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), a));
 }
-static inline __m256i one_q5_1(const mi_block_q5_1 *x, const mi_block_q8_1 *y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q5_1blk(x->qs, x->qh), _mm256_loadu_si256((const __m256i *)y->qs));
+static inline __m256i d1_q4_1(codes1 w, const mi_block_q8_1 *y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, _mm256_loadu_si256((const __m256i *)y->qs));
 }
-static inline __m256i one_q8_0(const mi_block_q8_0 *x, const mi_block_q8_0 *y) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)x->qs), a = _mm256_loadu_si256((const __m256i *)y->qs);
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+static inline __m256i d1_q5_0(codes1 w, const mi_block_q8_0 *y) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs), z = _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, w.c, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), a));
 }
+static inline __m256i d1_q5_1(codes1 w, const mi_block_q8_1 *y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, _mm256_loadu_si256((const __m256i *)y->qs));
+}
+static inline __m256i d1_q8_0(codes1 w, const mi_block_q8_0 *y) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c, _mm256_sign_epi8(a, w.w));
+}
+#define ONE_OF(T)                                                                                 \
+    static inline __m256i one_##T(const mi_block_##T *x, const void *y) { return d1_##T(c1_##T(x), y); }
+ONE_OF(q4_0)
+ONE_OF(q4_1)
+ONE_OF(q5_0)
+ONE_OF(q5_1)
+ONE_OF(q8_0)
 
 /* One dot kernel per type from the pieces above. HAS_MIN: Q4_1/Q5_1 add mw*sa per block. */
 #define DOT_BLOCKS32(NAME, WT, AT, PAIR, ONE, HAS_MIN)                                                     \
@@ -210,6 +245,55 @@ DOT_BLOCKS32(dot_q4_1, mi_block_q4_1, mi_block_q8_1, pair_q4_1, one_q4_1, 1)
 DOT_BLOCKS32(dot_q5_0, mi_block_q5_0, mi_block_q8_0, pair_q5_0, one_q5_0, 0)
 DOT_BLOCKS32(dot_q5_1, mi_block_q5_1, mi_block_q8_1, pair_q5_1, one_q5_1, 1)
 DOT_BLOCKS32(dot_q8_0, mi_block_q8_0, mi_block_q8_0, pair_q8_0, one_q8_0, 0)
+
+/* The four-row form of DOT_BLOCKS32's NAME (T its type): for each activation row NAME's float
+ * operations in NAME's order (a block quad's scale products, the pairs' fmadds into the two
+ * accumulators, the tail's products and sums, the final sums), so each s[r] is NAME's bits; a
+ * block pair's (and a tail block's) weight codes are made once for the four rows. */
+#define DOT4_BLOCKS32(NAME4, T, AT, HAS_MIN)                                                                \
+    static void NAME4(int64_t n, float *s, const void *w, const void *a, size_t stride) {                   \
+        const mi_block_##T *x = w;                                                                          \
+        const AT *y[4];                                                                                     \
+        for (int r = 0; r < 4; r++) y[r] = (const AT *)((const char *)a + (size_t)r * stride);               \
+        const int64_t nb = n / 32;                                                                          \
+        const fields4 fx = fields4_make((int)sizeof(mi_block_##T), HAS_MIN), fy = fields4_make((int)sizeof(AT), HAS_MIN); \
+        const __m512i i01 = _mm512_inserti64x4(_mm512_set1_epi32(0), _mm256_set1_epi32(1), 1);              \
+        const __m512i i23 = _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_set1_epi32(3), 1);              \
+        __m512 acc0[4], acc1[4];                                                                            \
+        __m256 accm[4];                                                                                     \
+        for (int r = 0; r < 4; r++) acc0[r] = acc1[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();  \
+        int64_t i = 0;                                                                                      \
+        for (; i + 4 <= nb; i += 4) {                                                                       \
+            const __m256 sx = fields4_get(x + i, fx);                                                       \
+            const codes2 p0 = c2_##T(x + i), p1 = c2_##T(x + i + 2);                                        \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const __m512 s8 = _mm512_castps256_ps512(_mm256_mul_ps(sx, fields4_get(y[r] + i, fy)));    \
+                if (HAS_MIN) accm[r] = _mm256_add_ps(accm[r], _mm512_castps512_ps256(s8));                   \
+                acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2_##T(p0, y[r] + i)), _mm512_permutexvar_ps(i01, s8), acc0[r]); \
+                acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d2_##T(p1, y[r] + i + 2)), _mm512_permutexvar_ps(i23, s8), acc1[r]); \
+            }                                                                                               \
+        }                                                                                                   \
+        float tail[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                           \
+        for (; i < nb; i++) {                                                                               \
+            const uint16_t *hx = (const uint16_t *)(x + i);                                                 \
+            const codes1 c = c1_##T(x + i);                                                                 \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const uint16_t *hy = (const uint16_t *)(y[r] + i);                                          \
+                const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(d1_##T(c, y[r] + i)), _mm256_set1_ps(h2f(hx[0]) * h2f(hy[0]))); \
+                tail[r] += hsum8(p) + (HAS_MIN ? h2f(hx[1]) * h2f(hy[1]) : 0.0f);                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) {                                                                       \
+            const float msum = HAS_MIN ? hsum8(_mm256_blend_ps(_mm256_setzero_ps(), accm[r], 0xF0)) : 0.0f; \
+            s[r] = hsum16(_mm512_add_ps(acc0[r], acc1[r])) + msum + tail[r];                                \
+        }                                                                                                   \
+    }
+
+DOT4_BLOCKS32(dot4_q4_0, q4_0, mi_block_q8_0, 0)
+DOT4_BLOCKS32(dot4_q4_1, q4_1, mi_block_q8_1, 1)
+DOT4_BLOCKS32(dot4_q5_0, q5_0, mi_block_q8_0, 0)
+DOT4_BLOCKS32(dot4_q5_1, q5_1, mi_block_q8_1, 1)
+DOT4_BLOCKS32(dot4_q8_0, q8_0, mi_block_q8_0, 0)
 
 /* ---------------- K-quants: 64 elements per zmm ---------------- */
 
@@ -425,6 +509,11 @@ void mi_quant_fill_avx512(mi_quant_kernels *k) {
     k->dot[MI_TYPE_Q4_K] = dot_q4_k;
     k->dot[MI_TYPE_Q5_K] = dot_q5_k;
     k->dot[MI_TYPE_Q6_K] = dot_q6_k;
+    k->dot4[MI_TYPE_Q4_0] = dot4_q4_0;
+    k->dot4[MI_TYPE_Q4_1] = dot4_q4_1;
+    k->dot4[MI_TYPE_Q5_0] = dot4_q5_0;
+    k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
+    k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;
     k->quant[MI_TYPE_Q8_K] = quant_q8_k;

@@ -75,6 +75,7 @@ void mi_dot_q6_k_ref(int64_t n, float *s, const void *w, const void *a);
 /* ---- SIMD tables: indexed by type id; NULL where the ISA file has no kernel ---- */
 typedef struct {
     mi_vec_dot_fn dot[MI_TYPE_COUNT];     /* by weight type */
+    mi_vec_dot4_fn dot4[MI_TYPE_COUNT];   /* the four-row form of dot[t], where written */
     mi_quantize_fn quant[MI_TYPE_COUNT];  /* by activation type (Q8_0, Q8_1, Q8_K) */
 } mi_quant_kernels;
 void mi_quant_fill_avx2(mi_quant_kernels *k);   /* quant_avx2.c */

@@ -211,6 +211,16 @@ mi_vec_dot_fn mi_get_vec_dot(mi_type t, mi_isa isa) {
     return NULL;
 }
 
+mi_vec_dot4_fn mi_get_vec_dot4(mi_type t, mi_isa isa) {
+    ensure_init();
+    if ((int)t < 0 || (int)t >= MI_TYPE_COUNT) return NULL;
+    if (isa == MI_ISA_BEST) isa = g_best;
+    if ((int)isa < 0 || (int)isa > MI_ISA_AVX512 || !g_have[isa]) return NULL;
+    for (int l = (int)isa; l >= 0; l--)   /* the level whose dot[t] mi_get_vec_dot gives: its own four-row form */
+        if (g_tab[l].dot[t]) return g_tab[l].dot4[t];
+    return NULL;
+}
+
 mi_quantize_fn mi_get_quantize_act(mi_type act_type, mi_isa isa) {
     ensure_init();
     if ((int)act_type < 0 || (int)act_type >= MI_TYPE_COUNT) return NULL;

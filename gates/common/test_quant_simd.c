@@ -1,8 +1,9 @@
 /* SIMD kernels vs the scalar reference (Criterion). Every AVX2 / AVX-512 dot
  * product equals the scalar dot within DOT_RTOL * sum_i |w_i * a_i| (both from
  * the dequantized rows) for every weight type and several row lengths; the
- * SIMD activation quantizers are byte-identical to the scalar ones. An ISA the
- * CPU lacks is skipped, never passed. Also: type traits and dispatch. */
+ * SIMD activation quantizers are byte-identical to the scalar ones; a four-row dot gives each row
+ * its one-row dot's bits. An ISA the CPU lacks is skipped, never passed. Also: type traits and
+ * dispatch. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -127,6 +128,58 @@ static void check_dots(mi_isa isa) {
                 worst, DOT_RTOL);
 }
 
+/* Four-row dots: each of the four results is, bit for bit, the one-row dot of the same type and
+ * isa on that row (the activation rows strided, with a gap after each), over every length of the
+ * list the type takes (tails of 1..3 blocks after the groups of four) and both weight kinds.
+ * An isa without a four-row form for a type is named; with none at all the test is skipped. */
+static void check_dot4(mi_isa isa) {
+    if (!mi_get_vec_dot(MI_TYPE_Q4_0, isa)) cr_skip_test("%s not supported by this CPU", mi_isa_name(isa));
+    int cases = 0, types = 0;
+    for (size_t ti = 0; ti < sizeof k_wtypes / sizeof *k_wtypes; ti++) {
+        const mi_type t = k_wtypes[ti];
+        const mi_type_traits *tr = mi_type_get(t);
+        const mi_type at = tr->vec_dot_type;
+        mi_vec_dot_fn one = mi_get_vec_dot(t, isa);
+        mi_vec_dot4_fn four = mi_get_vec_dot4(t, isa);
+        if (!four) continue;
+        types++;
+        for (size_t li = 0; li < sizeof k_lens / sizeof *k_lens; li++) {
+            const int64_t n = k_lens[li];
+            if (n % tr->blck_size || n % mi_type_get(at)->blck_size) continue;
+            for (int rep = 0; rep < 4; rep++) {
+                const size_t arb = mi_row_size(at, n), stride = arb + 64 * (size_t)(rep + 1);
+                float *x = malloc((size_t)n * 4);
+                void *w = malloc(mi_row_size(t, n));
+                char *a = calloc(4, stride);
+                if (rep % 2 == 0) {
+                    fill_gauss(x, n, 0.05f);
+                    mi_quantize_row(t, x, w, n);
+                } else {
+                    fill_raw(t, w, n);
+                }
+                for (int r = 0; r < 4; r++) {
+                    fill_gauss(x, n, rep < 2 ? 1.0f : 30.0f);
+                    mi_quantize_row(at, x, a + (size_t)r * stride, n);
+                }
+                float got[4], want[4];
+                four(n, got, w, a, stride);
+                for (int r = 0; r < 4; r++) one(n, &want[r], w, a + (size_t)r * stride);
+                cases++;
+                cr_expect(!memcmp(got, want, sizeof got),
+                          "%s dot4 %s n=%lld rep=%d: %.9g %.9g %.9g %.9g, one row at a time %.9g %.9g %.9g %.9g",
+                          mi_isa_name(isa), tr->name, (long long)n, rep, got[0], got[1], got[2], got[3], want[0],
+                          want[1], want[2], want[3]);
+                free(x);
+                free(w);
+                free(a);
+            }
+        }
+    }
+    if (!types) cr_skip_test("%s: no four-row dot", mi_isa_name(isa));
+    cr_log_info("%s: %d four-row dot cases over %d types, each row bit for bit its one-row dot", mi_isa_name(isa), cases,
+                types);
+}
+
 static void check_act_quant(mi_isa isa) {
     if (!mi_get_quantize_act(MI_TYPE_Q8_0, isa)) cr_skip_test("%s not supported by this CPU", mi_isa_name(isa));
     const mi_type acts[] = {MI_TYPE_Q8_0, MI_TYPE_Q8_1, MI_TYPE_Q8_K};
@@ -162,6 +215,9 @@ static void check_act_quant(mi_isa isa) {
 Test(quant_simd, dot_avx2) { check_dots(MI_ISA_AVX2); }
 Test(quant_simd, dot_avx512) { check_dots(MI_ISA_AVX512); }
 Test(quant_simd, dot_best) { check_dots(MI_ISA_BEST); }
+Test(quant_simd, dot4_avx2) { check_dot4(MI_ISA_AVX2); }
+Test(quant_simd, dot4_avx512) { check_dot4(MI_ISA_AVX512); }
+Test(quant_simd, dot4_best) { check_dot4(MI_ISA_BEST); }
 Test(quant_simd, act_quant_avx2) { check_act_quant(MI_ISA_AVX2); }
 Test(quant_simd, act_quant_avx512) { check_act_quant(MI_ISA_AVX512); }
 
