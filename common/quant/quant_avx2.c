@@ -283,6 +283,44 @@ static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
     *s = hsum8(acc) - hsum4(accm);
 }
 
+/* dot_q4_k for four activation rows a + r stride: each row's float operations dot_q4_k's in its order
+ * (its integer block sum is exact in any order), so each s[r] is its bits; a block's scales and a
+ * chunk's nibbles and scale words are made once for the four rows */
+static void dot4_q4_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
+    const mi_block_q4_k *x = w;
+    const mi_block_q8_k *y[4];
+    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[4];
+    __m128 accm[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / MI_QK_K; i++) {
+        const __m128i sm = k4_unpack(x[i].scales), sc16 = _mm_cvtepu8_epi16(sm);
+        __m256i isum[4];
+        for (int r = 0; r < 4; r++) {
+            const float dmin = h2f(x[i].dmin) * y[r][i].d;
+            accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, y[r][i].bsums)), accm[r]);
+            isum[r] = _mm256_setzero_si256();
+        }
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i slo = bcast_word(sc16, 2 * c), shi = bcast_word(sc16, 2 * c + 1);
+            for (int r = 0; r < 4; r++) {
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c)));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c + 32)));
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(plo, slo));
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(phi, shi));
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            const float d = h2f(x[i].d) * y[r][i].d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) s[r] = hsum8(acc[r]) - hsum4(accm[r]);
+}
+
 static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q5_k *x = w;
     const mi_block_q8_k *y = a;
@@ -349,6 +387,46 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
 }
 
 /* ---------------- activation quantizers (bit-identical to quant_ref.c / quant_k.c) ---------------- */
+
+/* dot_q6_k for four activation rows a + r stride, each s[r] its bits; a half's codes and scale
+ * pairs made once for the four rows (the integer block sums are exact in any order) */
+static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
+    const mi_block_q6_k *x = w;
+    const mi_block_q8_k *y[4];
+    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / MI_QK_K; i++) {
+        const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
+        __m256i isum[4];
+        for (int r = 0; r < 4; r++) {
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[r][i].bsums), _mm256_cvtepi8_epi16(sc));
+            isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = x[i].ql + 64 * h;
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+            };
+            for (int g = 0; g < 4; g++) {
+                const __m256i sp = q6_scale_pair(sc, 8 * h + 2 * g);
+                for (int r = 0; r < 4; r++) {
+                    const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 128 * h + 32 * g)));
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, sp));
+                }
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[r][i].d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+    }
+    for (int r = 0; r < 4; r++) s[r] = hsum8(acc[r]);
+}
 
 static inline float absmax8(__m256 m) {
     __m128 v = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
@@ -460,6 +538,8 @@ void mi_quant_fill_avx2(mi_quant_kernels *k) {
     k->dot4[MI_TYPE_Q5_0] = dot4_q5_0;
     k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
     k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
+    k->dot4[MI_TYPE_Q4_K] = dot4_q4_k;
+    k->dot4[MI_TYPE_Q6_K] = dot4_q6_k;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;
     k->quant[MI_TYPE_Q8_K] = quant_q8_k;

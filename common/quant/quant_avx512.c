@@ -355,6 +355,44 @@ static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
     *s = hsum16(acc) - _mm_cvtss_f32(m);
 }
 
+/* dot_q4_k for four activation rows a + r stride: each row's float operations dot_q4_k's in its
+ * order, so each s[r] is its bits; a block's scales, mins' unpacking, nibbles and permuted scales
+ * are made once for the four rows */
+static void dot4_q4_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
+    const mi_block_q4_k *x = w;
+    const mi_block_q8_k *y[4];
+    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
+    const __m512i i0 = k4_idx(0), i1 = k4_idx(1), i2 = k4_idx(2), i3 = k4_idx(3);
+    __m512 acc[4];
+    __m128 accm[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps(), accm[r] = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / MI_QK_K; i++) {
+        const __m128i sm = k4_unpack(x[i].scales);
+        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+        const __m512i q0 = k4_chunk(x[i].qs), q1 = k4_chunk(x[i].qs + 32), q2 = k4_chunk(x[i].qs + 64),
+                      q3 = k4_chunk(x[i].qs + 96);
+        const __m512i c0 = _mm512_permutexvar_epi16(i0, sc), c1 = _mm512_permutexvar_epi16(i1, sc),
+                      c2 = _mm512_permutexvar_epi16(i2, sc), c3 = _mm512_permutexvar_epi16(i3, sc);
+        for (int r = 0; r < 4; r++) {
+            const mi_block_q8_k *yr = y[r] + i;
+            const float d = h2f(x[i].d) * yr->d, dmin = h2f(x[i].dmin) * yr->d;
+            accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, yr->bsums)), accm[r]);
+            const __m512i *q8 = (const __m512i *)yr->qs;
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q0, _mm512_loadu_si512(q8)), c0);
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q1, _mm512_loadu_si512(q8 + 1)), c1);
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(q8 + 2)), c2);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(q8 + 3)), c3);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) {
+        __m128 m = accm[r];
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        s[r] = hsum16(acc[r]) - _mm_cvtss_f32(m);
+    }
+}
+
 static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q5_k *x = w;
     const mi_block_q8_k *y = a;
@@ -428,6 +466,45 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * y[i].d), _mm512_cvtepi32_ps(isum), acc);
     }
     *s = hsum16(acc);
+}
+
+/* dot_q6_k for four activation rows a + r stride, each s[r] its bits (its operations in its order);
+ * a block's codes and permuted scales made once for the four rows */
+static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
+    const mi_block_q6_k *x = w;
+    const mi_block_q8_k *y[4];
+    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512i idx[4];
+    for (int g = 0; g < 4; g++) idx[g] = q6_idx(g);
+    __m512 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / MI_QK_K; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        __m512i q[4], c[4];
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30));
+            c[2 * h] = _mm512_permutexvar_epi16(idx[2 * h], sc);
+            c[2 * h + 1] = _mm512_permutexvar_epi16(idx[2 * h + 1], sc);
+        }
+        for (int r = 0; r < 4; r++) {
+            const mi_block_q8_k *yr = y[r] + i;
+            const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yr->bsums), sc16);
+            __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+            const __m512i *q8 = (const __m512i *)yr->qs;
+            for (int k = 0; k < 4; k++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512(q8 + k)), c[k]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(h2f(x[i].d) * yr->d), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) s[r] = hsum16(acc[r]);
 }
 
 /* ---------------- activation quantizers (bit-identical to the scalar ones) ---------------- */
@@ -514,6 +591,8 @@ void mi_quant_fill_avx512(mi_quant_kernels *k) {
     k->dot4[MI_TYPE_Q5_0] = dot4_q5_0;
     k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
     k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
+    k->dot4[MI_TYPE_Q4_K] = dot4_q4_k;
+    k->dot4[MI_TYPE_Q6_K] = dot4_q6_k;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;
     k->quant[MI_TYPE_Q8_K] = quant_q8_k;
