@@ -356,10 +356,21 @@ static inline __m256i q6_scale_pair(__m128i sc, int k) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, idx));
 }
 
+/* half h of a Q6_K block: its 128 six-bit codes as four 32-byte groups (elements 32 g .. of the half) */
+static inline void q6_half_codes(const mi_block_q6_k *x, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const uint8_t *ql = x->ql + 64 * h;
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
 static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q6_k *x = w;
     const mi_block_q8_k *y = a;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / MI_QK_K; i++) {
         const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
@@ -367,15 +378,8 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
         const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), _mm256_cvtepi8_epi16(sc));
         __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h;
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-            };
+            __m256i q[4];
+            q6_half_codes(x + i, h, q);
             for (int g = 0; g < 4; g++) {
                 const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * g)));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, q6_scale_pair(sc, 8 * h + 2 * g)));
@@ -394,7 +398,6 @@ static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t 
     const mi_block_q6_k *x = w;
     const mi_block_q8_k *y[4];
     for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[4];
     for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / MI_QK_K; i++) {
@@ -405,15 +408,8 @@ static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t 
             isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
         }
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h;
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-            };
+            __m256i q[4];
+            q6_half_codes(x + i, h, q);
             for (int g = 0; g < 4; g++) {
                 const __m256i sp = q6_scale_pair(sc, 8 * h + 2 * g);
                 for (int r = 0; r < 4; r++) {

@@ -436,14 +436,21 @@ static inline __m512i q6_idx(int g) {
 }
 
 /* Q6_K: per half, ql (64 B) low nibbles = elements 0..63, high nibbles = 64..127;
- * qh bits 0-1 / 2-3 / 4-5 / 6-7 of byte l are the top bits of elements l, l+32, l+64, l+96. */
-static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
-    const mi_block_q6_k *x = w;
-    const mi_block_q8_k *y = a;
+ * qh bits 0-1 / 2-3 / 4-5 / 6-7 of byte l are the top bits of elements l, l+32, l+64, l+96.
+ * Half h's codes: q0 = elements 0..63 of the half, q1 = 64..127. */
+static inline void q6_half_codes(const mi_block_q6_k *x, int h, __m512i *q0, __m512i *q1) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     /* per-word shift counts: first 32 bytes of qh shifted left 4 / 2 (elements 0..63), or right 0 / 2 (64..127) */
     const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i ql = _mm512_loadu_si512(x->ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+    *q0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30));
+    *q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30));
+}
+static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
+    const mi_block_q6_k *x = w;
+    const mi_block_q8_k *y = a;
     __m512i idx[4]; /* group G = 64 elements = sub-blocks 4G..4G+3: word w -> scale 4G + w/8 */
     for (int g = 0; g < 4; g++) idx[g] = q6_idx(g);
     __m512 acc = _mm512_setzero_ps();
@@ -454,11 +461,8 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a) {
         __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
         const __m512i *q8 = (const __m512i *)y[i].qs;
         for (int h = 0; h < 2; h++) {
-            const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-            const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30));
-            const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                               _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30));
+            __m512i q0, q1;
+            q6_half_codes(x + i, h, &q0, &q1);
             isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(q8 + 2 * h)), _mm512_permutexvar_epi16(idx[2 * h], sc));
             isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(q8 + 2 * h + 1)),
                                        _mm512_permutexvar_epi16(idx[2 * h + 1], sc));
@@ -474,9 +478,6 @@ static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t 
     const mi_block_q6_k *x = w;
     const mi_block_q8_k *y[4];
     for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     __m512i idx[4];
     for (int g = 0; g < 4; g++) idx[g] = q6_idx(g);
     __m512 acc[4];
@@ -486,11 +487,7 @@ static void dot4_q6_k(int64_t n, float *s, const void *w, const void *a, size_t 
         const __m512i sc = _mm512_castsi256_si512(sc16);
         __m512i q[4], c[4];
         for (int h = 0; h < 2; h++) {
-            const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-            q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30));
-            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                           _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30));
+            q6_half_codes(x + i, h, &q[2 * h], &q[2 * h + 1]);
             c[2 * h] = _mm512_permutexvar_epi16(idx[2 * h], sc);
             c[2 * h + 1] = _mm512_permutexvar_epi16(idx[2 * h + 1], sc);
         }
