@@ -259,10 +259,24 @@ static inline __m128i k4_mins(__m128i sm, const int16_t bsums[16]) {
     return _mm_madd_epi16(m, _mm_hadd_epi16(b0, b1));
 }
 
+/* chunk c (64 elements) of a Q4_K / Q5_K block: its low and high 32 codes (Q5_K's fifth bits added) */
+static inline void k4_codes(const mi_block_q4_k *x, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+}
+static inline void k5_codes(const mi_block_q5_k *x, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c)), qh = _mm256_loadu_si256((const __m256i *)x->qh);
+    const __m256i blo = _mm256_set1_epi8((char)(1 << (2 * c))), bhi = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), b16));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), b16));
+}
+
 static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q4_k *x = w;
     const mi_block_q8_k *y = a;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / MI_QK_K; i++) {
@@ -271,8 +285,8 @@ static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
         accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, y[i].bsums)), accm);
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo, hi;
+            k4_codes(x + i, c, &lo, &hi);
             const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
             const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, bcast_word(sc16, 2 * c)));
@@ -281,65 +295,21 @@ static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
     }
     *s = hsum8(acc) - hsum4(accm);
-}
-
-/* dot_q4_k for four activation rows a + r stride: each row's float operations dot_q4_k's in its order
- * (its integer block sum is exact in any order), so each s[r] is its bits; a block's scales and a
- * chunk's nibbles and scale words are made once for the four rows */
-static void dot4_q4_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
-    const mi_block_q4_k *x = w;
-    const mi_block_q8_k *y[4];
-    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[4];
-    __m128 accm[4];
-    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / MI_QK_K; i++) {
-        const __m128i sm = k4_unpack(x[i].scales), sc16 = _mm_cvtepu8_epi16(sm);
-        __m256i isum[4];
-        for (int r = 0; r < 4; r++) {
-            const float dmin = h2f(x[i].dmin) * y[r][i].d;
-            accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, y[r][i].bsums)), accm[r]);
-            isum[r] = _mm256_setzero_si256();
-        }
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i slo = bcast_word(sc16, 2 * c), shi = bcast_word(sc16, 2 * c + 1);
-            for (int r = 0; r < 4; r++) {
-                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c)));
-                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c + 32)));
-                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(plo, slo));
-                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(phi, shi));
-            }
-        }
-        for (int r = 0; r < 4; r++) {
-            const float d = h2f(x[i].d) * y[r][i].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-        }
-    }
-    for (int r = 0; r < 4; r++) s[r] = hsum8(acc[r]) - hsum4(accm[r]);
 }
 
 static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q5_k *x = w;
     const mi_block_q8_k *y = a;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / MI_QK_K; i++) {
         const __m128i sm = k4_unpack(x[i].scales), sc16 = _mm_cvtepu8_epi16(sm);
         const float d = h2f(x[i].d) * y[i].d, dmin = h2f(x[i].dmin) * y[i].d;
         accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, y[i].bsums)), accm);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            const __m256i blo = _mm256_set1_epi8((char)(1 << (2 * c))), bhi = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
-            const __m256i hlo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), b16);
-            const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), b16);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
+            __m256i lo, hi;
+            k5_codes(x + i, c, &lo, &hi);
             const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
             const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, bcast_word(sc16, 2 * c)));
@@ -349,6 +319,45 @@ static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     }
     *s = hsum8(acc) - hsum4(accm);
 }
+
+/* dot_q4_k / dot_q5_k (block type BT, chunk codes CODES) for four activation rows a + r stride: each
+ * row's float operations the one-row kernel's in its order (the integer block sums are exact in any
+ * order), so each s[r] is its bits; a block's scales and a chunk's codes and scale words are made
+ * once for the four rows */
+#define DOT4_K45(NAME4, BT, CODES)                                                                          \
+    static void NAME4(int64_t n, float *s, const void *w, const void *a, size_t stride) {                   \
+        const BT *x = w;                                                                                    \
+        const mi_block_q8_k *y[4];                                                                          \
+        for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);   \
+        __m256 acc[4];                                                                                      \
+        __m128 accm[4];                                                                                     \
+        for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();               \
+        for (int64_t i = 0; i < n / MI_QK_K; i++) {                                                         \
+            const __m128i sm = k4_unpack(x[i].scales), sc16 = _mm_cvtepu8_epi16(sm);                        \
+            __m256i isum[4];                                                                                \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const float dmin = h2f(x[i].dmin) * y[r][i].d;                                              \
+                accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, y[r][i].bsums)), accm[r]); \
+                isum[r] = _mm256_setzero_si256();                                                           \
+            }                                                                                               \
+            for (int c = 0; c < 4; c++) {                                                                   \
+                __m256i lo, hi;                                                                             \
+                CODES(x + i, c, &lo, &hi);                                                                  \
+                const __m256i slo = bcast_word(sc16, 2 * c), shi = bcast_word(sc16, 2 * c + 1);             \
+                for (int r = 0; r < 4; r++) {                                                               \
+                    const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c))); \
+                    const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[r][i].qs + 64 * c + 32))); \
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(plo, slo));                       \
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(phi, shi));                       \
+                }                                                                                           \
+            }                                                                                               \
+            for (int r = 0; r < 4; r++)                                                                     \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[r][i].d), _mm256_cvtepi32_ps(isum[r]), acc[r]); \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) s[r] = hsum8(acc[r]) - hsum4(accm[r]);                                  \
+    }
+DOT4_K45(dot4_q4_k, mi_block_q4_k, k4_codes)
+DOT4_K45(dot4_q5_k, mi_block_q5_k, k5_codes)
 
 /* int8 scales k, k+1 (bytes of sc) -> 16 int16 lanes: 8 x sc[k], 8 x sc[k+1] */
 static inline __m256i q6_scale_pair(__m128i sc, int k) {
@@ -535,6 +544,7 @@ void mi_quant_fill_avx2(mi_quant_kernels *k) {
     k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
     k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
     k->dot4[MI_TYPE_Q4_K] = dot4_q4_k;
+    k->dot4[MI_TYPE_Q5_K] = dot4_q5_k;
     k->dot4[MI_TYPE_Q6_K] = dot4_q6_k;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;

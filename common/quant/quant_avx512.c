@@ -355,44 +355,6 @@ static void dot_q4_k(int64_t n, float *s, const void *w, const void *a) {
     *s = hsum16(acc) - _mm_cvtss_f32(m);
 }
 
-/* dot_q4_k for four activation rows a + r stride: each row's float operations dot_q4_k's in its
- * order, so each s[r] is its bits; a block's scales, mins' unpacking, nibbles and permuted scales
- * are made once for the four rows */
-static void dot4_q4_k(int64_t n, float *s, const void *w, const void *a, size_t stride) {
-    const mi_block_q4_k *x = w;
-    const mi_block_q8_k *y[4];
-    for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);
-    const __m512i i0 = k4_idx(0), i1 = k4_idx(1), i2 = k4_idx(2), i3 = k4_idx(3);
-    __m512 acc[4];
-    __m128 accm[4];
-    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps(), accm[r] = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / MI_QK_K; i++) {
-        const __m128i sm = k4_unpack(x[i].scales);
-        const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
-        const __m512i q0 = k4_chunk(x[i].qs), q1 = k4_chunk(x[i].qs + 32), q2 = k4_chunk(x[i].qs + 64),
-                      q3 = k4_chunk(x[i].qs + 96);
-        const __m512i c0 = _mm512_permutexvar_epi16(i0, sc), c1 = _mm512_permutexvar_epi16(i1, sc),
-                      c2 = _mm512_permutexvar_epi16(i2, sc), c3 = _mm512_permutexvar_epi16(i3, sc);
-        for (int r = 0; r < 4; r++) {
-            const mi_block_q8_k *yr = y[r] + i;
-            const float d = h2f(x[i].d) * yr->d, dmin = h2f(x[i].dmin) * yr->d;
-            accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, yr->bsums)), accm[r]);
-            const __m512i *q8 = (const __m512i *)yr->qs;
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q0, _mm512_loadu_si512(q8)), c0);
-            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q1, _mm512_loadu_si512(q8 + 1)), c1);
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(q8 + 2)), c2);
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(q8 + 3)), c3);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[r]);
-        }
-    }
-    for (int r = 0; r < 4; r++) {
-        __m128 m = accm[r];
-        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        s[r] = hsum16(acc[r]) - _mm_cvtss_f32(m);
-    }
-}
-
 static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     const mi_block_q5_k *x = w;
     const mi_block_q8_k *y = a;
@@ -428,6 +390,55 @@ static void dot_q5_k(int64_t n, float *s, const void *w, const void *a) {
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     *s = hsum16(acc) - _mm_cvtss_f32(m);
 }
+
+/* chunk c (64 elements) of a Q4_K / Q5_K block as 64 codes (Q5_K's fifth bits added) */
+static inline __m512i k4_codes(const mi_block_q4_k *x, int c) { return k4_chunk(x->qs + 32 * c); }
+static inline __m512i k5_codes(const mi_block_q5_k *x, int c) {
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->qh));
+    const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1 << (2 * c)))),
+                                           _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+    const __m512i q = k4_chunk(x->qs + 32 * c);
+    return _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, _mm512_set1_epi8(16));
+}
+
+/* dot_q4_k / dot_q5_k (block type BT, chunk codes CODES) for four activation rows a + r stride: each
+ * row's float operations the one-row kernel's in its order (the integer sums exact in any order),
+ * so each s[r] is its bits; a block's scales, mins' unpacking, codes and permuted scales are made
+ * once for the four rows */
+#define DOT4_K45(NAME4, BT, CODES)                                                                          \
+    static void NAME4(int64_t n, float *s, const void *w, const void *a, size_t stride) {                   \
+        const BT *x = w;                                                                                    \
+        const mi_block_q8_k *y[4];                                                                          \
+        for (int r = 0; r < 4; r++) y[r] = (const mi_block_q8_k *)((const char *)a + (size_t)r * stride);   \
+        __m512 acc[4];                                                                                      \
+        __m128 accm[4];                                                                                     \
+        for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps(), accm[r] = _mm_setzero_ps();              \
+        for (int64_t i = 0; i < n / MI_QK_K; i++) {                                                         \
+            const __m128i sm = k4_unpack(x[i].scales);                                                      \
+            const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));                               \
+            __m512i q[4], cs[4];                                                                            \
+            for (int c = 0; c < 4; c++) q[c] = CODES(x + i, c), cs[c] = _mm512_permutexvar_epi16(k4_idx(c), sc); \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const mi_block_q8_k *yr = y[r] + i;                                                         \
+                const float d = h2f(x[i].d) * yr->d, dmin = h2f(x[i].dmin) * yr->d;                         \
+                accm[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins(sm, yr->bsums)), accm[r]); \
+                const __m512i *q8 = (const __m512i *)yr->qs;                                                \
+                __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q[0], _mm512_loadu_si512(q8)), cs[0]); \
+                __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q[1], _mm512_loadu_si512(q8 + 1)), cs[1]); \
+                s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q[2], _mm512_loadu_si512(q8 + 2)), cs[2]);    \
+                s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q[3], _mm512_loadu_si512(q8 + 3)), cs[3]);    \
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[r]); \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) {                                                                       \
+            __m128 m = accm[r];                                                                             \
+            m = _mm_add_ps(m, _mm_movehl_ps(m, m));                                                         \
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));                                                          \
+            s[r] = hsum16(acc[r]) - _mm_cvtss_f32(m);                                                       \
+        }                                                                                                   \
+    }
+DOT4_K45(dot4_q4_k, mi_block_q4_k, k4_codes)
+DOT4_K45(dot4_q5_k, mi_block_q5_k, k5_codes)
 
 static inline __m512i q6_idx(int g) {
     int16_t v[32];
@@ -589,6 +600,7 @@ void mi_quant_fill_avx512(mi_quant_kernels *k) {
     k->dot4[MI_TYPE_Q5_1] = dot4_q5_1;
     k->dot4[MI_TYPE_Q8_0] = dot4_q8_0;
     k->dot4[MI_TYPE_Q4_K] = dot4_q4_k;
+    k->dot4[MI_TYPE_Q5_K] = dot4_q5_k;
     k->dot4[MI_TYPE_Q6_K] = dot4_q6_k;
     k->quant[MI_TYPE_Q8_0] = quant_q8_0;
     k->quant[MI_TYPE_Q8_1] = quant_q8_1;
