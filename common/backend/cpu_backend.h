@@ -81,6 +81,10 @@ bool cpu_attn_item_avx512(const float *q, const float *KT, int64_t ld, const flo
  * multiple of 16 up to 256. */
 bool cpu_attn_item_f16_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
                               int64_t hd, float scale, float *sc, float *out);
+/* The same item with key j's row through a block table (table[j / B] * B + j % B): the same
+ * operations in the same key order, so the same bits as on a contiguous copy of those rows. */
+bool cpu_attn_item_f16_paged_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
+                                    int64_t hd, float scale, float *sc, float *out, const int32_t *table, int64_t B);
 
 /* SIMD helpers (cpu_ops_avx2.c), used when c->isa >= MI_ISA_AVX2. */
 void cpu_f16_to_f32_avx2(const uint16_t *src, float *dst, size_t n);

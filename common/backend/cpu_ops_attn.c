@@ -10,6 +10,7 @@
 #include "../core/mi_fp16.h"
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 #define KV_ROW_MAX 4096   /* conversion buffer for one cache row (hd * Hkv) on the stack */
 
@@ -191,10 +192,11 @@ mi_status cpu_op_attn(mi_cpu_ctx *c, mi_tensor *t) {
 }
 
 /* ---------------- ATTN_PAGED (phase 8b) ----------------
- * Per sequence: its K and V rows 0 .. n_kv-1 gathered through its block table into a contiguous
- * copy (exact, in the cache's type), then the single-sequence op above on that copy, with the
- * sequence's rows of q and of the output. So each sequence's rows take the path (decode in
- * place, transposed K, converted rows) and the arithmetic that the sequence alone would. */
+ * Each sequence's rows take the path (decode in place, transposed K, converted rows) and the
+ * arithmetic that the sequence alone would. Where that is the in-place decode item, its items read
+ * the rows through the block table (paged16_item, all such sequences in one pool call); otherwise
+ * its K and V rows 0 .. n_kv-1 are gathered into a contiguous copy (exact, in the cache's type)
+ * and the single-sequence op above runs on that copy, with the sequence's rows of q and output. */
 
 /* the ATTN node the sequence alone would run: t rows of q at n_past over caches of n_kv rows */
 static void paged_node(const mi_tensor *t, mi_tensor *node, mi_tensor *q, mi_tensor *k, mi_tensor *v, int64_t first,
@@ -233,35 +235,100 @@ void cpu_attn_paged_scratch(const mi_cpu_ctx *c, const mi_tensor *t, size_t *q, 
     *q = 2 * (size_t)max_kv * (size_t)(mi_attn_head_dim(t) * mi_attn_n_head_kv(t)) * esz;
 }
 
+/* The sequences whose own node takes the in-place F16 decode item (use_direct16: a few rows on an
+ * F16 cache, AVX-512) need no gathered copy: each (sequence, head, row) item reads its rows through
+ * the sequence's block table, the same operations in the same key order (the same bits), and all
+ * those items share one pool call. in[s]: sequence s is one of them; start[s]: its first item. */
+typedef struct {
+    const mi_cpu_ctx *c;
+    const mi_tensor *t;
+    const int32_t *seqs;
+    const int64_t *start;      /* [S + 1] items before each sequence (0 items for one not taken here) */
+    int64_t S, B, hd, Hq, group, row_kv, ld;
+    float scale;
+} paged16_task;
+
+static void paged16_item(void *arg, int64_t it, int ith) {
+    const paged16_task *k = arg;
+    int64_t lo = 0, hi = k->S - 1;   /* the sequence: the last one whose first item is <= it */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (k->start[mid] <= it) lo = mid;
+        else hi = mid - 1;
+    }
+    const int32_t *f = k->seqs + lo * MI_PAGED_FIELDS;
+    const int64_t rows = f[MI_PAGED_ROWS], local = it - k->start[lo], h = local / rows, i = local % rows;
+    const size_t qoff = (size_t)(f[MI_PAGED_FIRST] + i) * (size_t)(k->Hq * k->hd) + (size_t)(h * k->hd);
+    const size_t kvoff = (size_t)((h / k->group) * k->hd);
+    float *sc = (float *)k->c->abuf + (size_t)ith * (size_t)(k->ld + k->hd + 16);
+    (void)cpu_attn_item_f16_paged_avx512((const float *)k->t->src[0]->data + qoff,
+                                         (const uint16_t *)k->t->src[1]->src[1]->data + kvoff,
+                                         (const uint16_t *)k->t->src[2]->src[1]->data + kvoff, k->row_kv,
+                                         f[MI_PAGED_NPAST] + i + 1, k->hd, k->scale, sc, (float *)k->t->data + qoff,
+                                         k->seqs + f[MI_PAGED_TABLE], k->B);
+}
+
 mi_status cpu_op_attn_paged(mi_cpu_ctx *c, mi_tensor *t) {
     c->q_src = NULL;   /* qbuf holds the gathered rows now, not a quantized activation */
     const int32_t *seqs = t->src[3]->data;
     const int64_t S = t->p[0], B = t->p[5], N = t->ne[1], row_kv = mi_attn_head_dim(t) * mi_attn_n_head_kv(t);
     const mi_tensor *kc = t->src[1]->src[1], *vc = t->src[2]->src[1];
     const size_t esz = kc->type == MI_TYPE_F16 ? 2 : 4, rb = (size_t)row_kv * esz;
-    for (int64_t s = 0; s < S; s++) {
+    int64_t *start = malloc((size_t)(S + 1) * sizeof *start);
+    if (!start) return mi_err(MI_ERR_NOMEM, "attn_paged %s: %lld sequences", t->name, (long long)S);
+    mi_status st = MI_OK;
+    start[0] = 0;
+    for (int64_t s = 0; s < S && st == MI_OK; s++) {   /* every sequence's fields and blocks checked first */
         const int32_t *f = seqs + s * MI_PAGED_FIELDS;
         const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
         const int64_t n_kv = n_past + rows, nblk = (n_kv + B - 1) / B;
+        start[s + 1] = start[s];
         if (first < 0 || rows < 1 || n_past < 0 || first + rows > N || n_kv > t->p[6] ||
-            f[MI_PAGED_TABLE] < S * MI_PAGED_FIELDS || f[MI_PAGED_TABLE] + nblk > t->src[3]->ne[0])
-            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld (rows %lld+%lld, n_past %lld) outside the step",
-                          t->name, (long long)s, (long long)first, (long long)rows, (long long)n_past);
-        if (2 * (size_t)n_kv * rb > c->qbuf_size)
-            return mi_err(MI_ERR_INTERNAL, "attn_paged %s: gather scratch not reserved", t->name);
+            f[MI_PAGED_TABLE] < S * MI_PAGED_FIELDS || f[MI_PAGED_TABLE] + nblk > t->src[3]->ne[0]) {
+            st = mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld (rows %lld+%lld, n_past %lld) outside the step",
+                        t->name, (long long)s, (long long)first, (long long)rows, (long long)n_past);
+            break;
+        }
+        const int32_t *table = seqs + f[MI_PAGED_TABLE];
+        for (int64_t p = 0; p < n_kv && st == MI_OK; p += B) {
+            const int64_t blk = table[p / B], n = n_kv - p < B ? n_kv - p : B;
+            if (blk < 0 || blk * B + n > kc->ne[1])
+                st = mi_err(MI_ERR_INVALID, "attn_paged %s: block %lld of sequence %lld outside the pool", t->name,
+                            (long long)blk, (long long)s);
+        }
+        mi_tensor qt, kt, vt, node;
+        paged_node(t, &node, &qt, &kt, &vt, first, rows, n_past, NULL, NULL);
+        if (st == MI_OK && use_direct16(c, &node)) start[s + 1] += rows * mi_attn_n_head(t);
+    }
+    if (st == MI_OK && start[S] > 0) {
+        const int64_t hd = mi_attn_head_dim(t), Hq = mi_attn_n_head(t);
+        const paged16_task k = {c, t, seqs, start, S, B, hd, Hq, Hq / mi_attn_n_head_kv(t), row_kv, pad16(t->p[6]),
+                                mi_attn_scale(t)};
+        if ((size_t)c->n_threads * (size_t)(k.ld + hd + 16) * sizeof(float) > c->abuf_size)
+            st = mi_err(MI_ERR_INTERNAL, "attn_paged %s: attention scratch not reserved", t->name);
+        else
+            threadpool_chunks(c->tp, paged16_item, (void *)&k, start[S]);
+    }
+    for (int64_t s = 0; s < S && st == MI_OK; s++) {   /* the others: their rows gathered, the op on the copy */
+        if (start[s + 1] > start[s]) continue;
+        const int32_t *f = seqs + s * MI_PAGED_FIELDS;
+        const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
+        const int64_t n_kv = n_past + rows;
+        if (2 * (size_t)n_kv * rb > c->qbuf_size) {
+            st = mi_err(MI_ERR_INTERNAL, "attn_paged %s: gather scratch not reserved", t->name);
+            break;
+        }
         const int32_t *table = seqs + f[MI_PAGED_TABLE];
         char *kbuf = c->qbuf, *vbuf = (char *)c->qbuf + (size_t)n_kv * rb;
         for (int64_t p = 0; p < n_kv; p += B) {   /* positions p .. p + B - 1: cache rows table[p / B] * B on */
-            const int64_t blk = table[p / B], row = blk * B, n = n_kv - p < B ? n_kv - p : B;
-            if (blk < 0 || row + n > kc->ne[1])
-                return mi_err(MI_ERR_INVALID, "attn_paged %s: block %lld of sequence %lld outside the pool", t->name,
-                              (long long)blk, (long long)s);
+            const int64_t row = (int64_t)table[p / B] * B, n = n_kv - p < B ? n_kv - p : B;
             memcpy(kbuf + (size_t)p * rb, (const char *)kc->data + (size_t)row * rb, (size_t)n * rb);
             memcpy(vbuf + (size_t)p * rb, (const char *)vc->data + (size_t)row * rb, (size_t)n * rb);
         }
         mi_tensor qt, kt, vt, node;
         paged_node(t, &node, &qt, &kt, &vt, first, rows, n_past, kbuf, vbuf);
-        MI_TRY(cpu_op_attn(c, &node));
+        st = cpu_op_attn(c, &node);
     }
-    return MI_OK;
+    free(start);
+    return st;
 }

@@ -119,21 +119,36 @@ bool cpu_attn_item_avx512(const float *q, const float *KT, int64_t ld, const flo
 /* ---- attention, decode path on an F16 cache: no conversion pass over the whole context ----
  * Scores one key at a time (F16C conversion in the loads), softmax with the canonical exp,
  * V rows accumulated the same way. hd must be a multiple of 16 and at most 256. */
-bool cpu_attn_item_f16_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
-                              int64_t hd, float scale, float *sc, float *out) {
+/* key j's row: j itself, or through a block table (rows table[j / B] * B + j % B); the keys are
+ * taken a run of contiguous rows at a time, in increasing j either way */
+static inline int64_t run_of(const int32_t *table, int64_t B, int64_t n, int64_t j0, int64_t *row0) {
+    if (!table) {
+        *row0 = j0;
+        return n - j0;
+    }
+    *row0 = (int64_t)table[j0 / B] * B + j0 % B;
+    const int64_t end = (j0 / B + 1) * B;
+    return (end < n ? end : n) - j0;
+}
+
+bool cpu_attn_item_f16_paged_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
+                                    int64_t hd, float scale, float *sc, float *out, const int32_t *table, int64_t B) {
     if (hd % 16 != 0 || hd > 256) return false;
     const int nv = (int)(hd / 16);
     __m512 qv[16];
     for (int k = 0; k < nv; k++) qv[k] = _mm512_loadu_ps(q + 16 * k);
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *kr = K + (size_t)j * (size_t)stride;
-        __m512 a = _mm512_setzero_ps();
-        for (int k = 0; k < nv; k++)
-            a = _mm512_fmadd_ps(qv[k], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * k))), a);
-        float s = _mm512_reduce_add_ps(a) * scale;
-        sc[j] = s;
-        if (s > mx) mx = s;
+    for (int64_t j0 = 0, r0, m; j0 < n; j0 += m) {
+        m = run_of(table, B, n, j0, &r0);
+        for (int64_t jj = 0; jj < m; jj++) {
+            const uint16_t *kr = K + (size_t)(r0 + jj) * (size_t)stride;
+            __m512 a = _mm512_setzero_ps();
+            for (int k = 0; k < nv; k++)
+                a = _mm512_fmadd_ps(qv[k], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * k))), a);
+            float s = _mm512_reduce_add_ps(a) * scale;
+            sc[j0 + jj] = s;
+            if (s > mx) mx = s;
+        }
     }
     const __m512 vm = _mm512_set1_ps(mx);
     __m512 vsum = _mm512_setzero_ps();
@@ -147,12 +162,20 @@ bool cpu_attn_item_f16_avx512(const float *q, const uint16_t *K, const uint16_t 
     float inv = 1.0f / _mm512_reduce_add_ps(vsum);
     __m512 acc[16];
     for (int k = 0; k < nv; k++) acc[k] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *vr = V + (size_t)j * (size_t)stride;
-        __m512 p = _mm512_set1_ps(sc[j]);
-        for (int k = 0; k < nv; k++)
-            acc[k] = _mm512_fmadd_ps(p, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * k))), acc[k]);
+    for (int64_t j0 = 0, r0, m; j0 < n; j0 += m) {
+        m = run_of(table, B, n, j0, &r0);
+        for (int64_t jj = 0; jj < m; jj++) {
+            const uint16_t *vr = V + (size_t)(r0 + jj) * (size_t)stride;
+            __m512 p = _mm512_set1_ps(sc[j0 + jj]);
+            for (int k = 0; k < nv; k++)
+                acc[k] = _mm512_fmadd_ps(p, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * k))), acc[k]);
+        }
     }
     for (int k = 0; k < nv; k++) _mm512_storeu_ps(out + 16 * k, _mm512_mul_ps(acc[k], _mm512_set1_ps(inv)));
     return true;
+}
+
+bool cpu_attn_item_f16_avx512(const float *q, const uint16_t *K, const uint16_t *V, int64_t stride, int64_t n,
+                              int64_t hd, float scale, float *sc, float *out) {
+    return cpu_attn_item_f16_paged_avx512(q, K, V, stride, n, hd, scale, sc, out, NULL, 0);
 }
