@@ -238,7 +238,8 @@ void cpu_attn_paged_scratch(const mi_cpu_ctx *c, const mi_tensor *t, size_t *q, 
 /* The sequences whose own node takes the in-place F16 decode item (use_direct16: a few rows on an
  * F16 cache, AVX-512) need no gathered copy: each (sequence, head, row) item reads its rows through
  * the sequence's block table, the same operations in the same key order (the same bits), and all
- * those items share one pool call. in[s]: sequence s is one of them; start[s]: its first item. */
+ * those items share one pool call. start[s]: the items before sequence s's (its own count 0
+ * where it is not one of them, so the owner of an item is the last s with start[s] <= it). */
 typedef struct {
     const mi_cpu_ctx *c;
     const mi_tensor *t;
