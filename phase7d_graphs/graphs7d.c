@@ -552,43 +552,36 @@ static mi_status w_synchronize(mi_backend *be) {
     return MI_OK;
 }
 
-static mi_status w_write(mi_backend *be, void *dst, const void *src, size_t n) {
+/* a byte move of the backend's own under the stream lock; why: the stale window it aborts first (NULL: none) */
+typedef mi_status (*bytes_fn)(mi_backend *, void *, const void *, size_t);
+static mi_status locked_bytes(mi_backend *be, const char *why, bytes_fn fn, void *dst, const void *src, size_t n) {
     g7_state *s = g7_state_of(be);
-    abort_stale(s, "a copy into the device while a window was open");
+    if (why) abort_stale(s, why);
     lock();
-    mi_status st = s->orig->write(be, dst, src, n);
+    mi_status st = fn(be, dst, src, n);
     unlock();
     return st;
+}
+
+static mi_status w_write(mi_backend *be, void *dst, const void *src, size_t n) {
+    return locked_bytes(be, "a copy into the device while a window was open", g7_state_of(be)->orig->write, dst, src, n);
 }
 
 static mi_status w_read(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = g7_state_of(be);
-    abort_stale(s, "a read while a window was open");
+    abort_stale(g7_state_of(be), "a read while a window was open");
     MI_TRY(w_synchronize(be));   /* drain first, so the locked read does not wait on kernels */
-    lock();
-    mi_status st = s->orig->read(be, dst, src, n);
-    unlock();
-    return st;
+    return locked_bytes(be, NULL, g7_state_of(be)->orig->read, dst, src, n);
 }
 
 static mi_status w_read_begin(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = g7_state_of(be);
-    abort_stale(s, "a read while a window was open");
-    lock();
-    mi_status st = s->orig->read_begin(be, dst, src, n);
-    unlock();
-    return st;
+    return locked_bytes(be, "a read while a window was open", g7_state_of(be)->orig->read_begin, dst, src, n);
 }
 
 /* the wait on the read's event, outside the lock as w_synchronize's */
 static mi_status w_read_wait(mi_backend *be) { return g7_state_of(be)->orig->read_wait(be); }
 
 static mi_status w_copy(mi_backend *be, void *dst, const void *src, size_t n) {
-    g7_state *s = g7_state_of(be);
-    lock();
-    mi_status st = s->orig->copy(be, dst, src, n);
-    unlock();
-    return st;
+    return locked_bytes(be, NULL, g7_state_of(be)->orig->copy, dst, src, n);
 }
 
 static mi_status w_buffer_alloc(mi_backend *be, size_t size, mi_buffer **out) {

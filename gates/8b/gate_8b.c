@@ -532,17 +532,28 @@ static mi_status ah_schedule(mi_model *m, int nseq, int steps, const char *mode,
     return st;
 }
 
-static void test_steps_ahead(const char *shape, const char *type, int nseq, int steps) {
-    char path[2048], label[128];
-    snprintf(label, sizeof label, "batch_ahead_%.30s_%.20s_%dseq", shape, type, nseq);
-    if (!gu_selected(label)) return;
+/* a model case selected, its model found and loaded, the case begun; NULL (recorded where it
+ * ran into something) otherwise */
+static mi_model *case_open(const char *label, const char *shape, const char *type) {
+    char path[2048];
+    if (!gu_selected(label)) return NULL;
     if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
         gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return;
+        return NULL;
     }
     gu_begin(&R, label);
     mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) { gu_fail(&R, "load %s: %s", path, mi_errmsg()); return; }
+    if (mi_model_load(path, &m) != MI_OK) {
+        gu_fail(&R, "load %s: %s", path, mi_errmsg());
+        return NULL;
+    }
+    return m;
+}
+static void test_steps_ahead(const char *shape, const char *type, int nseq, int steps) {
+    char label[128];
+    snprintf(label, sizeof label, "batch_ahead_%.30s_%.20s_%dseq", shape, type, nseq);
+    mi_model *m = case_open(label, shape, type);
+    if (!m) return;
     const size_t nt = (size_t)(nseq + 1) * steps;
     ah_run on = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
     ah_run off = {.tok = calloc(nt, 4), .ran = calloc((size_t)steps, sizeof(int)), .rows = calloc((size_t)nseq + 1, 8)};
@@ -582,30 +593,13 @@ static uint64_t item_runs(const char *item) {
     if (!strcmp(item, "b42")) return mi8b_swiglu_fixup_launches();
     return mi_cuda_item_runs(item);
 }
-/* an items case selected, its model found and loaded, the case begun; NULL (recorded where it
- * ran into something) otherwise */
-static mi_model *items_case_open(const char *label, const char *shape, const char *type) {
-    char path[2048];
-    if (!gu_selected(label)) return NULL;
-    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return NULL;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) {
-        gu_fail(&R, "load %s: %s", path, mi_errmsg());
-        return NULL;
-    }
-    return m;
-}
 /* true where the case ran and passed */
 static bool test_items_bitwise(const char *shape, const char *type, int nseq, int steps, const char *items) {
     char label[160];
     snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.40s_off", shape, type, nseq, items);
     for (char *p = label; *p; p++)
         if (*p == ',') *p = '_';
-    mi_model *m = items_case_open(label, shape, type);
+    mi_model *m = case_open(label, shape, type);
     if (!m) return false;
     const size_t n = (size_t)nseq * (size_t)steps;
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
@@ -668,7 +662,7 @@ static void test_rkv(const char *shape, const char *type, int nseq, int steps, b
 static void test_items_bound(const char *shape, const char *type, int nseq, int steps, const char *item, double bound) {
     char label[160];
     snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.20s_off_bound", shape, type, nseq, item);
-    mi_model *m = items_case_open(label, shape, type);
+    mi_model *m = case_open(label, shape, type);
     if (!m) return;
     const int64_t V = mi_model_hparams(m)->n_vocab;
     const size_t n = (size_t)nseq * (size_t)steps;
