@@ -21,7 +21,7 @@ extern "C" {
 /* ---- kv_scatter.cu: x F32 [row, N] -> cache rows slots[0 .. N-1] of a cache [row, n_rows]
  * (F16 by mi_f32_to_f16, the conversion of 7b's KV store, or an F32 copy): a batched cache
  * holds a session's bits. A slot outside [0, n_rows) writes nothing (the host checks the
- * slots first where it has them: install8b.c). */
+ * slots first where it has them: install8b_attn.c). */
 mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type ctype, int64_t row, int64_t N,
                           const int32_t *slots, int64_t n_rows);
 
@@ -41,18 +41,18 @@ mi_status mi8b_kv_scatter(void *stream, const float *x, void *cache, mi_type cty
  * steps) still fill the GPU; a split shorter than a tile runs its one tile part-full */
 #define MI8B_PG_MIN_SPLIT 32
 bool mi8b_attn_paged_supported(int64_t hd, int64_t Hq, int64_t Hkv, mi_type ctype);
-/* b7 (install8b.c, read at each launch): F16 caches of hd 64 or 128 on the tensor cores */
+/* b7 (install8b_attn.c, read at each launch): F16 caches of hd 64 or 128 on the tensor cores */
 bool mi8b_paged_mma_on(void);
-/* b17 (install8b.c, read at each launch): the tensor-core kernel's splits fill one wave of the
+/* b17 (install8b_attn.c, read at each launch): the tensor-core kernel's splits fill one wave of the
  * blocks a multiprocessor holds, not four blocks a multiprocessor */
 bool mi8b_paged_wave_on(void);
-/* b27 (install8b.c, read at each launch): the tensor-core kernel looks up a tile's cache rows once
+/* b27 (install8b_attn.c, read at each launch): the tensor-core kernel looks up a tile's cache rows once
  * a key (32-bit, shuffled to the copies), not once a 16-byte copy in 64-bit arithmetic */
 bool mi8b_paged_rows_once_on(void);
-/* b43 (install8b.c, read at each launch): the tensor-core kernel's tiles through three buffers
+/* b43 (install8b_attn.c, read at each launch): the tensor-core kernel's tiles through three buffers
  * (two loading while one is used), not two, where three keep the blocks a multiprocessor */
 bool mi8b_paged_ring3_on(void);
-/* b44 (install8b.c, read at each launch): the tensor-core kernel with q's and P's two f16 parts as
+/* b44 (install8b_attn.c, read at each launch): the tensor-core kernel with q's and P's two f16 parts as
  * one mma's upper and lower rows (8a's d34 layout) for groups of 8 heads or fewer */
 bool mi8b_paged_packed_on(void);
 /* the tile buffers the tensor-core kernel takes for heads of hd (64 or 128) in groups of G over

@@ -1,304 +1,15 @@
-/* Phase 8b's kernels as the CUDA candidates of the two ops of a step of many sequences
- * (KV_SCATTER, ATTN_PAGED). They are the ops' only CUDA kernels (b2 only adds a replayable
- * twin of the attention; with none, a batch's pool and its paged ops stay on the CPU, as
- * below 8b). Each run() first
- * checks the step's tables on the host where the graph's Input still points at them (the CPU
- * ops' rules, so a bad table is an error of the step, as on the CPU); the kernels themselves
- * never read or write outside the cache whatever the tables say. */
+/* Phase 8b's matmul, norm, SwiGLU and top-k candidates for a step of many sequences, and
+ * mi_phase8b_install, which adds them to the dispatch in their order with the paged ops'
+ * candidates (install8b_attn.c). */
 #include "phase7c_wiring/wiring7c.h"
 #include "phase8b_batch/batch8b.h"
-#include <string.h>
+#include "phase8b_batch/install8b.h"
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/graph/graph.h"
-#include "common/core/mi_settings.h"
 #include <stdint.h>
-
-static bool is_kv(const mi_tensor *t) { return t && (t->type == MI_TYPE_F16 || t->type == MI_TYPE_F32); }
-static bool i32_row(const mi_tensor *t) { return t && t->type == MI_TYPE_I32 && mi_nrows(t) == 1; }
-/* the host copy of an Input's bytes (NULL for anything else: no check, the kernels' guards stay) */
-static const int32_t *host_ints(const mi_tensor *t) {
-    return t->op == MI_OP_INPUT && t->host_src ? (const int32_t *)t->host_src : NULL;
-}
-
-mi_status mi8b_check_slots(const char *name, const int32_t *slots, int64_t N, int64_t n_rows) {
-    for (int64_t r = 0; r < N; r++)
-        if (slots[r] < 0 || slots[r] >= n_rows)
-            return mi_err(MI_ERR_INVALID, "kv_scatter %s: row %lld goes to cache row %d of %lld", name, (long long)r,
-                          slots[r], (long long)n_rows);
-    return MI_OK;
-}
-
-/* Every ATTN_PAGED node of a step reads the same table: the last table this thread found good (its
- * parameters and a copy of its ints, for tables of up to SEQS_MEMO ints) passes again without the
- * walk when it is the same to the byte. A replayed step of many layers then checks it once. */
-#define SEQS_MEMO 4096
-static _Thread_local struct {
-    int64_t n_seqs, seqs_len, T, block, max_kv, n_rows;   /* seqs_len 0: nothing kept */
-    int32_t tab[SEQS_MEMO];
-} g_seqs_ok;
-
-static mi_status check_seqs_walk(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
-                                 int64_t block, int64_t max_kv, int64_t n_rows) {
-    for (int64_t s = 0; s < n_seqs; s++) {
-        const int32_t *f = seqs + s * MI_PAGED_FIELDS;
-        const int64_t first = f[MI_PAGED_FIRST], rows = f[MI_PAGED_ROWS], n_past = f[MI_PAGED_NPAST];
-        const int64_t n_kv = n_past + rows, nblk = (n_kv + block - 1) / block;
-        if (first < 0 || rows < 1 || n_past < 0 || first + rows > T || n_kv > max_kv ||
-            f[MI_PAGED_TABLE] < n_seqs * MI_PAGED_FIELDS || f[MI_PAGED_TABLE] + nblk > seqs_len)
-            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld (rows %lld+%lld, n_past %lld) outside the step",
-                          name, (long long)s, (long long)first, (long long)rows, (long long)n_past);
-        const int32_t *prev = f - MI_PAGED_FIELDS;   /* rows come in sequence order (the kernel's lookup) */
-        if (s > 0 && first < (int64_t)prev[MI_PAGED_FIRST] + prev[MI_PAGED_ROWS])
-            return mi_err(MI_ERR_INVALID, "attn_paged %s: sequence %lld starts at row %lld, inside the one before", name,
-                          (long long)s, (long long)first);
-        const int32_t *table = seqs + f[MI_PAGED_TABLE];
-        const int64_t tail = (n_kv - 1) % block;   /* the last block's last row; the others' is block - 1 */
-        for (int64_t b = 0; b < nblk; b++) {
-            const int64_t last = b + 1 < nblk ? block - 1 : tail;
-            if (table[b] < 0 || table[b] * block + last >= n_rows)
-                return mi_err(MI_ERR_INVALID, "attn_paged %s: block %d of sequence %lld outside the pool", name,
-                              table[b], (long long)s);
-        }
-    }
-    return MI_OK;
-}
-
-mi_status mi8b_check_seqs(const char *name, const int32_t *seqs, int64_t n_seqs, int64_t seqs_len, int64_t T,
-                          int64_t block, int64_t max_kv, int64_t n_rows) {
-    const bool keep = seqs_len >= 1 && seqs_len <= SEQS_MEMO;
-    if (keep && g_seqs_ok.seqs_len == seqs_len && g_seqs_ok.n_seqs == n_seqs && g_seqs_ok.T == T &&
-        g_seqs_ok.block == block && g_seqs_ok.max_kv == max_kv && g_seqs_ok.n_rows == n_rows &&
-        !memcmp(g_seqs_ok.tab, seqs, (size_t)seqs_len * sizeof *seqs))
-        return MI_OK;
-    MI_TRY(check_seqs_walk(name, seqs, n_seqs, seqs_len, T, block, max_kv, n_rows));
-    if (keep) {
-        g_seqs_ok.n_seqs = n_seqs, g_seqs_ok.seqs_len = seqs_len, g_seqs_ok.T = T, g_seqs_ok.block = block;
-        g_seqs_ok.max_kv = max_kv, g_seqs_ok.n_rows = n_rows;
-        memcpy(g_seqs_ok.tab, seqs, (size_t)seqs_len * sizeof *seqs);
-    }
-    return MI_OK;
-}
-
-/* ---------------- KV_SCATTER: x F32 [row, N], cache [row, n_rows], slots I32 [N] ---------------- */
-static bool sup_kv_scatter(const mi_tensor *n) {
-    const mi_tensor *x = n->src[0], *cache = n->src[1], *slots = n->src[2];
-    return x && x->type == MI_TYPE_F32 && is_kv(cache) && n->type == cache->type && x->ne[0] == cache->ne[0] &&
-           cache->ne[1] >= 1 && cache->ne[1] <= INT32_MAX && i32_row(slots) && slots->ne[0] == mi_nrows(x);
-}
-static mi_status chk_kv_scatter(const mi_tensor *n) {
-    const int32_t *hs = host_ints(n->src[2]);
-    return hs ? mi8b_check_slots(n->name, hs, mi_nrows(n->src[0]), n->src[1]->ne[1]) : MI_OK;
-}
-static mi_status run_kv_scatter(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    const mi_tensor *x = n->src[0], *cache = n->src[1], *slots = n->src[2];
-    MI_TRY(chk_kv_scatter(n));
-    return mi8b_kv_scatter(mi_cuda_stream(c), x->data, cache->data, cache->type, x->ne[0], mi_nrows(x), slots->data,
-                           cache->ne[1]);
-}
-
-/* ---------------- b20: a step's q and k RoPE and K and V scatters in one launch ----------------
- * The four marked by 8a's pass (roles MI_RKV_ROWS_*): the RoPEs and the K scatter launch nothing
- * and leave what they would do in a thread-local record; the V scatter checks it (same context,
- * its three predecessors in order, the K scatter reading the k RoPE and the same rows, its src[3]
- * q's RoPE input) and launches 8a's kernel over the step's rows, or fails the step rather than
- * leave an output unwritten. Every value is the one d8's RoPE and the two scatters write. */
-static _Thread_local struct {
-    const mi_cuda_ctx *c;
-    int n, last_id;
-    const mi_tensor *k_rope;
-    mi8a_rope_kv_rows_io io;
-    int64_t Hq;
-} g_rkv;
-
-static bool rkv_follows(const mi_cuda_ctx *c, const mi_tensor *n, int have) {
-    return g_rkv.n == have && g_rkv.c == c && g_rkv.last_id == n->id - 1;
-}
-static bool sup_rkv_rope(const mi_tensor *n) {
-    const mi_tensor *x = n->src[0];
-    const int64_t hd = mi_rope_head_dim(n);
-    return n->op == MI_OP_ROPE && mi_rope_kv_role(n) == MI_RKV_ROWS_DEFER && x && x->type == MI_TYPE_F32 &&
-           n->src[1] && hd > 0 && x->ne[0] % hd == 0 && mi_nrows(x) == x->ne[1] &&
-           mi8a_rope_kv_supported(hd, x->ne[0] / hd, 1, mi_rope_n_rot(n), mi_rope_mode(n), MI_TYPE_F16);
-}
-static bool sup_rkv_store(const mi_tensor *n) { return mi_rope_kv_role(n) == MI_RKV_ROWS_DEFER && sup_kv_scatter(n); }
-static bool sup_rkv_last(const mi_tensor *n) {
-    return mi_rope_kv_role(n) == MI_RKV_ROWS_LAST && sup_kv_scatter(n) && n->src[3] && n->src[3]->type == MI_TYPE_F32;
-}
-static mi_status run_rkv_rope(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    const bool is_k = rkv_follows(c, n, 1);
-    if (!is_k) g_rkv.n = 0, g_rkv.c = c;   /* the q RoPE starts the record */
-    if (is_k) g_rkv.io.k = n->src[0]->data, g_rkv.io.k_rope = n->data, g_rkv.k_rope = n;
-    else g_rkv.io.q = n->src[0]->data, g_rkv.io.q_rope = n->data, g_rkv.io.pos = n->src[1]->data,
-         g_rkv.io.N = mi_nrows(n->src[0]), g_rkv.Hq = n->src[0]->ne[0] / mi_rope_head_dim(n);
-    g_rkv.n++;
-    g_rkv.last_id = n->id;
-    return MI_OK;
-}
-static mi_status run_rkv_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    MI_TRY(chk_kv_scatter(n));
-    if (!rkv_follows(c, n, 2) || n->src[0] != g_rkv.k_rope) {
-        g_rkv.n = 0;
-        return MI_OK;   /* the last finds the record incomplete and fails the step */
-    }
-    g_rkv.io.cache_k = n->src[1]->data;
-    g_rkv.io.n_rows_k = n->src[1]->ne[1];
-    g_rkv.io.slots = n->src[2]->data;
-    g_rkv.n++;
-    g_rkv.last_id = n->id;
-    return MI_OK;
-}
-static mi_status run_rkv_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    MI_TRY(chk_kv_scatter(n));
-    const bool ok = rkv_follows(c, n, 3) && n->src[3]->data == g_rkv.io.q && n->src[2]->data == g_rkv.io.slots &&
-                    mi_nrows(n->src[0]) == g_rkv.io.N;
-    g_rkv.n = 0;
-    if (!ok)
-        return mi_err(MI_ERR_INTERNAL, "b20: the V scatter %s (#%d) found no record of the RoPEs and K scatter before it",
-                      n->name, n->id);
-    const mi_tensor *rope = g_rkv.k_rope;
-    const int64_t hd = mi_rope_head_dim(rope);
-    mi8a_rope_kv_rows_io io = g_rkv.io;
-    io.v = n->src[0]->data;
-    io.cache_v = n->src[1]->data;
-    io.n_rows_v = n->src[1]->ne[1];
-    return mi8a_rope_kv_rows(mi_cuda_stream(c), &io, n->src[1]->type, hd, g_rkv.Hq, rope->src[0]->ne[0] / hd,
-                             mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope));
-}
-
-/* b47: the V scatter (MI_RKV_ROWS_ATTN) completes the record and launches nothing either; the paged
- * attention right after it (mi_attn_paged_does_rkv) launches the four with it */
-static bool sup_rkv_attn_store(const mi_tensor *n) {
-    return mi_rope_kv_role(n) == MI_RKV_ROWS_ATTN && sup_kv_scatter(n) && n->src[1]->type == MI_TYPE_F16 &&
-           mi8b_paged_rkv_on();
-}
-static mi_status run_rkv_attn_store(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    (void)ws;
-    MI_TRY(chk_kv_scatter(n));
-    if (!rkv_follows(c, n, 3) || n->src[2]->data != g_rkv.io.slots || mi_nrows(n->src[0]) != g_rkv.io.N) {
-        g_rkv.n = 0;
-        return MI_OK;   /* the attention finds the record incomplete and fails the step */
-    }
-    g_rkv.io.v = n->src[0]->data;
-    g_rkv.io.cache_v = n->src[1]->data;
-    g_rkv.io.n_rows_v = n->src[1]->ne[1];
-    g_rkv.n++;
-    g_rkv.last_id = n->id;
-    return MI_OK;
-}
-
-/* ---------------- ATTN_PAGED: q [hd*Hq, T], K/V (KV_SCATTER nodes), seqs I32 ---------------- */
-static bool sup_attn_paged_any(const mi_tensor *n) {
-    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
-    const int64_t hd = mi_attn_head_dim(n), Hq = mi_attn_n_head(n), Hkv = mi_attn_n_head_kv(n), S = n->p[0];
-    if (!q || q->type != MI_TYPE_F32 || n->type != MI_TYPE_F32 || !is_kv(k) || !is_kv(v) || k->type != v->type)
-        return false;
-    if (q->ne[0] != hd * Hq || k->ne[0] != hd * Hkv || v->ne[0] != hd * Hkv || k->ne[1] != v->ne[1] ||
-        k->ne[1] > INT32_MAX || n->ne[1] != q->ne[1] || mi_nrows(q) != q->ne[1])
-        return false;
-    if (S < 1 || !i32_row(seqs) || seqs->ne[0] < S * MI_PAGED_FIELDS || n->p[5] < 1 || n->p[6] < 1) return false;
-    return mi8b_attn_paged_supported(hd, Hq, Hkv, k->type) && q->ne[1] * Hq <= INT32_MAX;
-}
-/* a node the pass left to do its step's four (b47) gets only b47's kernels, which launch them */
-static bool sup_attn_paged(const mi_tensor *n) { return sup_attn_paged_any(n) && !mi_attn_paged_does_rkv(n); }
-/* b47: a decode step's (one row a sequence, p[7]), q's and k's RoPE inputs and v held as src[4..6] */
-static bool sup_attn_paged_rkv(const mi_tensor *n) {
-    const mi_tensor *xq = n->src[4], *xk = n->src[5], *xv = n->src[6];
-    if (!sup_attn_paged_any(n) || !mi_attn_paged_does_rkv(n) || !mi8b_paged_rkv_on() || !xq || !xk || !xv) return false;
-    const int64_t T = n->src[0]->ne[1], kw = mi_attn_head_dim(n) * mi_attn_n_head_kv(n);
-    return n->p[7] == 1 && n->p[0] == T && xq->type == MI_TYPE_F32 && xk->type == MI_TYPE_F32 &&
-           xv->type == MI_TYPE_F32 && xq->ne[0] == n->src[0]->ne[0] && mi_nrows(xq) == T && xk->ne[0] == kw &&
-           mi_nrows(xk) == T && xv->ne[0] == kw && mi_nrows(xv) == T;
-}
-static size_t ws_attn_paged(const mi_tensor *n) {
-    return mi8b_attn_paged_workspace(n->src[0]->ne[1], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n),
-                                     mi_attn_n_head_kv(n));
-}
-static mi_status chk_attn_paged(const mi_tensor *n) {
-    const int32_t *hs = host_ints(n->src[3]);
-    return hs ? mi8b_check_seqs(n->name, hs, n->p[0], n->src[3]->ne[0], n->src[0]->ne[1], n->p[5], n->p[6],
-                                n->src[1]->ne[1])
-              : MI_OK;
-}
-
-/* b47: the record of the step's four, complete and ending right before the attention, with
- * src[4..6] the inputs it holds; else the step fails rather than read a q RoPE no kernel wrote */
-static mi_status attn_rkv_take(const mi_cuda_ctx *c, const mi_tensor *n, mi8a_rope_kv_rows_io *io,
-                               const mi_tensor **rope) {
-    const bool ok = rkv_follows(c, n, 4) && n->src[4]->data == g_rkv.io.q && n->src[5]->data == g_rkv.io.k &&
-                    n->src[6]->data == g_rkv.io.v && n->src[0]->data == g_rkv.io.q_rope &&
-                    n->src[1]->data == g_rkv.io.cache_k && n->src[2]->data == g_rkv.io.cache_v;
-    g_rkv.n = 0;
-    if (!ok)
-        return mi_err(MI_ERR_INTERNAL, "b47: the attention %s (#%d) found no record of the RoPEs and scatters before it",
-                      n->name, n->id);
-    *rope = g_rkv.k_rope;
-    if (mi_rope_head_dim(*rope) != mi_attn_head_dim(n) || g_rkv.Hq != mi_attn_n_head(n))
-        return mi_err(MI_ERR_INTERNAL, "b47: node %s (#%d): the RoPEs' heads are not the attention's", n->name, n->id);
-    *io = g_rkv.io;
-    return MI_OK;
-}
-/* the attention, b47's four first where the node does them; xh: b37's f16 copy of the output */
-static mi_status attn_paged_launch(mi_cuda_ctx *c, const mi_tensor *n, void *part, void *xh, bool eo, bool *copied) {
-    const mi_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *seqs = n->src[3];
-    MI_TRY(chk_attn_paged(n));
-    if (!mi_attn_paged_does_rkv(n))
-        return mi8b_attn_paged_f16(mi_cuda_stream(c), q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data,
-                                   n->p[0], seqs->ne[0], q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n),
-                                   mi_attn_n_head(n), mi_attn_n_head_kv(n), mi_attn_scale(n), part, xh, eo, copied);
-    mi8a_rope_kv_rows_io io;
-    const mi_tensor *rope = NULL;
-    MI_TRY(attn_rkv_take(c, n, &io, &rope));
-    return mi8b_attn_paged_rkv(mi_cuda_stream(c), &io, mi_rope_mode(rope), mi_rope_n_rot(rope), mi_rope_freq_base(rope),
-                               q->data, k->data, v->data, k->type, k->ne[1], n->data, seqs->data, n->p[0], seqs->ne[0],
-                               q->ne[1], n->p[5], n->p[6], mi_attn_head_dim(n), mi_attn_n_head(n), mi_attn_n_head_kv(n),
-                               mi_attn_scale(n), part, xh, eo, copied);
-}
-static mi_status run_attn_paged(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    return attn_paged_launch(c, n, ws, NULL, false, NULL);
-}
-
-static const mi_cuda_kernel k_kv_scatter = {"KV scatter: rows to their cache rows (7b's conversion)", NULL,
-                                            sup_kv_scatter, run_kv_scatter, NULL, 0};
-static const mi_cuda_kernel k_rkv_rope = {"RoPE, a step's rows: computed by its V scatter (b20)", "d8,b20",
-                                          sup_rkv_rope, run_rkv_rope, NULL, 0};
-static const mi_cuda_kernel k_rkv_store = {"K scatter, a step's rows: done by its V scatter (b20)", "d8,b20",
-                                           sup_rkv_store, run_rkv_store, NULL, 0};
-static const mi_cuda_kernel k_rkv_last = {"V scatter, a step's rows: q's and k's RoPE and both scatters in one launch",
-                                          "d8,b20", sup_rkv_last, run_rkv_last, NULL, 0};
-static const mi_cuda_kernel k_attn_paged = {"paged attention: block per (row, KV head, split) over its sequence", NULL,
-                                            sup_attn_paged, run_attn_paged, ws_attn_paged, 0};
-/* The same kernel, marked replayable (item b2): its grid comes from the step's rows and its
- * splits from p[6], the bucket of the longest sequence (batch.c), never from the tables, which
- * it reads on the device; so 7d captures a batched step's split once a bucket and replays it. */
-static const mi_cuda_kernel k_attn_paged_replay = {"paged attention, replayable in a captured step of many sequences",
-                                                   "b2", sup_attn_paged, run_attn_paged, ws_attn_paged,
-                                                   MI_CUDA_K_REPLAYABLE};
-static const mi_cuda_kernel k_rkv_attn_store = {"V scatter, a decode step's rows: done by the paged attention after it "
-                                                "(b47)", "d8,b20,b47", sup_rkv_attn_store, run_rkv_attn_store, NULL, 0};
-static const mi_cuda_kernel k_attn_paged_rkv = {"paged attention, a decode step's: its q and k RoPE and K and V scatters "
-                                                "first, in the kernel (b47)", "b20,b47", sup_attn_paged_rkv,
-                                                run_attn_paged, ws_attn_paged, 0};
-static const mi_cuda_kernel k_attn_paged_rkv_replay = {"paged attention, a decode step's, its four in the kernel (b47), "
-                                                       "replayable", "b2,b20,b47", sup_attn_paged_rkv, run_attn_paged,
-                                                       ws_attn_paged, MI_CUDA_K_REPLAYABLE};
-
-/* b7: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
-bool mi8b_paged_mma_on(void) { return mi_cuda_item_on("b7"); }
-/* b17: read at each launch and by the workspace rule (a switch changes the dispatch epoch) */
-bool mi8b_paged_wave_on(void) { return mi_cuda_item_on("b17"); }
-/* b27: read at each launch and by the split rule (its form's occupancy) */
-bool mi8b_paged_rows_once_on(void) { return mi_cuda_item_on("b27"); }
-/* b43: read at each launch and by the split rule (its form's occupancy) */
-bool mi8b_paged_ring3_on(void) { return mi_cuda_item_on("b43"); }
-/* b44: read at each launch */
-bool mi8b_paged_packed_on(void) { return mi_cuda_item_on("b44"); }
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
 static bool sup_mm_split(const mi_tensor *n) {
@@ -319,17 +30,12 @@ static const mi_cuda_kernel k_mm_split = {"matmul, 9..64 rows, int8 tensor cores
                                           sup_mm_split, run_mm_split, ws_mm_split, 0};
 
 /* ---------------- MATMUL at 9..64 rows: the weights streamed through shared memory ---------------- */
-/* The ring pays off once a band streams enough super-blocks to hide its fill: at K = 896 (the
- * 0.5B's q/k/v/o and gate/up, under 4 stages a band) b1 is faster on every shape measured at 16
- * and 64 rows, from K = 3584 on the stream kernel wins (results/notes/PHASE8B.md, b3's table).
- * The kernel itself is correct at any K (gate stream_mm_*); this is the choice between the two. */
-#define STREAM_MIN_K 2048
 /* b10: a weight of this many rows (an output head: the 0.5B's 151,936 at K = 896) fills the GPU
  * with whole bands many times at any K; the stream kernel takes it where 7e's prefill path
  * would convert all of it to f16 first, each step. */
 #define STREAM_WIDE_M 32768
 static bool stream_k_ok(const mi_tensor *w) {
-    return w->ne[0] >= STREAM_MIN_K || (w->ne[1] >= STREAM_WIDE_M && mi_cuda_item_on("b10"));
+    return w->ne[0] >= MI8B_STREAM_MIN_K || (w->ne[1] >= STREAM_WIDE_M && mi_cuda_item_on("b10"));
 }
 static bool sup_mm_stream_n(const mi_tensor *n, int stages) {
     const mi_tensor *w = n->src[0];
@@ -368,7 +74,7 @@ bool mi8b_f16_small_n_on(void) { return mi_cuda_item_on("b21"); }
 #define F16S_MIN_N 17
 static bool sup_mm_f16s(const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
-    return w && n->src[1] && w->ne[0] >= STREAM_MIN_K &&
+    return w && n->src[1] && w->ne[0] >= MI8B_STREAM_MIN_K &&
            mi_nrows(n->src[1]) >= (mi8b_f16_small_n_on() ? MI8B_F16_MIN_N : F16S_MIN_N) &&
            mi8b_gemm_f16s_supported(w->type, w->ne[0], w->ne[1], mi_nrows(n->src[1])) && mi7b_matmul_node_supported(n);
 }
@@ -539,7 +245,7 @@ static bool ffn_shape_ok(const mi_tensor *n) {
 }
 static bool ffn_on_f16s(const mi_tensor *n) {
     const mi_tensor *wg = n->src[0];
-    return wg->ne[0] >= STREAM_MIN_K && mi8b_gemm_f16s_supported(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
+    return wg->ne[0] >= MI8B_STREAM_MIN_K && mi8b_gemm_f16s_supported(wg->type, wg->ne[0], wg->ne[1], n->ne[1]);
 }
 static bool sup_ffn_f16(const mi_tensor *n) {
     if (!mi8b_f16_small_n_on() || !ffn_shape_ok(n) || n->ne[1] < MI8B_F16_MIN_N) return false;
@@ -631,52 +337,6 @@ static const mi_cuda_kernel k_small_run_last_norm = {
     "norm + matmul, 2..64 rows, Q4_0 / Q8_0 at K <= 1024: the norm written as x's f16 copy, then every matmul of its "
     "run in one launch", "b12,b13,b24", sup_small_run_last_norm, run_small_run_last_norm, ws_mm_small, 0};
 
-/* b37: a step's paged attention writing its output's f16 copy for the o projection after it (b6's
- * or b22's matmul at K = hd Hq >= 2,048): the copy first in the workspace, where that matmul
- * reads it, the attention's partials after it */
-static bool attn_f16_shape(const mi_tensor *n) {
-    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = n->ne[1];
-    return K >= STREAM_MIN_K && K % 16 == 0 && T >= MI8B_F16_MIN_N && T <= MI8B_STREAM_MAX_N;
-}
-static bool sup_attn_paged_f16(const mi_tensor *n) { return sup_attn_paged(n) && attn_f16_shape(n); }
-static bool sup_attn_paged_rkv_f16(const mi_tensor *n) { return sup_attn_paged_rkv(n) && attn_f16_shape(n); }
-static size_t ws_attn_paged_f16(const mi_tensor *n) {
-    return mi8b_f16s_x_bytes(mi_attn_head_dim(n) * mi_attn_n_head(n), n->ne[1]) + ws_attn_paged(n);
-}
-static mi_status run_attn_paged_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
-    const int64_t K = mi_attn_head_dim(n) * mi_attn_n_head(n), T = n->src[0]->ne[1];
-    const bool eo = mi8b_f16s_x_form(T);
-    bool copied = false;
-    MI_TRY(attn_paged_launch(c, n, (uint8_t *)ws + mi8b_f16s_x_bytes(K, T), ws, eo, &copied));
-    if (copied) mi8b_f16s_x_made(n->data, ws, K, T, eo);
-    return MI_OK;
-}
-static const mi_cuda_kernel k_attn_paged_f16 = {
-    "paged attention, with its output's f16 copy for the matmul after it", "b37", sup_attn_paged_f16,
-    run_attn_paged_f16, ws_attn_paged_f16, 0};
-static const mi_cuda_kernel k_attn_paged_f16_replay = {
-    "paged attention, with its output's f16 copy for the matmul after it, replayable in a captured step", "b2,b37",
-    sup_attn_paged_f16, run_attn_paged_f16, ws_attn_paged_f16, MI_CUDA_K_REPLAYABLE};
-static const mi_cuda_kernel k_attn_paged_rkv_f16 = {
-    "paged attention, a decode step's, its four in the kernel (b47), with its output's f16 copy", "b20,b37,b47",
-    sup_attn_paged_rkv_f16, run_attn_paged_f16, ws_attn_paged_f16, 0};
-static const mi_cuda_kernel k_attn_paged_rkv_f16_replay = {
-    "paged attention, a decode step's, its four in the kernel (b47), with its output's f16 copy, replayable",
-    "b2,b20,b37,b47", sup_attn_paged_rkv_f16, run_attn_paged_f16, ws_attn_paged_f16, MI_CUDA_K_REPLAYABLE};
-
-/* b47's pass (fusion8b.c): whether the dispatch gives a V scatter probe marked MI_RKV_ROWS_ATTN and
- * the attention probe after it b47's kernels */
-bool mi8b_rkv_attn_takes(const mi_tensor *store, const mi_tensor *attn) {
-    const mi_cuda_kernel *ks = mi_cuda_choice(store), *ka = mi_cuda_choice(attn);
-    return ks == &k_rkv_attn_store && (ka == &k_attn_paged_rkv || ka == &k_attn_paged_rkv_replay ||
-                                       ka == &k_attn_paged_rkv_f16 || ka == &k_attn_paged_rkv_f16_replay);
-}
-/* b47: read at each call, MINFER_PAGED_RKV once (off by default until its device gate has run) */
-bool mi8b_paged_rkv_on(void) {
-    static long v = -1;
-    return mi_cuda_item_on("b47") && mi_setting_int_once("MINFER_PAGED_RKV", 0, 1, 0, &v) == 1;
-}
-
 /* b34: an RMS norm over whole rows of 2..64 rows wide enough for b6's and b22's matmuls (the 7B's
  * attention and FFN norms), writing y and x's f16 copy for the next node's matmuls in one launch;
  * where the next node is no such matmul of y the copy is not read (b30's rule) */
@@ -684,7 +344,7 @@ static bool sup_norm_f16(const mi_tensor *n) {
     const mi_tensor *x = n->src[0], *w = n->src[1];
     if (!x || !w || x->type != MI_TYPE_F32 || w->type != MI_TYPE_F32 || n->type != MI_TYPE_F32 || !w->data) return false;
     const int64_t G = x->ne[0], N = mi_nrows(x);
-    return mi_norm_group(n) == G && w->ne[0] == G && mi_nrows(w) == 1 && mi_nelements(n) == G * N && G >= STREAM_MIN_K &&
+    return mi_norm_group(n) == G && w->ne[0] == G && mi_nrows(w) == 1 && mi_nelements(n) == G * N && G >= MI8B_STREAM_MIN_K &&
            G % 16 == 0 && G <= MI8B_NORM_F16_MAX_K && N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N &&
            mi7b_rms_node_supported(n);
 }
@@ -711,7 +371,7 @@ static bool sup_swiglu_f16(const mi_tensor *n) {
     if (!g || !u || g->type != MI_TYPE_F32 || u->type != MI_TYPE_F32 || n->type != MI_TYPE_F32) return false;
     const int64_t F = n->ne[0], N = mi_nrows(n);
     return g->ne[0] == F && u->ne[0] == F && mi_nrows(g) == N && mi_nrows(u) == N && mi_nelements(n) == F * N &&
-           mi_nelements(g) == F * N && mi_nelements(u) == F * N && F >= STREAM_MIN_K && F % 16 == 0 &&
+           mi_nelements(g) == F * N && mi_nelements(u) == F * N && F >= MI8B_STREAM_MIN_K && F % 16 == 0 &&
            N >= MI8B_F16_MIN_N && N <= MI8B_STREAM_MAX_N;
 }
 bool mi8b_swiglu_f16_takes(const mi_tensor *n) { return sup_swiglu_f16(n); }
@@ -759,24 +419,24 @@ static const mi_cuda_kernel k_topk = {"top-k candidates per row, radix select, o
                                       run_topk, NULL, 0};
 
 void mi_phase8b_install(void) {
-    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_kv_scatter);
-    mi_cuda_set_op_check(MI_OP_KV_SCATTER, chk_kv_scatter);   /* in run()'s place on a replay */
-    mi_cuda_set_op_check(MI_OP_ATTN_PAGED, chk_attn_paged);
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &mi8b_k_kv_scatter);
+    mi_cuda_set_op_check(MI_OP_KV_SCATTER, mi8b_chk_kv_scatter);   /* in run()'s place on a replay */
+    mi_cuda_set_op_check(MI_OP_ATTN_PAGED, mi8b_chk_attn_paged);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged);
     mi_cuda_item_declare("b20", "a step's q and k RoPE and its K and V scatters in one launch (8a's d14 over the "
                                 "step's rows, each row to its cache row)");
-    mi_cuda_add_kernel(MI_OP_ROPE, &k_rkv_rope);
-    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_store);
-    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_last);
-    mi8a_rope_kv_rows_add(&k_rkv_rope, &k_rkv_store, &k_rkv_last);
+    mi_cuda_add_kernel(MI_OP_ROPE, &mi8b_k_rkv_rope);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &mi8b_k_rkv_store);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &mi8b_k_rkv_last);
+    mi8a_rope_kv_rows_add(&mi8b_k_rkv_rope, &mi8b_k_rkv_store, &mi8b_k_rkv_last);
     mi_cuda_item_declare("b1", "a batch's matmuls of 9..64 rows split over K, so the int8 tensor-core tiles fill the GPU");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_split);
     mi_cuda_item_declare("b2", "a step of many sequences captured into a CUDA graph once a shape and bucket, then replayed");
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_replay);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_replay);
     mi_cuda_item_declare("b37", "a step's paged attention before b6's or b22's o projection writes its output's f16 "
                                 "copy beside it, for the matmul to read (no copy kernel)");
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_f16);          /* in front of b2's */
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_f16_replay);   /* in front of b37's without b2 */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_f16);          /* in front of b2's */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_f16_replay);   /* in front of b37's without b2 */
     mi_cuda_item_declare("b3", "a batch's matmuls of 9..64 rows stream the weights' raw bytes through a cp.async ring "
                                "into int8 tensor cores (Q4_K, Q6_K, Q4_0, Q8_0)");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_mm_stream);   /* in front of b1 */
@@ -873,10 +533,10 @@ void mi_phase8b_install(void) {
                                 "(b20's launch) inside b7's kernel: q rotated into shared memory by each block, the "
                                 "row's own key and value stored by the split that holds it, before its tiles read "
                                 "them (MINFER_PAGED_RKV=1 until its device gate has run)");
-    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &k_rkv_attn_store);
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv);
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_replay);      /* in front of b47's without b2 */
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_f16);         /* in front of b47's without b37 */
-    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &k_attn_paged_rkv_f16_replay);
+    mi_cuda_add_kernel(MI_OP_KV_SCATTER, &mi8b_k_rkv_attn_store);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv);
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv_replay);      /* in front of b47's without b2 */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv_f16);         /* in front of b47's without b37 */
+    mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv_f16_replay);
     mi7c_add_fusion(mi8b_fuse_batch);
 }

@@ -1,7 +1,7 @@
 /* gate_8b: phase 8b's kernels for a step of many sequences on the device (docs/PHASE8B.md); the
  * op-level cases (host_checks, cpu_reference, paged_*, bad_*, rope_kv_rows_*, rkv_*) are
  * gates/8b/paged8b.c, the pass's host case (rkv_rows_pass) gates/8b/passes8b.c.
- *  host_checks      runs without a device: the host's check of a step's tables (install8b.c)
+ *  host_checks      runs without a device: the host's check of a step's tables (install8b_attn.c)
  *                   accepts good ones and names the first bad entry
  *  paged_<layout>   op level: one step (KV_SCATTER of K and V, then ATTN_PAGED) as a graph on
  *                   a [cuda] scheduler and on a [cpu] one, over caches of random rows and

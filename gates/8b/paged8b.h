@@ -6,7 +6,7 @@
 #include "gates/gate_util.h"
 #include "common/backend/backend.h"
 
-/* host_checks: the host's check of a step's tables (install8b.c), no device */
+/* host_checks: the host's check of a step's tables (install8b_attn.c), no device */
 void paged8b_host_checks(gu_run *run, unsigned long long *seed);
 /* cpu_reference: one paged step on the CPU backend against a double reference */
 void paged8b_cpu_reference(gu_run *run, unsigned long long *seed, mi_backend *cpu);
