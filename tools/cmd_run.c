@@ -293,6 +293,89 @@ static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int
     return k;
 }
 
+/* --chunks N,N,...: the prompt fed in pieces of these sizes (the last repeated) */
+static int parse_chunks(const char *list, run_state *r) {
+    int64_t *v, n;
+    if (parse_list(list, &v, &n)) return fail("--chunks wants up to 64 comma-separated sizes");
+    if (n > 64) {
+        free(v);
+        return fail("--chunks wants up to 64 comma-separated sizes");
+    }
+    for (int64_t i = 0; i < n; i++) r->chunk[i] = v[i];
+    r->n_chunk = (int)n;
+    free(v);
+    return 0;
+}
+
+/* The whole token sequence of a turn (*full, n_full): the --tokens ids; with --chat the whole
+ * conversation rendered (msgs gains the turn's user message); else the cached tokens followed by
+ * the turn's text. 0, or 1 with the message printed. */
+static int turn_tokens(const run_args *a, int turn, mi_tokenizer *tk, gguf_file *gf, int64_t n_vocab, bool add_bos,
+                       mi_chat_msg *msgs, int *n_msgs, const int32_t *cached, int64_t n_cached, int32_t **full, int64_t *n_full) {
+    mi_status st;
+    if (a->tokens) {
+        int64_t *v;
+        if (parse_list(a->tokens, &v, n_full)) return fail("--tokens wants comma-separated token ids");
+        *full = malloc((size_t)(*n_full > 0 ? *n_full : 1) * sizeof **full);
+        if (!*full) {
+            free(v);
+            return fail("out of memory");
+        }
+        for (int64_t i = 0; i < *n_full; i++) {
+            if (v[i] < 0 || v[i] >= n_vocab) {
+                fprintf(stderr, "minfer: token id %lld is outside the vocabulary (0..%lld)\n", (long long)v[i],
+                        (long long)n_vocab - 1);
+                free(v);
+                return 1;
+            }
+            (*full)[i] = (int32_t)v[i];
+        }
+        free(v);
+        return 0;
+    }
+    if (a->chat) {
+        /* render the whole conversation, feed only what the cache does not hold yet */
+        msgs[*n_msgs].role = "user";
+        msgs[*n_msgs].content = a->prompts[turn];
+        (*n_msgs)++;
+        st = tok_chat_encode(tk, tok_chat_kind(gf), msgs, *n_msgs, true, full, n_full);
+        return st == MI_OK ? 0 : fail(mi_errmsg());
+    }
+    /* plain continuation: each -p appends its text */
+    int32_t *part;
+    int64_t np;
+    st = tok_encode(tk, a->prompts[turn], strlen(a->prompts[turn]), false, &part, &np);
+    if (st != MI_OK) return fail(mi_errmsg());
+    const int64_t pre = (turn == 0 && add_bos && tok_bos(tk) >= 0) ? 1 : 0;
+    *n_full = n_cached + pre + np;
+    *full = malloc((size_t)(*n_full > 0 ? *n_full : 1) * sizeof **full);
+    if (!*full) {
+        free(part);
+        return fail("out of memory");
+    }
+    if (n_cached) memcpy(*full, cached, (size_t)n_cached * sizeof **full);
+    if (pre) (*full)[n_cached] = tok_bos(tk);
+    if (np) memcpy(*full + n_cached + pre, part, (size_t)np * sizeof **full);
+    free(part);
+    return 0;
+}
+
+/* --dump-logits: the file's header, its row count patched at the end; replaced only when complete,
+ * like every file the tool writes (common/core/mi_file.h). NULL with the message printed. */
+static FILE *dump_open(mi_file_out *out, const char *path, int64_t n_vocab) {
+    if (mi_file_out_open(out, path) != MI_OK) {
+        fprintf(stderr, "minfer: cannot write %s: %s\n", path, mi_errmsg());
+        return NULL;
+    }
+    uint32_t hdr[4];
+    memcpy(hdr, "MILG", 4);
+    hdr[1] = 1;
+    hdr[2] = (uint32_t)n_vocab;
+    hdr[3] = 0;   /* n_rows: patched at the end */
+    fwrite(hdr, 4, 4, out->fp);
+    return out->fp;
+}
+
 int cmd_run(int argc, char **argv) {
     run_args a;
     char err[512];
@@ -314,17 +397,7 @@ int cmd_run(int argc, char **argv) {
     int n_msgs = 0, rc = 1;
     mi_status st;
 
-    if (a.chunks) {
-        int64_t *v, n;
-        if (parse_list(a.chunks, &v, &n)) return fail("--chunks wants up to 64 comma-separated sizes");
-        if (n > 64) {
-            free(v);
-            return fail("--chunks wants up to 64 comma-separated sizes");
-        }
-        for (int64_t i = 0; i < n; i++) r.chunk[i] = v[i];
-        r.n_chunk = (int)n;
-        free(v);
-    }
+    if (a.chunks && parse_chunks(a.chunks, &r)) return 1;
     mi_model_params mp = {a.backend};   /* --backend cpu: the device is never touched */
     if ((st = mi_model_load_params(a.model, &mp, &m)) != MI_OK) return fail(mi_errmsg());
     r.m = m;
@@ -365,20 +438,7 @@ int cmd_run(int argc, char **argv) {
            a.model, hp->arch_name, (long long)hp->n_layer, (long long)hp->n_embd,
            mi_type_name(mi_model_dominant_type(m)), mi_model_weight_bytes(m) / 1048576.0,
            mi_session_backend(s), (long long)mi_session_n_ctx(s), a.kv_f32 ? "f32" : "f16");
-    /* replaced only when complete, like every file the tool writes (common/core/mi_file.h) */
-    if (a.dump) {
-        if (mi_file_out_open(&dump_out, a.dump) != MI_OK) {
-            fprintf(stderr, "minfer: cannot write %s: %s\n", a.dump, mi_errmsg());
-            goto out;
-        }
-        r.dump = dump_out.fp;
-        uint32_t hdr[4];
-        memcpy(hdr, "MILG", 4);
-        hdr[1] = 1;
-        hdr[2] = (uint32_t)hp->n_vocab;
-        hdr[3] = 0;   /* n_rows: patched at the end */
-        fwrite(hdr, 4, 4, r.dump);
-    }
+    if (a.dump && !(r.dump = dump_open(&dump_out, a.dump, hp->n_vocab))) goto out;
 
     int n_turns = a.tokens ? 1 : a.n_prompts;
     bool add_bos = false;
@@ -387,45 +447,7 @@ int cmd_run(int argc, char **argv) {
         free(full);
         full = NULL;
         n_full = 0;
-        if (a.tokens) {
-            int64_t *v;
-            if (parse_list(a.tokens, &v, &n_full)) {
-                fprintf(stderr, "minfer: --tokens wants comma-separated token ids\n");
-                goto out;
-            }
-            full = malloc((size_t)n_full * sizeof *full);
-            if (!full) { free(v); goto out; }
-            for (int64_t i = 0; i < n_full; i++) {
-                if (v[i] < 0 || v[i] >= hp->n_vocab) {
-                    fprintf(stderr, "minfer: token id %lld is outside the vocabulary (0..%lld)\n", (long long)v[i], (long long)hp->n_vocab - 1);
-                    free(v);
-                    goto out;
-                }
-                full[i] = (int32_t)v[i];
-            }
-            free(v);
-        } else if (a.chat) {
-            /* render the whole conversation, feed only what the cache does not hold yet */
-            msgs[n_msgs].role = "user";
-            msgs[n_msgs].content = a.prompts[turn];
-            n_msgs++;
-            st = tok_chat_encode(tk, tok_chat_kind(gf), msgs, n_msgs, true, &full, &n_full);
-            if (st != MI_OK) { fprintf(stderr, "minfer: %s\n", mi_errmsg()); goto out; }
-        } else {
-            /* plain continuation: each -p appends its text */
-            int32_t *part;
-            int64_t np;
-            st = tok_encode(tk, a.prompts[turn], strlen(a.prompts[turn]), false, &part, &np);
-            if (st != MI_OK) { fprintf(stderr, "minfer: %s\n", mi_errmsg()); goto out; }
-            int64_t pre = (turn == 0 && add_bos && tok_bos(tk) >= 0) ? 1 : 0;
-            n_full = n_cached + pre + np;
-            full = malloc((size_t)(n_full > 0 ? n_full : 1) * sizeof *full);
-            if (!full) { free(part); goto out; }
-            if (n_cached) memcpy(full, cached, (size_t)n_cached * sizeof *full);
-            if (pre) full[n_cached] = tok_bos(tk);
-            if (np) memcpy(full + n_cached + pre, part, (size_t)np * sizeof *full);
-            free(part);
-        }
+        if (turn_tokens(&a, turn, tk, gf, hp->n_vocab, add_bos, msgs, &n_msgs, cached, n_cached, &full, &n_full)) goto out;
         if (a.verbose_prompt) {
             fprintf(stderr, "prompt tokens (%lld):", (long long)n_full);
             for (int64_t i = 0; i < n_full; i++) fprintf(stderr, " %d", full[i]);
