@@ -318,6 +318,42 @@ static int bench_one(const bench_ctx *b, bool is_tg, int64_t n, int64_t d, bench
     return 0;
 }
 
+/* what every JSON record of one bench run shares */
+typedef struct {
+    const char *model, *shape, *arch, *type, *backend;
+    int threads;
+    double mem_bw, rss_mb, file_mb, kv_mb;
+    const char *kv;
+    int64_t n_ctx;
+    const bench_facts *facts;
+} bench_record;
+
+/* one row's JSON record, a line (the fields llama-bench's records carry, and ours) */
+static void write_record(FILE *jf, const bench_record *b, const bench_row *row) {
+    const bench_facts *rf = b->facts;
+    fprintf(jf, "{\"model\":");
+    bench_json_str(jf, b->model);
+    fprintf(jf, ",\"shape\":");
+    bench_json_str(jf, b->shape);
+    fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
+                "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
+                "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"n_ctx\":%lld,\"gpu\":",
+            b->arch, b->type, b->backend, b->threads, row->test, (long long)row->depth, row->mean, row->sd, row->reps,
+            row->gb_s, b->mem_bw, b->rss_mb, b->file_mb, b->kv_mb, b->kv, (long long)b->n_ctx);
+    bench_json_str(jf, rf->gpu);
+    fprintf(jf, ",\"driver\":");
+    bench_json_str(jf, rf->driver);
+    fprintf(jf, ",\"cpu\":");
+    bench_json_str(jf, rf->cpu);
+    if (row->step_kernels >= 0) fprintf(jf, ",\"kernels_per_step\":%lld", (long long)row->step_kernels);
+    if (row->host_us[0] > 0)
+        fprintf(jf, ",\"host_step_us\":{\"run\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f}",
+                row->host_us[0], row->host_us[1], row->host_us[2], row->host_us[3]);
+    fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf->commit, mi_build_phase);
+    bench_json_str(jf, rf->switches);
+    fprintf(jf, ",\"date\":\"%s\"}\n", rf->date);
+}
+
 int cmd_bench_batch(int argc, char **argv);
 
 int cmd_bench(int argc, char **argv) {
@@ -454,28 +490,10 @@ int cmd_bench(int argc, char **argv) {
             rc = 1;
         }
     }
-    for (int i = 0; i < n_rows && !rc; i++) {
-        fprintf(jf, "{\"model\":");
-        bench_json_str(jf, mname);
-        fprintf(jf, ",\"shape\":");
-        bench_json_str(jf, shape);
-        fprintf(jf, ",\"arch\":\"%s\",\"type\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"depth\":%lld,"
-                    "\"tok_s\":%.3f,\"tok_s_sd\":%.3f,\"reps\":%d,\"gb_s\":%.3f,\"mem_bw_gb_s\":%.3f,"
-                    "\"peak_rss_mb\":%.1f,\"model_file_mb\":%.1f,\"kv_mb\":%.1f,\"kv\":\"%s\",\"n_ctx\":%lld,\"gpu\":",
-                hp->arch_name, type, be, threads, rows[i].test, (long long)rows[i].depth, rows[i].mean, rows[i].sd, rows[i].reps,
-                rows[i].gb_s, mem_bw, rss_mb, file_mb, kv_mb, kv_f32 ? "f32" : "f16", (long long)mi_session_n_ctx(s));
-        bench_json_str(jf, rf.gpu);
-        fprintf(jf, ",\"driver\":");
-        bench_json_str(jf, rf.driver);
-        fprintf(jf, ",\"cpu\":");
-        bench_json_str(jf, rf.cpu);
-        if (rows[i].step_kernels >= 0) fprintf(jf, ",\"kernels_per_step\":%lld", (long long)rows[i].step_kernels);
-        if (rows[i].host_us[0] > 0)
-            fprintf(jf, ",\"host_step_us\":{\"run\":%.1f,\"split_begin\":%.1f,\"nodes\":%.1f,\"split_end\":%.1f}",
-                    rows[i].host_us[0], rows[i].host_us[1], rows[i].host_us[2], rows[i].host_us[3]);
-        fprintf(jf, ",\"commit\":\"%s\",\"phase\":\"%s\",\"switches\":", rf.commit, mi_build_phase);
-        bench_json_str(jf, rf.switches);
-        fprintf(jf, ",\"date\":\"%s\"}\n", rf.date);
+    if (!rc) {
+        const bench_record rec = {mname, shape, hp->arch_name, type, be, threads, mem_bw, rss_mb, file_mb, kv_mb,
+                                  kv_f32 ? "f32" : "f16", mi_session_n_ctx(s), &rf};
+        for (int i = 0; i < n_rows; i++) write_record(jf, &rec, &rows[i]);
     }
     if (jf && jf != stdout) fclose(jf);
     free(rows);
