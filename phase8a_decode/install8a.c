@@ -530,7 +530,7 @@ static bool sup_argmax(const mi_tensor *n) {
 static mi_status run_argmax(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_argmax(mi_cuda_stream(c), n->src[0]->data, n->data, n->src[0]->ne[0], n->src[0]->ne[1]);
 }
-static const mi_cuda_kernel k_argmax = {"argmax per row, one block a row", "d3", sup_argmax, run_argmax, NULL, 0};
+static const mi_cuda_kernel k_argmax = {"argmax per row: one block a row, or a cluster of 8 (d45)", "d3", sup_argmax, run_argmax, NULL, 0};
 
 const struct mi_cuda_kernel *mi8a_add_fused_kernel(void) { return &k_mm_add_fused; }
 
@@ -538,6 +538,8 @@ void mi_phase8a_install(void) {
     mi_cuda_item_declare("d1", "RMS norm folded into the one-token matmuls it feeds (norm_matmul, norm_ffn_swiglu)");
     mi_cuda_item_declare("d2", "residual add folded into the one-token matmul before it (matmul_add)");
     mi_cuda_item_declare("d3", "greedy argmax on the device: only the token id crosses back (argmax)");
+    mi_cuda_item_declare("d45", "d3's argmax with each row split over a cluster of 8 blocks, contiguous chunks read as "
+                                "float4, the blocks' results combined through the cluster's shared memory");
     mi_cuda_add_kernel(MI_OP_ARGMAX, &k_argmax);
     mi_cuda_item_declare("d20", "one-token attention with a tile's K rows, V rows and q loaded together (7b's "
                                 "arithmetic, bit for bit; F16 caches the split does not take)");

@@ -654,6 +654,26 @@ static int32_t host_argmax(const float *x, int64_t V) {
     return (best >= 0 && isfinite(bv)) ? (int32_t)best : -1;
 }
 
+/* rows of V (x on the device, at byte offset off from a 16-byte boundary) through mi8a_argmax with
+ * the items in off_items off; the first row whose index is not the rule's, or -1 (-2: the launch
+ * failed, its message in mi_errmsg) */
+static int argmax_rows_check(const float *x, int64_t V, int64_t N, size_t off, const char *off_items, int32_t *got,
+                             const int32_t *want) {
+    void *bx;
+    float *dx = dev_up_at(x, (size_t)(V * N) * 4, off, &bx);
+    int32_t *dout = dev_poison((size_t)N * sizeof *got);
+    mi_status st = mi_cuda_items_set_off(off_items);
+    if (st == MI_OK) st = mi8a_argmax(S, dx, dout, V, N);
+    if (st == MI_OK) dev_down(got, dout, (size_t)N * sizeof *got);
+    mi_cuda_items_set_off("");
+    cudaFree(bx);
+    cudaFree(dout);
+    if (st != MI_OK) return -2;
+    for (int k = 0; k < N; k++)
+        if (got[k] != want[k]) return k;
+    return -1;
+}
+
 void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed) {
     bind(run, stream, seed);
     if (!gu_begin(g_r, "argmax_rows")) return;
@@ -670,21 +690,31 @@ void kernels8a_argmax(gu_run *run, cudaStream_t stream, unsigned long long *seed
     r = x + 7 * V; for (int64_t i = 0; i < V; i++) r[i] = -INFINITY;     /* no finite max: -1 */
     r = x + 0 * V; r[100] = r[140000] = 60.f;                          /* ties far apart */
     r = x + 8 * V; r[V - 1] = 50.f;                                      /* the last element */
+    /* d45's chunks (L = 18,996 at this V, the first ending at a0 + L, a0 = 3 or 2 for row 9 at the
+     * two offsets below): a tie across the first edge, a tie inside the last chunk's scalar tail,
+     * the max in the first chunk's scalar head */
+    r = x + 9 * V; r[18997] = r[18998] = r[18999] = 70.f;
+    r = x + 10 * V; r[V - 2] = r[V - 1] = 80.f;
+    r = x + 11 * V; r[1] = 90.f;
+    /* d45 off (one block a row) and on (a cluster a row; the same where the build or device lacks
+     * clusters), at the first offset and at 4 bytes past a boundary; then the shapes whose chunks
+     * are empty or partial (V below the split's 8 x 4), aligned vocabularies, one row */
+    static const struct { int64_t V, N; size_t off; } shapes[] = {
+        {151937, 12, 0}, {151937, 12, 4}, {152064, 3, 0}, {151936, 1, 12}, {37, 5, 8}, {3, 2, 4}, {1, 1, 0}};
     int32_t want[12], got[12];
-    for (int64_t k = 0; k < N; k++) want[k] = host_argmax(x + k * V, V);
-    void *bx;
-    float *dx = dev_up_at(x, (size_t)(V * N) * 4, 0, &bx);
-    int32_t *dout = dev_poison(sizeof got);
-    mi_status st = mi8a_argmax(S, dx, dout, V, N);
-    if (st == MI_OK) dev_down(got, dout, sizeof got);
-    int bad = -1;
-    for (int k = 0; k < N && st == MI_OK && bad < 0; k++)
-        if (got[k] != want[k]) bad = k;
-    if (st != MI_OK) gu_fail(g_r, "launch: %s", mi_errmsg());
-    else if (bad >= 0) gu_fail(g_r, "row %d: %d, want %d", bad, got[bad], want[bad]);
-    else gu_pass(g_r, "%lld rows of %lld (ties, NaN, infinities, random): every index the rule's", (long long)N,
-                 (long long)V);
+    int bad = -1, si = 0, form = 0;
+    for (si = 0; si < (int)(sizeof shapes / sizeof *shapes) && bad == -1; si++) {
+        const int64_t Vs = shapes[si].V, Ns = shapes[si].N;
+        for (int64_t k = 0; k < Ns; k++) want[k] = host_argmax(x + k * Vs, Vs);   /* x's first Vs * Ns values */
+        for (form = 0; form < 2 && bad == -1; form++)
+            bad = argmax_rows_check(x, Vs, Ns, shapes[si].off, form ? "" : "d45", got, want);
+    }
+    if (bad == -2) gu_fail(g_r, "V = %lld, d45 %s: launch: %s", (long long)shapes[si - 1].V, form - 1 ? "on" : "off",
+                           mi_errmsg());
+    else if (bad >= 0)
+        gu_fail(g_r, "V = %lld, N = %lld, +%zu bytes, d45 %s: row %d: %d, want %d", (long long)shapes[si - 1].V,
+                (long long)shapes[si - 1].N, shapes[si - 1].off, form - 1 ? "on" : "off", bad, got[bad], want[bad]);
+    else gu_pass(g_r, "%d shapes (V 1..152,064, 1..12 rows, rows at every 4-byte offset; ties, NaN, infinities, "
+                      "d45's chunk edges, random), d45 off and on: every index the rule's", si);
     free(x);
-    cudaFree(bx);
-    cudaFree(dout);
 }
