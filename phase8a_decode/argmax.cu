@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(AM_SPLIT_THREADS) kernel_argmax_split(const fl
 }
 
 /* d45 where this build has the kernel for this device (compiled for sm_90 or later: its body is
- * empty below) and its clusters fit; asked once, not inside a stream capture's first launch */
+ * empty below) and its clusters fit; asked once, first where the node's workspace is sized
+ * (mi8a_argmax_ready: before any capture), not at a launch inside one */
 static bool am_split_fits(void) {
     static int fit = -1;
     if (fit < 0) {
@@ -163,6 +164,8 @@ static bool am_split_fits(void) {
     }
     return fit > 0;
 }
+
+extern "C" void mi8a_argmax_ready(void) { (void)am_split_fits(); }
 
 /* d45: read at each launch (a switch changes the dispatch epoch: no captured step outlives it) */
 static bool am_split_on(void) { return mi_cuda_item_on("d45") && am_split_fits(); }

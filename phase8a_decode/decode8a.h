@@ -249,6 +249,8 @@ void mi8a_rope_kv_rows_add(const struct mi_cuda_kernel *rope_defer, const struct
 /* ---- argmax.cu: MI_OP_ARGMAX, x F32 [V, N] -> out I32 [N] (graph.h's rule, bit for bit the
  * CPU's): greedy decoding returns a token id, not 600 KB of logits (item d3) */
 mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N);
+/* d45's one-time check of its clusters, made where the node's workspace is sized (no capture open) */
+void mi8a_argmax_ready(void);
 
 /* ---- attn_split_kv.cu: one-token attention split over the KV sequence (item d4): blocks of
  * (KV head, split) read each K/V row once for the GQA group, partials merged per head in split

@@ -530,7 +530,13 @@ static bool sup_argmax(const mi_tensor *n) {
 static mi_status run_argmax(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_argmax(mi_cuda_stream(c), n->src[0]->data, n->data, n->src[0]->ne[0], n->src[0]->ne[1]);
 }
-static const mi_cuda_kernel k_argmax = {"argmax per row: one block a row, or a cluster of 8 (d45)", "d3", sup_argmax, run_argmax, NULL, 0};
+/* none: d45's cluster check made here, where workspaces are sized before any capture */
+static size_t ws_argmax(const mi_tensor *n) {
+    mi8a_argmax_ready();
+    return 0;
+}
+static const mi_cuda_kernel k_argmax = {"argmax per row: one block a row, or a cluster of 8 (d45)", "d3", sup_argmax,
+                                        run_argmax, ws_argmax, 0};
 
 const struct mi_cuda_kernel *mi8a_add_fused_kernel(void) { return &k_mm_add_fused; }
 
