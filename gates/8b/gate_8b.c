@@ -705,6 +705,7 @@ int main(int argc, char **argv) {
     gu_init(&R, "gate-8b", "8b");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     setenv("MINFER_PAGED_RKV", "1", 0);   /* b47, off by default until this gate has run on a device */
+    setenv("MINFER_ARGMAX_SPLIT", "1", 0);   /* d45, likewise */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
