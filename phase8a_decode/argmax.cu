@@ -39,6 +39,24 @@ __device__ __forceinline__ void am_scan(float &bv, int &bi, float v, int64_t i) 
     }
 }
 
+/* The block's (v, i) by the same rule: each warp's, then warp 0 over those; true in thread 0,
+ * which holds the result (sv, si: a slot a warp) */
+template <int T>
+__device__ __forceinline__ bool am_block(float &bv, int &bi, float *sv, int *si) {
+    am_warp(bv, bi);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sv[warp] = bv;
+        si[warp] = bi;
+    }
+    __syncthreads();
+    if (warp != 0) return false;
+    bv = lane < T / 32 ? sv[lane] : 0.0f;
+    bi = lane < T / 32 ? si[lane] : -1;
+    am_warp(bv, bi);
+    return lane == 0;
+}
+
 __global__ void __launch_bounds__(AM_THREADS) kernel_argmax(const float *__restrict__ x, int32_t *__restrict__ out,
                                                              int64_t V) {
     MI_PDL_ENTRY();
@@ -48,19 +66,7 @@ __global__ void __launch_bounds__(AM_THREADS) kernel_argmax(const float *__restr
     float bv = 0.0f;
     int bi = -1;
     for (int64_t i = threadIdx.x; i < V; i += AM_THREADS) am_scan(bv, bi, __ldg(row + i), i);
-    am_warp(bv, bi);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) {
-        sv[warp] = bv;
-        si[warp] = bi;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        bv = lane < AM_THREADS / 32 ? sv[lane] : 0.0f;
-        bi = lane < AM_THREADS / 32 ? si[lane] : -1;
-        am_warp(bv, bi);
-        if (lane == 0) out[blockIdx.x] = (bi >= 0 && isfinite(bv)) ? bi : -1;
-    }
+    if (am_block<AM_THREADS>(bv, bi, sv, si)) out[blockIdx.x] = (bi >= 0 && isfinite(bv)) ? bi : -1;
 }
 
 /* d45: a row split over a cluster of AM_SPLIT blocks, each a contiguous chunk read as float4 where
@@ -112,22 +118,11 @@ __global__ void __launch_bounds__(AM_SPLIT_THREADS) kernel_argmax_split(const fl
     }
     const int64_t tb = sa + 4 * nv;
     if (t < e - tb) am_scan(bv, bi, __ldg(row + tb + t), tb + t);
-    am_warp(bv, bi);
+    if (am_block<AM_SPLIT_THREADS>(bv, bi, sv, si)) {
+        res_v = bv;
+        res_i = bi;
+    }
     const int lane = t & 31, warp = t >> 5;
-    if (lane == 0) {
-        sv[warp] = bv;
-        si[warp] = bi;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        bv = lane < AM_SPLIT_THREADS / 32 ? sv[lane] : 0.0f;
-        bi = lane < AM_SPLIT_THREADS / 32 ? si[lane] : -1;
-        am_warp(bv, bi);
-        if (lane == 0) {
-            res_v = bv;
-            res_i = bi;
-        }
-    }
     cl.sync();
     if (r == 0 && warp == 0) {
         bv = 0.0f;
