@@ -1,5 +1,6 @@
 /* MI_OP_ARGMAX on the device: per row of x [V, N] the index of the largest value, the first on
- * ties, NaN never wins; -1 when the row has no finite maximum (graph.h). One block per row: each
+ * ties, NaN never wins; -1 when the row has no finite maximum (graph.h). One block per row (d3;
+ * d45 below: a cluster of blocks per row): each
  * thread scans i = t, t + T, ... (increasing, so a strict > keeps its first maximum), then the
  * block combines pairs by the same rule (larger value; equal values: lower index). Integer
  * result, no arithmetic on the values: equal to the CPU's bit for bit. */
@@ -22,7 +23,7 @@ __device__ __forceinline__ void am_take(float &bv, int &bi, float v, int i) {
     }
 }
 
-/* The same rule warp-reduced into (v, i) of lane 0 */
+/* The same rule over a warp's (v, i): every lane ends with the warp's */
 __device__ __forceinline__ void am_warp(float &bv, int &bi) {
     for (int off = 16; off >= 1; off >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
