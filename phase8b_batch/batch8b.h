@@ -143,6 +143,9 @@ mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float 
 bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
+/* b48: the blocks resident at once when N rows of wt run a K split of S in b33's clusters (0:
+ * that split takes no cluster sums here) */
+int mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int S);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);
@@ -278,6 +281,9 @@ bool mi8b_f16w_q6_bulk_on(void);
 bool mi8b_f16w_overlap_on(void);
 /* b33 (install8b.c, read at each call): with b28, a K split's band summed in its cluster */
 bool mi8b_f16w_cluster_sum_on(void);
+/* b48 (install8b.c, read at each plan): the K split's choice counts the blocks resident at once
+ * by whole clusters where b33 sums the split's bands */
+bool mi8b_plan_clusters_on(void);
 /* b39 (install8b.c, read at each launch): with b32 and Q4_K weights by the bulk copy, a stage's
  * slot refilled once its 16 warps arrived on its empty mbarrier, no block-wide barrier a stage */
 bool mi8b_f16w_empty_bars_on(void);

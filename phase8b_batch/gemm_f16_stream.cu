@@ -321,7 +321,7 @@ static bool f16s_cut(const f16s_plan &pl) {
  * k/v, down: results/notes/PHASE8B.md), and a band count that is a multiple of them (the
  * output head: 1,188 = 9 x 132) loses nothing to a last wave. */
 #define FS_SK_MIN_RUN 4
-static f16s_plan f16s_choose_plan(mi_type wt, int64_t K, int64_t M, int64_t N, int occ) {
+static f16s_plan f16s_choose_plan(mi_type wt, int64_t K, int64_t M, int64_t N, int occ, bool clusters) {
     f16s_plan pl;
     const int64_t bands = (M + FS_BM - 1) / FS_BM, resident = (int64_t)mi7e_sm_count() * occ;
     pl.nst = K / FS_SB;
@@ -332,14 +332,18 @@ static f16s_plan f16s_choose_plan(mi_type wt, int64_t K, int64_t M, int64_t N, i
         pl.P = (int)resident;
         return pl;
     }
+    /* b48: the splits whose bands b33 sums run in clusters, which may keep fewer blocks resident */
+    int64_t cap[9] = {0};
+    if (clusters)
+        for (int s = 2; s <= 8; s++) cap[s] = mi8b_gemm_f16s_cluster_blocks(wt, N, s);
     int S = 1;
-    pl.chunk = stream_chunk(M, N, pl.nst, resident, wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM, &S);
+    pl.chunk = stream_chunk(M, N, pl.nst, resident, wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM, &S, cap);
     pl.S = S;
     pl.P = (int)(bands * S);
     return pl;
 }
 static f16s_plan f16s_plan_for(mi_type wt, int64_t K, int64_t M, int64_t N) {
-    return f16s_choose_plan(wt, K, M, N, f16s_occ(wt, N));
+    return f16s_choose_plan(wt, K, M, N, f16s_occ(wt, N), mi8b_plan_clusters_on());
 }
 
 extern "C" int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N) {
@@ -362,9 +366,17 @@ static size_t f16s_ws_bytes(const f16s_plan &pl, int64_t K, int64_t N, bool sums
  * the form of x's copy, of a matmul and of a run of them */
 static bool f16s_on_wgmma(mi_type wt, int64_t N) { return mi8b_f16s_wgmma_on() && mi8b_gemm_f16w_occupancy(wt, N) >= 1; }
 
+/* whichever kernel sums the bands, and either plan (b48 on or off: a workspace sized before the
+ * item is set holds the plan of either) */
 extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N) {
     if (!mi8b_gemm_f16s_supported(wt, K, M, N)) return 0;
-    return f16s_ws_bytes(f16s_plan_for(wt, K, M, N), K, N, false);   /* whichever kernel sums the bands */
+    const int occ = f16s_occ(wt, N);
+    const size_t a = f16s_ws_bytes(f16s_choose_plan(wt, K, M, N, occ, false), K, N, false);
+    const size_t b = f16s_ws_bytes(f16s_choose_plan(wt, K, M, N, occ, true), K, N, false);
+    return a > b ? a : b;
+}
+extern "C" int mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int S) {
+    return f16s_on_wgmma(wt, N) ? mi8b_gemm_f16w_cluster_blocks(wt, N, S) : 0;
 }
 
 /* the RN form's shared memory limit raised once (the plain forms' by f16s_occupancy_of) */

@@ -609,12 +609,13 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
     return wt == MI_TYPE_Q4_K ? fw_occupancy<MI_TYPE_Q4_K>() : wt == MI_TYPE_Q6_K ? fw_occupancy<MI_TYPE_Q6_K>() : 0;
 }
 
-/* b33: whether clusters of S blocks of the form's CL kernel fit on this GPU (asked once per S,
- * at the plan, not inside a stream capture); S <= 8, the portable cluster size */
-template <int WT> static bool fw_clusters_fit(bool ov, int S) {
-    static signed char fit[2][9];
-    if (S < 2 || S > 8) return false;
-    signed char &f = fit[ov][S];
+/* b33: how many clusters of S blocks of the form's CL kernel this GPU keeps resident at once (0:
+ * none fit; asked once per S, at the plan, not inside a stream capture); S <= 8, the portable
+ * cluster size */
+template <int WT> static int fw_clusters_max(bool ov, int S) {
+    static int fit[2][9];   /* 0: not asked yet, -1: none fit, else the count */
+    if (S < 2 || S > 8) return 0;
+    int &f = fit[ov][S];
     if (f == 0) {
         f = -1;
 #ifdef MI_BUILT_SM90A
@@ -636,12 +637,12 @@ template <int WT> static bool fw_clusters_fit(bool ov, int S) {
                                                (int)fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
                     raised = false;
             }
-            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) f = 1;
+            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) f = n;
         }
 #endif
         (void)cudaGetLastError();
     }
-    return f > 0;
+    return f > 0 ? f : 0;
 }
 
 static uint64_t g_empty_bars_launches;   /* b39's kernel launched (its weights' map may still fall back) */
@@ -675,13 +676,17 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
                              tm && bulk_w, run, rmaps);
 }
 
-bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
-    if (!mi8b_f16w_cluster_sum_on() || !mi8b_f16w_tma_on() || !mi8b_f16w_quad_scales_on() || pl.S < 2 ||
+/* the clusters of a split of S that b33's sums would run in, resident at once (0: no sums) */
+static int fw_sum_clusters(mi_type wt, int64_t N, int S) {
+    if (!mi8b_f16w_cluster_sum_on() || !mi8b_f16w_tma_on() || !mi8b_f16w_quad_scales_on() || S < 2 ||
         mi8b_gemm_f16w_occupancy(wt, N) < 1)
-        return false;
+        return 0;
     const bool ov = mi8b_f16w_overlap_on();
-    return wt == MI_TYPE_Q4_K ? fw_clusters_fit<MI_TYPE_Q4_K>(ov, pl.S) : fw_clusters_fit<MI_TYPE_Q6_K>(ov && fw_ring<MI_TYPE_Q6_K>::ov, pl.S);
+    return wt == MI_TYPE_Q4_K ? fw_clusters_max<MI_TYPE_Q4_K>(ov, S)
+                              : fw_clusters_max<MI_TYPE_Q6_K>(ov && fw_ring<MI_TYPE_Q6_K>::ov, S);
 }
+bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) { return fw_sum_clusters(wt, N, pl.S) > 0; }
+int mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int S) { return fw_sum_clusters(wt, N, S) * S; }
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
                          const float *res, float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,

@@ -26,9 +26,12 @@ __device__ __forceinline__ void gs_window(uint8_t *slot, const uint8_t *src, int
  * wbytes a row, N tokens: the S (<= MI8B_SPLIT_MAX, chunks of two stages at least) that
  * minimizes an estimate of the time in stage-times of a full GPU: waves of blocks x stages a
  * block, plus writing and reading the partials and the second launch. slots: blocks resident
- * on the whole GPU at once. */
+ * on the whole GPU at once. cap (NULL: none; item b48): cap[s] for 2 <= s <= 8, where non-zero,
+ * the blocks resident at once when a split of s runs in clusters of s blocks (b33): a cluster
+ * takes s multiprocessors of one GPC, so whole clusters may leave some of them idle and a grid
+ * of slots blocks may need two waves. */
 static inline int64_t stream_chunk(int64_t M, int64_t N, int64_t nst, int64_t slots, int64_t wbytes, int bm,
-                                   int *S_out) {
+                                   int *S_out, const int64_t *cap = NULL) {
     const int64_t bands = (M + bm - 1) / bm;
     const double wave_bytes = (double)slots * bm * (double)wbytes;   /* one stage of every block resident */
     int64_t best_chunk = nst;
@@ -39,7 +42,8 @@ static inline int64_t stream_chunk(int64_t M, int64_t N, int64_t nst, int64_t sl
         const int64_t se = (nst + chunk - 1) / chunk;
         if (se != s) continue;
         const int64_t blocks = bands * se;
-        double t = (double)((blocks + slots - 1) / slots) * (double)chunk;
+        const int64_t at_once = cap && se >= 2 && se <= 8 && cap[se] > 0 && cap[se] < slots ? cap[se] : slots;
+        double t = (double)((blocks + at_once - 1) / at_once) * (double)chunk;
         if (se > 1) t += 2.0 + (double)se * (double)N * (double)M * 8.0 / wave_bytes;
         if (t < best - 1e-9) {
             best = t;

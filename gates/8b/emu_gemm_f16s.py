@@ -556,7 +556,9 @@ def main():
             for P in sorted({min(132, bands * nst), min(264, bands * nst)}):
                 check_plan(bands, nst, P, quiet=rg is not RING_B6, ring=rg)
         # the K split plans (stream_chunk's S and chunk) of q/o, k/v, down and the output head on the H200
-        for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4)):
+        # and of the q + k and q + k + v runs (32 and 36 bands: split 4 or 3, as b48 prices their clusters)
+        for bands, nst, S, chunk in ((28, 14, 4, 4), (4, 14, 7, 2), (28, 74, 4, 19), (1188, 14, 1, 14), (3, 10, 3, 4),
+                                     (32, 14, 4, 4), (32, 14, 3, 5), (36, 14, 3, 5)):
             check_plan(bands, nst, S=S, chunk=chunk, quiet=rg is not RING_B6, ring=rg)
     # b39's empty mbarriers on the 7B's Q4_K plans at 64 rows (gate/up stream-K, q/o and down K splits,
     # k) and short runs, several interleavings of each block's warps

@@ -123,7 +123,8 @@ def ref_all(wt, W, Ar, K):
 
 
 # ---------------- the kernel ----------------
-def stream_chunk(M, N, nst, slots, wbytes, SPLIT_MAX=32):
+def stream_chunk(M, N, nst, slots, wbytes, SPLIT_MAX=32, cap=None):
+    """cap (b48): {s: blocks resident at once when a split of s runs in clusters of s}"""
     bands = (M + BM - 1) // BM
     wave = slots * BM * wbytes
     best, best_chunk = 1e300, nst
@@ -132,7 +133,8 @@ def stream_chunk(M, N, nst, slots, wbytes, SPLIT_MAX=32):
         if s > 1 and chunk < 2: break
         se = (nst + chunk - 1) // chunk
         if se != s: continue
-        t = float((bands * se + slots - 1) // slots) * chunk
+        at_once = cap[se] if cap and 2 <= se <= 8 and 0 < cap.get(se, 0) < slots else slots
+        t = float((bands * se + at_once - 1) // at_once) * chunk
         if se > 1: t += 2.0 + se * N * M * 8.0 / wave
         if t < best - 1e-9: best, best_chunk = t, chunk
     return best_chunk, (nst + best_chunk - 1) // best_chunk
@@ -331,6 +333,10 @@ def run(wt, K, M, N, woff, chunk=None, slots=132, early=False, NS=3):   # NS: th
 print('stream_chunk (7B shapes at N = 64, 132 slots; N = 16, 264):',
       [stream_chunk(M, N, K // 256, sl, 144)[1] for (K, M, N, sl) in
        ((3584, 3584, 64, 132), (3584, 512, 64, 132), (3584, 18944, 64, 132), (18944, 3584, 64, 132), (3584, 3584, 16, 264))])
+# b48: q + k's 32 bands split 4 ways are 32 clusters of 4, one wave where the GPU keeps 32 resident,
+# two where it keeps 31 (then the split of 3 wins)
+print('stream_chunk, q + k at N = 64 with 32 and 31 clusters of 4 resident (b48):',
+      [stream_chunk(4096, 64, 14, 132, 144, cap={4: 4 * c})[1] for c in (32, 31)])
 ok = [
     run(Q4_K, 512, 130, 9, 0),                       # two bands (rows past M), N = 9
     run(Q4_K, 768, 129, 33, 4, chunk=2, early=True),  # split 2 + 1 stages, a 4-byte-aligned tensor

@@ -203,18 +203,59 @@ static bool case_begin(const char *name, bool supported) {
 static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) {
     /* items that move bytes or reorder waits only: the third run bit for bit the first */
     const bool b28 = !strcmp(off, "b28"), b32 = !strcmp(off, "b32"), b33 = !strcmp(off, "b33"), b39 = !strcmp(off, "b39");
-    const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel",
-                          b28 || b32 || b33 || b39};
     char name[112];
     snprintf(name, sizeof name, "f16s_mm_%s_K%lld_M%lld_N%lld%s%s", mi_type_name(t), (long long)K, (long long)M,
              (long long)N, woff ? "_unaligned" : "",
              !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : b39 ? "_b39off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
-    char plan[48];
+    /* b48 prices a split by its clusters only where b33 sums it, so b33 off may take another plan:
+     * bit for bit only where both plans are one */
+    bool same_plan = true;
+    if (b33 && mi_cuda_items_set_off("b33") == MI_OK) {
+        same_plan = mi8b_gemm_f16s_blocks(t, K, M, N) == P && mi8b_gemm_f16s_split(t, K, M, N) == Sp;
+        mi_cuda_items_set_off("");
+    }
+    const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel",
+                          b28 || b32 || (b33 && same_plan) || b39};
+    char plan[96];
     if (Sp == 0) snprintf(plan, sizeof plan, "stream-K, %d runs", P);
-    else snprintf(plan, sizeof plan, "K split %d, %d runs", Sp, P);
+    else snprintf(plan, sizeof plan, "K split %d, %d runs%s", Sp, P, same_plan ? "" : " (another plan with b33 off)");
     mm_case(name, &v, t, K, M, N, woff, plan);
+}
+
+/* b48: the blocks b33's clusters of 2..8 keep resident at once at 64 rows (cudaOccupancyMaxActiveClusters)
+ * and the 7B's plans with b48 on and off. Fails where b33 is on but no cluster of any size fits
+ * (its sums would then be silently off) */
+static void plan_clusters_case(void) {
+    if (!gu_selected("f16s_plan_clusters")) return;
+    gu_begin(&R, "f16s_plan_clusters");
+    char d[640];
+    int len = 0, fits = 0;
+    for (int q = 0; q < 2; q++) {
+        const mi_type t = q ? MI_TYPE_Q6_K : MI_TYPE_Q4_K;
+        len += snprintf(d + len, sizeof d - (size_t)len, "%s%s blocks in clusters of 2..8:", q ? "; " : "", mi_type_name(t));
+        for (int c = 2; c <= 8; c++) {
+            const int b = mi8b_gemm_f16s_cluster_blocks(t, 64, c);
+            fits += b > 0;
+            len += snprintf(d + len, sizeof d - (size_t)len, " %d", b);
+        }
+    }
+    static const struct { const char *what; mi_type t; int64_t K, M; } shapes[] = {
+        {"q+k", MI_TYPE_Q4_K, 3584, 4096}, {"q+k+v", MI_TYPE_Q4_K, 3584, 4608}, {"o", MI_TYPE_Q4_K, 3584, 3584},
+        {"down", MI_TYPE_Q4_K, 18944, 3584}, {"down", MI_TYPE_Q6_K, 18944, 3584}, {"v", MI_TYPE_Q6_K, 3584, 512}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int on = mi8b_gemm_f16s_split(shapes[i].t, shapes[i].K, shapes[i].M, 64);
+        mi_cuda_items_set_off("b48");
+        const int was = mi8b_gemm_f16s_split(shapes[i].t, shapes[i].K, shapes[i].M, 64);
+        mi_cuda_items_set_off("");
+        len += snprintf(d + len, sizeof d - (size_t)len, "%s %s split %d (b48 off %d)", i ? "," : "; 64 rows:",
+                        shapes[i].what, on, was);
+    }
+    if (!fits && mi_cuda_item_on("b33") && mi_cuda_item_on("b28") && mi_cuda_item_on("b25") && mi8b_f16s_x_form(64))
+        gu_fail(&R, "b33 on but no cluster of 2..8 blocks fits: %s", d);
+    else
+        gu_pass(&R, "%s", d);
 }
 static void f16s_case(mi_type t, int64_t K, int64_t M, int64_t N, size_t woff) { f16s_case_off("b22", t, K, M, N, woff); }
 
@@ -605,11 +646,14 @@ int main(int argc, char **argv) {
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 3584, 18944, 64, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q6_K, 18944, 3584, 17, 0);
     f16s_case_off("b11,b22", MI_TYPE_Q4_K, 1024, 17029, 40, 4);
-    /* b40: the 7B's q + k + v (a K split of the run's 36 bands), q + k at 33 rows, gate + up
-     * (stream-K over 296 bands), rows past a band in every segment at N = 40 (b22's kernel) */
+    /* b40: the 7B's q + k + v (a K split of the run's 36 bands), q + k at 64 rows (32 bands: b48's
+     * case) and 33, gate + up (stream-K over 296 bands), rows past a band in every segment at
+     * N = 40 (b22's kernel) */
     static const int64_t r_qkv[] = {3584, 512, 512}, r_qk[] = {3584, 512}, r_gu[] = {18944, 18944},
                          r_edge[] = {333, 20, 130};
+    plan_clusters_case();
     f16s_run_case(3584, 64, r_qkv, 3);
+    f16s_run_case(3584, 64, r_qk, 2);
     f16s_run_case(3584, 33, r_qk, 2);
     f16s_run_case(3584, 64, r_gu, 2);
     f16s_run_case(2560, 40, r_edge, 3);
