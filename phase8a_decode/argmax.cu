@@ -139,15 +139,18 @@ __global__ void __launch_bounds__(AM_SPLIT_THREADS) kernel_argmax_split(const fl
 #endif
 }
 
-/* d45 where this build has the kernel for this device (compiled for sm_90 or later: its body is
- * empty below) and its clusters fit; asked once, first where the node's workspace is sized
- * (mi8a_argmax_ready: before any capture), not at a launch inside one */
+/* d45 where this build has the kernel for this device (its body compiled for sm_90 or later:
+ * elsewhere it is empty above) and its clusters fit; asked once, first where the node's workspace
+ * is sized (mi8a_argmax_ready: before any capture), not at a launch inside one. The PTX version
+ * too: an older target's PTX compiled by the driver for this device has a binary version of 90
+ * but the empty body */
 static bool am_split_fits(void) {
     static int fit = -1;
     if (fit < 0) {
         fit = 0;
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, kernel_argmax_split) == cudaSuccess && fa.binaryVersion >= 90) {
+        if (cudaFuncGetAttributes(&fa, kernel_argmax_split) == cudaSuccess && fa.binaryVersion >= 90 &&
+            fa.ptxVersion >= 90) {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute a[1];
             a[0].id = cudaLaunchAttributeClusterDimension;

@@ -764,7 +764,7 @@ extern "C" mi_status mi8b_attn_paged_rkv(void *stream, const mi8a_rope_kv_rows_i
                                          int64_t Hq, int64_t Hkv, float scale, void *workspace, void *xh, bool eo,
                                          bool *copied) {
     if (copied) *copied = false;
-    if (!io || !io->q || !io->k || !io->v || !io->pos || !io->slots || io->cache_k != k || io->cache_v != v ||
+    if (!io || !io->q || !io->k || !io->v || !io->pos || !io->slots || io->q_rope != q || io->cache_k != k || io->cache_v != v ||
         io->N != T || io->n_rows_k != n_rows || io->n_rows_v != n_rows || !mi8a_rope_kv_supported(hd, Hq, Hkv, n_rot, mode, ctype))
         return mi_err(MI_ERR_INVALID, "mi8b_attn_paged_rkv: the step's RoPEs and scatters are not this attention's "
                       "(%lld rows, hd %lld, n_rot %d, cache %s)", (long long)T, (long long)hd, n_rot, mi_type_name(ctype));

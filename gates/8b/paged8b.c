@@ -38,7 +38,7 @@ static void bind(gu_run *run, cudaStream_t stream, unsigned long long *seed, mi_
 static void test_paged(void);
 static void test_bad(void);
 static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_type ct, int N);
-static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off);
+static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off, int mode, int n_rot);
 
 /* ---------------- a step's layout: sequences over a pool of blocks in shuffled order ---------------- */
 typedef struct {
@@ -356,11 +356,16 @@ void paged8b_device(gu_run *run, cudaStream_t stream, unsigned long long *seed, 
     test_rope_kv_rows(64, 14, 2, 64, MI_ROPE_NEOX, MI_TYPE_F16, 64);    /* the 0.5B */
     test_rope_kv_rows(128, 28, 4, 128, MI_ROPE_NEOX, MI_TYPE_F16, 17);  /* the 7B */
     test_rope_kv_rows(64, 8, 8, 32, MI_ROPE_NORMAL, MI_TYPE_F32, 5);    /* part of each head rotated */
-    rkv_case("b4", 4, 200, 64, 14, 2, "");        /* many splits a row: the own key in the last */
-    rkv_case("b64", 64, 700, 64, 14, 2, "");      /* the 0.5B's heads at 64 sequences */
-    rkv_case("b17", 17, 3000, 128, 28, 4, "");    /* the 7B's */
-    rkv_case("b4", 4, 200, 128, 28, 4, "b44");    /* the plain layout */
-    rkv_case("b4", 4, 200, 128, 28, 4, "b7");     /* no tensor-core kernel: b20's launch first */
+    const int NX = MI_ROPE_NEOX;
+    rkv_case("b4", 4, 200, 64, 14, 2, "", NX, 64);       /* many splits a row: the own key in the last */
+    rkv_case("b64", 64, 700, 64, 14, 2, "", NX, 64);     /* the 0.5B's heads at 64 sequences */
+    rkv_case("b17", 17, 3000, 128, 28, 4, "", NX, 128);  /* the 7B's */
+    rkv_case("b4", 4, 200, 128, 28, 4, "b44", NX, 128);  /* the plain layout */
+    rkv_case("b4", 4, 200, 128, 28, 4, "b7", NX, 128);   /* no tensor-core kernel: b20's launch first */
+    rkv_case("b17", 17, 3000, 128, 28, 4, "b43", NX, 128);   /* two tile buffers, one tile in flight */
+    rkv_case("b17", 17, 3000, 128, 28, 4, "b27", NX, 128);   /* cache rows looked up once a 16-byte copy */
+    rkv_case("b4", 4, 200, 128, 32, 8, "", MI_ROPE_NORMAL, 128);   /* Llama's pairs (adjacent elements) */
+    rkv_case("b4", 4, 200, 128, 28, 4, "", NX, 64);      /* half the dimensions rotated, the rest kept */
 }
 
 static void test_paged(void) {
@@ -670,9 +675,10 @@ static void test_rope_kv_rows(int hd, int Hq, int Hkv, int n_rot, int mode, mi_t
  * rows' slots outside the cache (their keys stored nowhere, by either); `off`: items switched
  * off for both. The output and both caches bit for bit; the four inside the tensor-core kernel
  * unless b7 is off. */
-static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off) {
-    char name[160];
-    snprintf(name, sizeof name, "rkv_%s_hd%d_Hq%d_Hkv%d%s%s", label, hd, Hq, Hkv, off[0] ? "_off_" : "", off);
+static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int Hkv, const char *off, int mode, int n_rot) {
+    char name[160], rot[32] = "";
+    if (mode != MI_ROPE_NEOX || n_rot != hd) snprintf(rot, sizeof rot, "_%s_rot%d", mode == MI_ROPE_NEOX ? "neox" : "normal", n_rot);
+    snprintf(name, sizeof name, "rkv_%s_hd%d_Hq%d_Hkv%d%s%s%s", label, hd, Hq, Hkv, rot, off[0] ? "_off_" : "", off);
     if (!gu_selected(name)) return;
     gu_begin(g_r, name);
     seq_spec *sp = malloc((size_t)n * sizeof *sp);
@@ -703,13 +709,13 @@ static void rkv_case(const char *label, int n, int max_past, int hd, int Hq, int
     const float base = 1000000.0f, scale = 1.0f / sqrtf((float)hd);
     const mi8a_rope_kv_rows_io io0 = {dq, dk, dv, qr[0], kr[0], ck[0], cv[0], dpos, dsl, n, L.n_rows, L.n_rows};
     const mi8a_rope_kv_rows_io io1 = {dq, dk, dv, qr[1], kr[1], ck[1], cv[1], dpos, dsl, n, L.n_rows, L.n_rows};
-    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io0, MI_TYPE_F16, hd, Hq, Hkv, MI_ROPE_NEOX, hd, base);
+    if (st == MI_OK) st = mi8a_rope_kv_rows(S, &io0, MI_TYPE_F16, hd, Hq, Hkv, mode, n_rot, base);
     if (st == MI_OK)
         st = mi8b_attn_paged(S, qr[0], ck[0], cv[0], MI_TYPE_F16, L.n_rows, o[0], dseq, n, L.seqs_len, n, BLOCK, L.max_kv,
                              hd, Hq, Hkv, scale, ws);
     const uint64_t k0 = mi8b_attn_paged_rkv_launches();
     if (st == MI_OK)
-        st = mi8b_attn_paged_rkv(S, &io1, MI_ROPE_NEOX, hd, base, qr[1], ck[1], cv[1], MI_TYPE_F16, L.n_rows, o[1], dseq,
+        st = mi8b_attn_paged_rkv(S, &io1, mode, n_rot, base, qr[1], ck[1], cv[1], MI_TYPE_F16, L.n_rows, o[1], dseq,
                                  n, L.seqs_len, n, BLOCK, L.max_kv, hd, Hq, Hkv, scale, ws, NULL, false, NULL);
     const uint64_t in_kernel = mi8b_attn_paged_rkv_launches() - k0;
     if (st == MI_OK && cudaStreamSynchronize(S) != cudaSuccess) st = mi_err(MI_ERR_DEVICE, "%s", cudaGetErrorString(cudaGetLastError()));
