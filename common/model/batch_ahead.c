@@ -9,13 +9,22 @@
  * not copy from the host), and only then does the host wait for this step's ids.
  *
  * The caller does not see it: at its next mi_batch_step, each sequence of the queued step whose
- * queue starts with the token it drew counts that step as run (the same graph on the same
- * inputs gives the same bits); a sequence fed something else gives its position back and runs
- * in a step of its own, after the queued one, which overwrote nothing it keeps (its KV row at
- * that position is written again); a freed sequence's row is ignored. The queued step's work
- * is ordered before everything queued after it, so a freed block or a rebuilt graph's buffer
- * is written only after it. */
+ * queue starts with the token it drew counts that step as run; a sequence fed something else
+ * gives its position back and runs in a step of its own, after the queued one, which overwrote
+ * nothing it keeps (its KV row at that position is written again); a freed sequence's row is
+ * ignored. The queued step's work is ordered before everything queued after it, so a freed
+ * block or a rebuilt graph's buffer is written only after it.
+ *
+ * Bits: a step taken whole is the step the host would have run (the same graph on the same
+ * inputs). A step taken in part (a sequence freed, fed another token, past the token budget)
+ * gives the rows it keeps as computed among all of its rows, where the host would have run
+ * fewer: on the CPU the same bits (a row's arithmetic does not depend on the others); on a
+ * device within the batch's bound, not bit for bit, since the kernels' splits and forms follow
+ * a step's rows (gate_8b's batch_ahead_*). Giving such a step up instead would waste a whole
+ * step each time a sequence ends or joins. A step queued before the dispatch's items switched
+ * is given up whole: it ran the kernels of before. */
 #include "batch_internal.h"
+#include "../backend/hooks.h"
 #include "../core/mi_settings.h"
 #include "../core/mi_progress.h"
 #include <stdlib.h>
@@ -103,7 +112,10 @@ bool batch_ahead_queue(mi_batch *b, mi_graph *g, int S) {
         batch_fill_step(b, S, max_kv, 1, true, &L);
         st = sched_compute_fed(b->sched, g, ids, g->output, n);
         batch_note_sched(b);
-        if (st != MI_OK) mi_err_clear();   /* the step read next reports a device that failed */
+        if (st != MI_OK) {   /* the step read next reports a device that failed; counted, not silent */
+            mi_err_clear();
+            b->stats.ahead_failed++;
+        }
     }
     if (st != MI_OK) {
         for (int k = 0; k < S; k++) kv_pool_truncate(&b->pool, &b->seq[b->in_step[k]].kv, b->ahead.held[k]);
@@ -147,11 +159,17 @@ mi_status batch_ahead_take(mi_batch *b, int64_t max_tokens, int *n_run, bool *re
     *n_run = 0;
     *rest = true;
     const double t0 = mi_now_s();
+    mi_graph *g = b->step_graph;
+    /* no graph to read it from, or the items switched since it was queued (the key's epoch):
+     * every row given back; the queued work runs first, unread */
+    if (!g || (!b->no_graph_reuse && mi_hook_graph_epoch(b->hook_state) != b->key.epoch)) {
+        batch_ahead_drop(b);
+        return MI_OK;
+    }
     bool whole = false;
     const int S = b->ahead.S, acc = ahead_accept(b, max_tokens, &whole);
-    mi_graph *g = b->step_graph;
     b->ahead.live = false;
-    if (!acc || !g) {   /* nothing to take: the step is a normal one; the queued work runs first, unread */
+    if (!acc) {   /* nothing to take: the step is a normal one */
         b->stats.ahead_dropped++;
         return MI_OK;
     }
@@ -172,8 +190,10 @@ mi_status batch_ahead_take(mi_batch *b, int64_t max_tokens, int *n_run, bool *re
     for (int k = 0; st == MI_OK && k < S; k++)   /* a row's argmax, as ARGMAX's rule */
         if (b->in_step[k] >= 0 && (b->ahead.ids[k] < 0 || b->ahead.ids[k] >= V))
             st = mi_err(MI_ERR_INVALID, "sequence %d: its logits have no finite maximum", b->in_step[k]);
-    if (st != MI_OK) {   /* as a failed step: its tokens stay queued, its positions go back */
+    if (st != MI_OK) {   /* as a failed step: its tokens stay queued, its positions go back, its graph is not run again */
         if (queued) batch_ahead_drop(b);
+        graph_free(b->step_graph);
+        b->step_graph = NULL;
         for (int k = 0; k < S; k++) {
             if (b->in_step[k] < 0) continue;
             batch_seq *s = &b->seq[b->in_step[k]];
@@ -195,6 +215,7 @@ mi_status batch_ahead_take(mi_batch *b, int64_t max_tokens, int *n_run, bool *re
         s->ran = true;
     }
     b->stats.ahead_steps++;
+    b->stats.ahead_partial += !whole;
     batch_note_step(b, t0, t1, t2, t3);
     *n_run = acc;
     *rest = more;

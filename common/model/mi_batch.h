@@ -90,11 +90,14 @@ mi_status mi_batch_device_memory(const mi_batch *b, size_t *used, size_t *total)
  * split ends (a captured step's launch); and the scheduler's splits and cross-backend copies,
  * summed over the steps (a step on one device is one split with no copies; more means part of
  * it ran on another backend, the CPU); and the steps queued ahead of the host's read
- * (MINFER_STEP_AHEAD, docs/PHASE8B.md) that the next step took, and those given up (a
- * sequence fed another token than the one it drew, or every one of them freed). */
+ * (MINFER_STEP_AHEAD, docs/PHASE8B.md) that the next step took (ahead_steps; ahead_partial of
+ * them with some of their rows given back: a sequence freed, fed another token than it drew, or
+ * past the step's token budget), those given up whole (every row given back, or the dispatch's
+ * items switched since), and those the backend refused to queue (ahead_failed: then the step
+ * is read first, as without the setting). */
 typedef struct {
     int64_t steps, graph_builds, graph_reuses, splits, copies;
-    int64_t ahead_steps, ahead_dropped;
+    int64_t ahead_steps, ahead_partial, ahead_dropped, ahead_failed;
     double s_prepare, s_compute, s_read, s_draw;
     double s_split_begin, s_nodes, s_split_end;
 } mi_batch_stats;

@@ -445,8 +445,10 @@ static mi_status ahead_take(mi_session *s) {
     if (st == MI_OK) st = sched_read_wait(s->sched, g->output);
     if (st == MI_OK && s->ahead_ids[0] < 0)
         st = mi_err(MI_ERR_FORMAT, "logits are not finite (NaN/Inf) after the forward: the model's weights may be corrupt");
-    if (st != MI_OK) {
+    if (st != MI_OK) {   /* as a failed decode: its graph is not run again */
         s->ahead_live = false;
+        graph_free(s->step_graph);
+        s->step_graph = NULL;
         return mi_err_ctx(st, "decoding 1 token at position %lld (queued ahead)", (long long)s->n_past);
     }
     s->next_token = s->ahead_ids[0];
@@ -544,7 +546,9 @@ static mi_status decode_all(mi_session *s, const int32_t *tokens, int64_t n, boo
             return mi_err(MI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%lld)",
                           tokens[i], (long long)i, (long long)hp->n_vocab - 1);
     if (s->ahead_live) {   /* a step queued ahead: taken by exactly its token, else left to run unread */
-        if (out == OUT_ARGMAX && n == 1 && !all_logits && tokens[0] == s->next_token && s->step_graph)
+        /* (not where the items switched since it was queued: it ran the kernels of before) */
+        if (out == OUT_ARGMAX && n == 1 && !all_logits && tokens[0] == s->next_token && s->step_graph &&
+            s->step_epoch == mi_hook_graph_epoch(s->hook_state))
             return ahead_take(s);
         s->ahead_live = false;
     }

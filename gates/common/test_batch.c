@@ -613,6 +613,8 @@ static void steps_ahead_vs_read_first(const char *shape, bool noreuse) {
     cr_assert_eq(off.stats.ahead_steps, 0);
     cr_assert_geq(on.stats.ahead_steps, AHEAD_STEPS / 2, "only %lld steps were queued ahead", (long long)on.stats.ahead_steps);
     cr_assert_geq(on.stats.ahead_dropped, 1, "no queued step was given up: the mismatch paths were not taken");
+    cr_assert_geq(on.stats.ahead_partial, 1, "no queued step was taken in part: the mismatch paths were not taken");
+    cr_assert_eq(on.stats.ahead_failed, 0, "%lld steps could not be queued", (long long)on.stats.ahead_failed);
     cr_assert_eq(on.free_blocks, on.blocks, "blocks left reserved: %lld of %lld free", (long long)on.free_blocks,
                  (long long)on.blocks);
     free(on.logits);
