@@ -490,10 +490,12 @@ Test(batch, graph_reuse_across_buckets, .timeout = 600) {
  * everything that makes a queued step wrong: a sequence freed while one is queued (its row
  * ignored), a new prompt arriving (a second step in the same call), a sequence fed another token
  * than the one it drew (its position given back, run again), one fed its token and more (the
- * rest in the second step), a step budget, and the pool's last blocks. Afterwards one step with
+ * rest in the second step), a step budget (once where a step is queued: taken in part), and the
+ * pool's last blocks. Afterwards one step with
  * logits for everyone (a sampled sequence without top_k joins) must agree bit for bit: the KV
- * rows the queued steps wrote are the ones a plain step writes. Most steps must have been
- * queued ahead, or the test proves nothing. */
+ * rows the queued steps wrote are the ones a plain step writes. A third of the steps at least
+ * must have been queued ahead, some taken in part, none refused by the backend (a refusal would
+ * hide a step queued with the wrong key), or the test proves nothing. */
 #define AHEAD_OPEN 5
 #define AHEAD_STEPS 24
 
@@ -545,8 +547,8 @@ static void ahead_schedule(mi_model *m, const char *mode, bool noreuse, ahead_ru
             cr_assert_eq(mi_batch_seq_add(b, id[i], toks, n), MI_OK, "%s", mi_errmsg());
         }
         int ran = 0;
-        /* a budget at step 18: fewer tokens than sequences */
-        cr_assert_eq(mi_batch_step(b, step == 18 ? 2 : 0, &ran), MI_OK, "%s step %d: %s", mode, step, mi_errmsg());
+        /* a budget at steps 18 and 21 (where a step is queued ahead): fewer tokens than sequences */
+        cr_assert_eq(mi_batch_step(b, step == 18 || step == 21 ? 2 : 0, &ran), MI_OK, "%s step %d: %s", mode, step, mi_errmsg());
         r->ran[step] = ran;
         for (int i = 0; i < AHEAD_OPEN; i++) {
             r->next[i][step] = -1;
@@ -611,7 +613,7 @@ static void steps_ahead_vs_read_first(const char *shape, bool noreuse) {
                       (long long)v, on.logits[k], off.logits[k]);
         }
     cr_assert_eq(off.stats.ahead_steps, 0);
-    cr_assert_geq(on.stats.ahead_steps, AHEAD_STEPS / 2, "only %lld steps were queued ahead", (long long)on.stats.ahead_steps);
+    cr_assert_geq(on.stats.ahead_steps, AHEAD_STEPS / 3, "only %lld steps were queued ahead", (long long)on.stats.ahead_steps);
     cr_assert_geq(on.stats.ahead_dropped, 1, "no queued step was given up: the mismatch paths were not taken");
     cr_assert_geq(on.stats.ahead_partial, 1, "no queued step was taken in part: the mismatch paths were not taken");
     cr_assert_eq(on.stats.ahead_failed, 0, "%lld steps could not be queued", (long long)on.stats.ahead_failed);

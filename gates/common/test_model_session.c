@@ -405,6 +405,53 @@ static void greedy_ahead_vs_read_first(mi_model *m) {
     free(l_off);
 }
 
+/* Greedy decodes up to the context's end with steps queued ahead (2) and without: the same
+ * tokens, the decode that would pass the end refused the same way, and no step queued past it
+ * (the one at the last position is never queued). */
+static void ahead_to_ctx(const char *mode, int32_t *got, int *n_ok, mi_status *end, char *why, size_t why_n,
+                         int64_t *taken) {
+    mi_session_params p;
+    mi_session_params_default(&p);
+    p.backend = "cpu";
+    p.n_threads = 2;
+    p.n_ctx = 16;
+    setenv("MINFER_STEP_AHEAD", mode, 1);
+    mi_session *s = NULL;
+    cr_assert_eq(mi_session_new(g_m, &p, &s), MI_OK, "%s", mi_errmsg());
+    unsetenv("MINFER_STEP_AHEAD");
+    int32_t t = 0;
+    cr_assert_eq(mi_session_decode_greedy(s, toks, 3, &t), MI_OK, "%s", mi_errmsg());
+    *n_ok = 0;
+    *end = MI_OK;
+    for (int i = 0; i < 20; i++) {
+        const mi_status st = mi_session_decode_greedy(s, &t, 1, &t);
+        if (st != MI_OK) {
+            *end = st;
+            snprintf(why, why_n, "%s", mi_errmsg());
+            break;
+        }
+        got[(*n_ok)++] = t;
+    }
+    *taken = mi_session_steps_ahead(s);
+    mi_session_free(s);
+}
+Test(session, greedy_steps_queued_ahead_to_the_context_end) {
+    int32_t on[20], off[20];
+    int n_on = 0, n_off = 0;
+    mi_status e_on, e_off;
+    char w_on[256] = "", w_off[256] = "";
+    int64_t taken_on = 0, taken_off = 0;
+    ahead_to_ctx("0", off, &n_off, &e_off, w_off, sizeof w_off, &taken_off);
+    ahead_to_ctx("2", on, &n_on, &e_on, w_on, sizeof w_on, &taken_on);
+    cr_assert_eq(n_on, n_off, "%d decodes before the end, %d read first", n_on, n_off);
+    cr_assert_eq(n_off, 13, "%d decodes of a 3-token prompt in a context of 16", n_off);
+    for (int i = 0; i < n_on; i++) cr_assert_eq(on[i], off[i], "decode %d: token %d, %d read first", i, on[i], off[i]);
+    cr_assert_eq(e_on, MI_ERR_INVALID, "the decode past the end: %s", w_on);
+    cr_assert_eq(e_on, e_off);
+    cr_assert_str_eq(w_on, w_off);
+    cr_assert_geq(taken_on, 8, "only %lld decodes took a queued step", (long long)taken_on);
+}
+
 Test(session, greedy_steps_queued_ahead_equal_steps_read_first) { greedy_ahead_vs_read_first(g_m); }
 Test(session, greedy_steps_queued_ahead_equal_steps_read_first_0_5b, .timeout = 600) {
     mi_model *m = test_synth("qwen2.5-0.5b", "q4_0");
