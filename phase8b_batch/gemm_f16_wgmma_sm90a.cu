@@ -613,11 +613,11 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
  * none fit; asked once per S, at the plan, not inside a stream capture); S <= 8, the portable
  * cluster size */
 template <int WT> static int fw_clusters_max(bool ov, int S) {
-    static int fit[2][9];   /* 0: not asked yet, -1: none fit, else the count */
+    static int fit[2][9];   /* 0: not asked yet, -1: none fit, else the count (written once, whole) */
     if (S < 2 || S > 8) return 0;
     int &f = fit[ov][S];
     if (f == 0) {
-        f = -1;
+        int got = -1;
 #ifdef MI_BUILT_SM90A
         if (fw_occupancy<WT>() >= 1) {
             const fw_kernel_fn k = fw_kernel<WT>(true, true, ov, true);
@@ -637,10 +637,11 @@ template <int WT> static int fw_clusters_max(bool ov, int S) {
                                                (int)fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
                     raised = false;
             }
-            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) f = n;
+            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) got = n;
         }
 #endif
         (void)cudaGetLastError();
+        f = got;   /* a caller meanwhile asks again, never reads a half-made answer */
     }
     return f > 0 ? f : 0;
 }

@@ -119,8 +119,14 @@ static void mm_case(const char *name, const mm_variant *v, mi_type t, int64_t K,
     void *wbase, *xbase, *bbase;
     void *dw = dev_up_at(w, wb, woff, &wbase);
     float *dx = dev_up_at(x, (size_t)(K * N) * 4, 0, &xbase), *db = dev_up_at(bias, (size_t)M * 4, 0, &bbase);
-    const size_t wsa = v->ws(t, K, M, N), ws8 = v->i8_ws(t, K, M, N);
+    size_t wsa = v->ws(t, K, M, N);
+    const size_t ws8 = v->i8_ws(t, K, M, N);
     const bool have8 = ws8 > 0, off = v->item_off != NULL;
+    if (off && mi_cuda_items_set_off(v->item_off) == MI_OK) {   /* the third run's plan may need more (b48) */
+        const size_t w3 = v->ws(t, K, M, N);
+        wsa = w3 > wsa ? w3 : wsa;
+    }
+    if (off) mi_cuda_items_set_off("");
     void *ws = dev_poison(wsa > ws8 ? wsa : ws8);
     float *dy = dev_poison(ny * 4);
     mi_status st = v->run(t, dw, dx, db, dy, K, M, N, ws);
@@ -209,18 +215,18 @@ static void f16s_case_off(const char *off, mi_type t, int64_t K, int64_t M, int6
              !strcmp(off, "b22") ? "" : !strcmp(off, "b25") ? "_b25off" : b28 ? "_b28off" : b32 ? "_b32off" : b33 ? "_b33off" : b39 ? "_b39off" : "_b11off");
     if (!case_begin(name, mi8b_gemm_f16s_supported(t, K, M, N))) return;
     const int P = mi8b_gemm_f16s_blocks(t, K, M, N), Sp = mi8b_gemm_f16s_split(t, K, M, N);
-    /* b48 prices a split by its clusters only where b33 sums it, so b33 off may take another plan:
-     * bit for bit only where both plans are one */
+    /* b48 prices a split by the clusters b33 sums it in (which b25, b28, b32 and b33 decide), so
+     * an item off may take another plan: bit for bit only where both plans are one */
     bool same_plan = true;
-    if (b33 && mi_cuda_items_set_off("b33") == MI_OK) {
+    if ((b28 || b32 || b33 || b39) && mi_cuda_items_set_off(off) == MI_OK) {
         same_plan = mi8b_gemm_f16s_blocks(t, K, M, N) == P && mi8b_gemm_f16s_split(t, K, M, N) == Sp;
         mi_cuda_items_set_off("");
     }
     const mm_variant v = {run_f16s, mi8b_gemm_f16s_workspace, off, run_stream3, ws_stream3, "b3's int8 kernel",
-                          b28 || b32 || (b33 && same_plan) || b39};
+                          (b28 || b32 || b33 || b39) && same_plan};
     char plan[96];
     if (Sp == 0) snprintf(plan, sizeof plan, "stream-K, %d runs", P);
-    else snprintf(plan, sizeof plan, "K split %d, %d runs%s", Sp, P, same_plan ? "" : " (another plan with b33 off)");
+    else snprintf(plan, sizeof plan, "K split %d, %d runs%s", Sp, P, same_plan ? "" : " (another plan with the item off)");
     mm_case(name, &v, t, K, M, N, woff, plan);
 }
 
