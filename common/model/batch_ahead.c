@@ -112,7 +112,8 @@ bool batch_ahead_queue(mi_batch *b, mi_graph *g, int S) {
         batch_fill_step(b, S, max_kv, 1, true, &L);
         st = sched_compute_fed(b->sched, g, ids, g->output, n);
         batch_note_sched(b);
-        if (st != MI_OK) {   /* the step read next reports a device that failed; counted, not silent */
+        if (st != MI_OK) {   /* the step read next reports a device that failed; counted and said once */
+            if (!b->stats.ahead_failed) mi_log("warning: a step could not be queued ahead (%s); steps are read first", mi_errmsg());
             mi_err_clear();
             b->stats.ahead_failed++;
         }

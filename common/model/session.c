@@ -58,7 +58,7 @@ struct mi_session {
      * device, queued before the argmax is read back; the next greedy decode of exactly that token
      * takes it. ahead_ids: page-locked where the device gives it, the ids read back. */
     int ahead_mode;
-    bool ahead_live, ahead_pinned;
+    bool ahead_live, ahead_pinned, ahead_refused;   /* refused: the backend refused to queue one (said once) */
     int32_t *ahead_ids;
     int64_t ahead_steps;         /* greedy decodes that took a step queued ahead */
 };
@@ -427,7 +427,10 @@ static bool ahead_queue(mi_session *s, mi_graph *g) {
     s->pos[0] = (int32_t)p;
     const double t_run = mi_now_s();
     if (sched_compute_fed(s->sched, g, ids, g->output, sizeof(int32_t)) != MI_OK) {
-        mi_err_clear();   /* the read that follows reports a device that failed */
+        /* the read that follows reports a device that failed; a refusal is said once, not hidden */
+        if (!s->ahead_refused) mi_log("warning: a greedy step could not be queued ahead (%s); steps are read first", mi_errmsg());
+        s->ahead_refused = true;
+        mi_err_clear();
         return false;
     }
     note_run(s, t_run);
