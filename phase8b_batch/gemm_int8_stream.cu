@@ -323,7 +323,7 @@ extern "C" int mi8b_gemm_stream_splits(mi_type wt, int64_t K, int64_t M, int64_t
     if (!mi8b_gemm_stream_supported(wt, K, M, N, stages)) return 1;
     int S = 1;
     stream_chunk(M, N, (K / 32 + GS_U - 1) / GS_U, (int64_t)mi7e_sm_count() * occupancy(wt, N, stages),
-                 stream_wbytes(wt), GS_BM, &S);
+                 stream_wbytes(wt), GS_BM, &S, NULL);
     return S;
 }
 
@@ -344,7 +344,7 @@ static mi_status launch_stream(cudaStream_t st, const uint8_t *w, const uint8_t 
     const int64_t nunits = K / 32, nst = (nunits + GS_U - 1) / GS_U, bands = (M + GS_BM - 1) / GS_BM;
     int S = 1;
     const int64_t chunk = stream_chunk(M, N, nst, (int64_t)mi7e_sm_count() * stream_occupancy<WT, NT, NS>(),
-                                       stream_wbytes((mi_type)WT), GS_BM, &S);
+                                       stream_wbytes((mi_type)WT), GS_BM, &S, NULL);
     kernel_gemm_stream<WT, NT, NS><<<dim3((unsigned)bands, (unsigned)S), GS_THREADS, gs_smem<WT, NT, NS>::bytes, st>>>(
         w, wrow, M, a, arow, N, nunits, chunk, bias, y, S > 1 ? part : NULL);
     MI_CU_CHECK_LAUNCH("kernel_gemm_stream");

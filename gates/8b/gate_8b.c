@@ -29,6 +29,8 @@
  *                   against a reference read first and fed the same tokens: sequence counts
  *                   equal, tokens its argmax but near-ties, the last logits in the model bound;
  *                   most steps queued ahead, some in part, none refused
+ *  split_cost       runs without a device: the K split's cost model (split_cost.h) on the 7B's
+ *                   shapes against its Python mirror, and b48's clusters
  *  rkv_rows_pass    runs without a device: 8b's pass marks a decode step's four for its paged
  *                   attention (b47), holding q, k and v; not with b47 off or two rows a sequence;
  *                   the CPU's output unchanged

@@ -2,6 +2,7 @@
  * hand-built decode step of many sequences (q's and k's RoPE, the K and V scatters, the paged
  * attention), run by the CPU backend after 8a's pass and 8b's with the CPU as the target. */
 #include "gates/8b/passes8b.h"
+#include "phase8b_batch/split_cost.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
@@ -123,9 +124,47 @@ static void test_rkv_rows_pass(void) {
     free(a), free(b), free(c), free(d);
 }
 
+/* The K split's cost model (split_cost.h) on the 7B's shapes at 64 rows on 132 multiprocessors
+ * (Q4_K's 144-byte stages), against its Python mirror (gates/8b/emu_gemm_stream.py, which
+ * printed these splits): q/o 4, k 7, gate/up 1, down 4, q/o at 16 rows with 264 slots 7; and
+ * b48's clusters: q + k's 32 bands split 4 ways while 32 clusters of 4 stay resident, 3 ways
+ * when 31 do; a capacity no smaller than the slots changes nothing. */
+static void test_split_cost(void) {
+    if (!gu_begin(g_r, "split_cost")) return;
+    static const struct { int64_t K, M, N, slots; int want; } c[] = {
+        {3584, 3584, 64, 132, 4}, {3584, 512, 64, 132, 7}, {3584, 18944, 64, 132, 1}, {18944, 3584, 64, 132, 4},
+        {3584, 3584, 16, 264, 7}};
+    char d[256] = "";
+    size_t dl = 0;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int S = 0;
+        (void)stream_chunk(c[i].M, c[i].N, c[i].K / 256, c[i].slots, 144, 128, &S, NULL);
+        if (S != c[i].want && dl < sizeof d - 64)
+            bad++, dl += (size_t)snprintf(d + dl, sizeof d - dl, " K %lld M %lld N %lld: split %d, want %d;", (long long)c[i].K,
+                                          (long long)c[i].M, (long long)c[i].N, S, c[i].want);
+    }
+    int64_t cap[9] = {0};
+    int s32 = 0, s31 = 0, sfull = 0, snone = 0;
+    cap[4] = 4 * 32;
+    (void)stream_chunk(4096, 64, 14, 132, 144, 128, &s32, cap);
+    cap[4] = 4 * 31;
+    (void)stream_chunk(4096, 64, 14, 132, 144, 128, &s31, cap);
+    for (int s = 2; s <= 8; s++) cap[s] = 132;
+    (void)stream_chunk(4096, 64, 14, 132, 144, 128, &sfull, cap);
+    (void)stream_chunk(4096, 64, 14, 132, 144, 128, &snone, NULL);
+    if (s32 != 4 || s31 != 3 || sfull != snone) bad++;
+    if (bad)
+        gu_fail(g_r, "%s q + k: split %d with 32 clusters of 4 (want 4), %d with 31 (want 3), %d with a full capacity "
+                     "against %d without", d, s32, s31, sfull, snone);
+    else gu_pass(g_r, "the 7B's splits at 64 and 16 rows as the Python mirror's; q + k split 4 ways with 32 clusters of 4 "
+                      "resident, 3 ways with 31");
+}
+
 void passes8b_run(gu_run *run, unsigned long long *seed, mi_backend *cpu) {
     g_r = run;
     g_seed = seed;
     g_cpu = cpu;
     test_rkv_rows_pass();
+    test_split_cost();
 }
