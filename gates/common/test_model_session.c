@@ -343,19 +343,25 @@ Test(session, top_k_decode_equals_sampler_draw) {
  * on the 0.5B's shape, whose greedy tokens cycle through several (this model's settle on one,
  * where a queued step fed the token of the step before would pass unseen). */
 #define AHEAD_CALLS 24
-static void ahead_schedule(mi_model *m, const char *mode, int32_t *got, int64_t *n_past, float *last, int64_t *taken) {
-    const int64_t nv = mi_model_hparams(m)->n_vocab;
+/* a CPU session of n_ctx positions with MINFER_STEP_AHEAD = mode, after a greedy decode of the
+ * first three of toks (their draw in *t) */
+static mi_session *ahead_session(mi_model *m, const char *mode, int64_t n_ctx, int32_t *t) {
     mi_session_params p;
     mi_session_params_default(&p);
     p.backend = "cpu";
     p.n_threads = 2;
-    p.n_ctx = 32;
+    p.n_ctx = n_ctx;
     setenv("MINFER_STEP_AHEAD", mode, 1);
     mi_session *s = NULL;
     cr_assert_eq(mi_session_new(m, &p, &s), MI_OK, "%s", mi_errmsg());
     unsetenv("MINFER_STEP_AHEAD");
+    cr_assert_eq(mi_session_decode_greedy(s, toks, 3, t), MI_OK, "%s", mi_errmsg());
+    return s;
+}
+static void ahead_schedule(mi_model *m, const char *mode, int32_t *got, int64_t *n_past, float *last, int64_t *taken) {
+    const int64_t nv = mi_model_hparams(m)->n_vocab;
     int32_t t = 0;
-    cr_assert_eq(mi_session_decode_greedy(s, toks, 3, &t), MI_OK, "%s", mi_errmsg());
+    mi_session *s = ahead_session(m, mode, 32, &t);
     for (int i = 0; i < AHEAD_CALLS; i++) {
         const int32_t two[2] = {t, (int32_t)((t + 5) % nv)}, other = (int32_t)((t + 1) % nv);
         mi_status st;
@@ -410,17 +416,8 @@ static void greedy_ahead_vs_read_first(mi_model *m) {
  * (the one at the last position is never queued). */
 static void ahead_to_ctx(const char *mode, int32_t *got, int *n_ok, mi_status *end, char *why, size_t why_n,
                          int64_t *taken) {
-    mi_session_params p;
-    mi_session_params_default(&p);
-    p.backend = "cpu";
-    p.n_threads = 2;
-    p.n_ctx = 16;
-    setenv("MINFER_STEP_AHEAD", mode, 1);
-    mi_session *s = NULL;
-    cr_assert_eq(mi_session_new(g_m, &p, &s), MI_OK, "%s", mi_errmsg());
-    unsetenv("MINFER_STEP_AHEAD");
     int32_t t = 0;
-    cr_assert_eq(mi_session_decode_greedy(s, toks, 3, &t), MI_OK, "%s", mi_errmsg());
+    mi_session *s = ahead_session(g_m, mode, 16, &t);
     *n_ok = 0;
     *end = MI_OK;
     for (int i = 0; i < 20; i++) {
