@@ -179,6 +179,16 @@ bool mi8b_f16s_fixup_next_on(void);
 mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const float *u);
 uint64_t mi8b_gemm_f16s_run_launches(void);
 bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N rows (Q4_K, in the form each takes) */
+/* item b49 (gemm_f16_stream.cu; install8b.c's switch, read at each call): matmuls 0 .. n4 - 1
+ * Q4_K and n4 .. n - 1 Q6_K of one x (the 7B's q, k and a Q6_K v) in one launch of the wgmma
+ * kernel, each block in its band's format, under Q4_K's K split plan over the run's bands; where
+ * it cannot (b49 off, 17..32 rows, stream-K, the workspace) the Q4_K ones as their b40 run, then
+ * each Q6_K one alone. Not yet marked by the graph pass: called by gate_8b_matmul_f16's
+ * f16s_mixed_* cases. mixed_launches: its one-launch runs so far. */
+mi_status mi8b_gemm_f16s_run_mixed(void *stream, const mi8a_run_seg *seg, int n4, int n, const float *x, int64_t K,
+                                   int64_t N, void *workspace, size_t ws_bytes);
+uint64_t mi8b_gemm_f16s_mixed_launches(void);
+bool mi8b_f16s_mixed_on(void);
 /* b40's fewest rows: a step of 16 rows or fewer (small batches, a prompt's chunks such as gate_7c's)
  * keeps each matmul's own plan, so its graph's bits do not depend on the fusion passes */
 #define MI8B_RUN_MIN_N 17

@@ -285,6 +285,15 @@ int mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int S);
  * mi8b_gemm_f16w, no bias inside cut bands: the fixup adds it). Supported: Q4_K at N rows where
  * the b32 forms run with the weights by tensor maps; each segment's map must encode. */
 bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N);
+/* Item b49: a run whose segments 0 .. n4 - 1 are Q4_K and the rest Q6_K (the 7B's q, k and a Q6_K
+ * v) as one launch under a K split plan pl (pl.S >= 1) over the run's bands, each block in its
+ * band's form; part and cl as for mi8b_gemm_f16w_run (cl: mi8b_gemm_f16w_mixed_sums_bands).
+ * Supported: both formats' b32 forms at N rows, Q6_K rows in bulk (b31). */
+bool mi8b_gemm_f16w_mixed_supported(int64_t N);
+bool mi8b_gemm_f16w_mixed_sums_bands(int64_t N, const f16s_plan &pl);
+mi_status mi8b_gemm_f16w_run_mixed(cudaStream_t st, const f16s_run &run, int n4, const float *x, void *xh, int64_t K,
+                                   int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl);
+uint64_t mi8b_gemm_f16w_mixed_launches(void);
 mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
                              int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl);
 #endif

@@ -588,6 +588,52 @@ extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run
     return MI_OK;
 }
 extern "C" uint64_t mi8b_gemm_f16s_run_launches(void) { return g_run_launches; }
+
+/* b49: matmuls 0 .. n4 - 1 Q4_K, n4 .. n - 1 Q6_K, of one x, in one launch of the wgmma kernel
+ * where it takes them (a K split of the run's bands, Q4_K's plan: the Q6_K bands are few), their
+ * cut bands summed in clusters or by one fixup. Elsewhere (b49 off, fewer rows, stream-K, a
+ * workspace too small) the Q4_K ones as their run (b40) and each Q6_K one alone. */
+extern "C" mi_status mi8b_gemm_f16s_run_mixed(void *stream, const mi8a_run_seg *seg, int n4, int n, const float *x,
+                                              int64_t K, int64_t N, void *workspace, size_t ws_bytes) {
+    if (n4 < 1 || n <= n4 || n > MI8A_RUN_MAX || !seg || !x || !workspace)
+        return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run_mixed: %d Q4_K of %d matmuls, or a null pointer", n4, n);
+    f16s_run run = {};
+    run.n = n;
+    for (int s = 0; s < n; s++) {
+        const mi_type wt = s < n4 ? MI_TYPE_Q4_K : MI_TYPE_Q6_K;
+        if (!seg[s].w || !seg[s].y || seg[s].M < 1 || !mi8b_gemm_f16s_supported(wt, K, seg[s].M, N))
+            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run_mixed: matmul %d: type %s, K = %lld, M = %lld, N = %lld",
+                          s, mi_type_name(wt), (long long)K, (long long)seg[s].M, (long long)N);
+        run.W[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.Y[s] = seg[s].y, run.M[s] = seg[s].M;
+        run.band0[s + 1] = run.band0[s] + (seg[s].M + FS_BM - 1) / FS_BM;
+    }
+    for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[n];
+    const cudaStream_t st = (cudaStream_t)stream;
+    const int64_t Mt = run.band0[n] * FS_BM;
+    if (mi8b_f16s_mixed_on() && f16s_on_wgmma(MI_TYPE_Q4_K, N) && f16s_on_wgmma(MI_TYPE_Q6_K, N) &&
+        mi8b_gemm_f16w_mixed_supported(N) && mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, K, Mt, N)) {
+        const f16s_plan pl = f16s_plan_for(MI_TYPE_Q4_K, K, Mt, N);
+        const bool sums = pl.S >= 1 && mi8b_gemm_f16w_mixed_sums_bands(N, pl);
+        if (pl.S >= 1 && f16s_ws_bytes(pl, K, N, sums) <= ws_bytes) {
+            const bool ready = f16s_x_ready(x, workspace, K, N, true);
+            mi_cuda_ws_copy_clear();
+            float *part = (float *)((uint8_t *)workspace + f16s_act_bytes(K, N));
+            const mi_status r = mi8b_gemm_f16w_run_mixed(st, run, n4, x, workspace, K, N, pl, part, ready, sums);
+            if (r == MI_OK) {
+                if (!sums) MI_TRY(launch_f16s_fixup(st, NULL, NULL, NULL, Mt, N, pl, part, &run));
+                mi8b_f16s_x_made(x, workspace, K, N, true);
+                return MI_OK;
+            }
+            if (r != MI_ERR_UNSUPPORTED) return r;
+            if (ready) mi8b_f16s_x_made(x, workspace, K, N, true);   /* nothing launched: the copy stands */
+        }
+    }
+    MI_TRY(mi8b_gemm_f16s_run(stream, MI_TYPE_Q4_K, seg, n4, x, K, N, workspace, ws_bytes, false));
+    for (int s = n4; s < n; s++)
+        MI_TRY(gemm_f16s(st, MI_TYPE_Q6_K, seg[s].w, x, seg[s].bias, NULL, seg[s].y, K, seg[s].M, N, workspace));
+    return MI_OK;
+}
+extern "C" uint64_t mi8b_gemm_f16s_mixed_launches(void) { return mi8b_gemm_f16w_mixed_launches(); }
 extern "C" bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N) {
     if (wt != MI_TYPE_Q4_K || N < MI8B_RUN_MIN_N || N > MI8B_STREAM_MAX_N) return false;
     const bool wg = f16s_on_wgmma(wt, N);

@@ -14,6 +14,8 @@
  *                   exact product, b3's int8 kernel and itself, as small_mm_*
  *  small_run_*      item b13 (a run of b12's matmuls of one x in one launch): each output against
  *                   the exact product (NMSE <= 1e-5), itself (bitwise) and its launch alone (bitwise)
+ *  f16s_mixed_*     item b49 (Q4_K matmuls then Q6_K ones of one x in one launch): one launch, each
+ *                   output against the exact product and alone, repeat bitwise, b49 off none
  *  f16s_run_*       item b40 (a run of b22's Q4_K matmuls in one launch): one launch, each output
  *                   against the exact product and its launch alone (NMSE <= 1e-5), itself (bitwise);
  *                   with b40 off bit for bit alone
@@ -475,20 +477,33 @@ static void run_norm_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     free(x0), free(nw), free(xn);
 }
 
-/* b40: a run of Q4_K matmuls of one x as one launch of b22's kernel (mi8b_gemm_f16s_run): one
- * launch (its counter), each output against the exact product (NMSE <= 1e-5) and its matmul
- * launched alone (NMSE <= 1e-5: the run's plan cuts K in other chunks, so not bit for bit),
- * itself on a second run (bitwise); with b40 off the matmuls one by one, bit for bit alone */
-static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
-    char name[112];
-    int len = snprintf(name, sizeof name, "f16s_run_Q4_K_K%lld_N%lld_M", (long long)K, (long long)N);
-    for (int s = 0; s < n; s++) len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", s ? "+" : "", (long long)ms[s]);
+/* b40: a run of Q4_K matmuls of one x as one launch of b22's kernel (mi8b_gemm_f16s_run); b49
+ * where n4 < n: matmuls n4 .. n - 1 are Q6_K (mi8b_gemm_f16s_run_mixed). One launch (its
+ * counter), each output against the exact product (NMSE <= 1e-5) and its matmul launched alone
+ * (NMSE <= 1e-5: the run's plan cuts K in other chunks, so not bit for bit), itself on a second
+ * run (bitwise); with the item off no such launch, the outputs against the exact product, and
+ * bit for bit alone those launched alone then (b40: every one; b49: the Q6_K ones, its Q4_K ones
+ * going as their b40 run) */
+static mi_status run_of(const mi8a_run_seg *seg, int n4, int n, const float *dx, int64_t K, int64_t N, void *ws,
+                        size_t ws_bytes) {
+    return n4 < n ? mi8b_gemm_f16s_run_mixed(S, seg, n4, n, dx, K, N, ws, ws_bytes)
+                  : mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
+}
+static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n4, int n) {
+    const bool mixed = n4 < n;
+    char name[128];
+    int len = snprintf(name, sizeof name, mixed ? "f16s_mixed_K%lld_N%lld_M" : "f16s_run_Q4_K_K%lld_N%lld_M", (long long)K,
+                       (long long)N);
+    for (int s = 0; s < n; s++)
+        len += snprintf(name + len, sizeof name - (size_t)len, "%s%s%lld", s ? "+" : "", s < n4 ? "" : "q6:", (long long)ms[s]);
     if (!gu_selected(name)) return;
     gu_begin(&R, name);
-    if (!mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, N)) {
+    if (!mi8b_gemm_f16s_run_supported(MI_TYPE_Q4_K, N) || (mixed && !mi8b_f16s_x_form(N))) {
         gu_skip(&R, "no one-launch run here at these rows");
         return;
     }
+    uint64_t (*launches)(void) = mixed ? mi8b_gemm_f16s_mixed_launches : mi8b_gemm_f16s_run_launches;
+    const char *item = mixed ? "b49" : "b40";
     uint8_t *w[MI8A_RUN_MAX];
     float *bias[MI8A_RUN_MAX], *got[MI8A_RUN_MAX], *got2[MI8A_RUN_MAX], *alone[MI8A_RUN_MAX], *off[MI8A_RUN_MAX], *dy[MI8A_RUN_MAX];
     double *ref[MI8A_RUN_MAX];
@@ -500,51 +515,53 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
     int64_t bands = 0;
     size_t ws_bytes = 0;
     for (int s = 0; s < n; s++) {
+        const mi_type t = s < n4 ? MI_TYPE_Q4_K : MI_TYPE_Q6_K;
         const size_t ny = (size_t)(ms[s] * N);
-        seg[s] = run_seg_make_t(MI_TYPE_Q4_K, K, ms[s], N, x, 0, &w[s], &bias[s], &ref[s], &wbase[s], &bbase[s], &dy[s]);
+        seg[s] = run_seg_make_t(t, K, ms[s], N, x, 0, &w[s], &bias[s], &ref[s], &wbase[s], &bbase[s], &dy[s]);
         got[s] = malloc(ny * 4), got2[s] = malloc(ny * 4), alone[s] = malloc(ny * 4), off[s] = malloc(ny * 4);
         bands += (ms[s] + 127) / 128;
-        const size_t one = mi8b_gemm_f16s_workspace(MI_TYPE_Q4_K, K, ms[s], N);
+        const size_t one = mi8b_gemm_f16s_workspace(t, K, ms[s], N);
         ws_bytes = one > ws_bytes ? one : ws_bytes;
     }
     /* the workspace a split would hold: its largest matmul's alone, or the run's */
     const size_t all = mi8b_gemm_f16s_workspace(MI_TYPE_Q4_K, K, bands * 128, N);
     ws_bytes = all > ws_bytes ? all : ws_bytes;
     void *ws = dev_poison(ws_bytes);
-    const uint64_t l0 = mi8b_gemm_f16s_run_launches();
-    mi_status st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
-    const uint64_t l1 = mi8b_gemm_f16s_run_launches();
+    const uint64_t l0 = launches();
+    mi_status st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
+    const uint64_t l1 = launches();
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++)
         st = cudaMemset(dy[s], 0xFF, (size_t)(ms[s] * N) * 4) == cudaSuccess ? MI_OK : mi_err(MI_ERR_DEVICE, "memset");
-    if (st == MI_OK) st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
+    if (st == MI_OK) st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, got2[s], dy[s], (size_t)(ms[s] * N));
     for (int s = 0; s < n && st == MI_OK; s++) {
-        st = mi8b_gemm_f16s(S, MI_TYPE_Q4_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
+        st = mi8b_gemm_f16s(S, s < n4 ? MI_TYPE_Q4_K : MI_TYPE_Q6_K, seg[s].w, dx, seg[s].bias, dy[s], K, ms[s], N, ws);
         if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
     }
     uint64_t l2 = 0, l3 = 0;
-    if (st == MI_OK) st = mi_cuda_items_set_off("b40");
+    if (st == MI_OK) st = mi_cuda_items_set_off(item);
     if (st == MI_OK) {
-        l2 = mi8b_gemm_f16s_run_launches();
-        st = mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
-        l3 = mi8b_gemm_f16s_run_launches();
+        l2 = launches();
+        st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
+        l3 = launches();
         mi_cuda_items_set_off("");
     }
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, off[s], dy[s], (size_t)(ms[s] * N));
     if (st != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
     } else {
-        double worst = 0.0, worst_alone = 0.0;
+        double worst = 0.0, worst_alone = 0.0, worst_off = 0.0;
         bool rep = true, off_bits = true;
         int bitwise = 0;
         for (int s = 0; s < n; s++) {
             const size_t ny = (size_t)(ms[s] * N);
-            const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse(got[s], alone[s], ny);
+            const double e = gu_nmse_d(got[s], ref[s], ny), ea = gu_nmse(got[s], alone[s], ny), eo = gu_nmse_d(off[s], ref[s], ny);
             worst = e > worst ? e : worst;
             worst_alone = ea > worst_alone ? ea : worst_alone;
+            worst_off = eo > worst_off ? eo : worst_off;
             rep = rep && memcmp(got[s], got2[s], ny * 4) == 0;
-            off_bits = off_bits && memcmp(off[s], alone[s], ny * 4) == 0;
+            if (!mixed || s >= n4) off_bits = off_bits && memcmp(off[s], alone[s], ny * 4) == 0;
             bitwise += memcmp(got[s], alone[s], ny * 4) == 0;
             if (!(e <= 1e-5))
                 for (size_t i = 0; i < ny; i++)
@@ -555,16 +572,16 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n) {
                     }
         }
         const bool one = l1 - l0 == 1 && l3 == l2;
-        if (worst <= 1e-5 && worst_alone <= 1e-5 && rep && off_bits && one)
+        if (worst <= 1e-5 && worst_alone <= 1e-5 && worst_off <= 1e-5 && rep && off_bits && one)
             gu_pass(&R, "one launch (K split %d over %lld bands): nmse vs exact <= %.3g, vs each alone <= %.3g (%d of %d "
-                        "bitwise), repeat bitwise; b40 off: one by one, bit for bit alone; output fnv %08x",
+                        "bitwise), repeat bitwise; %s off: nmse vs exact <= %.3g, %s bit for bit alone; output fnv %08x",
                     mi8b_gemm_f16s_split(MI_TYPE_Q4_K, K, bands * 128, N), (long long)bands, worst, worst_alone, bitwise, n,
-                    runs_fnv(got, ms, n, N));
+                    item, worst_off, mixed ? "the Q6_K ones" : "one by one,", runs_fnv(got, ms, n, N));
         else
-            gu_fail(&R, "launches %llu (want 1) and %llu with b40 off (want 0); nmse vs exact %.3g (bound 1e-5), vs alone "
-                        "%.3g (bound 1e-5), repeat %s, b40 off %s",
-                    (unsigned long long)(l1 - l0), (unsigned long long)(l3 - l2), worst, worst_alone,
-                    rep ? "bitwise" : "DIFFERS", off_bits ? "bit for bit alone" : "DIFFERS from alone");
+            gu_fail(&R, "launches %llu (want 1) and %llu with %s off (want 0); nmse vs exact %.3g (bound 1e-5), vs alone "
+                        "%.3g (bound 1e-5), %s off %.3g; repeat %s, %s off %s",
+                    (unsigned long long)(l1 - l0), (unsigned long long)(l3 - l2), item, worst, worst_alone, item, worst_off,
+                    rep ? "bitwise" : "DIFFERS", item, off_bits ? "bit for bit alone" : "DIFFERS from alone");
     }
     for (int s = 0; s < n; s++) {
         free(w[s]); free(bias[s]); free(ref[s]); free(got[s]); free(got2[s]); free(alone[s]); free(off[s]);
@@ -658,15 +675,21 @@ int main(int argc, char **argv) {
     static const int64_t r_qkv[] = {3584, 512, 512}, r_qk[] = {3584, 512}, r_gu[] = {18944, 18944},
                          r_edge[] = {333, 20, 130};
     plan_clusters_case();
-    f16s_run_case(3584, 64, r_qkv, 3);
-    f16s_run_case(3584, 64, r_qk, 2);
-    f16s_run_case(3584, 33, r_qk, 2);
-    f16s_run_case(3584, 64, r_gu, 2);
-    f16s_run_case(2560, 40, r_edge, 3);
+    f16s_run_case(3584, 64, r_qkv, 3, 3);
+    f16s_run_case(3584, 64, r_qk, 2, 2);
+    f16s_run_case(3584, 33, r_qk, 2, 2);
+    /* b49: the 7B's q + k + Q6_K v at 64 rows (36 bands, a K split), rows past a band in each
+     * segment at 40, two Q6_K segments after one Q4_K one */
+    static const int64_t x_qkv[] = {3584, 512, 512}, x_edge[] = {333, 20, 130}, x_two[] = {640, 200, 130};
+    f16s_run_case(3584, 64, x_qkv, 2, 3);
+    f16s_run_case(2560, 40, x_edge, 2, 3);
+    f16s_run_case(3584, 48, x_two, 1, 3);
+    f16s_run_case(3584, 64, r_gu, 2, 2);
+    f16s_run_case(2560, 40, r_edge, 3, 3);
     /* the same on b6's mma.sync kernel: 17 and 24 rows (b22 takes 33..64) */
-    f16s_run_case(3584, 17, r_qkv, 3);
-    f16s_run_case(3584, 24, r_gu, 2);
-    f16s_run_case(2560, 17, r_edge, 3);
+    f16s_run_case(3584, 17, r_qkv, 3, 3);
+    f16s_run_case(3584, 24, r_gu, 2, 2);
+    f16s_run_case(2560, 17, r_edge, 3, 3);
     gu_begin(&R, "f16s_mm_refused");
     if (mi8b_gemm_f16s_supported(MI_TYPE_Q4_0, 4864, 896, 64) || mi8b_gemm_f16s_supported(MI_TYPE_Q8_0, 4864, 896, 64) ||
         mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 1) || mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, 3584, 512, 65))
