@@ -489,6 +489,22 @@ static mi_status run_of(const mi8a_run_seg *seg, int n4, int n, const float *dx,
     return n4 < n ? mi8b_gemm_f16s_run_mixed(S, seg, n4, n, dx, K, N, ws, ws_bytes)
                   : mi8b_gemm_f16s_run(S, MI_TYPE_Q4_K, seg, n, dx, K, N, ws, ws_bytes, false);
 }
+/* the mean time of reps runs of a run (b49's cases: with the item as it is), after one warm-up;
+ * information for the notes, no pass criterion */
+static double run_us(const mi8a_run_seg *seg, int n4, int n, const float *dx, int64_t K, int64_t N, void *ws,
+                     size_t ws_bytes, int reps) {
+    cudaEvent_t e0, e1;
+    float ms = 0.0f;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return -1.0;
+    mi_status st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
+    cudaEventRecord(e0, S);
+    for (int i = 0; i < reps && st == MI_OK; i++) st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
+    cudaEventRecord(e1, S);
+    if (st != MI_OK || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) ms = -1.0f;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms < 0 ? -1.0 : 1000.0 * ms / reps;
+}
 static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n4, int n) {
     const bool mixed = n4 < n;
     char name[128];
@@ -540,13 +556,16 @@ static void f16s_run_case(int64_t K, int64_t N, const int64_t *ms, int n4, int n
         if (st == MI_OK) st = dev_read_back(S, alone[s], dy[s], (size_t)(ms[s] * N));
     }
     uint64_t l2 = 0, l3 = 0;
+    double t_on = mixed && st == MI_OK ? run_us(seg, n4, n, dx, K, N, ws, ws_bytes, 50) : 0.0, t_off = 0.0;
     if (st == MI_OK) st = mi_cuda_items_set_off(item);
     if (st == MI_OK) {
         l2 = launches();
         st = run_of(seg, n4, n, dx, K, N, ws, ws_bytes);
         l3 = launches();
+        if (mixed && st == MI_OK) t_off = run_us(seg, n4, n, dx, K, N, ws, ws_bytes, 50);
         mi_cuda_items_set_off("");
     }
+    if (mixed) printf("    %s: %.2f us a run in one launch, %.2f us with b49 off (50 back to back, information)\n", name, t_on, t_off);
     for (int s = 0; s < n && st == MI_OK; s++) st = dev_read_back(S, off[s], dy[s], (size_t)(ms[s] * N));
     if (st != MI_OK) {
         gu_fail(&R, "%s", mi_errmsg());
