@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_KERNELS 24   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
+#define MAX_KERNELS 32   /* candidates per op (MATMUL has the most: 7b, 7e, 8a and 8b each add some) */
 #define MAX_ITEMS 128   /* the item sets below: 64-bit words */
 #define SET_WORDS (MAX_ITEMS / 64)
 

@@ -189,6 +189,9 @@ struct mi_cuda_ctx;
 struct mi_tensor;
 mi_status mi8a_run_record(struct mi_cuda_ctx *c, const struct mi_tensor *n);
 mi_status mi8a_run_take(struct mi_cuda_ctx *c, const struct mi_tensor *n, const mi8a_run_seg **seg, int *k);
+/* the same for a last node whose weights may be of another format than the run's (*run_type) */
+mi_status mi8a_run_take_other(struct mi_cuda_ctx *c, const struct mi_tensor *n, const mi8a_run_seg **seg, int *k,
+                              mi_type *run_type);
 
 /* d14: the candidate a ROPE or KV_STORE node of role MI_RKV_DEFER / MI_RKV_LAST gets (else
  * NULL); d8's ROPE kernel, the one whose arithmetic d14's kernel repeats */

@@ -201,11 +201,14 @@ static bool sup_run_last_rows_norm(const mi_tensor *n) {
 /* the norm of a d17 run (NULL for a plain run) */
 static const float *run_nw(const mi_tensor *n) { return n->op == MI_OP_NORM_MATMUL ? n->src[3]->data : NULL; }
 static float run_eps(const mi_tensor *n) { return n->op == MI_OP_NORM_MATMUL ? mi_fused_norm_eps(n) : 0.0f; }
-static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) {
+/* any_type: the node's weights may be of another format than the run's (8b's b49 closes a Q4_K
+ * run with a Q6_K matmul) */
+static bool run_follows_as(const mi_cuda_ctx *c, const mi_tensor *n, bool any_type) {
     const mi_tensor *w = n->src[0];
-    return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && g_run.wt == w->type && g_run.K == w->ne[0] &&
-           g_run.last_id == n->id - 1;
+    return g_run.n > 0 && g_run.c == c && g_run.x == n->src[1]->data && (any_type || g_run.wt == w->type) &&
+           g_run.K == w->ne[0] && g_run.last_id == n->id - 1;
 }
+static bool run_follows(const mi_cuda_ctx *c, const mi_tensor *n) { return run_follows_as(c, n, false); }
 mi_status mi8a_run_record(mi_cuda_ctx *c, const mi_tensor *n) {
     const mi_tensor *w = n->src[0];
     if (!run_follows(c, n) || g_run.n >= MI8A_RUN_MAX - 1) g_run.n = 0;   /* a run starts here */
@@ -218,9 +221,9 @@ static mi_status run_run_defer(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_run_record(c, n);
 }
 /* the run's weights with the last's appended (its count in *k), or an error: the record is gone */
-static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) {
+static mi_status run_close_as(mi_cuda_ctx *c, const mi_tensor *n, int *k, bool any_type) {
     const mi_tensor *w = n->src[0];
-    if (!run_follows(c, n))
+    if (!run_follows_as(c, n, any_type))
         return mi_err(MI_ERR_INTERNAL, "d13: the run ending at node %s (#%d) found no record of the nodes before it",
                       n->name, n->id);
     g_run.seg[g_run.n++] = (mi8a_run_seg){w->data, ptr(n->src[2]), n->data, w->ne[1]};
@@ -228,6 +231,7 @@ static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) {
     g_run.n = 0;
     return MI_OK;
 }
+static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) { return run_close_as(c, n, k, false); }
 static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     int k;
@@ -275,6 +279,12 @@ static const mi_cuda_kernel k_run_last_rows_norm = {"norm + matmul, one token, w
 static bool plain_q4k(const struct mi_cuda_kernel *k) { return k == &k_mm_q4k || k == mi7e_matmul_q4k_kernel(); }
 mi_status mi8a_run_take(mi_cuda_ctx *c, const mi_tensor *n, const mi8a_run_seg **seg, int *k) {
     MI_TRY(run_close(c, n, k));
+    *seg = g_run.seg;
+    return MI_OK;
+}
+mi_status mi8a_run_take_other(mi_cuda_ctx *c, const mi_tensor *n, const mi8a_run_seg **seg, int *k, mi_type *run_type) {
+    *run_type = g_run.wt;
+    MI_TRY(run_close_as(c, n, k, true));
     *seg = g_run.seg;
     return MI_OK;
 }

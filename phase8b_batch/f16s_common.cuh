@@ -291,6 +291,7 @@ bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N);
  * Supported: both formats' b32 forms at N rows, Q6_K rows in bulk (b31). */
 bool mi8b_gemm_f16w_mixed_supported(int64_t N);
 bool mi8b_gemm_f16w_mixed_sums_bands(int64_t N, const f16s_plan &pl);
+void mi8b_gemm_f16w_mixed_ready(void);   /* its fit and cluster checks asked, before any capture */
 mi_status mi8b_gemm_f16w_run_mixed(cudaStream_t st, const f16s_run &run, int n4, const float *x, void *xh, int64_t K,
                                    int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl);
 uint64_t mi8b_gemm_f16w_mixed_launches(void);

@@ -1,4 +1,5 @@
 /* Phase 8b's pass. b47: a decode step's RoPEs and scatters done by its paged attention (below).
+ * b49: a Q6_K v joining the q + k run of its x (below).
  * b42: a batch step's gate/up run whose SwiGLU follows it. Where the two
  * matmuls of a run (8a's pass marks runs: d13) are read by nothing but the SWIGLU node right after
  * the run's last, and b35's SwiGLU takes that node, the last is marked MI_MM_FIXUP_NEXT and the
@@ -55,9 +56,33 @@ static int mark_attn_rkv_rows(mi_graph *g) {
     return marked;
 }
 
+/* b49 (MINFER_MIXED_RUN=1): a run of Q4_K matmuls (8a's d13 marks: q and k) followed right away
+ * by a plain Q6_K matmul of the same x and K (the 7B's Q6_K v), where the dispatch gives the
+ * run's last the defer role's kernel and the Q6_K one the mixed run's last: the Q4_K last becomes
+ * a defer node and the Q6_K one the run's last (mi8b_mixed_run_takes) */
+static int mark_mixed_runs(mi_graph *g) {
+    int marked = 0;
+    if (!mi8b_mixed_run_pass_on()) return 0;
+    for (int i = 1; i + 1 < g->n_nodes; i++) {
+        mi_tensor *k = g->nodes[i], *v = g->nodes[i + 1];
+        if (!run_node(k, MI_MM_RUN_LAST) || !run_node(g->nodes[i - 1], MI_MM_RUN_DEFER) || !run_node(v, 0)) continue;
+        if (k->src[0]->type != MI_TYPE_Q4_K || v->src[0]->type != MI_TYPE_Q6_K || v->src[1] != k->src[1] ||
+            v->src[0]->ne[0] != k->src[0]->ne[0] || g->nodes[i - 1]->src[1] != k->src[1] || k->p[1] || v->p[1])
+            continue;
+        mi_tensor pk = *k, pv = *v;   /* probes: the dispatch's answer for the roles */
+        pk.p[0] = MI_MM_RUN_DEFER;
+        pv.p[0] = MI_MM_RUN_LAST;
+        if (!mi8b_mixed_run_takes(&pk, &pv)) continue;
+        k->p[0] = MI_MM_RUN_DEFER;
+        v->p[0] = MI_MM_RUN_LAST;
+        marked++;
+    }
+    return marked;
+}
+
 int mi8b_fuse_batch(mi_graph *g, mi_backend *cuda) {
     (void)cuda;
-    int marked = mark_attn_rkv_rows(g);
+    int marked = mark_attn_rkv_rows(g) + mark_mixed_runs(g);
     for (int i = 2; i < g->n_nodes; i++) {
         mi_tensor *sw = g->nodes[i], *up = g->nodes[i - 1], *gate = g->nodes[i - 2];
         if (sw->op != MI_OP_SWIGLU || sw->src[0] != gate || sw->src[1] != up) continue;

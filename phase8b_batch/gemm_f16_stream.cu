@@ -634,6 +634,11 @@ extern "C" mi_status mi8b_gemm_f16s_run_mixed(void *stream, const mi8a_run_seg *
     return MI_OK;
 }
 extern "C" uint64_t mi8b_gemm_f16s_mixed_launches(void) { return mi8b_gemm_f16w_mixed_launches(); }
+extern "C" void mi8b_gemm_f16s_mixed_ready(void) { mi8b_gemm_f16w_mixed_ready(); }
+extern "C" bool mi8b_gemm_f16s_mixed_supported(int64_t N) {
+    return mi8b_f16s_mixed_on() && f16s_on_wgmma(MI_TYPE_Q4_K, N) && f16s_on_wgmma(MI_TYPE_Q6_K, N) &&
+           mi8b_gemm_f16w_mixed_supported(N);
+}
 extern "C" bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N) {
     if (wt != MI_TYPE_Q4_K || N < MI8B_RUN_MIN_N || N > MI8B_STREAM_MAX_N) return false;
     const bool wg = f16s_on_wgmma(wt, N);

@@ -320,6 +320,19 @@ bool mi8b_gemm_f16w_run_supported(mi_type wt, int64_t N) {
            mi8b_f16w_tma_on() && mi8b_f16w_overlap_on();
 }
 
+/* a run's tensor maps: x's copy (*tx) and the Q4_K weights of its first n4 matmuls (rows of wrow
+ * bytes); who names the caller in the error */
+static mi_status fw_run_maps_make(const char *who, const f16s_run &run, int n4, const void *xh, int64_t K, int64_t N,
+                                  size_t wrow, CUtensorMap *tx, fw_run_maps *maps) {
+    memset(tx, 0, sizeof *tx);
+    memset(maps, 0, sizeof *maps);
+    if (!fw_map_x(tx, xh, K, N)) return mi_err(MI_ERR_UNSUPPORTED, "%s: the activations' tensor map did not encode", who);
+    for (int s = 0; s < n4; s++)
+        if (!fw_map_w(&maps->tw[s], run.W[s], wrow, run.M[s]))
+            return mi_err(MI_ERR_UNSUPPORTED, "%s: matmul %d's weights: no tensor map (not 16-byte aligned?)", who, s);
+    return MI_OK;
+}
+
 mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, const float *x, void *xh, int64_t K,
                              int64_t N, const f16s_plan &pl, float *part, bool x_ready, bool cl) {
     if (!mi8b_gemm_f16w_run_supported(wt, N) || K % FS_SB || run.n < 1 || run.n > MI8A_RUN_MAX)
@@ -328,13 +341,7 @@ mi_status mi8b_gemm_f16w_run(cudaStream_t st, mi_type wt, const f16s_run &run, c
     const size_t wrow = mi_row_size(wt, K);
     CUtensorMap tx;
     fw_run_maps maps;
-    memset(&tx, 0, sizeof tx);
-    memset(&maps, 0, sizeof maps);
-    if (!fw_map_x(&tx, xh, K, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: the activations' tensor map did not encode");
-    for (int s = 0; s < run.n; s++)
-        if (!fw_map_w(&maps.tw[s], run.W[s], wrow, run.M[s]))
-            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run: matmul %d's weights: no tensor map (not 16-byte aligned?)", s);
+    MI_TRY(fw_run_maps_make("mi8b_gemm_f16w_run", run, run.n, xh, K, N, wrow, &tx, &maps));
     if (!x_ready) MI_TRY(launch_act_f16(st, x, xh, K, N, true));
     fw_launch<MI_TYPE_Q4_K>(st, true, true, true, cl, run.W[0], wrow, run.M[0], (const uint8_t *)xh, K, N, pl, NULL, NULL,
                             NULL, part, tx, maps.tw[0], true, false, run, maps, true);
@@ -400,6 +407,11 @@ bool mi8b_gemm_f16w_mixed_supported(int64_t N) {
            mi8b_f16w_quad_scales_on() && mi8b_f16w_tma_on() && mi8b_f16w_overlap_on() && mi8b_f16w_q6_bulk_on() &&
            fw_mixed_fit(mi8b_f16w_empty_bars_on(), false, 1) >= 1;
 }
+/* every cluster size's answer asked (where the workspace is sized: not first inside a capture) */
+void mi8b_gemm_f16w_mixed_ready(void) {
+    for (int e = 0; e < 2; e++)
+        for (int S = 1; S <= 8; S++) (void)fw_mixed_fit(e, S > 1, S);
+}
 /* b33's sums for plan pl in the mixed kernel: its clusters of pl.S fit */
 bool mi8b_gemm_f16w_mixed_sums_bands(int64_t N, const f16s_plan &pl) {
     return mi8b_gemm_f16w_sums_bands(MI_TYPE_Q4_K, N, pl) && mi8b_gemm_f16w_sums_bands(MI_TYPE_Q6_K, N, pl) &&
@@ -414,13 +426,7 @@ mi_status mi8b_gemm_f16w_run_mixed(cudaStream_t st, const f16s_run &run, int n4,
     const size_t wrow4 = mi_row_size(MI_TYPE_Q4_K, K), wrow6 = mi_row_size(MI_TYPE_Q6_K, K);
     CUtensorMap tx;
     fw_run_maps maps;
-    memset(&tx, 0, sizeof tx);
-    memset(&maps, 0, sizeof maps);
-    if (!fw_map_x(&tx, xh, K, N))
-        return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run_mixed: the activations' tensor map did not encode");
-    for (int s = 0; s < n4; s++)
-        if (!fw_map_w(&maps.tw[s], run.W[s], wrow4, run.M[s]))
-            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16w_run_mixed: matmul %d's weights: no tensor map", s);
+    MI_TRY(fw_run_maps_make("mi8b_gemm_f16w_run_mixed", run, n4, xh, K, N, wrow4, &tx, &maps));
     if (!x_ready) MI_TRY(launch_act_f16(st, x, xh, K, N, true));
     const bool eb = mi8b_f16w_empty_bars_on();
     const fw_mixed_fn k = fw_mixed_kernel(eb, cl);

@@ -9,6 +9,7 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/graph/graph.h"
+#include "common/core/mi_settings.h"
 #include <stdint.h>
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
@@ -153,6 +154,45 @@ static const mi_cuda_kernel k_f16s_run_defer = {
 static const mi_cuda_kernel k_f16s_run_last = {
     "matmul, 17..64 rows, Q4_K on b6's or b22's kernel: every matmul of its run in one launch, one plan over their "
     "bands", "b6,b40", sup_f16s_run_last, run_f16s_run_last, ws_f16s_run_last, 0};
+
+/* b49: a Q4_K run closed by a Q6_K matmul of the same x (8b's pass: the 7B's q, k and a Q6_K v),
+ * all in one launch: the Q4_K nodes record as b40's defer nodes, this one takes their record and
+ * launches the run (or, where it cannot be one launch, the Q4_K ones as their run and itself
+ * alone: mi8b_gemm_f16s_run_mixed) */
+bool mi8b_mixed_run_pass_on(void) {
+    static long v = -1;
+    return mi8b_f16s_mixed_on() && mi_setting_int_once("MINFER_MIXED_RUN", 0, 1, 0, &v) == 1;
+}
+static bool sup_f16s_run_mixed_last(const mi_tensor *n) {
+    return n->op == MI_OP_MATMUL && mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_f16s(n) &&
+           n->src[0]->type == MI_TYPE_Q6_K && mi8b_mixed_run_pass_on() &&
+           mi8b_gemm_f16s_mixed_supported(mi_nrows(n->src[1]));
+}
+static mi_status run_f16s_run_mixed_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
+    const mi_tensor *w = n->src[0];
+    const mi8a_run_seg *seg;
+    int k;
+    mi_type wt;
+    size_t ws_bytes = 0;
+    (void)mi_cuda_workspace(c, &ws_bytes);
+    MI_TRY(mi8a_run_take_other(c, n, &seg, &k, &wt));
+    if (wt != MI_TYPE_Q4_K || k < 2)
+        return mi_err(MI_ERR_INTERNAL, "b49: the run closed by %s (#%d) is not of Q4_K matmuls", n->name, n->id);
+    return mi8b_gemm_f16s_run_mixed(mi_cuda_stream(c), seg, k - 1, k, n->src[1]->data, w->ne[0], mi_nrows(n->src[1]), ws,
+                                    ws_bytes);
+}
+/* the node's own workspace (each node's is its matmul's alone; the run checks its need), and the
+ * kernel's one-time checks asked here, not first at a launch inside a capture */
+static size_t ws_f16s_run_mixed_last(const mi_tensor *n) {
+    mi8b_gemm_f16s_mixed_ready();
+    return ws_mm_f16s(n);
+}
+static const mi_cuda_kernel k_f16s_run_mixed_last = {
+    "matmul, 33..64 rows, Q6_K closing a run of Q4_K ones of one x: all of them in one launch of b22's kernel, each "
+    "block in its band's format", "b22,b49", sup_f16s_run_mixed_last, run_f16s_run_mixed_last, ws_f16s_run_mixed_last, 0};
+bool mi8b_mixed_run_takes(const mi_tensor *k_defer, const mi_tensor *v_last) {
+    return mi_cuda_choice(k_defer) == &k_f16s_run_defer && mi_cuda_choice(v_last) == &k_f16s_run_mixed_last;
+}
 
 /* b36: MATMUL_ADD (8a's pass folds a batch's residual add into the matmul before it where this
  * takes it: the 7B's o and down projections) on b6's / b22's matmul, r added where the outputs
@@ -483,8 +523,8 @@ void mi_phase8b_install(void) {
                                 "(whole clusters of a GPC's multiprocessors), not one a multiprocessor: a split "
                                 "whose clusters need a second wave is priced as such");
     mi_cuda_item_declare("b49", "a run of Q4_K matmuls then Q6_K ones of one x (the 7B's q, k and a Q6_K v) in one "
-                                "launch of b22's kernel, each block in its band's format (not yet marked by the "
-                                "graph pass: its gate calls it)");
+                                "launch of b22's kernel, each block in its band's format (8b's pass marks such a "
+                                "run where MINFER_MIXED_RUN=1, until its device gate has run)");
     mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
                                 "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
                                 "barrier a stage");
@@ -494,6 +534,7 @@ void mi_phase8b_install(void) {
                                 "reads them (8b's pass marks the pair), not by the fixup launch: the same sums");
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_defer);   /* in front of b6 (after b22 is declared) */
     mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_last);
+    mi_cuda_add_kernel(MI_OP_MATMUL, &k_f16s_run_mixed_last);
     mi8a_run_add(&k_mm_f16s, &k_f16s_run_defer, &k_f16s_run_last, NULL, NULL);
     mi_cuda_item_declare("b12", "a batch's Q4_0 matmuls at K <= 1024 in one launch after x's f16 copy: a band's rows "
                                 "and every token over the whole K in shared memory, no K split");

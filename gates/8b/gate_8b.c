@@ -1,6 +1,7 @@
 /* gate_8b: phase 8b's kernels for a step of many sequences on the device (docs/PHASE8B.md); the
  * op-level cases (host_checks, cpu_reference, paged_*, bad_*, rope_kv_rows_*, rkv_*) are
- * gates/8b/paged8b.c, the pass's host case (rkv_rows_pass) gates/8b/passes8b.c.
+ * gates/8b/paged8b.c, the pass's host case (rkv_rows_pass) gates/8b/passes8b.c, the batch_ahead_*
+ * cases gates/8b/ahead8b.c (models8b.c: the model cases' shared parts).
  *  host_checks      runs without a device: the host's check of a step's tables (install8b_attn.c)
  *                   accepts good ones and names the first bad entry
  *  paged_<layout>   op level: one step (KV_SCATTER of K and V, then ATTN_PAGED) as a graph on
@@ -34,6 +35,8 @@
  *  rkv_rows_pass    runs without a device: 8b's pass marks a decode step's four for its paged
  *                   attention (b47), holding q, k and v; not with b47 off or two rows a sequence;
  *                   the CPU's output unchanged
+ *  batch_items_*_b49_off_bound  b49 on (MINFER_MIXED_RUN=1 for this gate) against off: the 7B's last
+ *                   logits at 64 sequences within its model bound, b49's one-launch runs counted
  *  batch_items_*_b47_off, batch_rkv_*  b47 on (MINFER_PAGED_RKV=1 for this gate) against off: every
  *                   logit bit for bit; the four inside the tensor-core kernel where it runs
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
@@ -50,6 +53,8 @@
 #include "gates/7e/dev7e.h"
 #include "gates/8b/paged8b.h"
 #include "gates/8b/passes8b.h"
+#include "gates/8b/models8b.h"
+#include "gates/8b/ahead8b.h"
 #include "phase8b_batch/batch8b.h"
 #include "phase7e_perf/perf7e.h"
 #include "phase7a_skeleton/cuda_dispatch.h"
@@ -82,21 +87,17 @@ typedef struct {
 static int64_t plan_prompt(const plan *p, int i) { return p->many ? 1 + (i * 7) % 40 : 3 + 4 * (i % 6); }
 static int plan_join(const plan *p, int i) { return p->many ? i % 3 : (i == 6 ? 6 : i / 2); }
 static int plan_end(const plan *p, int i) { return p->many ? (i % 5 == 0 ? 2 : p->steps - 1) : (i == 1 ? 4 : p->steps - 1); }
-static int32_t plan_tok(int i, int64_t j, int64_t V) { return (int32_t)((7 + 31 * i + 13 * j + (j * j) % 17) % V); }
 static int64_t plan_chunk(const plan *p, int i, int step, int32_t *out, int64_t V) {
     const int k = step - plan_join(p, i);
     if (k < 0 || step > plan_end(p, i)) return 0;
     const int64_t off = k == 0 ? 0 : plan_prompt(p, i) + k - 1, n = k == 0 ? plan_prompt(p, i) : 1;
-    for (int64_t j = 0; j < n; j++) out[j] = plan_tok(i, off + j, V);
+    for (int64_t j = 0; j < n; j++) out[j] = models8b_tok(i, off + j, V);
     return n;
 }
 
-static double margin_of(const float *l, int64_t n) {
-    const int32_t b = mi_sample_greedy(l, n);
-    double second = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (i != b && l[i] > second) second = l[i];
-    return (double)l[b] - second;
+/* a model case (models8b_open) of this gate's run */
+static mi_model *case_open(const char *label, const char *shape, const char *type) {
+    return models8b_open(&R, g_minfer, label, shape, type);
 }
 
 static uint64_t paged_runs(void) {
@@ -185,7 +186,7 @@ static void test_batch_model(const plan *p) {
             const int32_t tg = mi_sample_greedy(got, V), tw = mi_sample_greedy(w, V);
             if (tg == tw) same++;
             else {
-                const double mg = margin_of(w, V);
+                const double mg = models8b_margin(w, V);
                 ties++;
                 if (mg > 2 * noise) unexplained++;
                 if (tl < sizeof tie_note - 60)
@@ -378,7 +379,7 @@ static mi_status rp_run_last(mi_model *m, int nseq, int steps, const char *off, 
         for (int i = 0; st == MI_OK && i < nseq; i++) {
             if (step > rp_end(i, nseq, steps)) continue;
             const int64_t n = step == 0 ? rp_prompt(i) : 1;
-            for (int64_t j = 0; j < n; j++) toks[j] = plan_tok(i, step == 0 ? j : rp_prompt(i) + step - 1, V);
+            for (int64_t j = 0; j < n; j++) toks[j] = models8b_tok(i, step == 0 ? j : rp_prompt(i) + step - 1, V);
             if (step == 0) st = mi_batch_seq_new(b, NULL, &id[i]);
             if (st == MI_OK) st = mi_batch_seq_add(b, id[i], toks, n);
         }
@@ -462,198 +463,6 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
     mi_model_free(m);
 }
 
-/* ---------------- a step queued ahead of the host's read (common/model/batch_ahead.c) ---------------- */
-/* nseq greedy sequences (no_logits) for `steps` steps, each fed what it drew; with perturb,
- * everything that makes a queued step wrong: sequence nseq / 2 freed after step steps / 3, a
- * new prompt at step steps / 2, sequence 0 fed another token at step 2 steps / 3. Then every
- * sequence fed another token with a sampled sequence joining, a step with logits. mode:
- * MINFER_STEP_AHEAD. feed (the reference): a batch read first, with logits at every step, fed
- * the one-token feeds another run recorded (so its rows see the same tokens), each row's argmax
- * and top-1 margin kept. */
-typedef struct {
-    int32_t *tok;     /* [nseq + 1][steps]: drawn (the reference: the logits' argmax), -1: none */
-    int32_t *fed;     /* [nseq + 1][steps]: the one token fed at that step, -1: none (a prompt, or closed) */
-    double *margin;   /* [nseq + 1][steps]: the reference's top-1 margin */
-    int *ran;         /* [steps] */
-    float *last;      /* [nseq + 1][V]: the last step's logits rows (0 where closed) */
-    mi_batch_stats bs;
-} ah_run;
-
-static void ah_alloc(ah_run *r, int nseq, int steps, int64_t V) {
-    const size_t nt = (size_t)(nseq + 1) * steps;
-    memset(r, 0, sizeof *r);
-    r->tok = calloc(nt, 4), r->fed = calloc(nt, 4), r->margin = calloc(nt, sizeof(double));
-    r->ran = calloc((size_t)steps, sizeof(int)), r->last = calloc((size_t)(nseq + 1) * (size_t)V, sizeof(float));
-}
-static void ah_release(ah_run *r) { free(r->tok), free(r->fed), free(r->margin), free(r->ran), free(r->last); }
-
-static mi_status ah_schedule(mi_model *m, int nseq, int steps, const char *mode, bool perturb, const int32_t *feed,
-                             ah_run *r) {
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    mi_batch_params bp;
-    mi_batch_params_default(&bp);
-    bp.n_seq_max = nseq + 2;
-    bp.kv_tokens = (int64_t)(nseq + 2) * (steps + 64);
-    bp.backend = "cuda";
-    bp.no_logits = !feed;
-    if (*mode) setenv("MINFER_STEP_AHEAD", mode, 1);
-    mi_batch *b = NULL;
-    mi_status st = mi_batch_new(m, &bp, &b);
-    unsetenv("MINFER_STEP_AHEAD");
-    if (st != MI_OK) return st;
-    const int nall = nseq + 1, freed = perturb ? nseq / 2 : -1, joiner = nseq;
-    int *id = calloc((size_t)nall, sizeof *id);
-    int32_t *drawn = calloc((size_t)nall, sizeof *drawn), toks[64];
-    bool *open = calloc((size_t)nall, sizeof *open);
-    for (size_t i = 0; i < (size_t)nall * steps; i++) r->tok[i] = -1, r->fed[i] = feed ? feed[i] : -1;
-    for (int step = 0; st == MI_OK && step < steps; step++) {
-        for (int i = 0; st == MI_OK && i < nall; i++) {
-            const size_t at = (size_t)i * steps + step;
-            const bool joins = (i < nseq && step == 0) || (perturb && i == joiner && step == steps / 2);
-            if (joins) {
-                const int n = 1 + (i * 5) % 19;
-                for (int j = 0; j < n; j++) toks[j] = plan_tok(i, j, V);
-                st = mi_batch_seq_new(b, NULL, &id[i]);
-                if (st == MI_OK) st = mi_batch_seq_add(b, id[i], toks, n);
-                open[i] = st == MI_OK;
-            } else if (open[i]) {
-                if (!feed) r->fed[at] = perturb && i == 0 && step == 2 * steps / 3 ? (drawn[i] + 1) % (int32_t)V : drawn[i];
-                st = mi_batch_seq_add(b, id[i], &r->fed[at], 1);
-            }
-        }
-        if (st == MI_OK) st = mi_batch_step(b, 0, &r->ran[step]);
-        for (int i = 0; st == MI_OK && i < nall; i++) {
-            if (!open[i]) continue;
-            const size_t at = (size_t)i * steps + step;
-            if (feed) {   /* the reference: the argmax of the row's logits, and its margin */
-                const float *l = mi_batch_seq_logits(b, id[i]);
-                if (!l) st = mi_err(MI_ERR_INTERNAL, "sequence %d has no logits at step %d", i, step);
-                else drawn[i] = mi_sample_greedy(l, V), r->margin[at] = margin_of(l, V);
-            } else {
-                st = mi_batch_seq_next(b, id[i], &drawn[i]);
-            }
-            r->tok[at] = drawn[i];
-            if (st == MI_OK && i == freed && step == steps / 3) mi_batch_seq_free(b, id[i]), open[i] = false;
-        }
-    }
-    mi_sampler_params sp = {.temp = 0.7f, .seed = 5};
-    int e = -1, ran = 0;
-    if (st == MI_OK) st = mi_batch_seq_new(b, &sp, &e);
-    if (st == MI_OK) st = mi_batch_seq_add(b, e, toks, 2);
-    for (int i = 0; st == MI_OK && i < nall; i++) {
-        const int32_t t = (drawn[i] + 3) % (int32_t)V;
-        if (open[i]) st = mi_batch_seq_add(b, id[i], &t, 1);
-    }
-    if (st == MI_OK) st = mi_batch_step(b, 0, &ran);
-    for (int i = 0; st == MI_OK && i < nall; i++) {
-        const float *l = open[i] ? mi_batch_seq_logits(b, id[i]) : NULL;
-        if (open[i] && !l) st = mi_err(MI_ERR_INTERNAL, "sequence %d has no logits in the last step", i);
-        if (l) memcpy(r->last + (size_t)i * (size_t)V, l, (size_t)V * sizeof(float));
-    }
-    mi_batch_get_stats(b, &r->bs);
-    mi_batch_free(b);
-    free(id);
-    free(drawn);
-    free(open);
-    return st;
-}
-
-/* a model case selected, its model found and loaded, the case begun; NULL (recorded where it
- * ran into something) otherwise */
-static mi_model *case_open(const char *label, const char *shape, const char *type) {
-    char path[2048];
-    if (!gu_selected(label)) return NULL;
-    if (gu_model_path(g_minfer, "8b", shape, type, path, sizeof path)) {
-        gu_skip_named(&R, label, "model not available (synth failed or not given)");
-        return NULL;
-    }
-    gu_begin(&R, label);
-    mi_model *m = NULL;
-    if (mi_model_load(path, &m) != MI_OK) {
-        gu_fail(&R, "load %s: %s", path, mi_errmsg());
-        return NULL;
-    }
-    return m;
-}
-
-/* A step taken whole is the step the host would have run: the steady schedule (every sequence
- * fed what it drew) against the same read first, every token, sequence count and last logits row
- * bit for bit. A step taken in part keeps rows computed among more rows than the host's step
- * would have had (batch_ahead.c): the perturbed schedule against a reference read first and fed
- * the same tokens, with logits at every step: the same sequence counts; each drawn token the
- * reference's argmax unless a near-tie (its margin <= 2 x the largest logit difference of the
- * last step: reported, not hidden); the last step's logits within the model bound (as batch_*).
- * Most steps queued ahead, some taken in part, some given up, none refused. */
-static void test_steps_ahead(const char *shape, const char *type, int nseq, int steps) {
-    char label[128];
-    snprintf(label, sizeof label, "batch_ahead_%.30s_%.20s_%dseq", shape, type, nseq);
-    mi_model *m = case_open(label, shape, type);
-    if (!m) return;
-    const int64_t V = mi_model_hparams(m)->n_vocab;
-    const size_t nt = (size_t)(nseq + 1) * steps, nl = (size_t)(nseq + 1) * (size_t)V;
-    ah_run on, off, pon, ref;
-    ah_alloc(&on, nseq, steps, V), ah_alloc(&off, nseq, steps, V), ah_alloc(&pon, nseq, steps, V), ah_alloc(&ref, nseq, steps, V);
-    mi_status st = ah_schedule(m, nseq, steps, "0", false, NULL, &off);
-    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "1", false, NULL, &on);
-    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "1", true, NULL, &pon);
-    if (st == MI_OK) st = ah_schedule(m, nseq, steps, "0", true, pon.fed, &ref);
-    /* steady: bit for bit */
-    size_t bad = 0, first = nt;
-    int bad_ran = 0;
-    for (size_t j = 0; st == MI_OK && j < nt; j++)
-        if (on.tok[j] != off.tok[j]) bad++, first = first < j ? first : j;
-    for (int k = 0; st == MI_OK && k < steps; k++) bad_ran += on.ran[k] != off.ran[k];
-    const size_t bad_last = st == MI_OK ? gu_first_diff(on.last, off.last, nl * sizeof(float)) : (size_t)-1;
-    /* perturbed: the same counts, tokens but near-ties, the last logits in the bound */
-    int p_ran = 0, ties = 0, unexplained = 0;
-    double noise = 0, worst = 0;
-    char tie_note[256] = "";
-    size_t tl = 0;
-    for (int k = 0; st == MI_OK && k < steps; k++) p_ran += pon.ran[k] != ref.ran[k];
-    for (size_t j = 0; st == MI_OK && j < nl; j++) noise = fmax(noise, fabs((double)pon.last[j] - ref.last[j]));
-    for (int i = 0; st == MI_OK && i <= nseq; i++) {
-        const double e = gu_nmse(pon.last + (size_t)i * (size_t)V, ref.last + (size_t)i * (size_t)V, (size_t)V);
-        if (e > worst || e != e) worst = e;
-    }
-    for (size_t j = 0; st == MI_OK && j < nt; j++) {
-        if (pon.tok[j] == ref.tok[j]) continue;
-        ties++;
-        if (!(ref.margin[j] <= 2 * noise)) unexplained++;
-        if (tl < sizeof tie_note - 60)
-            tl += (size_t)snprintf(tie_note + tl, sizeof tie_note - tl, "%sseq %zu step %zu margin %.2g", tl ? "; " : "",
-                                   j / steps, j % steps, ref.margin[j]);
-    }
-    const double bound = strstr(shape, "7b") ? 5e-2 : strncmp(shape, "tiny", 4) ? 1e-5 : 1e-3;
-    const mi_batch_stats *ps = &pon.bs;
-    if (st != MI_OK) gu_fail(&R, "%s", mi_errmsg());
-    else if (bad || bad_ran || bad_last != (size_t)-1)
-        gu_fail(&R, "steady schedule, steps queued ahead: %zu tokens differ (first: sequence %zu step %zu: %d, %d read "
-                    "first), %d steps ran other sequence counts, last logits first differing byte %lld (-1: none)",
-                bad, first / steps, first % steps, first < nt ? on.tok[first] : 0, first < nt ? off.tok[first] : 0, bad_ran,
-                (long long)bad_last);
-    else if (p_ran || unexplained || !(worst <= bound))
-        gu_fail(&R, "perturbed schedule: %d steps ran other sequence counts; %d tokens differ from the reference's argmax, "
-                    "%d not near-ties (%s); last logits nmse %.3g (bound %.0e), max |dlogit| %.3g",
-                p_ran, ties, unexplained, tie_note, worst, bound, noise);
-    else if (off.bs.ahead_steps || ref.bs.ahead_steps || on.bs.ahead_steps < steps / 2 || on.bs.ahead_partial ||
-             ps->ahead_steps < steps / 2 || !ps->ahead_partial || !ps->ahead_dropped || on.bs.ahead_failed || ps->ahead_failed)
-        gu_fail(&R, "steps queued ahead and taken: steady %lld (want >= %d, none in part: %lld), perturbed %lld (want >= "
-                    "%d), of them in part %lld (want >= 1); given up %lld (want >= 1); refused %lld, %lld (want 0); read "
-                    "first: %lld, %lld (want 0)",
-                (long long)on.bs.ahead_steps, steps / 2, (long long)on.bs.ahead_partial, (long long)ps->ahead_steps,
-                steps / 2, (long long)ps->ahead_partial, (long long)ps->ahead_dropped, (long long)on.bs.ahead_failed,
-                (long long)ps->ahead_failed, (long long)off.bs.ahead_steps, (long long)ref.bs.ahead_steps);
-    else
-        gu_pass(&R, "%d sequences, %d steps: steady, every token, sequence count and last logits row bit for bit with "
-                    "steps read first (%lld queued ahead and taken); perturbed (one freed, one joining, one fed another "
-                    "token), %lld taken (%lld in part), %lld given up: sequence counts equal, tokens the reference's "
-                    "argmax%s%s, last logits nmse %.3g <= %.0e",
-                nseq, steps, (long long)on.bs.ahead_steps, (long long)ps->ahead_steps, (long long)ps->ahead_partial,
-                (long long)ps->ahead_dropped, ties ? " but near-ties: " : "", tie_note, worst, bound);
-    ah_release(&on), ah_release(&off), ah_release(&pon), ah_release(&ref);
-    mi_model_free(m);
-}
-
 /* Items that fold a copy or a launch into another kernel, or reschedule one, with the same operations
  * (b34-b37, b39, b42): a
  * batch's every logits row bit for bit with them and without, and each ran */
@@ -728,9 +537,11 @@ static void test_rkv(const char *shape, const char *type, int nseq, int steps, b
 }
 
 /* b40 (a run of matmuls as one launch under one plan: the f16 tier's bound of each alone, not its
- * bits): a batch's decode with it and without, the same tokens fed: each sequence's last logits
- * within the model bound (gate 7e's for the 7B, as test_batch_model), its one-launch runs counted */
+ * bits), b49 (a Q6_K v in the q + k run: the same): a batch's decode with it and without, the
+ * same tokens fed: each sequence's last logits within the model bound (gate 7e's for the 7B, as
+ * test_batch_model), its one-launch runs counted */
 static void test_items_bound(const char *shape, const char *type, int nseq, int steps, const char *item, double bound) {
+    uint64_t (*launches)(void) = strcmp(item, "b49") ? mi8b_gemm_f16s_run_launches : mi8b_gemm_f16s_mixed_launches;
     char label[160];
     snprintf(label, sizeof label, "batch_items_%.30s_%.20s_%dseq_%.20s_off_bound", shape, type, nseq, item);
     mi_model *m = case_open(label, shape, type);
@@ -740,11 +551,11 @@ static void test_items_bound(const char *shape, const char *type, int nseq, int 
     uint64_t *on = calloc(n, 8), *off = calloc(n, 8), r_on = 0, r_off = 0;
     float *l_on = malloc((size_t)nseq * (size_t)V * 4), *l_off = malloc((size_t)nseq * (size_t)V * 4);
     mi_batch_stats s_on = {0}, s_off = {0};
-    const uint64_t q0 = mi8b_gemm_f16s_run_launches();
+    const uint64_t q0 = launches();
     mi_status st = rp_run_last(m, nseq, steps, "", true, on, &r_on, &s_on, l_on);
-    const uint64_t q1 = mi8b_gemm_f16s_run_launches();
+    const uint64_t q1 = launches();
     if (st == MI_OK) st = rp_run_last(m, nseq, steps, item, true, off, &r_off, &s_off, l_off);
-    const uint64_t q2 = mi8b_gemm_f16s_run_launches();
+    const uint64_t q2 = launches();
     double worst = 0;
     int same = 0;
     for (int i = 0; st == MI_OK && i < nseq; i++) {
@@ -777,6 +588,7 @@ int main(int argc, char **argv) {
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     setenv("MINFER_PAGED_RKV", "1", 0);   /* b47, off by default until this gate has run on a device */
     setenv("MINFER_ARGMAX_SPLIT", "1", 0);   /* d45, likewise */
+    setenv("MINFER_MIXED_RUN", "1", 0);      /* b49, likewise */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
@@ -812,9 +624,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) test_batch_model(&plans[i]);
     test_batch_replay("tiny-qwen2", "q4_0", 5);
     test_batch_replay("qwen2.5-0.5b", "q4_0", 16);
-    test_steps_ahead("tiny-qwen2", "q4_0", 5, 24);
-    test_steps_ahead("qwen2.5-0.5b", "q4_0", 64, 30);
-    test_steps_ahead("qwen2.5-7b", "q4_k_m", 64, 12);
+    ahead8b_run(&R, g_minfer);
     /* b34-b37 at 64 and 63 rows (b22's form of x's copy, its residual add) and at 24 and 23 (b6's,
      * whose residual add is 7b's kernel after it) */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b34,b35");
@@ -833,6 +643,7 @@ int main(int argc, char **argv) {
     test_rkv("qwen2.5-7b", "q4_k_m", 24, 8, true);
     test_items_bound("qwen2.5-7b", "q4_k_m", 64, 12, "b40", 5e-2);   /* b22's runs */
     test_items_bound("qwen2.5-7b", "q4_k_m", 24, 8, "b40", 5e-2);    /* b6's runs */
+    test_items_bound("qwen2.5-7b", "q4_k_m", 64, 12, "b49", 5e-2);   /* the Q6_K v in the q + k run */
     g_cuda->iface->destroy(g_cuda);
     g_cpu->iface->destroy(g_cpu);
     cudaStreamDestroy(S);
