@@ -69,6 +69,10 @@ static int mark_mixed_runs(mi_graph *g) {
         if (k->src[0]->type != MI_TYPE_Q4_K || v->src[0]->type != MI_TYPE_Q6_K || v->src[1] != k->src[1] ||
             v->src[0]->ne[0] != k->src[0]->ne[0] || g->nodes[i - 1]->src[1] != k->src[1] || k->p[1] || v->p[1])
             continue;
+        int defer = 0;   /* the run's nodes before k: with k and v at most MI8A_RUN_MAX (8a's record holds no more) */
+        while (defer < i && run_node(g->nodes[i - 1 - defer], MI_MM_RUN_DEFER) && g->nodes[i - 1 - defer]->src[1] == k->src[1])
+            defer++;
+        if (defer + 2 > MI8A_RUN_MAX) continue;
         mi_tensor pk = *k, pv = *v;   /* probes: the dispatch's answer for the roles */
         pk.p[0] = MI_MM_RUN_DEFER;
         pv.p[0] = MI_MM_RUN_LAST;

@@ -108,8 +108,8 @@ bool mi8b_f16w_overlap_on(void) { return mi_cuda_item_on("b32"); }
 bool mi8b_f16w_cluster_sum_on(void) { return mi_cuda_item_on("b33"); }
 /* b48: read at each plan */
 bool mi8b_plan_clusters_on(void) { return mi_cuda_item_on("b48"); }
-/* b49: read at each call */
-bool mi8b_f16s_mixed_on(void) { return mi_cuda_item_on("b49"); }
+/* b49: read at each call; with b40, whose runs it extends */
+bool mi8b_f16s_mixed_on(void) { return mi_cuda_item_on("b49") && mi_cuda_item_on("b40"); }
 /* b42: read at each call (b35's kernel is the one that takes the run's cut bands) */
 bool mi8b_f16s_fixup_next_on(void) { return mi_cuda_item_on("b42") && mi_cuda_item_on("b35"); }
 /* b39: read at each launch, as b22 */
@@ -522,9 +522,9 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b48", "with b33, the K split chosen with the blocks its clusters keep resident at once "
                                 "(whole clusters of a GPC's multiprocessors), not one a multiprocessor: a split "
                                 "whose clusters need a second wave is priced as such");
-    mi_cuda_item_declare("b49", "a run of Q4_K matmuls then Q6_K ones of one x (the 7B's q, k and a Q6_K v) in one "
-                                "launch of b22's kernel, each block in its band's format (8b's pass marks such a "
-                                "run where MINFER_MIXED_RUN=1, until its device gate has run)");
+    mi_cuda_item_declare("b49", "with b40, a run of Q4_K matmuls then Q6_K ones of one x (the 7B's q, k and a Q6_K v) "
+                                "in one launch of b22's kernel, each block in its band's format (8b's pass marks "
+                                "such a run where MINFER_MIXED_RUN=1, until its device gate has run)");
     mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
                                 "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
                                 "barrier a stage");
