@@ -143,9 +143,9 @@ mi_status mi8b_gemm_stream(void *stream, mi_type wt, const void *w, const float 
 bool mi8b_gemm_f16s_supported(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_blocks(mi_type wt, int64_t K, int64_t M, int64_t N);
 int mi8b_gemm_f16s_split(mi_type wt, int64_t K, int64_t M, int64_t N);
-/* b48: the blocks resident at once when N rows of wt run a K split of S in b33's clusters (0:
- * that split takes no cluster sums here) */
-int mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int S);
+/* b48: cap[S], S = 2..8: the blocks resident at once when N rows of wt run a K split of S in
+ * b33's clusters (0: that split takes no cluster sums here); cap[0], cap[1] 0 */
+void mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int64_t cap[9]);
 size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int64_t N);
 mi_status mi8b_gemm_f16s(void *stream, mi_type wt, const void *w, const float *x, const float *bias, float *y,
                          int64_t K, int64_t M, int64_t N, void *workspace);

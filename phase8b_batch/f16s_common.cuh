@@ -277,9 +277,9 @@ mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float
  * clusters of a band's chunks that fit this GPU): then mi8b_gemm_f16w is called with cl and the
  * fixup is not launched */
 bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl);
-/* Item b48: the blocks that b33's clusters of S keep resident at once (clusters x S; 0 where a
- * split of S takes no cluster sums) */
-int mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int S);
+/* Item b48: cap[S], S = 2..8: the blocks that b33's clusters of S keep resident at once (clusters
+ * x S; 0 where a split of S takes no cluster sums); cap[0], cap[1] 0 */
+void mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int64_t cap[9]);
 /* Item b40: a run of Q4_K matmuls of one x (f16s_run) as one launch of the wgmma kernel under plan
  * pl over the run's bands (xh: x's f16 copy, made first unless x_ready; part and cl as for
  * mi8b_gemm_f16w, no bias inside cut bands: the fixup adds it). Supported: Q4_K at N rows where

@@ -40,6 +40,7 @@
 #include "phase8b_batch/f16s_common.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/stream_ring.cuh"
+#include <string.h>
 
 /* 16 warps: warp w takes row group w & 7 for half the tokens (w >> 3). Each row group's weights
  * are dequantized by two warps, but a multiprocessor (one 176 KB block) gets 4 warps a scheduler
@@ -334,8 +335,7 @@ static f16s_plan f16s_choose_plan(mi_type wt, int64_t K, int64_t M, int64_t N, i
     }
     /* b48: the splits whose bands b33 sums run in clusters, which may keep fewer blocks resident */
     int64_t cap[9] = {0};
-    if (clusters)
-        for (int s = 2; s <= 8; s++) cap[s] = mi8b_gemm_f16s_cluster_blocks(wt, N, s);
+    if (clusters) mi8b_gemm_f16s_cluster_blocks(wt, N, cap);
     int S = 1;
     pl.chunk = stream_chunk(M, N, pl.nst, resident, wt == MI_TYPE_Q4_K ? 144 : 210, FS_BM, &S, cap);
     pl.S = S;
@@ -375,8 +375,9 @@ extern "C" size_t mi8b_gemm_f16s_workspace(mi_type wt, int64_t K, int64_t M, int
     const size_t b = f16s_ws_bytes(f16s_choose_plan(wt, K, M, N, occ, true), K, N, false);
     return a > b ? a : b;
 }
-extern "C" int mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int S) {
-    return f16s_on_wgmma(wt, N) ? mi8b_gemm_f16w_cluster_blocks(wt, N, S) : 0;
+extern "C" void mi8b_gemm_f16s_cluster_blocks(mi_type wt, int64_t N, int64_t cap[9]) {
+    if (f16s_on_wgmma(wt, N)) mi8b_gemm_f16w_cluster_blocks(wt, N, cap);
+    else memset(cap, 0, 9 * sizeof *cap);
 }
 
 /* the RN form's shared memory limit raised once (the plain forms' by f16s_occupancy_of) */
@@ -532,21 +533,31 @@ extern "C" mi_status mi8b_f16s_fixup_flush(void *stream, const float *g, const f
     return launch_f16s_fixup((cudaStream_t)stream, NULL, NULL, NULL, Mt, r.N, r.pl, r.part, &r.run);
 }
 
+/* a run's table (f16s_run) of its n matmuls, the first n_wt of type wt and the rest Q6_K (b49);
+ * who names the caller in the error */
+static mi_status f16s_run_make(const char *who, const mi8a_run_seg *seg, int n, mi_type wt, int n_wt, int64_t K,
+                               int64_t N, f16s_run *run) {
+    *run = f16s_run{};
+    run->n = n;
+    for (int s = 0; s < n; s++) {
+        const mi_type t = s < n_wt ? wt : MI_TYPE_Q6_K;
+        if (!seg[s].w || !seg[s].y || seg[s].M < 1 || !mi8b_gemm_f16s_supported(t, K, seg[s].M, N))
+            return mi_err(MI_ERR_UNSUPPORTED, "%s: matmul %d: type %s, K = %lld, M = %lld, N = %lld", who, s,
+                          mi_type_name(t), (long long)K, (long long)seg[s].M, (long long)N);
+        run->W[s] = (const uint8_t *)seg[s].w, run->bias[s] = seg[s].bias, run->Y[s] = seg[s].y, run->M[s] = seg[s].M;
+        run->band0[s + 1] = run->band0[s] + (seg[s].M + FS_BM - 1) / FS_BM;
+    }
+    for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run->band0[s] = run->band0[n];
+    return MI_OK;
+}
+
 extern "C" mi_status mi8b_gemm_f16s_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
                                         int64_t K, int64_t N, void *workspace, size_t ws_bytes, bool fixup_next) {
     t_fix.on = false;   /* a record a failed step left behind is never summed into this one */
     if (n < 1 || n > MI8A_RUN_MAX || !seg || !x || !workspace)
         return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run: %d matmuls, or a null pointer", n);
-    f16s_run run = {};
-    run.n = n;
-    for (int s = 0; s < n; s++) {
-        if (!seg[s].w || !seg[s].y || seg[s].M < 1 || !mi8b_gemm_f16s_supported(wt, K, seg[s].M, N))
-            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run: matmul %d: type %s, K = %lld, M = %lld, N = %lld", s,
-                          mi_type_name(wt), (long long)K, (long long)seg[s].M, (long long)N);
-        run.W[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.Y[s] = seg[s].y, run.M[s] = seg[s].M;
-        run.band0[s + 1] = run.band0[s] + (seg[s].M + FS_BM - 1) / FS_BM;
-    }
-    for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[n];
+    f16s_run run;
+    MI_TRY(f16s_run_make("mi8b_gemm_f16s_run", seg, n, wt, n, K, N, &run));
     const cudaStream_t st = (cudaStream_t)stream;
     const int64_t Mt = run.band0[n] * FS_BM;
     /* b22's form where its b32 kernels run at these rows, else b6's (mma.sync, x's copy in pairs) */
@@ -597,21 +608,11 @@ extern "C" mi_status mi8b_gemm_f16s_run_mixed(void *stream, const mi8a_run_seg *
                                               int64_t K, int64_t N, void *workspace, size_t ws_bytes) {
     if (n4 < 1 || n <= n4 || n > MI8A_RUN_MAX || !seg || !x || !workspace)
         return mi_err(MI_ERR_INVALID, "mi8b_gemm_f16s_run_mixed: %d Q4_K of %d matmuls, or a null pointer", n4, n);
-    f16s_run run = {};
-    run.n = n;
-    for (int s = 0; s < n; s++) {
-        const mi_type wt = s < n4 ? MI_TYPE_Q4_K : MI_TYPE_Q6_K;
-        if (!seg[s].w || !seg[s].y || seg[s].M < 1 || !mi8b_gemm_f16s_supported(wt, K, seg[s].M, N))
-            return mi_err(MI_ERR_UNSUPPORTED, "mi8b_gemm_f16s_run_mixed: matmul %d: type %s, K = %lld, M = %lld, N = %lld",
-                          s, mi_type_name(wt), (long long)K, (long long)seg[s].M, (long long)N);
-        run.W[s] = (const uint8_t *)seg[s].w, run.bias[s] = seg[s].bias, run.Y[s] = seg[s].y, run.M[s] = seg[s].M;
-        run.band0[s + 1] = run.band0[s] + (seg[s].M + FS_BM - 1) / FS_BM;
-    }
-    for (int s = n + 1; s <= MI8A_RUN_MAX; s++) run.band0[s] = run.band0[n];
+    f16s_run run;
+    MI_TRY(f16s_run_make("mi8b_gemm_f16s_run_mixed", seg, n, MI_TYPE_Q4_K, n4, K, N, &run));
     const cudaStream_t st = (cudaStream_t)stream;
     const int64_t Mt = run.band0[n] * FS_BM;
-    if (mi8b_f16s_mixed_on() && f16s_on_wgmma(MI_TYPE_Q4_K, N) && f16s_on_wgmma(MI_TYPE_Q6_K, N) &&
-        mi8b_gemm_f16w_mixed_supported(N) && mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, K, Mt, N)) {
+    if (mi8b_gemm_f16s_mixed_supported(N) && mi8b_gemm_f16s_supported(MI_TYPE_Q4_K, K, Mt, N)) {
         const f16s_plan pl = f16s_plan_for(MI_TYPE_Q4_K, K, Mt, N);
         const bool sums = pl.S >= 1 && mi8b_gemm_f16w_mixed_sums_bands(N, pl);
         if (pl.S >= 1 && f16s_ws_bytes(pl, K, N, sums) <= ws_bytes) {

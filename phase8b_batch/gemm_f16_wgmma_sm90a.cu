@@ -202,6 +202,21 @@ int mi8b_gemm_f16w_occupancy(mi_type wt, int64_t N) {
 /* b33: how many clusters of S blocks of the form's CL kernel this GPU keeps resident at once (0:
  * none fit; asked once per S, at the plan, not inside a stream capture); S <= 8, the portable
  * cluster size */
+#ifdef MI_BUILT_SM90A
+/* clusters of S blocks of kernel k (threads FW_THREADS, smem bytes of dynamic shared memory, its
+ * limit raised already) the GPU keeps resident at once; 0 where none fit */
+static int fw_cluster_count(const void *k, size_t smem, int S) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute a[1];
+    a[0].id = cudaLaunchAttributeClusterDimension;
+    a[0].val.clusterDim.x = (unsigned)S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)S), cfg.blockDim = dim3(FW_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = a, cfg.numAttrs = 1;
+    int n = 0;
+    return cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1 ? n : 0;
+}
+#endif
 template <int WT> static int fw_clusters_max(bool ov, int S) {
     static int fit[2][9];   /* 0: not asked yet, -1: none fit, else the count (written once, whole) */
     if (S < 2 || S > 8) return 0;
@@ -210,15 +225,6 @@ template <int WT> static int fw_clusters_max(bool ov, int S) {
         int got = -1;
 #ifdef MI_BUILT_SM90A
         if (fw_occupancy<WT>() >= 1) {
-            const fw_kernel_fn k = fw_kernel<WT>(true, true, ov, true);
-            cudaLaunchConfig_t cfg = {};
-            cudaLaunchAttribute a[1];
-            a[0].id = cudaLaunchAttributeClusterDimension;
-            a[0].val.clusterDim.x = (unsigned)S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
-            cfg.gridDim = dim3((unsigned)S), cfg.blockDim = dim3(FW_THREADS);
-            cfg.dynamicSmemBytes = fw_smem<WT, FW_BN>::bytes;
-            cfg.attrs = a, cfg.numAttrs = 1;
-            int n = 0;
             /* b39's and b40's forms of the kernel: the same resources, their shared memory raised too */
             bool raised = true;
             for (int e = 0; e < 4; e++) {
@@ -227,7 +233,8 @@ template <int WT> static int fw_clusters_max(bool ov, int S) {
                                                (int)fw_smem<WT, FW_BN>::bytes) != cudaSuccess)
                     raised = false;
             }
-            if (raised && cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) got = n;
+            const int n = raised ? fw_cluster_count((const void *)fw_kernel<WT>(true, true, ov, true), fw_smem<WT, FW_BN>::bytes, S) : 0;
+            if (n >= 1) got = n;
         }
 #endif
         (void)cudaGetLastError();
@@ -267,17 +274,28 @@ static void fw_launch(cudaStream_t st, bool qs, bool tm, bool ov, bool cl, const
                              tm && bulk_w, run, rmaps);
 }
 
-/* the clusters of a split of S that b33's sums would run in, resident at once (0: no sums) */
-static int fw_sum_clusters(mi_type wt, int64_t N, int S) {
-    if (!mi8b_f16w_cluster_sum_on() || !mi8b_f16w_tma_on() || !mi8b_f16w_quad_scales_on() || S < 2 ||
-        mi8b_gemm_f16w_occupancy(wt, N) < 1)
-        return 0;
-    const bool ov = mi8b_f16w_overlap_on();
-    return wt == MI_TYPE_Q4_K ? fw_clusters_max<MI_TYPE_Q4_K>(ov, S)
-                              : fw_clusters_max<MI_TYPE_Q6_K>(ov && fw_ring<MI_TYPE_Q6_K>::ov, S);
+/* the clusters of each split s in [s0, s1] that b33's sums would run in, resident at once, into
+ * n[s] (0: no sums); the items read once for all of them */
+static void fw_sum_clusters(mi_type wt, int64_t N, int s0, int s1, int *n) {
+    const bool on = mi8b_f16w_cluster_sum_on() && mi8b_f16w_tma_on() && mi8b_f16w_quad_scales_on() &&
+                    mi8b_gemm_f16w_occupancy(wt, N) >= 1;
+    const bool ov = on && mi8b_f16w_overlap_on();
+    for (int s = s0; s <= s1; s++)
+        n[s] = !on || s < 2                ? 0
+               : wt == MI_TYPE_Q4_K ? fw_clusters_max<MI_TYPE_Q4_K>(ov, s)
+                                    : fw_clusters_max<MI_TYPE_Q6_K>(ov && fw_ring<MI_TYPE_Q6_K>::ov, s);
 }
-bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) { return fw_sum_clusters(wt, N, pl.S) > 0; }
-int mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int S) { return fw_sum_clusters(wt, N, S) * S; }
+bool mi8b_gemm_f16w_sums_bands(mi_type wt, int64_t N, const f16s_plan &pl) {
+    int n[9] = {0};
+    if (pl.S < 2 || pl.S > 8) return false;
+    fw_sum_clusters(wt, N, pl.S, pl.S, n);
+    return n[pl.S] > 0;
+}
+void mi8b_gemm_f16w_cluster_blocks(mi_type wt, int64_t N, int64_t cap[9]) {
+    int n[9] = {0};
+    fw_sum_clusters(wt, N, 2, 8, n);
+    for (int s = 0; s <= 8; s++) cap[s] = (int64_t)n[s] * s;
+}
 
 mi_status mi8b_gemm_f16w(cudaStream_t st, mi_type wt, const void *w, const float *x, void *xh, const float *bias,
                          const float *res, float *y, int64_t K, int64_t M, int64_t N, const f16s_plan &pl, float *part, bool x_ready,
@@ -377,15 +395,8 @@ static int fw_mixed_fit(bool eb, bool cl, int S) {
             if (!cl) {
                 if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, FW_THREADS, FW_MIXED_SMEM) == cudaSuccess && n >= 1)
                     got = n;
-            } else {
-                cudaLaunchConfig_t cfg = {};
-                cudaLaunchAttribute a[1];
-                a[0].id = cudaLaunchAttributeClusterDimension;
-                a[0].val.clusterDim.x = (unsigned)S, a[0].val.clusterDim.y = 1, a[0].val.clusterDim.z = 1;
-                cfg.gridDim = dim3((unsigned)S), cfg.blockDim = dim3(FW_THREADS);
-                cfg.dynamicSmemBytes = FW_MIXED_SMEM;
-                cfg.attrs = a, cfg.numAttrs = 1;
-                if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n >= 1) got = n;
+            } else if ((n = fw_cluster_count((const void *)k, FW_MIXED_SMEM, S)) >= 1) {
+                got = n;
             }
         }
 #else

@@ -243,10 +243,11 @@ static void plan_clusters_case(void) {
     for (int q = 0; q < 2; q++) {
         const mi_type t = q ? MI_TYPE_Q6_K : MI_TYPE_Q4_K;
         len += snprintf(d + len, sizeof d - (size_t)len, "%s%s blocks in clusters of 2..8:", q ? "; " : "", mi_type_name(t));
+        int64_t cap[9];
+        mi8b_gemm_f16s_cluster_blocks(t, 64, cap);
         for (int c = 2; c <= 8; c++) {
-            const int b = mi8b_gemm_f16s_cluster_blocks(t, 64, c);
-            fits += b > 0;
-            len += snprintf(d + len, sizeof d - (size_t)len, " %d", b);
+            fits += cap[c] > 0;
+            len += snprintf(d + len, sizeof d - (size_t)len, " %lld", (long long)cap[c]);
         }
     }
     static const struct { const char *what; mi_type t; int64_t K, M; } shapes[] = {
