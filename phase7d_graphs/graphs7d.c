@@ -469,6 +469,7 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     }
     s->g = g;
     s->sp = *sp;
+    mi_cuda_dispatch_split(g, sp->first, sp->n);   /* the backend's split_begin, skipped when known, records it too */
     s->split_serial++;
     s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
     const bool eligible = known ? memo_restore(s) : split_scan(s);

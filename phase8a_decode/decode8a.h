@@ -29,6 +29,9 @@
  *       over every SM (the fused gate/up, the downs, o, the q/k/v runs)
  *   d43 the norm folded into a one-token Q6_K matmul (MI_OP_NORM_MATMUL: the 7B's v, the head)
  *   d44 the Q6_K downs quantize x in the block (no quantizer launch before them)
+ *   d46 the q/k/v run's kernel prefetches into L2, as it begins, the weights of the step's next
+ *       matmuls (v where Q6_K, o, the FFN's first rows) up to MINFER_L2_AHEAD_KB: the attention
+ *       between them leaves the memory idle (0, the default until its device A/B has run: none)
  * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
  * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
  * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a
@@ -97,10 +100,19 @@ typedef struct {
     float *y;             /* y_i [M_i] */
     int64_t M;
 } mi8a_run_seg;
+/* Item d46: spans of weights that later kernels of the step read, each from its start, which a
+ * kernel prefetches into L2 as it begins (cp.async.bulk.prefetch.L2; bases 16-byte aligned, bytes
+ * a multiple of 16; n = 0 ends the list). A hint: what the kernel computes does not change. */
+#define MI8A_L2_AHEAD_SPANS 4
+typedef struct {
+    const void *p[MI8A_L2_AHEAD_SPANS];
+    uint32_t n[MI8A_L2_AHEAD_SPANS];
+} mi8a_l2_ahead;
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
- * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm. */
+ * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
+ * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */
 mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                              const float *nw, float eps, int64_t K);
+                              const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead);
 /* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
  * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
  * each output equals mi7b_matmul_quantized's bit for bit. */
@@ -156,6 +168,7 @@ bool mi8a_skv_packed_on(void);       /* d34: d22's q and P parts as the mma's up
 bool mi8a_skv_warp_pipe_on(void);    /* d35: d22's tiles in a pipeline a warp, three tiles deep */
 bool mi8a_unit_ahead_on(void);       /* d37: matvec_fused's first unit a lane in registers before the wait */
 uint64_t mi8a_unit_ahead_launches(void);   /* launches that asked it on (gates) */
+uint64_t mi8a_l2_ahead_launches(void);     /* d46: launches that carried spans to prefetch (gates) */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */

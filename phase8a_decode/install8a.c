@@ -232,12 +232,52 @@ static mi_status run_close_as(mi_cuda_ctx *c, const mi_tensor *n, int *k, bool a
     return MI_OK;
 }
 static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) { return run_close_as(c, n, k, false); }
+/* d46: the weights of the matmul nodes that follow the running one in its split (the next
+ * MI8A_L2_AHEAD_NODES nodes), each from its start, in node order, up to MINFER_L2_AHEAD_KB in all;
+ * a node of two weights (the FFN's gate and up) takes half of what is left for each. None where
+ * the item is off or the setting 0. */
+#define MI8A_L2_AHEAD_NODES 8
+static _Atomic uint64_t g_l2_ahead_launches;
+uint64_t mi8a_l2_ahead_launches(void) { return g_l2_ahead_launches; }
+static int node_weights(const mi_tensor *t, const mi_tensor **w) {
+    const bool ffn = t->op == MI_OP_FFN_SWIGLU || t->op == MI_OP_NORM_FFN_SWIGLU;
+    if (!ffn && t->op != MI_OP_MATMUL && t->op != MI_OP_MATMUL_ADD && t->op != MI_OP_NORM_MATMUL) return 0;
+    int n = 0;
+    for (int i = 0; i < (ffn ? 2 : 1); i++)
+        if (t->src[i] && (t->src[i]->flags & MI_T_WEIGHT)) w[n++] = t->src[i];
+    return n;
+}
+static mi8a_l2_ahead l2_ahead_after(void) {
+    static long kb = -1;
+    mi8a_l2_ahead a = {0};
+    size_t left = (size_t)mi_setting_int_once("MINFER_L2_AHEAD_KB", 0, 1L << 20, 0, &kb) << 10;
+    if (!left || !mi_cuda_item_on("d46")) return a;
+    int ns = 0;
+    for (int k = 1; k <= MI8A_L2_AHEAD_NODES && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; k++) {
+        const mi_tensor *t = mi_cuda_dispatch_ahead(k), *w[2];
+        if (!t) break;
+        const int nw = node_weights(t, w);
+        for (int i = 0; i < nw && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; i++) {
+            size_t b = mi_nbytes(w[i]), share = left / (size_t)(nw - i);
+            if (b > share) b = share;
+            b &= ~(size_t)15;
+            /* on the device, where the node runs (a weight left on the host reaches it as a copy) */
+            if (!b || !w[i]->data || ((uintptr_t)w[i]->data & 15u) || w[i]->backend != t->backend) continue;
+            a.p[ns] = w[i]->data;
+            a.n[ns++] = (uint32_t)b;
+            left -= b;
+        }
+    }
+    if (ns) g_l2_ahead_launches++;
+    return a;
+}
 static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     int k;
     MI_TRY(run_close(c, n, &k));
+    const mi8a_l2_ahead ahead = l2_ahead_after();
     return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, run_nw(n), run_eps(n),
-                               w->ne[0]);
+                               w->ne[0], &ahead);
 }
 /* one kernel that quantizes x (d17: after the norm) in every block where matvec_fused takes the
  * shapes (short rows: the 0.5B's q, k, v), else 7b's quantizer and one launch of 7b's row body
@@ -650,5 +690,8 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi_cuda_item_declare("d44", "d12's one-token Q6_K downs quantize x in the block (one block an SM, rows spread), "
                                 "without 7b's quantizer launched before them (read at each launch)");
+    mi_cuda_item_declare("d46", "d13's and d17's Q4_K runs prefetch into L2, as they begin, the weights of the "
+                                "step's next matmuls, up to MINFER_L2_AHEAD_KB (0 by default: none; read at each "
+                                "launch)");
     mi7c_add_fusion(mi8a_fuse_decode);
 }

@@ -8,6 +8,7 @@
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/run_rows.cuh"
+#include "phase8a_decode/l2_ahead.cuh"
 
 extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm) {
     return mi7e_matvec_q4k_supported(wt, K, 1) && q4k_smem(K, norm) <= Q4K_SMEM_MAX;
@@ -63,10 +64,13 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
  * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
  * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
  * block for all of them. TH, SPREAD: the block and row map (item d42: one block of 32 warps an
- * SM, the rows over every SM). */
+ * SM, the rows over every SM). ahead: d46's spans (l2_ahead.cuh), prefetched first: the run is
+ * latency-bound, so its own weights leave memory room for the next matmuls' (the attention
+ * between them reads little). */
 template <int TH, bool SPREAD>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
-kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
+kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X, const mi8a_l2_ahead ahead) {
+    l2_ahead_issue(ahead);
     matvec_q4k_rows<false, true, false, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
 /* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
@@ -75,31 +79,43 @@ kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__re
 template <int TH, bool SPREAD>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
-                           const float *__restrict__ nw, float eps) {
+                           const float *__restrict__ nw, float eps, const mi8a_l2_ahead ahead) {
+    l2_ahead_issue(ahead);
     matvec_q4k_rows<false, true, true, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, nw, eps, NULL);
 }
 
 template <int TH, bool SPREAD>
 static mi_status launch_q4k_run(cudaStream_t st, const run_rows &rows, int64_t M, int64_t K, const float *x,
-                                const float *nw, float eps) {
+                                const float *nw, float eps, const mi8a_l2_ahead &ahead) {
     const size_t smem = q4k_smem(K, nw != NULL);
     if (nw) {
         static wave_cache occ_norm;
         const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm<TH, SPREAD>, TH, smem, M, SPREAD);
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem,
-                               st, rows, M, (int)(K / 256), x, nw, eps));
+                               st, rows, M, (int)(K / 256), x, nw, eps, ahead));
     } else {
         static wave_cache occ;
         const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run<TH, SPREAD>, TH, smem, M, SPREAD);
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st,
-                               rows, M, (int)(K / 256), x));
+                               rows, M, (int)(K / 256), x, ahead));
     }
     MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
     return MI_OK;
 }
 
+/* d46's spans as the kernel takes them: at most MI8A_L2_AHEAD_SPANS, each 16-byte aligned and a
+ * multiple of 16 bytes long, up to the first empty one; anything else is refused, not trimmed */
+static bool ahead_ok(const mi8a_l2_ahead &a) {
+    bool end = false;
+    for (int s = 0; s < MI8A_L2_AHEAD_SPANS; s++) {
+        if (!a.n[s]) end = true;
+        else if (end || !a.p[s] || !aligned16(a.p[s]) || a.n[s] % 16) return false;
+    }
+    return true;
+}
+
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                         const float *nw, float eps, int64_t K) {
+                                         const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || n < 1 || n > MI8A_RUN_MAX)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
                       (long long)K, n);
@@ -110,7 +126,9 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
+    const mi8a_l2_ahead none = {}, &a = ahead ? *ahead : none;
+    if (!ahead_ok(a)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a prefetch span not 16-byte aligned or sized");
     const cudaStream_t st = (cudaStream_t)stream;
-    if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps);
-    return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps);
+    if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps, a);
+    return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps, a);
 }

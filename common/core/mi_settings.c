@@ -76,6 +76,8 @@ static const mi_setting_info g_settings[] = {
      "1: a decode step of many sequences does its q and k RoPE and its K and V scatters inside the paged attention's tensor-core kernel (8b's b47: one launch a layer fewer, the same bits); 0 or unset: b20's kernel before the attention (the default until its device gate and A/B have run); read once per process; MINFER_PERF_OFF=b47 turns it off too"},
     {"MINFER_MIXED_RUN", MI_SETTING_INT,
      "1: a batch step's Q6_K matmul that follows a run of Q4_K ones of the same input (the 7B's q and k, then a Q6_K v) joins that run, all in one launch with each block in its band's format (8b's b49: a launch fewer in those layers; within the f16 tier's bound, not the same bits); 0 or unset: v launched after the run (the default until its device gate and A/B have run); read once per process; MINFER_PERF_OFF=b49 turns it off too"},
+    {"MINFER_L2_AHEAD_KB", MI_SETTING_INT,
+     "N: a one-token step's q/k/v run prefetches into L2, as it begins, up to N KB of the weights of the matmuls after it, each from its start (8a's d46: v where Q6_K, o, the FFN's first rows; the attention between them leaves the memory idle), 0..1048576; 0 or unset: none (the default until its device A/B has run); read once per process; MINFER_PERF_OFF=d46 turns it off too"},
     {"MINFER_ARGMAX_SPLIT", MI_SETTING_INT,
      "1: the device argmax (greedy decoding, 8a's d3) splits each row over a cluster of 8 blocks (8a's d45: the same index, a 600 KB row read by 8 multiprocessors, not one); 0 or unset: one block a row (the default until its device gate and A/B have run); read once per process; MINFER_PERF_OFF=d45 turns it off too"},
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
