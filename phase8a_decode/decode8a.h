@@ -30,8 +30,9 @@
  *   d43 the norm folded into a one-token Q6_K matmul (MI_OP_NORM_MATMUL: the 7B's v, the head)
  *   d44 the Q6_K downs quantize x in the block (no quantizer launch before them)
  *   d46 the q/k/v run's kernel prefetches into L2, as it begins, the weights of the step's next
- *       matmuls (v where Q6_K, o, the FFN's first rows) up to MINFER_L2_AHEAD_KB: the attention
- *       between them leaves the memory idle (0, the default until its device A/B has run: none)
+ *       matmuls (the 7B: v where Q6_K, o, the FFN's first rows; the 0.5B: the whole layer's) up
+ *       to MINFER_L2_AHEAD_KB: the run and the attention leave the memory idle (0, the default
+ *       until its device A/B has run: none)
  * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
  * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
  * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a
@@ -103,7 +104,7 @@ typedef struct {
 /* Item d46: spans of weights that later kernels of the step read, each from its start, which a
  * kernel prefetches into L2 as it begins (cp.async.bulk.prefetch.L2; bases 16-byte aligned, bytes
  * a multiple of 16; n = 0 ends the list). A hint: what the kernel computes does not change. */
-#define MI8A_L2_AHEAD_SPANS 4
+#define MI8A_L2_AHEAD_SPANS 6
 typedef struct {
     const void *p[MI8A_L2_AHEAD_SPANS];
     uint32_t n[MI8A_L2_AHEAD_SPANS];
@@ -121,7 +122,7 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
  * shapes mi8a_matvec_fused takes (K < MI8A_FUSED_MAX_K, the run's rows <= MI8A_FUSED_MAX_M):
  * every output equals 7b's matmul's bit for bit. */
 mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                const float *nw, float eps, int64_t K);
+                                const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace

@@ -233,10 +233,11 @@ static mi_status run_close_as(mi_cuda_ctx *c, const mi_tensor *n, int *k, bool a
 }
 static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) { return run_close_as(c, n, k, false); }
 /* d46: the weights of the matmul nodes that follow the running one in its split (the next
- * MI8A_L2_AHEAD_NODES nodes), each from its start, in node order, up to MINFER_L2_AHEAD_KB in all;
- * a node of two weights (the FFN's gate and up) takes half of what is left for each. None where
- * the item is off or the setting 0. */
-#define MI8A_L2_AHEAD_NODES 8
+ * MI8A_L2_AHEAD_NODES nodes: on the 7B, v where Q6_K, o and the FFN; on the 0.5B, the layer's o,
+ * FFN and down and the next layer's q), each from its start, in node order, up to
+ * MINFER_L2_AHEAD_KB in all; a node of two weights (the FFN's gate and up) takes half of what is
+ * left for each. None where the item is off or the setting 0. */
+#define MI8A_L2_AHEAD_NODES 10
 static _Atomic uint64_t g_l2_ahead_launches;
 uint64_t mi8a_l2_ahead_launches(void) { return g_l2_ahead_launches; }
 static int node_weights(const mi_tensor *t, const mi_tensor **w) {
@@ -289,9 +290,11 @@ static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     int64_t M = 0;
     for (int i = 0; i < k; i++) M += g_run.seg[i].M;
     const float *nw = run_nw(n);
-    if (mi8a_matvec_fused_supported(w->type, w->ne[0], M))
+    if (mi8a_matvec_fused_supported(w->type, w->ne[0], M)) {
+        const mi8a_l2_ahead ahead = l2_ahead_after();
         return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, nw, run_eps(n),
-                                     w->ne[0]);
+                                     w->ne[0], &ahead);
+    }
     if (nw)   /* run_rows_norm_ok held for every node of the run */
         return mi_err(MI_ERR_INTERNAL, "d17: the run ending at node %s (#%d) has %lld rows, past the norm kernel's %d",
                       n->name, n->id, (long long)M, MI8A_FUSED_MAX_M);

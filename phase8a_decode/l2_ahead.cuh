@@ -10,6 +10,17 @@
 
 #define MI8A_L2_PIECE (16u << 10)
 
+/* the spans as the kernels take them: each 16-byte aligned and a multiple of 16 bytes long, up to
+ * the first empty one (a launcher refuses anything else rather than trim it) */
+static inline bool mi8a_l2_ahead_ok(const mi8a_l2_ahead &a) {
+    bool end = false;
+    for (int s = 0; s < MI8A_L2_AHEAD_SPANS; s++) {
+        if (!a.n[s]) end = true;
+        else if (end || !a.p[s] || ((uintptr_t)a.p[s] & 15u) || a.n[s] % 16) return false;
+    }
+    return true;
+}
+
 __device__ __forceinline__ void l2_ahead_issue(const mi8a_l2_ahead &a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (threadIdx.x & 31) return;

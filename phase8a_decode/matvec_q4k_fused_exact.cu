@@ -103,17 +103,6 @@ static mi_status launch_q4k_run(cudaStream_t st, const run_rows &rows, int64_t M
     return MI_OK;
 }
 
-/* d46's spans as the kernel takes them: at most MI8A_L2_AHEAD_SPANS, each 16-byte aligned and a
- * multiple of 16 bytes long, up to the first empty one; anything else is refused, not trimmed */
-static bool ahead_ok(const mi8a_l2_ahead &a) {
-    bool end = false;
-    for (int s = 0; s < MI8A_L2_AHEAD_SPANS; s++) {
-        if (!a.n[s]) end = true;
-        else if (end || !a.p[s] || !aligned16(a.p[s]) || a.n[s] % 16) return false;
-    }
-    return true;
-}
-
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
                                          const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || n < 1 || n > MI8A_RUN_MAX)
@@ -127,7 +116,7 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
     const mi8a_l2_ahead none = {}, &a = ahead ? *ahead : none;
-    if (!ahead_ok(a)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a prefetch span not 16-byte aligned or sized");
+    if (!mi8a_l2_ahead_ok(a)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a prefetch span not 16-byte aligned or sized");
     const cudaStream_t st = (cudaStream_t)stream;
     if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps, a);
     return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps, a);

@@ -507,6 +507,7 @@ static void gate_small(void) {
     test_launch_item_model("spread_run", "d42", spread_run_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("norm_q6k", "d43", -1, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "tiny-qwen3", "q4_k_m");
+    test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");

@@ -261,13 +261,14 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
  * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
 /* rows: 7b's order, through matvec_fused's run kernel where it takes the shapes (as d13's last
  * node chooses), else 7b's quantizer and 7b's row body */
-/* dnw: d17, x normalized in the run's kernel (weight dnw); ahead: d46's spans (8a's Q4_K run only) */
+/* dnw: d17, x normalized in the run's kernel (weight dnw); ahead: d46's spans (8a's Q4_K run and
+ * matvec_fused's run) */
 static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, const float *dnw,
                             int64_t K, void *ws, const mi8a_l2_ahead *ahead) {
     if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, dnw, EPS, K, ahead);
     int64_t M = 0;
     for (int i = 0; i < n; i++) M += seg[i].M;
-    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K);
+    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K, ahead);
     if (dnw) return mi_err(MI_ERR_UNSUPPORTED, "d17 takes no 7b-order run matvec_fused does not");
     MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
     return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
@@ -340,8 +341,8 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
     else if (!(worst <= 1e-6) || differ >= 0 || differ2 >= 0)
         gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs a launch a weight: %s (weight %d); repeat %s", worst,
                 differ < 0 ? "bitwise" : "DIFFERS", differ, differ2 < 0 ? "bitwise" : "DIFFERS");
-    else gu_pass(g_r, "%d weights in one launch: bit-identical to a launch each and to itself%s; nmse vs cpu %.3g", n,
-                 rows ? "" : " prefetching its weights into L2 (d46)", worst);
+    else gu_pass(g_r, "%d weights in one launch: bit-identical to a launch each and to itself prefetching its weights "
+                      "into L2 (d46, where the run's kernel takes it); nmse vs cpu %.3g", n, worst);
     for (int i = 0; i < n; i++) {
         free(w[i]); free(b[i]); free(ref[i]); free(got[i]); free(got2[i]); free(one[i]);
         cudaFree(bw[i]); cudaFree(bb[i]); cudaFree(dy[i]);
