@@ -109,6 +109,11 @@ typedef struct {
     const void *p[MI8A_L2_AHEAD_SPANS];
     uint32_t n[MI8A_L2_AHEAD_SPANS];
 } mi8a_l2_ahead;
+/* (install8a.c) for the node being run: the weights of the matmul nodes after it in its split
+ * (the next 10 nodes; MATMUL, MATMUL_ADD, NORM_MATMUL: src0; the FFN ops: gate and up), each from
+ * its start, in node order, up to MINFER_L2_AHEAD_KB in all, a node of two weights half each,
+ * device-resident only; none where d46 is off or the setting 0 (counted: mi8a_l2_ahead_launches) */
+mi8a_l2_ahead mi8a_l2_ahead_next(void);
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
  * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
  * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */

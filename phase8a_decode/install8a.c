@@ -248,7 +248,7 @@ static int node_weights(const mi_tensor *t, const mi_tensor **w) {
         if (t->src[i] && (t->src[i]->flags & MI_T_WEIGHT)) w[n++] = t->src[i];
     return n;
 }
-static mi8a_l2_ahead l2_ahead_after(void) {
+mi8a_l2_ahead mi8a_l2_ahead_next(void) {
     static long kb = -1;
     mi8a_l2_ahead a = {0};
     size_t left = (size_t)mi_setting_int_once("MINFER_L2_AHEAD_KB", 0, 1L << 20, 0, &kb) << 10;
@@ -276,7 +276,7 @@ static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) 
     const mi_tensor *w = n->src[0];
     int k;
     MI_TRY(run_close(c, n, &k));
-    const mi8a_l2_ahead ahead = l2_ahead_after();
+    const mi8a_l2_ahead ahead = mi8a_l2_ahead_next();
     return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, run_nw(n), run_eps(n),
                                w->ne[0], &ahead);
 }
@@ -291,7 +291,7 @@ static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     for (int i = 0; i < k; i++) M += g_run.seg[i].M;
     const float *nw = run_nw(n);
     if (mi8a_matvec_fused_supported(w->type, w->ne[0], M)) {
-        const mi8a_l2_ahead ahead = l2_ahead_after();
+        const mi8a_l2_ahead ahead = mi8a_l2_ahead_next();
         return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, nw, run_eps(n),
                                      w->ne[0], &ahead);
     }

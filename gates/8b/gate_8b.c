@@ -35,6 +35,9 @@
  *  rkv_rows_pass    runs without a device: 8b's pass marks a decode step's four for its paged
  *                   attention (b47), holding q, k and v; not with b47 off or two rows a sequence;
  *                   the CPU's output unchanged
+ *  batch_items_*_d46_off  8a's d46 on (MINFER_L2_AHEAD_KB=16384 for this gate) against off at 64
+ *                   sequences of the 7B: b34's norms prefetching the next weights, every logit bit
+ *                   for bit, its launches counted
  *  batch_items_*_b49_off_bound  b49 on (MINFER_MIXED_RUN=1 for this gate) against off: the 7B's last
  *                   logits at 64 sequences within its model bound, b49's one-launch runs counted
  *  batch_items_*_b47_off, batch_rkv_*  b47 on (MINFER_PAGED_RKV=1 for this gate) against off: every
@@ -471,6 +474,7 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
 static uint64_t item_runs(const char *item) {
     if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
     if (!strcmp(item, "b42")) return mi8b_swiglu_fixup_launches();
+    if (!strcmp(item, "d46")) return mi8a_l2_ahead_launches();
     return mi_cuda_item_runs(item);
 }
 /* true where the case ran and passed */
@@ -589,6 +593,7 @@ int main(int argc, char **argv) {
     setenv("MINFER_PAGED_RKV", "1", 0);   /* b47, off by default until this gate has run on a device */
     setenv("MINFER_ARGMAX_SPLIT", "1", 0);   /* d45, likewise */
     setenv("MINFER_MIXED_RUN", "1", 0);      /* b49, likewise */
+    setenv("MINFER_L2_AHEAD_KB", "16384", 0);   /* 8a's d46, likewise */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
@@ -635,6 +640,7 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b37");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b42");   /* b22's gate/up runs */
+    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "d46");   /* b34's norms prefetch the next weights */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b42");    /* b6's */
     test_rkv("tiny-qwen2", "q4_0", 5, 8, false);         /* hd 32: b20's kernel first */
     test_rkv("tiny-qwen3", "q4_k_m", 5, 8, true);        /* hd 128, q and k normalized first */
