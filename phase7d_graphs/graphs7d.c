@@ -531,6 +531,7 @@ static mi_status w_split_end(mi_backend *be, const mi_graph *g, const mi_split *
     if (s->mode == M_DIRECT || mode == M_DIRECT || mode == M_PENDING) STAT_ADD(direct_splits, 1);
     s->mode = M_NONE;
     s->g = NULL;
+    mi_cuda_dispatch_split(NULL, 0, 0);   /* also where the backend's split_end is skipped below */
     if (st == MI_OK && s->orig->split_end) {
         lock();
         st = s->orig->split_end(be, g, sp);

@@ -21,7 +21,7 @@ static inline bool mi8a_l2_ahead_ok(const mi8a_l2_ahead &a) {
     return true;
 }
 
-__device__ __forceinline__ void l2_ahead_issue(const mi8a_l2_ahead &a) {
+static __device__ __noinline__ void l2_ahead_issue(const mi8a_l2_ahead a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (threadIdx.x & 31) return;
     const uint32_t warps = gridDim.x * (blockDim.x >> 5), w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);

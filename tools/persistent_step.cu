@@ -12,12 +12,13 @@
  *   A:  a kernel a phase, in one CUDA graph: plain launches; or programmatic dependents (each
  *       lets the next launch at its start, loads its first weights, then waits: 8a's d6);
  *       optionally each kernel's warps prefetch into L2 the next phase's first rows of bytes
- *       after their own rows (pf).
+ *       after their own rows, or as the kernel begins (pf < 0, as 8a's d46 does).
  *   B:  one cooperative kernel a step, a grid-wide barrier between phases (an arrival counter and
  *       a generation word); optionally each warp loads its first weights of the next phase before
  *       it arrives (preload), and prefetches pf bytes of its next rows into L2
  *       (cp.async.bulk.prefetch.L2).
- * The same blocks in both (512 threads, two an SM). Each form's last output is compared with the
+ * The same blocks in both (512 threads, two an SM; B's kernel spills a few loop variables at 64
+ * registers, A's none). Each form's last output is compared with the
  * plain graph's, byte for byte, before it is timed (a barrier that let a phase read x early would
  * show). Also the boundaries alone: every phase 16 bytes a row.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/persistent_step tools/persistent_step.cu && /tmp/persistent_step
@@ -36,7 +37,7 @@ struct Phase {
     const uint8_t *w;   /* M rows of rb bytes, 16-byte aligned */
     int64_t M;
     int rb, K;          /* bytes a row; x's length staged (bytes) */
-    int64_t xm;         /* the previous output's length: x[k] = prev[k % xm] */
+    int64_t xm;         /* the previous output's length (>= K) */
 };
 struct Bar { unsigned count, gen; };
 
@@ -49,9 +50,9 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
 }
 /* every block of the grid arrives before any leaves; writes before it are visible after it */
 __device__ __forceinline__ void grid_sync(Bar *b) {
-    __threadfence();
-    __syncthreads();
+    __syncthreads();   /* the block's writes, then thread 0's fence (cumulative) before its arrival */
     if (threadIdx.x == 0) {
+        __threadfence();
         const unsigned g = ld_acquire(&b->gen);   /* before arriving: it cannot move until this block has */
         if (atomicAdd(&b->count, 1u) == gridDim.x - 1) {
             atomicExch(&b->count, 0u);
@@ -76,38 +77,26 @@ __device__ __forceinline__ void load_group(const Phase &p, int64_t row, int grp,
     }
 }
 template <int WORK>
-__device__ __forceinline__ int dot_group(const uint4 (&v)[G], const int4 *xs, int xmask, int grp, int acc) {
+__device__ __forceinline__ uint32_t dot_group(const uint4 (&v)[G], const int4 *xs, int xmask, int grp, uint32_t acc) {
     const int lane = threadIdx.x & 31;
-    const int m = 0x0F0F0F0F;
+    const uint32_t m = 0x0F0F0F0Fu;
 #pragma unroll
     for (int j = 0; j < G; j++) {
         const int c = (grp * G + j) * 32 + lane;
         const int4 a = xs[(2 * c) & xmask], b = xs[(2 * c + 1) & xmask];
-        acc = __dp4a((int)v[j].x & m, a.x, acc);
-        acc = __dp4a((int)v[j].y & m, a.y, acc);
-        acc = __dp4a((int)v[j].z & m, a.z, acc);
-        acc = __dp4a((int)v[j].w & m, a.w, acc);
-        acc = __dp4a((int)(v[j].x >> 4) & m, b.x, acc);
-        acc = __dp4a((int)(v[j].y >> 4) & m, b.y, acc);
-        acc = __dp4a((int)(v[j].z >> 4) & m, b.z, acc);
-        acc = __dp4a((int)(v[j].w >> 4) & m, b.w, acc);
+        /* the sums wrap in 32 bits (dp4a's); acc is unsigned so the stand-in's own wrapping is defined */
+        acc = (uint32_t)__dp4a((int)(v[j].x & m), a.x, (int)acc);
+        acc = (uint32_t)__dp4a((int)(v[j].y & m), a.y, (int)acc);
+        acc = (uint32_t)__dp4a((int)(v[j].z & m), a.z, (int)acc);
+        acc = (uint32_t)__dp4a((int)(v[j].w & m), a.w, (int)acc);
+        acc = (uint32_t)__dp4a((int)((v[j].x >> 4) & m), b.x, (int)acc);
+        acc = (uint32_t)__dp4a((int)((v[j].y >> 4) & m), b.y, (int)acc);
+        acc = (uint32_t)__dp4a((int)((v[j].z >> 4) & m), b.z, (int)acc);
+        acc = (uint32_t)__dp4a((int)((v[j].w >> 4) & m), b.w, (int)acc);
 #pragma unroll
-        for (int k = 0; k < WORK; k++) acc = acc * 1664525 + (acc >> 7);
+        for (int k = 0; k < WORK; k++) acc = acc * 1664525u + (acc >> 7);
     }
     return acc;
-}
-/* x [K] into shared memory (read through L2: another block wrote it in this kernel in form B) */
-__device__ __forceinline__ void stage_x(const Phase &p, const int8_t *x, int4 *xs) {
-    int *xw = (int *)xs;
-    if (p.xm >= p.K) {
-        for (int k = threadIdx.x; k < p.K / 4; k += TH) xw[k] = __ldcg((const int *)x + k);
-    } else {
-        for (int k = threadIdx.x; k < p.K / 4; k += TH) {
-            uint32_t w = 0;
-            for (int e = 0; e < 4; e++) w |= (uint32_t)(uint8_t)__ldcg(x + (4 * k + e) % p.xm) << (8 * e);
-            xw[k] = (int)w;
-        }
-    }
 }
 /* the largest power of two of 16-byte words of x, less one (the stand-in's index mask) */
 __device__ __forceinline__ int x_mask(int K) {
@@ -115,13 +104,28 @@ __device__ __forceinline__ int x_mask(int K) {
     while (2 * m <= n) m *= 2;
     return m - 1;
 }
+/* x [K] (K <= the previous output's length, checked on the host) into shared memory, read through
+ * L2 (another block wrote it in this kernel in form B); then the words past the part the stand-in
+ * indexes (x_mask) XORed into it, so every byte of x reaches the output. Ends on a barrier. */
+__device__ __forceinline__ void stage_x(const Phase &p, const int8_t *x, int4 *xs) {
+    uint32_t *xw = (uint32_t *)xs;
+    const int nw = p.K / 4, head = 4 * (x_mask(p.K) + 1);
+    for (int k = threadIdx.x; k < nw; k += TH) xw[k] = __ldcg((const uint32_t *)x + k);
+    __syncthreads();
+    for (int j = threadIdx.x; j < head; j += TH) {
+        uint32_t v = xw[j];
+        for (int k = j + head; k < nw; k += head) v ^= xw[k];
+        xw[j] = v;
+    }
+    __syncthreads();
+}
 /* the warp's rows of one phase; v holds its first row's first group when pre */
 template <int WORK>
 __device__ __forceinline__ void run_rows(const Phase &p, const int4 *xs, int8_t *y, int64_t gw, int64_t tw,
                                          uint4 (&v)[G], bool pre) {
     const int lane = threadIdx.x & 31, ng = ngroups(p.rb), xmask = x_mask(p.K);
     for (int64_t row = gw; row < p.M; row += tw) {
-        int acc = (int)row;
+        uint32_t acc = (uint32_t)row;
         for (int grp = 0; grp < ng; grp++) {
             if (!(pre && row == gw && grp == 0)) load_group(p, row, grp, v);
             acc = dot_group<WORK>(v, xs, xmask, grp, acc);
@@ -131,12 +135,16 @@ __device__ __forceinline__ void run_rows(const Phase &p, const int4 *xs, int8_t 
         if (lane == 0) y[row] = (int8_t)(acc ^ (acc >> 9) ^ (acc >> 17));
     }
 }
-/* lane 0 of each warp: up to pf bytes of its rows of phase p into L2 */
+/* lane 0 of each warp: up to pf bytes of its rows of phase p into L2, past the first group of its
+ * first row (which the warp loads into registers before its wait or barrier) */
 __device__ __forceinline__ void prefetch_rows(const Phase &p, int64_t gw, int64_t tw, int pf) {
     if ((threadIdx.x & 31) || pf <= 0) return;
-    for (int64_t row = gw; row < p.M && pf > 0; row += tw) {
-        const int n = p.rb < pf ? p.rb : pf;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.w + (size_t)row * p.rb), "r"(n) : "memory");
+    int skip = 32 * G * 16 < p.rb ? 32 * G * 16 : p.rb;
+    for (int64_t row = gw; row < p.M && pf > 0; row += tw, skip = 0) {
+        const int n = p.rb - skip < pf ? p.rb - skip : pf;
+        if (n > 0)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.w + (size_t)row * p.rb + skip), "r"(n)
+                         : "memory");
         pf -= n;
     }
 }
@@ -149,12 +157,12 @@ __global__ void __launch_bounds__(TH, BPSM) k_phase(Phase p, Phase next, int pf,
     const int64_t tw = (int64_t)gridDim.x * WARPS, gw = (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x;
     uint4 v[G];
     const bool pre = gw < p.M;
+    if (next.w && pf < 0) prefetch_rows(next, gw, tw, -pf);   /* as it begins (8a's d46) */
     if (pre) load_group(p, gw, 0, v);
     pdl_wait();
     stage_x(p, x, xs);
-    __syncthreads();
     run_rows<WORK>(p, xs, y, gw, tw, v, pre);
-    if (next.w) prefetch_rows(next, gw, tw, pf);
+    if (next.w && pf > 0) prefetch_rows(next, gw, tw, pf);   /* after its own rows */
 }
 
 /* B: every phase of a step, a grid barrier between them */
@@ -168,7 +176,6 @@ __global__ void __launch_bounds__(TH, BPSM) k_persist(const Phase *ph, int n, in
     for (int i = 0; i < n; i++) {
         const Phase p = ph[i];
         stage_x(p, (i & 1) ? b1 : b0, xs);
-        __syncthreads();
         run_rows<WORK>(p, xs, (i & 1) ? b0 : b1, gw, tw, v, pre);
         pre = false;
         if (i + 1 < n) {
@@ -256,6 +263,11 @@ static Run make_run(const Model &m, uint8_t *arena) {
     int64_t prev = m.shapes[0].K, ymax = prev;
     r.x0 = prev;
     for (const Shape &s : m.shapes) {
+        if (prev < s.K || s.K % 64 || s.K > XMAX) {
+            printf("%s: a phase of K = %d after an output of %lld (want K <= it, K %% 64 == 0, K <= %d)\n", m.name, s.K,
+                   (long long)prev, XMAX);
+            exit(1);
+        }
         r.ph.push_back({arena + off, s.M, s.rb, s.K, prev});
         off += (size_t)s.M * s.rb;
         prev = s.M;
@@ -267,8 +279,9 @@ static Run make_run(const Model &m, uint8_t *arena) {
     for (int b = 0; b < 2; b++) CK(cudaMalloc(&r.buf[b], (size_t)ymax + 16));
     return r;
 }
+static cudaStream_t g_st;   /* every launch, fills included: one stream, in order */
 static void reset_x(const Run &r) {
-    k_fill<<<64, 256>>>((uint4 *)r.buf[0], (size_t)(r.x0 + 15) / 16, 7u);
+    k_fill<<<64, 256, 0, g_st>>>((uint4 *)r.buf[0], (size_t)(r.x0 + 15) / 16, 7u);
     CK(cudaGetLastError());
 }
 
@@ -369,6 +382,7 @@ static void bench_model(const Model &m, uint8_t *arena, Bar *bar, cudaStream_t s
         {"A: graph, programmatic (8a's d6)", true, 0},
         {"A: programmatic + next rows to L2, 2 KB a warp", true, 2048},
         {"A: programmatic + next rows to L2, 8 KB a warp", true, 8192},
+        {"A: programmatic + next rows to L2 as it begins, 2 KB a warp", true, -2048},
     };
     for (auto &a : as) {
         cudaGraphExec_t ge = graph_a<WORK>(r, a.pdl, a.pf, st);
@@ -417,13 +431,15 @@ int main() {
     uint32_t *sink;
     CK(cudaMalloc(&arena, need));
     CK(cudaMalloc(&sink, 4));
-    k_fill<<<sms * 8, 256>>>((uint4 *)arena, need / 16, 1u);
-    CK(cudaGetLastError());
     Bar *bar;
     CK(cudaMalloc(&bar, sizeof(Bar)));
     CK(cudaMemset(bar, 0, sizeof(Bar)));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    g_st = st;
+    k_fill<<<sms * 8, 256, 0, st>>>((uint4 *)arena, need / 16, 1u);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(st));
     const float us = time_steps([&] { k_stream<<<sms * 4, 512, 0, st>>>((const uint4 *)arena, need / 16, sink); }, 5, st);
     read_gbs = (float)(need / (us * 1e3));
     printf("plain 16-byte streaming read of %.2f GB: %.1f us, %.0f GB/s (the read rate below)\n", need / 1e9, us,
