@@ -21,7 +21,9 @@ static inline bool mi8a_l2_ahead_ok(const mi8a_l2_ahead &a) {
     return true;
 }
 
-static __device__ __noinline__ void l2_ahead_issue(const mi8a_l2_ahead a) {
+/* a function of its own, the spans passed in registers: inlined, its loop's registers would
+ * count against the kernels it begins, some of which sit at their 64 */
+static __device__ __noinline__ void l2_ahead_spans(const mi8a_l2_ahead a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (threadIdx.x & 31) return;
     const uint32_t warps = gridDim.x * (blockDim.x >> 5), w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -41,5 +43,9 @@ static __device__ __noinline__ void l2_ahead_issue(const mi8a_l2_ahead a) {
 #else
     (void)a;
 #endif
+}
+/* what a kernel calls first: nothing where the launcher gave no spans */
+__device__ __forceinline__ void l2_ahead_issue(const mi8a_l2_ahead &a) {
+    if (a.n[0]) l2_ahead_spans(a);
 }
 #endif
