@@ -11,14 +11,15 @@
  * half its layers: ~7 us and ~1.5 ms a step the prototype leaves out.)
  *   A: a kernel a phase, launched as programmatic dependents (8a's d6) in one CUDA graph;
  *      also plain launches.
+ *      Also each kernel prefetching into L2, as it begins, the next phase's first bytes (d46's way).
  *   B: one cooperative kernel: the same bodies one after another, a grid barrier between phases
  *      (an arrival counter and a generation word); optionally each warp prefetches into L2, before
- *      it arrives, its share of the next phase's first bytes (the body's own first loads come only
- *      after the barrier).
+ *      it arrives, its share of the next phase's first bytes (each row's first iteration: the
+ *      body's own first loads come only after the barrier).
  * Every buffer is written once and read only after it is written (a layer's h, q, h', a of its
  * own), so the body's read-only (nc) loads of x stay valid inside one kernel; an engine form
  * would read x through L2 instead. h_28 of each form is compared byte for byte with A's plain
- * launches before it is timed.
+ * launches, before and after it is timed, every other activation poisoned (NaN) first.
  *   nvcc -std=c++17 -O3 -arch=sm_90 --fmad=false -I. -o /tmp/persistent_layer tools/persistent_layer.cu
  * Results: results/mb-persistent-layer-*.txt, results/notes/PHASE8A.md. */
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
@@ -70,15 +71,6 @@ __device__ __forceinline__ void ph_down(const Layer *lp) {
     matvec_q4k_rows<false, true, false, true, PDL, q4k_rows_one, TH, true>(r, E, F / 256, NULL, l.a, NULL, 0.f, l.h2);
 }
 
-/* A's kernels: TH threads, MINB blocks an SM (the engine's: 1,024 and one) */
-template <int P, bool PDL, int TH, int MINB>
-__global__ void __launch_bounds__(TH, MINB) k_phase(const Layer l) {
-    if (P == 0) ph_run<PDL, TH>(&l);
-    if (P == 1) ph_o<PDL, TH>(&l);
-    if (P == 2) ph_ffn<PDL, TH>(&l);
-    if (P == 3) ph_down<PDL, TH>(&l);
-}
-
 struct Bar { unsigned count, gen; };
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
     unsigned v;
@@ -95,28 +87,56 @@ __device__ __forceinline__ void grid_sync(Bar *b) {
             __threadfence();
             atomicAdd(&b->gen, 1u);
         } else {
-            while (ld_acquire(&b->gen) == g) { }
+            for (unsigned n = 0; ld_acquire(&b->gen) == g;)
+                if (++n == 1u << 30) __trap();   /* a barrier never completed: fail, do not hang the call */
         }
         __threadfence();
     }
     __syncthreads();
 }
-/* lane 0 of each warp: its share of pieces of 16 KB of the first `bytes` of w (w, w2 alike) */
-__device__ __forceinline__ void prefetch_first(const uint8_t *w, const uint8_t *w2, uint32_t bytes) {
-    if ((threadIdx.x & 31) || !bytes) return;
-    const uint32_t warps = gridDim.x * (blockDim.x / 32), wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    const uint32_t np = (bytes + 16383) / 16384;
-    for (uint32_t i = wi; i < 2 * np; i += warps) {
-        const uint8_t *p = (i < np ? w : w2) + (size_t)(i % np) * 16384;
-        const uint32_t off = (i % np) * 16384, len = bytes - off < 16384 ? bytes - off : 16384;
-        if (p) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(len) : "memory");
+/* The next phase's weights the body loads first: each row's first `first` bytes (its first
+ * iteration's super-blocks: 16 of 144 bytes unfused, 8 of gate and of up fused), row after row up to
+ * pf bytes in all (a fused phase: gate's and up's rows alike, half each); lane 0 of each warp takes
+ * rows w, w + warps, ... (the body's SPREAD map). */
+struct Next {
+    const uint8_t *w, *w2;   /* w2: up, or NULL */
+    int64_t M;
+    uint32_t rb, first;
+};
+__device__ __forceinline__ void prefetch_next(const Next &n, uint32_t pf) {
+    if ((threadIdx.x & 31) || !pf || !n.w) return;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32), wi = (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x;
+    const uint32_t first = n.first < n.rb ? n.first : n.rb;
+    const int64_t rows = (int64_t)pf / (first * (n.w2 ? 2 : 1));
+    for (int64_t r = wi; r < rows && r < n.M; r += warps) {
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(n.w + (size_t)r * n.rb), "r"(first) : "memory");
+        if (n.w2)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(n.w2 + (size_t)r * n.rb), "r"(first) : "memory");
     }
 }
-/* B: every layer's four phases; pf bytes of each next phase's weights prefetched before arriving */
+/* what a layer's phase p reads first */
+__device__ __forceinline__ Next next_of(const Layer &l, int p) {
+    constexpr uint32_t RE = (E / 256) * 144, RF = (F / 256) * 144;
+    if (p == 0) return {l.wq, NULL, E, RE, 16 * 144};   /* the run: q's rows first */
+    if (p == 1) return {l.wo, NULL, E, RE, 16 * 144};
+    if (p == 2) return {l.wg, l.wu, F, RE, 8 * 144};
+    return {l.wd, NULL, E, RF, 16 * 144};
+}
+/* A's kernels: TH threads, MINB blocks an SM (the engine's: 1,024 and one); nx: the next phase's
+ * weights, pf bytes of them prefetched as the kernel begins (8a's d46), before its wait */
+template <int P, bool PDL, int TH, int MINB>
+__global__ void __launch_bounds__(TH, MINB) k_phase(const Layer l, const Next nx, uint32_t pf) {
+    prefetch_next(nx, pf);
+    if (P == 0) ph_run<PDL, TH>(&l);
+    if (P == 1) ph_o<PDL, TH>(&l);
+    if (P == 2) ph_ffn<PDL, TH>(&l);
+    if (P == 3) ph_down<PDL, TH>(&l);
+}
+
 /* The layer index lives in shared memory and every other operand is a kernel parameter. Even so
  * the four bodies inlined into one kernel need more registers than each alone: at 1,024 threads
- * (64 registers) the kernel spills hundreds of bytes, at 512 (one block an SM, 128 registers) it
- * fits; both are timed, each beside A at the same block size. */
+ * (64 registers) the kernel spills ~730 bytes, at 512 (one block an SM, 128 registers) 8; both
+ * are timed, each beside A at the same block size and warps an SM. */
 template <int TH>
 __global__ void __launch_bounds__(TH, 1) k_persist(const Layer *ls, Bar *bar, uint32_t pf) {
     __shared__ volatile int s_layer;
@@ -124,16 +144,17 @@ __global__ void __launch_bounds__(TH, 1) k_persist(const Layer *ls, Bar *bar, ui
     __syncthreads();
     while (s_layer < L) {
         ph_run<false, TH>(ls + s_layer);
-        prefetch_first(ls[s_layer].wo, NULL, pf);
+        prefetch_next(next_of(ls[s_layer], 1), pf);
         grid_sync(bar);
         ph_o<false, TH>(ls + s_layer);
-        prefetch_first(ls[s_layer].wg, ls[s_layer].wu, pf / 2);
+        prefetch_next(next_of(ls[s_layer], 2), pf);
         grid_sync(bar);
         ph_ffn<false, TH>(ls + s_layer);
-        prefetch_first(ls[s_layer].wd, NULL, pf);
+        prefetch_next(next_of(ls[s_layer], 3), pf);
         grid_sync(bar);
         ph_down<false, TH>(ls + s_layer);
-        if (s_layer + 1 < L) prefetch_first(ls[s_layer + 1].wq, NULL, pf);
+        if (s_layer + 1 == L) break;   /* every block leaves at the same layer */
+        prefetch_next(next_of(ls[s_layer + 1], 0), pf);
         grid_sync(bar);   /* also orders the index's update after every warp's last read of it */
         if (threadIdx.x == 0) s_layer = s_layer + 1;
         __syncthreads();
@@ -175,7 +196,7 @@ static cudaStream_t st;
 static size_t smem_max;
 
 template <int P, int TH, int MINB>
-static void launch_a(const Layer &l, bool pdl) {
+static void launch_a(const Layer &l, const Next &nx, uint32_t pf, bool pdl) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(sms * MINB));
     cfg.blockDim = dim3(TH);
@@ -186,22 +207,32 @@ static void launch_a(const Layer &l, bool pdl) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = pdl ? 1 : 0;
-    if (pdl) CK(cudaLaunchKernelEx(&cfg, k_phase<P, true, TH, MINB>, l));
-    else CK(cudaLaunchKernelEx(&cfg, k_phase<P, false, TH, MINB>, l));
+    if (pdl) CK(cudaLaunchKernelEx(&cfg, k_phase<P, true, TH, MINB>, l, nx, pf));
+    else CK(cudaLaunchKernelEx(&cfg, k_phase<P, false, TH, MINB>, l, nx, pf));
+}
+/* the host's copy of next_of */
+static Next next_host(const Layer &l, int p) {
+    const uint32_t RE = (E / 256) * 144, RF = (F / 256) * 144;
+    if (p == 0) return {l.wq, NULL, E, RE, 16 * 144};
+    if (p == 1) return {l.wo, NULL, E, RE, 16 * 144};
+    if (p == 2) return {l.wg, l.wu, F, RE, 8 * 144};
+    return {l.wd, NULL, E, RF, 16 * 144};
 }
 template <int TH, int MINB>
-static cudaGraphExec_t graph_a(const std::vector<Layer> &ls, bool pdl) {
-    void (*ks[8])(const Layer) = {k_phase<0, true, TH, MINB>, k_phase<1, true, TH, MINB>, k_phase<2, true, TH, MINB>,
+static cudaGraphExec_t graph_a(const std::vector<Layer> &ls, bool pdl, uint32_t pf = 0) {
+    void (*ks[8])(const Layer, const Next, uint32_t) = {k_phase<0, true, TH, MINB>, k_phase<1, true, TH, MINB>, k_phase<2, true, TH, MINB>,
                                   k_phase<3, true, TH, MINB>, k_phase<0, false, TH, MINB>, k_phase<1, false, TH, MINB>,
                                   k_phase<2, false, TH, MINB>, k_phase<3, false, TH, MINB>};
     for (auto k : ks) CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (const Layer &l : ls) {
-        launch_a<0, TH, MINB>(l, pdl);
-        launch_a<1, TH, MINB>(l, pdl);
-        launch_a<2, TH, MINB>(l, pdl);
-        launch_a<3, TH, MINB>(l, pdl);
+    const Next none = {NULL, NULL, 0, 16, 16};
+    for (size_t i = 0; i < ls.size(); i++) {
+        const Layer &l = ls[i];
+        launch_a<0, TH, MINB>(l, next_host(l, 1), pf, pdl);
+        launch_a<1, TH, MINB>(l, next_host(l, 2), pf, pdl);
+        launch_a<2, TH, MINB>(l, next_host(l, 3), pf, pdl);
+        launch_a<3, TH, MINB>(l, i + 1 < ls.size() ? next_host(ls[i + 1], 0) : none, pf, pdl);
     }
     CK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
@@ -259,7 +290,7 @@ int main() {
     uint8_t *arena;
     CK(cudaMalloc(&arena, per * L));
     k_fill_q4k<<<sms * 8, 256, 0, st>>>(arena, per * L / 144, 0x5eed);
-    const size_t nact = (size_t)L * (2 * E + E + 2 * KV + E + F) + E;   /* h, q, k, v, h2, a a layer, h_28 */
+    const size_t nact = (size_t)L * (E + 2 * KV + E + F + E) + E;   /* q, k, v, h2, a, h_next a layer; h0 */
     float *act, *nw;
     CK(cudaMalloc(&act, nact * 4));
     CK(cudaMalloc(&nw, (size_t)L * 2 * E * 4));
@@ -282,10 +313,10 @@ int main() {
     }
     Layer *d_ls;
     CK(cudaMalloc(&d_ls, sizeof(Layer) * L));
-    CK(cudaMemcpy(d_ls, ls.data(), sizeof(Layer) * L, cudaMemcpyHostToDevice));
+    CK(cudaMemcpyAsync(d_ls, ls.data(), sizeof(Layer) * L, cudaMemcpyHostToDevice, st));
     Bar *bar;
     CK(cudaMalloc(&bar, sizeof(Bar)));
-    CK(cudaMemset(bar, 0, sizeof(Bar)));
+    CK(cudaMemsetAsync(bar, 0, sizeof(Bar), st));
     uint32_t *sink;
     CK(cudaMalloc(&sink, 4));
     CK(cudaStreamSynchronize(st));
@@ -296,39 +327,51 @@ int main() {
 
     std::vector<float> ref(E), got(E);
     float *h_last = ls[L - 1].h_next;
+    /* every activation but h0 poisoned first (NaN), so a phase skipped or one that read before its
+     * input was written shows in h_28 */
     auto one_step = [&](auto step, std::vector<float> &out) {
+        CK(cudaMemsetAsync(act + E, 0xFF, (nact - E) * 4, st));
         k_fill_f32<<<8, 256, 0, st>>>(h0, E, -1.f, 1.f, 3);
+        CK(cudaGetLastError());
         step();
         CK(cudaStreamSynchronize(st));
         CK(cudaGetLastError());
         CK(cudaMemcpy(out.data(), h_last, E * 4, cudaMemcpyDeviceToHost));
     };
     cudaGraphExec_t plain = graph_a<1024, 1>(ls, false), pdl = graph_a<1024, 1>(ls, true);
-    cudaGraphExec_t pdl512 = graph_a<512, 2>(ls, true);
+    cudaGraphExec_t pdl_pf = graph_a<1024, 1>(ls, true, 8u << 20);
+    cudaGraphExec_t pdl512x2 = graph_a<512, 2>(ls, true), pdl512x1 = graph_a<512, 1>(ls, true);
     one_step([&] { CK(cudaGraphLaunch(plain, st)); }, ref);
     int finite = 0;
     for (float v : ref) finite += v == v && v - v == 0.f;
     printf("h_28 from the plain launches: %d of %d finite, h_28[0] = %g\n", finite, E, ref[0]);
     printf("| form | us a step (%d layers) | us a layer | GB/s | of the read rate | h_28 |\n| --- | ---: | ---: | ---: | ---: | --- |\n", L);
     int bad = finite != E;
+    /* checked before and after its timed steps */
     auto row = [&](const char *name, auto step) {
         one_step(step, got);
-        const bool same = !memcmp(got.data(), ref.data(), E * 4);
-        bad += !same;
+        bool same = !memcmp(got.data(), ref.data(), E * 4);
         const float us = time_steps(step, 10);
+        one_step(step, got);
+        same = same && !memcmp(got.data(), ref.data(), E * 4);
+        bad += !same;
         printf("| %s | %.1f | %.2f | %.0f | %.1f%% | %s |\n", name, us, us / L, total / (us * 1e3), 100.0 * ideal / us,
                same ? "same bits" : "DIFFERS");
         fflush(stdout);
     };
     for (int round = 0; round < 2; round++) {
-        row("A 1024x1: a kernel a phase, plain launches", [&] { CK(cudaGraphLaunch(plain, st)); });
-        row("A 1024x1: programmatic dependents (8a's d6)", [&] { CK(cudaGraphLaunch(pdl, st)); });
-        row("B 1024x1 (spills): persistent, grid barriers", [&] { launch_b<1024>(d_ls, bar, 0); });
-        row("B 1024x1 (spills): + next weights to L2, 4 MB", [&] { launch_b<1024>(d_ls, bar, 4u << 20); });
-        row("A 512x2: programmatic dependents", [&] { CK(cudaGraphLaunch(pdl512, st)); });
-        row("B 512x1: persistent, grid barriers", [&] { launch_b<512>(d_ls, bar, 0); });
-        row("B 512x1: + next weights to L2, 4 MB", [&] { launch_b<512>(d_ls, bar, 4u << 20); });
-        row("B 512x1: + next weights to L2, 16 MB", [&] { launch_b<512>(d_ls, bar, 16u << 20); });
+        row("A 1024x1 (32 warps an SM): plain launches", [&] { CK(cudaGraphLaunch(plain, st)); });
+        row("A 1024x1 (32 warps): programmatic dependents (8a's d6)", [&] { CK(cudaGraphLaunch(pdl, st)); });
+        row("A 1024x1 (32 warps): + next phase's first bytes to L2 as each begins, 8 MB (d46)",
+            [&] { CK(cudaGraphLaunch(pdl_pf, st)); });
+        row("B 1024x1 (32 warps, spills): persistent, grid barriers", [&] { launch_b<1024>(d_ls, bar, 0); });
+        row("B 1024x1 (32 warps, spills): + next first bytes to L2 before each barrier, 8 MB",
+            [&] { launch_b<1024>(d_ls, bar, 8u << 20); });
+        row("A 512x2 (32 warps): programmatic dependents", [&] { CK(cudaGraphLaunch(pdl512x2, st)); });
+        row("A 512x1 (16 warps): programmatic dependents", [&] { CK(cudaGraphLaunch(pdl512x1, st)); });
+        row("B 512x1 (16 warps): persistent, grid barriers", [&] { launch_b<512>(d_ls, bar, 0); });
+        row("B 512x1 (16 warps): + next first bytes to L2, 8 MB", [&] { launch_b<512>(d_ls, bar, 8u << 20); });
+        row("B 512x1 (16 warps): + next first bytes to L2, 16 MB", [&] { launch_b<512>(d_ls, bar, 16u << 20); });
     }
     printf("\n%s\n", bad ? "FAILED: a form's h_28 differs from the plain launches' (or is not finite)" : "every form's h_28 the same bits");
     return bad ? 1 : 0;
