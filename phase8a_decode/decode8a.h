@@ -114,6 +114,10 @@ typedef struct {
  * its start, in node order, up to MINFER_L2_AHEAD_KB in all, a node of two weights half each,
  * device-resident only; none where d46 is off or the setting 0 (counted: mi8a_l2_ahead_launches) */
 mi8a_l2_ahead mi8a_l2_ahead_next(void);
+/* its rule on a list of nodes (the next ones, in order), cap bytes in all: the spans in *a, their
+ * count returned (a host case of gate_8a checks it without a device) */
+struct mi_tensor;
+int mi8a_l2_spans(const struct mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a);
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
  * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
  * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */

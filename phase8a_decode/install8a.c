@@ -248,15 +248,12 @@ static int node_weights(const mi_tensor *t, const mi_tensor **w) {
         if (t->src[i] && (t->src[i]->flags & MI_T_WEIGHT)) w[n++] = t->src[i];
     return n;
 }
-mi8a_l2_ahead mi8a_l2_ahead_next(void) {
-    static long kb = -1;
-    mi8a_l2_ahead a = {0};
-    size_t left = (size_t)mi_setting_int_once("MINFER_L2_AHEAD_KB", 0, 1L << 20, 0, &kb) << 10;
-    if (!left || !mi_cuda_item_on("d46")) return a;
+int mi8a_l2_spans(const mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a) {
+    memset(a, 0, sizeof *a);
     int ns = 0;
-    for (int k = 1; k <= MI8A_L2_AHEAD_NODES && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; k++) {
-        const mi_tensor *t = mi_cuda_dispatch_ahead(k), *w[2];
-        if (!t) break;
+    size_t left = cap;
+    for (int k = 0; k < n && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; k++) {
+        const mi_tensor *t = nodes[k], *w[2];
         const int nw = node_weights(t, w);
         for (int i = 0; i < nw && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; i++) {
             size_t b = mi_nbytes(w[i]), share = left / (size_t)(nw - i);
@@ -264,12 +261,22 @@ mi8a_l2_ahead mi8a_l2_ahead_next(void) {
             b &= ~(size_t)15;
             /* on the device, where the node runs (a weight left on the host reaches it as a copy) */
             if (!b || !w[i]->data || ((uintptr_t)w[i]->data & 15u) || w[i]->backend != t->backend) continue;
-            a.p[ns] = w[i]->data;
-            a.n[ns++] = (uint32_t)b;
+            a->p[ns] = w[i]->data;
+            a->n[ns++] = (uint32_t)b;
             left -= b;
         }
     }
-    if (ns) g_l2_ahead_launches++;
+    return ns;
+}
+mi8a_l2_ahead mi8a_l2_ahead_next(void) {
+    static long kb = -1;
+    mi8a_l2_ahead a = {0};
+    const size_t cap = (size_t)mi_setting_int_once("MINFER_L2_AHEAD_KB", 0, 1L << 20, 0, &kb) << 10;
+    if (!cap || !mi_cuda_item_on("d46")) return a;
+    const mi_tensor *nodes[MI8A_L2_AHEAD_NODES];
+    int n = 0;
+    while (n < MI8A_L2_AHEAD_NODES && (nodes[n] = mi_cuda_dispatch_ahead(n + 1))) n++;
+    if (mi8a_l2_spans(nodes, n, cap, &a)) g_l2_ahead_launches++;
     return a;
 }
 static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
