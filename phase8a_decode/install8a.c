@@ -700,8 +700,8 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi_cuda_item_declare("d44", "d12's one-token Q6_K downs quantize x in the block (one block an SM, rows spread), "
                                 "without 7b's quantizer launched before them (read at each launch)");
-    mi_cuda_item_declare("d46", "d13's and d17's Q4_K runs prefetch into L2, as they begin, the weights of the "
-                                "step's next matmuls, up to MINFER_L2_AHEAD_KB (0 by default: none; read at each "
-                                "launch)");
+    mi_cuda_item_declare("d46", "d13's and d17's runs (the 7B's on the Q4_K kernel, the 0.5B's on matvec_fused's) and "
+                                "8b's b34 norms prefetch into L2, as they begin, the weights of the step's next "
+                                "matmuls, up to MINFER_L2_AHEAD_KB (0 by default: none; read at each launch)");
     mi7c_add_fusion(mi8a_fuse_decode);
 }
