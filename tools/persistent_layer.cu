@@ -24,10 +24,9 @@
  * Results: results/mb-persistent-layer-*.txt, results/notes/PHASE8A.md. */
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/run_rows.cuh"
-#include <cstdio>
+#include "tools/persistent_common.cuh"
 #include <cstring>
 #include <vector>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 constexpr int L = 28, E = 3584, F = 18944, KV = 512;
 constexpr float EPS = 1e-6f;
@@ -71,29 +70,6 @@ __device__ __forceinline__ void ph_down(const Layer *lp) {
     matvec_q4k_rows<false, true, false, true, PDL, q4k_rows_one, TH, true>(r, E, F / 256, NULL, l.a, NULL, 0.f, l.h2);
 }
 
-struct Bar { unsigned count, gen; };
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void grid_sync(Bar *b) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned g = ld_acquire(&b->gen);
-        if (atomicAdd(&b->count, 1u) == gridDim.x - 1) {
-            atomicExch(&b->count, 0u);
-            __threadfence();
-            atomicAdd(&b->gen, 1u);
-        } else {
-            for (unsigned n = 0; ld_acquire(&b->gen) == g;)
-                if (++n == 1u << 30) __trap();   /* a barrier never completed: fail, do not hang the call */
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
 /* The next phase's weights the body loads first: each row's first `first` bytes (its first
  * iteration's super-blocks: 16 of 144 bytes unfused, 8 of gate and of up fused), row after row up to
  * pf bytes in all (a fused phase: gate's and up's rows alike, half each); lane 0 of each warp takes
@@ -180,16 +156,6 @@ __global__ void k_fill_f32(float *x, size_t n, float lo, float hi, uint32_t seed
         x[i] = lo + (hi - lo) * (float)(h >> 8) / 16777216.f;
     }
 }
-__global__ void k_stream(const uint4 *__restrict__ p, size_t n, uint32_t *out) {
-    uint32_t acc = 0;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
-    for (; i + 3 * st < n; i += 4 * st) {
-        uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
-        acc ^= a.x ^ b.y ^ c.z ^ d.w ^ a.w ^ b.x ^ c.y ^ d.z;
-    }
-    for (; i < n; i += st) acc ^= __ldg(p + i).x;
-    if (acc == 0x12345678u) *out = acc;
-}
 
 static int sms;
 static cudaStream_t st;
@@ -197,18 +163,9 @@ static size_t smem_max;
 
 template <int P, int TH, int MINB>
 static void launch_a(const Layer &l, const Next &nx, uint32_t pf, bool pdl) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(sms * MINB));
-    cfg.blockDim = dim3(TH);
-    cfg.dynamicSmemBytes = smem_max;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    if (pdl) CK(cudaLaunchKernelEx(&cfg, k_phase<P, true, TH, MINB>, l, nx, pf));
-    else CK(cudaLaunchKernelEx(&cfg, k_phase<P, false, TH, MINB>, l, nx, pf));
+    const unsigned grid = (unsigned)(sms * MINB);
+    if (pdl) launch_as(LAUNCH_PROGRAMMATIC, k_phase<P, true, TH, MINB>, grid, TH, smem_max, st, l, nx, pf);
+    else launch_as(LAUNCH_PLAIN, k_phase<P, false, TH, MINB>, grid, TH, smem_max, st, l, nx, pf);
 }
 /* the host's copy of next_of */
 static Next next_host(const Layer &l, int p) {
@@ -242,32 +199,7 @@ static cudaGraphExec_t graph_a(const std::vector<Layer> &ls, bool pdl, uint32_t 
 }
 template <int TH>
 static void launch_b(const Layer *d_ls, Bar *bar, uint32_t pf) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms);
-    cfg.blockDim = dim3(TH);
-    cfg.dynamicSmemBytes = smem_max;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, k_persist<TH>, d_ls, bar, pf));
-}
-template <typename Fn>
-static float time_steps(Fn step, int reps) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int i = 0; i < 2; i++) step();
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < reps; i++) step();
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    CK(cudaGetLastError());
-    return ms * 1000.f / reps;
+    launch_as(LAUNCH_COOPERATIVE, k_persist<TH>, (unsigned)sms, TH, smem_max, st, d_ls, bar, pf);
 }
 
 int main() {
@@ -321,7 +253,7 @@ int main() {
     CK(cudaMalloc(&sink, 4));
     CK(cudaStreamSynchronize(st));
     const size_t total = per * L;
-    const float us_read = time_steps([&] { k_stream<<<sms * 4, 512, 0, st>>>((const uint4 *)arena, total / 16, sink); }, 5);
+    const float us_read = time_steps([&] { k_stream<<<sms * 4, 512, 0, st>>>((const uint4 *)arena, total / 16, sink); }, 5, st);
     const double gbs = total / (us_read * 1e3), ideal = us_read;
     printf("weights %.2f GB (%d layers: run, o, gate/up, down); a plain read %.1f us, %.0f GB/s\n", total / 1e9, L, us_read, gbs);
 
@@ -351,7 +283,7 @@ int main() {
     auto row = [&](const char *name, auto step) {
         one_step(step, got);
         bool same = !memcmp(got.data(), ref.data(), E * 4);
-        const float us = time_steps(step, 10);
+        const float us = time_steps(step, 10, st);
         one_step(step, got);
         same = same && !memcmp(got.data(), ref.data(), E * 4);
         bad += !same;

@@ -21,14 +21,11 @@
  * registers, A's none). Each form's last output is compared with the
  * plain graph's, byte for byte, before it is timed (a barrier that let a phase read x early would
  * show). Also the boundaries alone: every phase 16 bytes a row.
- *   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/persistent_step tools/persistent_step.cu && /tmp/persistent_step
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/persistent_step tools/persistent_step.cu && /tmp/persistent_step
  * Results: results/mb-persistent-step-*.txt, results/notes/PHASE8A.md. */
-#include <cstdio>
-#include <cstdint>
+#include "tools/persistent_common.cuh"
 #include <cstring>
 #include <vector>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 constexpr int TH = 512, WARPS = TH / 32, G = 8, BPSM = 2;   /* G: 16-byte chunks a lane in flight */
 constexpr int XMAX = 18944;                                  /* the longest x a phase stages (bytes) */
@@ -39,32 +36,9 @@ struct Phase {
     int rb, K;          /* bytes a row; x's length staged (bytes) */
     int64_t xm;         /* the previous output's length (>= K) */
 };
-struct Bar { unsigned count, gen; };
 
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-/* every block of the grid arrives before any leaves; writes before it are visible after it */
-__device__ __forceinline__ void grid_sync(Bar *b) {
-    __syncthreads();   /* the block's writes, then thread 0's fence (cumulative) before its arrival */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned g = ld_acquire(&b->gen);   /* before arriving: it cannot move until this block has */
-        if (atomicAdd(&b->count, 1u) == gridDim.x - 1) {
-            atomicExch(&b->count, 0u);
-            __threadfence();
-            atomicAdd(&b->gen, 1u);
-        } else {
-            while (ld_acquire(&b->gen) == g) { }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
 
 __device__ __forceinline__ int ngroups(int rb) { return (rb / 16 + 32 * G - 1) / (32 * G); }
 __device__ __forceinline__ void load_group(const Phase &p, int64_t row, int grp, uint4 (&v)[G]) {
@@ -197,16 +171,6 @@ __global__ void k_fill(uint4 *p, size_t n, uint32_t seed) {
         p[i] = make_uint4(h, h * 3266489917u, h ^ 0x9E3779B9u, h * 668265263u);
     }
 }
-__global__ void k_stream(const uint4 *__restrict__ p, size_t n, uint32_t *out) {
-    uint32_t acc = 0;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
-    for (; i + 3 * st < n; i += 4 * st) {
-        uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
-        acc ^= a.x ^ b.y ^ c.z ^ d.w ^ a.w ^ b.x ^ c.y ^ d.z;
-    }
-    for (; i < n; i += st) acc ^= __ldg(p + i).x;
-    if (acc == 0x12345678u) *out = acc;
-}
 
 struct Shape { int K; int64_t M; int rb; };
 struct Model {
@@ -297,19 +261,10 @@ static cudaGraphExec_t graph_a(const Run &r, bool pdl, int pf, cudaStream_t st) 
     for (int i = 0; i < n; i++) {
         const Phase &p = r.ph[i];
         const Phase next = i + 1 < n ? r.ph[i + 1] : Phase{nullptr, 0, 16, 16, 1};
-        int64_t grid = p.M < (int64_t)sms * BPSM ? p.M : (int64_t)sms * BPSM;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)grid);
-        cfg.blockDim = dim3(TH);
-        cfg.stream = st;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = pdl ? 1 : 0;
+        const int64_t grid = p.M < (int64_t)sms * BPSM ? p.M : (int64_t)sms * BPSM;
         const int8_t *x = r.buf[i & 1];
         int8_t *y = r.buf[(i + 1) & 1];
-        CK(cudaLaunchKernelEx(&cfg, k_phase<WORK>, p, next, pf, x, y));
+        launch_as(pdl ? LAUNCH_PROGRAMMATIC : LAUNCH_PLAIN, k_phase<WORK>, (unsigned)grid, TH, 0, st, p, next, pf, x, y);
     }
     CK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
@@ -319,34 +274,10 @@ static cudaGraphExec_t graph_a(const Run &r, bool pdl, int pf, cudaStream_t st) 
 }
 template <int WORK>
 static void launch_b(const Run &r, Bar *bar, int preload, int pf, cudaStream_t st) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(sms * BPSM));
-    cfg.blockDim = dim3(TH);
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, k_persist<WORK>, (const Phase *)r.d_ph, (int)r.ph.size(), r.buf[0], r.buf[1], bar,
-                          preload, pf));
+    launch_as(LAUNCH_COOPERATIVE, k_persist<WORK>, (unsigned)(sms * BPSM), TH, 0, st, (const Phase *)r.d_ph,
+              (int)r.ph.size(), r.buf[0], r.buf[1], bar, preload, pf);
 }
 
-template <typename L>
-static float time_steps(L step, int reps, cudaStream_t st) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int i = 0; i < 2; i++) step();
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < reps; i++) step();
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    CK(cudaGetLastError());
-    return ms * 1000.f / reps;
-}
 
 static int failures;
 /* one step from the same x, its last output against the reference's */
