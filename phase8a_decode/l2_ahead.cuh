@@ -2,8 +2,9 @@
  * read (mi8a_l2_ahead's spans), so that memory the kernels in between leave idle (a latency-bound
  * run, RoPE, attention) streams them ahead. Each warp of the grid has lane 0 issue its share of the
  * spans' pieces of MI8A_L2_PIECE bytes (warp w the pieces w, w + warps, ... counted over all spans),
- * one bulk prefetch a piece: a hint that reads no register and writes nothing, so it may go before
- * the kernel's programmatic wait (weights are written by no kernel). Include from .cu files only. */
+ * one bulk prefetch a piece: a hint that brings lines into L2 and nothing into the SM, so it may go
+ * before the kernel's programmatic wait (weights are written by no kernel). Include from .cu files
+ * only. */
 #ifndef MI_L2_AHEAD_CUH
 #define MI_L2_AHEAD_CUH
 #include "phase8a_decode/decode8a.h"
