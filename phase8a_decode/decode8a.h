@@ -33,6 +33,7 @@
  *       matmuls (the 7B: v where Q6_K, o, the FFN's first rows; the 0.5B: the whole layer's) up
  *       to MINFER_L2_AHEAD_KB: the run and the attention leave the memory idle (0, the default
  *       until its device A/B has run: none)
+ *   d47 with d46, the 7B's o does the same for the FFN's first rows
  * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
  * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
  * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a
@@ -118,6 +119,13 @@ mi8a_l2_ahead mi8a_l2_ahead_next(void);
  * count returned (a host case of gate_8a checks it without a device) */
 struct mi_tensor;
 int mi8a_l2_spans(const struct mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a);
+/* item d47: mi8a_matvec_q4k_fused, where it takes d41's form (o: no norm, rows under
+ * MI8A_WIDE_K), launched behind d46's prefetch of ahead's spans (NULL or none: as without); the
+ * same bits */
+mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
+                                      float eps, const float *bias, const float *r, float *y, int64_t K, int64_t M,
+                                      const mi8a_l2_ahead *ahead);
+uint64_t mi8a_l2_ahead_o_launches(void);   /* d47: o's launches that carried spans (gates) */
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
  * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
  * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */

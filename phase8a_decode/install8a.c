@@ -70,10 +70,21 @@ static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
                                  mi_fused_norm_eps(n), ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1]);
 }
+/* d47 (with d46): o, latency-bound like the run, prefetches the FFN's first rows after it */
+static _Atomic uint64_t g_l2_ahead_o_launches;
+uint64_t mi8a_l2_ahead_o_launches(void) { return g_l2_ahead_o_launches; }
+static mi8a_l2_ahead o_ahead(const mi_tensor *w) {
+    const mi8a_l2_ahead none = {0};
+    if (w->ne[0] >= MI8A_WIDE_K || !mi_cuda_item_on("d47")) return none;
+    const mi8a_l2_ahead a = mi8a_l2_ahead_next();
+    if (a.n[0]) g_l2_ahead_o_launches++;
+    return a;
+}
 static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
-                                 n->src[2]->data, n->data, w->ne[0], w->ne[1]);
+    const mi8a_l2_ahead ahead = o_ahead(w);
+    return mi8a_matvec_q4k_fused_ahead(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
+                                       n->src[2]->data, n->data, w->ne[0], w->ne[1], &ahead);
 }
 /* x quantized by the attention right before it (d31's record): the same rows on that row */
 static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -700,6 +711,9 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi_cuda_item_declare("d44", "d12's one-token Q6_K downs quantize x in the block (one block an SM, rows spread), "
                                 "without 7b's quantizer launched before them (read at each launch)");
+    mi_cuda_item_declare("d47", "with d46, the one-token Q4_K matmul + residual of rows under 8,192 elements (the "
+                                "7B's o, d41's form) prefetches the next matmuls' weights into L2 as it begins (read "
+                                "at each launch)");
     mi_cuda_item_declare("d46", "d13's and d17's runs (the 7B's on the Q4_K kernel, the 0.5B's on matvec_fused's) and "
                                 "8b's b34 norms prefetch into L2, as they begin, the weights of the step's next "
                                 "matmuls, up to MINFER_L2_AHEAD_KB (0 by default: none; read at each launch)");

@@ -17,13 +17,45 @@ extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm
 /* 16-byte loads of the weights and of x (and of the norm weight) need 16-byte aligned bases */
 static bool aligned16(const void *p) { return !((uintptr_t)p & 15u); }
 
+/* d47: d41's form (o: one block of 32 warps an SM, rows spread, no norm; with or without the
+ * residual) behind d46's prefetch of the next matmuls' weights (l2_ahead.cuh): the same body and
+ * template arguments as launch_q4k's, so the same bits. */
+template <bool RES>
+__global__ void __launch_bounds__(Q4K_WIDE, 1)
+kernel_matvec_q4k_wide_ahead(const uint8_t *__restrict__ W, int64_t M, int nsb, const float *__restrict__ X,
+                             const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R,
+                             const mi8a_l2_ahead ahead) {
+    l2_ahead_issue(ahead);
+    const q4k_rows_one rows = {W, W, bias, Y};
+    matvec_q4k_rows<false, true, false, RES, true, q4k_rows_one, Q4K_WIDE, true>(rows, M, nsb, NULL, X, NULL, 0.0f, R);
+}
+template <bool RES>
+static mi_status launch_wide_ahead(cudaStream_t st, const uint8_t *w, const float *x, const float *bias, float *y,
+                                   const float *r, int64_t K, int64_t M, const mi8a_l2_ahead &ahead) {
+    static wave_cache occ;
+    const size_t smem = q4k_smem(K, false);
+    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_wide_ahead<RES>, Q4K_WIDE, smem, M, true);
+    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_wide_ahead<RES>, dim3((unsigned)nb), dim3(Q4K_WIDE), smem, st,
+                           w, M, (int)(K / 256), x, bias, y, r, ahead));
+    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_wide_ahead");
+    return MI_OK;
+}
+
 extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
                                            float eps, const float *bias, const float *r, float *y, int64_t K,
                                            int64_t M) {
+    return mi8a_matvec_q4k_fused_ahead(stream, wt, w, x, nw, eps, bias, r, y, K, M, NULL);
+}
+
+extern "C" mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const void *w, const float *x,
+                                                 const float *nw, float eps, const float *bias, const float *r, float *y,
+                                                 int64_t K, int64_t M, const mi8a_l2_ahead *ahead) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_fused: type %s, K = %lld, M = %lld", mi_type_name(wt),
                       (long long)K, (long long)M);
     if (!w || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_fused: null pointer");
+    if (ahead && !mi8a_l2_ahead_ok(*ahead))
+        return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_fused: a prefetch span not 16-byte aligned or sized");
     if (!aligned16(w) || !aligned16(x) || (nw && !aligned16(nw)))
         return mi8a_matvec_fused(stream, wt, w, x, nw, eps, bias, r, y, K, M);
     const cudaStream_t st = (cudaStream_t)stream;
@@ -31,6 +63,10 @@ extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void 
     const bool pdl = mi8a_pdl_on();
     /* d40 (the downs), d41 (o): one block of 32 warps an SM, the rows over every SM */
     if (!nw && mi8a_launch_item_on(K >= MI8A_WIDE_K ? "d40" : "d41")) {
+        if (K < MI8A_WIDE_K && ahead && ahead->n[0]) {   /* d47: o with d46's prefetch */
+            if (r) return launch_wide_ahead<true>(st, wb, x, bias, y, r, K, M, *ahead);
+            return launch_wide_ahead<false>(st, wb, x, bias, y, NULL, K, M, *ahead);
+        }
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
     }

@@ -508,6 +508,7 @@ static void gate_small(void) {
     test_bitwise_item_model("norm_q6k", "d43", -1, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
+    test_launch_item_model("l2_ahead_o", "d47", mi8a_l2_ahead_o_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -540,6 +541,7 @@ static void gate_7b(void) {
     test_bitwise_item_model("norm_q6k", "d43", -1, "qwen2.5-7b", "q4_k_m");
     test_bitwise_launches_model("q6k_quant_in_block", "d44", -1, "qwen2.5-7b", "q4_k_m", q6k_qx_launches);
     test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 8192, "qwen2.5-7b", "q4_k_m");
+    test_launch_item_model("l2_ahead_o", "d47", mi8a_l2_ahead_o_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
