@@ -113,19 +113,20 @@ typedef struct {
 /* (install8a.c) for the node being run: the weights of the matmul nodes after it in its split
  * (the next 10 nodes; MATMUL, MATMUL_ADD, NORM_MATMUL: src0; the FFN ops: gate and up), each from
  * its start, in node order, up to MINFER_L2_AHEAD_KB in all, a node of two weights half each,
- * device-resident only; none where d46 is off or the setting 0 (counted: mi8a_l2_ahead_launches) */
+ * device-resident only; none where d46 is off or the setting 0. The launchers that launch behind
+ * spans count it (mi8a_l2_ahead_launched). */
 mi8a_l2_ahead mi8a_l2_ahead_next(void);
 /* its rule on a list of nodes (the next ones, in order), cap bytes in all: the spans in *a, their
  * count returned (a host case of gate_8a checks it without a device) */
 struct mi_tensor;
 int mi8a_l2_spans(const struct mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a);
-/* item d47: mi8a_matvec_q4k_fused, where it takes d41's form (o: no norm, rows under
- * MI8A_WIDE_K), launched behind d46's prefetch of ahead's spans (NULL or none: as without); the
- * same bits */
+/* item d47: mi8a_matvec_q4k_fused, where it takes d41's form (no norm, rows under MI8A_WIDE_K:
+ * the 7B's o), launched behind d46's prefetch of ahead's spans (NULL, none or another form: as
+ * without); the same bits */
 mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
                                       float eps, const float *bias, const float *r, float *y, int64_t K, int64_t M,
                                       const mi8a_l2_ahead *ahead);
-uint64_t mi8a_l2_ahead_o_launches(void);   /* d47: o's launches that carried spans (gates) */
+uint64_t mi8a_l2_ahead_o_launches(void);   /* d47: o's launches behind the prefetch (gates) */
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
  * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
  * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */
@@ -187,6 +188,7 @@ bool mi8a_skv_warp_pipe_on(void);    /* d35: d22's tiles in a pipeline a warp, t
 bool mi8a_unit_ahead_on(void);       /* d37: matvec_fused's first unit a lane in registers before the wait */
 uint64_t mi8a_unit_ahead_launches(void);   /* launches that asked it on (gates) */
 uint64_t mi8a_l2_ahead_launches(void);     /* d46: launches that carried spans to prefetch (gates) */
+void mi8a_l2_ahead_launched(bool o);       /* a launcher counts one: d47's o, else d46's kernels */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */

@@ -70,19 +70,17 @@ static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
                                  mi_fused_norm_eps(n), ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1]);
 }
-/* d47 (with d46): o, latency-bound like the run, prefetches the FFN's first rows after it */
-static _Atomic uint64_t g_l2_ahead_o_launches;
-uint64_t mi8a_l2_ahead_o_launches(void) { return g_l2_ahead_o_launches; }
-static mi8a_l2_ahead o_ahead(const mi_tensor *w) {
+/* d47 (with d46): o (the matmul + residual of the attention's output), latency-bound like the
+ * run, prefetches the FFN's first rows after it; the launcher takes the spans in d41's form only */
+static mi8a_l2_ahead o_ahead(const mi_tensor *n) {
     const mi8a_l2_ahead none = {0};
-    if (w->ne[0] >= MI8A_WIDE_K || !mi_cuda_item_on("d47")) return none;
-    const mi8a_l2_ahead a = mi8a_l2_ahead_next();
-    if (a.n[0]) g_l2_ahead_o_launches++;
-    return a;
+    const mi_tensor *x = n->src[1];
+    if (!x || x->op != MI_OP_ATTN || n->src[0]->ne[0] >= MI8A_WIDE_K || !mi_cuda_item_on("d47")) return none;
+    return mi8a_l2_ahead_next();
 }
 static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    const mi8a_l2_ahead ahead = o_ahead(w);
+    const mi8a_l2_ahead ahead = o_ahead(n);
     return mi8a_matvec_q4k_fused_ahead(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
                                        n->src[2]->data, n->data, w->ne[0], w->ne[1], &ahead);
 }
@@ -249,8 +247,13 @@ static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) { return 
  * MINFER_L2_AHEAD_KB in all; a node of two weights (the FFN's gate and up) takes half of what is
  * left for each. None where the item is off or the setting 0. */
 #define MI8A_L2_AHEAD_NODES 10
-static _Atomic uint64_t g_l2_ahead_launches;
+static _Atomic uint64_t g_l2_ahead_launches, g_l2_ahead_o_launches;
 uint64_t mi8a_l2_ahead_launches(void) { return g_l2_ahead_launches; }
+uint64_t mi8a_l2_ahead_o_launches(void) { return g_l2_ahead_o_launches; }
+void mi8a_l2_ahead_launched(bool o) {
+    if (o) g_l2_ahead_o_launches++;
+    else g_l2_ahead_launches++;
+}
 static int node_weights(const mi_tensor *t, const mi_tensor **w) {
     const bool ffn = t->op == MI_OP_FFN_SWIGLU || t->op == MI_OP_NORM_FFN_SWIGLU;
     if (!ffn && t->op != MI_OP_MATMUL && t->op != MI_OP_MATMUL_ADD && t->op != MI_OP_NORM_MATMUL) return 0;
@@ -287,7 +290,7 @@ mi8a_l2_ahead mi8a_l2_ahead_next(void) {
     const mi_tensor *nodes[MI8A_L2_AHEAD_NODES];
     int n = 0;
     while (n < MI8A_L2_AHEAD_NODES && (nodes[n] = mi_cuda_dispatch_ahead(n + 1))) n++;
-    if (mi8a_l2_spans(nodes, n, cap, &a)) g_l2_ahead_launches++;
+    mi8a_l2_spans(nodes, n, cap, &a);
     return a;
 }
 static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {

@@ -263,5 +263,6 @@ extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_
     const mi8a_l2_ahead none = {}, &l2 = ahead ? *ahead : none;
     if (!mi8a_l2_ahead_ok(l2))
         return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: a prefetch span not 16-byte aligned or sized");
+    if (l2.n[0]) mi8a_l2_ahead_launched(false);
     MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x, nw, eps, l2));
 }

@@ -31,13 +31,14 @@ kernel_matvec_q4k_wide_ahead(const uint8_t *__restrict__ W, int64_t M, int nsb, 
 }
 template <bool RES>
 static mi_status launch_wide_ahead(cudaStream_t st, const uint8_t *w, const float *x, const float *bias, float *y,
-                                   const float *r, int64_t K, int64_t M, const mi8a_l2_ahead &ahead) {
+                                   const float *r, int64_t K, int64_t M, const mi8a_l2_ahead &ahead, bool pdl) {
     static wave_cache occ;
     const size_t smem = q4k_smem(K, false);
     const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_wide_ahead<RES>, Q4K_WIDE, smem, M, true);
-    MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_wide_ahead<RES>, dim3((unsigned)nb), dim3(Q4K_WIDE), smem, st,
-                           w, M, (int)(K / 256), x, bias, y, r, ahead));
+    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k_wide_ahead<RES>, dim3((unsigned)nb), dim3(Q4K_WIDE), smem, st, w, M,
+                           (int)(K / 256), x, bias, y, r, ahead));
     MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_wide_ahead");
+    mi8a_l2_ahead_launched(true);
     return MI_OK;
 }
 
@@ -64,8 +65,8 @@ extern "C" mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const
     /* d40 (the downs), d41 (o): one block of 32 warps an SM, the rows over every SM */
     if (!nw && mi8a_launch_item_on(K >= MI8A_WIDE_K ? "d40" : "d41")) {
         if (K < MI8A_WIDE_K && ahead && ahead->n[0]) {   /* d47: o with d46's prefetch */
-            if (r) return launch_wide_ahead<true>(st, wb, x, bias, y, r, K, M, *ahead);
-            return launch_wide_ahead<false>(st, wb, x, bias, y, NULL, K, M, *ahead);
+            if (r) return launch_wide_ahead<true>(st, wb, x, bias, y, r, K, M, *ahead, pdl);
+            return launch_wide_ahead<false>(st, wb, x, bias, y, NULL, K, M, *ahead, pdl);
         }
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
@@ -154,6 +155,7 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     const mi8a_l2_ahead none = {}, &a = ahead ? *ahead : none;
     if (!mi8a_l2_ahead_ok(a)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a prefetch span not 16-byte aligned or sized");
     const cudaStream_t st = (cudaStream_t)stream;
+    if (a.n[0]) mi8a_l2_ahead_launched(false);
     if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps, a);
     return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps, a);
 }

@@ -79,6 +79,7 @@ extern "C" mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const flo
     if (!mi8a_l2_ahead_ok(l2))
         return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_y_f16: a prefetch span not 16-byte aligned or sized");
     const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    if (l2.n[0]) mi8a_l2_ahead_launched(false);
     (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(nf_block(G)), (size_t)G * sizeof(float),
                      (cudaStream_t)stream, x, w, y, (__half *)xh, G, rows, eps, eo, l2);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");

@@ -103,7 +103,8 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
                     d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
             gu_pass(g_r, "bit-identical to the unfused kernels and to itself%s; nmse vs cpu %.3g",
-                    q4k && !norm && K < MI8A_WIDE_K ? " prefetching its weight into L2 (d47)" : "", e_cpu);
+                    q4k && !norm && K < MI8A_WIDE_K && mi_cuda_item_on("d41") ? " prefetching its weight into L2 (d47)" : "",
+                    e_cpu);
         }
     }
     free(w); free(x); free(nw); free(b); free(r); free(xn); free(ref); free(got); free(got2); free(old);
