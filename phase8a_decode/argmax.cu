@@ -9,7 +9,6 @@
 #include <math.h>
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase7a_skeleton/cuda_dispatch.h"
-#include "common/core/mi_settings.h"
 #include <cooperative_groups.h>
 
 #define AM_THREADS 1024
@@ -168,11 +167,8 @@ static bool am_split_fits(void) {
 extern "C" void mi8a_argmax_ready(void) { (void)am_split_fits(); }
 
 /* d45: the item read at each launch (a switch changes the dispatch epoch: no captured step outlives
- * it), MINFER_ARGMAX_SPLIT once (off by default until its device gate has run) */
-static bool am_split_on(void) {
-    static long v = -1;
-    return mi_cuda_item_on("d45") && mi_setting_int_once("MINFER_ARGMAX_SPLIT", 0, 1, 0, &v) == 1 && am_split_fits();
-}
+ * it) */
+static bool am_split_on(void) { return mi_cuda_item_on("d45") && am_split_fits(); }
 
 extern "C" mi_status mi8a_argmax(void *stream, const float *x, int32_t *out, int64_t V, int64_t N) {
     if (V <= 0 || V > INT32_MAX || N <= 0 || N > 0x7fffffff)

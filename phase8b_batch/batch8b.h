@@ -183,18 +183,18 @@ bool mi8b_gemm_f16s_run_supported(mi_type wt, int64_t N);   /* one launch at N r
  * Q4_K and n4 .. n - 1 Q6_K of one x (the 7B's q, k and a Q6_K v) in one launch of the wgmma
  * kernel, each block in its band's format, under Q4_K's K split plan over the run's bands; where
  * it cannot (b49 off, 17..32 rows, stream-K, the workspace) the Q4_K ones as their b40 run, then
- * each Q6_K one alone. 8b's pass marks such runs where mi8b_mixed_run_pass_on (below).
+ * each Q6_K one alone. 8b's pass marks such runs where b49 and b40 are on
+ * (mi8b_f16s_mixed_on).
  * mixed_launches: its one-launch runs so far. */
 mi_status mi8b_gemm_f16s_run_mixed(void *stream, const mi8a_run_seg *seg, int n4, int n, const float *x, int64_t K,
                                    int64_t N, void *workspace, size_t ws_bytes);
 uint64_t mi8b_gemm_f16s_mixed_launches(void);
-bool mi8b_f16s_mixed_on(void);
+bool mi8b_f16s_mixed_on(void);   /* b49 and b40 on */
 bool mi8b_gemm_f16s_mixed_supported(int64_t N);   /* one launch at N rows here (b49 on, both formats' wgmma forms) */
 void mi8b_gemm_f16s_mixed_ready(void);            /* its one-time device checks, where workspaces are sized */
-/* b49 in graphs (install8b.c): MINFER_MIXED_RUN=1 and b49 on (off by default until its device
- * gate has run); whether the dispatch gives a run's last Q4_K node k the defer role's kernel and
- * the Q6_K matmul v after it the mixed run's last (probes with the roles set: 8b's pass) */
-bool mi8b_mixed_run_pass_on(void);
+/* b49 in graphs (install8b.c): whether the dispatch gives a run's last Q4_K node k the defer
+ * role's kernel and the Q6_K matmul v after it the mixed run's last (probes with the roles set:
+ * 8b's pass) */
 bool mi8b_mixed_run_takes(const struct mi_tensor *k_defer, const struct mi_tensor *v_last);
 /* b40's fewest rows: a step of 16 rows or fewer (small batches, a prompt's chunks such as gate_7c's)
  * keeps each matmul's own plan, so its graph's bits do not depend on the fusion passes */

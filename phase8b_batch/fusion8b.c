@@ -56,13 +56,13 @@ static int mark_attn_rkv_rows(mi_graph *g) {
     return marked;
 }
 
-/* b49 (MINFER_MIXED_RUN=1): a run of Q4_K matmuls (8a's d13 marks: q and k) followed right away
+/* b49: a run of Q4_K matmuls (8a's d13 marks: q and k) followed right away
  * by a plain Q6_K matmul of the same x and K (the 7B's Q6_K v), where the dispatch gives the
  * run's last the defer role's kernel and the Q6_K one the mixed run's last: the Q4_K last becomes
  * a defer node and the Q6_K one the run's last (mi8b_mixed_run_takes) */
 static int mark_mixed_runs(mi_graph *g) {
     int marked = 0;
-    if (!mi8b_mixed_run_pass_on()) return 0;
+    if (!mi8b_f16s_mixed_on()) return 0;
     for (int i = 1; i + 1 < g->n_nodes; i++) {
         mi_tensor *k = g->nodes[i], *v = g->nodes[i + 1];
         if (!run_node(k, MI_MM_RUN_LAST) || !run_node(g->nodes[i - 1], MI_MM_RUN_DEFER) || !run_node(v, 0)) continue;
@@ -87,7 +87,9 @@ static int mark_mixed_runs(mi_graph *g) {
 int mi8b_fuse_batch(mi_graph *g, mi_backend *cuda) {
     (void)cuda;
     int marked = mark_attn_rkv_rows(g) + mark_mixed_runs(g);
-    for (int i = 2; i < g->n_nodes; i++) {
+    /* b42 off (or b35, whose kernel takes the cut bands): no marks, so a graph built with it off
+     * fuses nothing of it (the kernels also ask at each call) */
+    for (int i = 2; mi8b_f16s_fixup_next_on() && i < g->n_nodes; i++) {
         mi_tensor *sw = g->nodes[i], *up = g->nodes[i - 1], *gate = g->nodes[i - 2];
         if (sw->op != MI_OP_SWIGLU || sw->src[0] != gate || sw->src[1] != up) continue;
         /* a run of exactly these two: the gate its first (no DEFER of the same x before it) */

@@ -9,7 +9,6 @@
 #include "phase7b_ops/ops7b.h"
 #include "phase7e_perf/perf7e.h"
 #include "common/graph/graph.h"
-#include "common/core/mi_settings.h"
 #include <stdint.h>
 
 /* ---------------- MATMUL at 9..64 rows (a batch's decode step): split over K ---------------- */
@@ -159,13 +158,9 @@ static const mi_cuda_kernel k_f16s_run_last = {
  * all in one launch: the Q4_K nodes record as b40's defer nodes, this one takes their record and
  * launches the run (or, where it cannot be one launch, the Q4_K ones as their run and itself
  * alone: mi8b_gemm_f16s_run_mixed) */
-bool mi8b_mixed_run_pass_on(void) {
-    static long v = -1;
-    return mi8b_f16s_mixed_on() && mi_setting_int_once("MINFER_MIXED_RUN", 0, 1, 0, &v) == 1;
-}
 static bool sup_f16s_run_mixed_last(const mi_tensor *n) {
     return n->op == MI_OP_MATMUL && mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_f16s(n) &&
-           n->src[0]->type == MI_TYPE_Q6_K && mi8b_mixed_run_pass_on() &&
+           n->src[0]->type == MI_TYPE_Q6_K && mi8b_f16s_mixed_on() &&
            mi8b_gemm_f16s_mixed_supported(mi_nrows(n->src[1]));
 }
 static mi_status run_f16s_run_mixed_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -525,7 +520,7 @@ void mi_phase8b_install(void) {
                                 "whose clusters need a second wave is priced as such");
     mi_cuda_item_declare("b49", "with b40, a run of Q4_K matmuls then Q6_K ones of one x (the 7B's q, k and a Q6_K v) "
                                 "in one launch of b22's kernel, each block in its band's format (8b's pass marks "
-                                "such a run where MINFER_MIXED_RUN=1, until its device gate has run)");
+                                "such a run)");
     mi_cuda_item_declare("b39", "with b32 and Q4_K weights by the bulk copy, a stage's slot refilled once its warps "
                                 "arrived on the slot's empty mbarrier (their products of it done): no block-wide "
                                 "barrier a stage");
@@ -584,7 +579,7 @@ void mi_phase8b_install(void) {
     mi_cuda_item_declare("b47", "a decode step's paged attention does the step's q and k RoPE and its K and V scatters "
                                 "(b20's launch) inside b7's kernel: q rotated into shared memory by each block, the "
                                 "row's own key and value stored by the split that holds it, before its tiles read "
-                                "them (MINFER_PAGED_RKV=1 until its device gate has run)");
+                                "them");
     mi_cuda_add_kernel(MI_OP_KV_SCATTER, &mi8b_k_rkv_attn_store);
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv);
     mi_cuda_add_kernel(MI_OP_ATTN_PAGED, &mi8b_k_attn_paged_rkv_replay);      /* in front of b47's without b2 */

@@ -11,7 +11,6 @@
 #include "phase7a_skeleton/cuda_backend.h"
 #include "phase7b_ops/ops7b.h"
 #include "common/graph/graph.h"
-#include "common/core/mi_settings.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -339,9 +338,6 @@ bool mi8b_rkv_attn_takes(const mi_tensor *store, const mi_tensor *attn) {
     return ks == &mi8b_k_rkv_attn_store && (ka == &mi8b_k_attn_paged_rkv || ka == &mi8b_k_attn_paged_rkv_replay ||
                                        ka == &mi8b_k_attn_paged_rkv_f16 || ka == &mi8b_k_attn_paged_rkv_f16_replay);
 }
-/* b47: read at each call, MINFER_PAGED_RKV once (off by default until its device gate has run) */
-bool mi8b_paged_rkv_on(void) {
-    static long v = -1;
-    return mi_cuda_item_on("b47") && mi_setting_int_once("MINFER_PAGED_RKV", 0, 1, 0, &v) == 1;
-}
+/* b47: read at each call */
+bool mi8b_paged_rkv_on(void) { return mi_cuda_item_on("b47"); }
 

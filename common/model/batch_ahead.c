@@ -32,7 +32,7 @@
 
 mi_status batch_ahead_init(mi_batch *b) {
     long mode = 0;
-    MI_TRY(mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 0, &mode));
+    MI_TRY(mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 1, &mode));
     b->ahead.mode = (int)mode;
     b->ahead.seqs = malloc((size_t)b->n_seq_max * sizeof *b->ahead.seqs);
     b->ahead.held = malloc((size_t)b->n_seq_max * sizeof *b->ahead.held);

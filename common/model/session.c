@@ -190,7 +190,7 @@ mi_status mi_session_new(mi_model *m, const mi_session_params *pp, mi_session **
     /* a dump of a reused graph would show the scheduler's records of another graph */
     s->no_graph_reuse = mi_setting_on("MINFER_NO_GRAPH_REUSE") || mi_setting_on("MINFER_DUMP_GRAPH");
     long ahead = 0;
-    if (mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 0, &ahead) != MI_OK) {
+    if (mi_setting_int("MINFER_STEP_AHEAD", 0, 2, 1, &ahead) != MI_OK) {
         free(s);
         return mi_err_ctx(MI_ERR_INVALID, "opening a session");
     }

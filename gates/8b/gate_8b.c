@@ -38,9 +38,9 @@
  *  batch_items_*_d46_off  8a's d46 on (MINFER_L2_AHEAD_KB=16384 for this gate) against off at 64
  *                   sequences of the 7B: b34's norms prefetching the next weights, every logit bit
  *                   for bit, its launches counted
- *  batch_items_*_b49_off_bound  b49 on (MINFER_MIXED_RUN=1 for this gate) against off: the 7B's last
+ *  batch_items_*_b49_off_bound  b49 on against off: the 7B's last
  *                   logits at 64 sequences within its model bound, b49's one-launch runs counted
- *  batch_items_*_b47_off, batch_rkv_*  b47 on (MINFER_PAGED_RKV=1 for this gate) against off: every
+ *  batch_items_*_b47_off, batch_rkv_*  b47 on against off: every
  *                   logit bit for bit; the four inside the tensor-core kernel where it runs
  *  batch_replay_*   a CUDA batch decoding for hundreds of steps across KV blocks and buckets
  *                   (one sequence ending mid-way): its graph reused and its decode splits
@@ -523,7 +523,7 @@ static bool test_items_bitwise(const char *shape, const char *type, int nseq, in
     return st == MI_OK && !bad && idle < 0;
 }
 
-/* b47 (MINFER_PAGED_RKV=1 for the whole gate, main): a decode step's RoPEs and scatters done by its
+/* b47: a decode step's RoPEs and scatters done by its
  * paged attention, every logit bit for bit with b47 off; then whether they ran inside the
  * tensor-core kernel (in_kernel: hd 64 or 128) or as b20's launch before the plain one (hd 32) */
 static void test_rkv(const char *shape, const char *type, int nseq, int steps, bool in_kernel) {
@@ -590,10 +590,7 @@ int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b", "8b");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
-    setenv("MINFER_PAGED_RKV", "1", 0);   /* b47, off by default until this gate has run on a device */
-    setenv("MINFER_ARGMAX_SPLIT", "1", 0);   /* d45, likewise */
-    setenv("MINFER_MIXED_RUN", "1", 0);      /* b49, likewise */
-    setenv("MINFER_L2_AHEAD_KB", "16384", 0);   /* 8a's d46, likewise */
+    setenv("MINFER_L2_AHEAD_KB", "16384", 0);   /* 8a's d46, off by default (measured slower): its bits held here */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
