@@ -1,6 +1,8 @@
 """What each 8b item buys a batched decode step: from the A/B records of `tools/bench_8b.sh` run with
 and without MINFER_PERF_OFF=<item> in one device call ("bench": "batched"), the ratio of S_TG with
-the item to S_TG without it, per model and B (the mean of the rounds), one bar per item.
+the item to S_TG without it, per model and B (the mean of the rounds), one bar per item. A file
+whose arms are named by MINFER_BUILD_DEFS (one of them "on") gives one bar per other arm: S_TG
+"on" over S_TG of that arm.
     .venv/bin/python results/plot_ab_batch.py OUT.png FILE.jsonl [FILE.jsonl ...]"""
 import os
 import sys
@@ -14,12 +16,26 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def perf_off(switches):
+def switch(switches, name):
     for v in (switches or "").split(","):
-        if v.startswith("MINFER_PERF_OFF="):
-            off = v.split("=", 1)[1]
-            return "" if off == "none" else off   # MINFER_PERF_OFF=none: the default, every item on
-    return ""
+        if v.startswith(name + "="):
+            return v.split("=", 1)[1]
+    return None
+
+
+def perf_off(switches):
+    off = switch(switches, "MINFER_PERF_OFF") or ""
+    return "" if off == "none" else off   # MINFER_PERF_OFF=none: the default, every item on
+
+
+def arm(switches, named):
+    """the record's arm: in a file whose arms are named by MINFER_BUILD_DEFS with one named "on"
+    (several switches at once: "on", "base", "noahead", ...), that name ("" for "on"); else the
+    items MINFER_PERF_OFF turned off"""
+    if named:
+        d = switch(switches, "MINFER_BUILD_DEFS")
+        return "" if d == "on" else d
+    return perf_off(switches)
 
 
 def main():
@@ -31,9 +47,10 @@ def main():
     for f in files:
         recs = records.load([f], lambda r: r.get("bench") == "batched")
         s = defaultdict(list)   # (model, B, off) -> S_TG of each round
+        named = any(switch(r.get("switches"), "MINFER_BUILD_DEFS") == "on" for r in recs)
         for r in recs:
             s[(r["model"].replace(".gguf", "").replace("minfer-7e-", "").replace("minfer-7b-", ""), r["B"],
-               perf_off(r.get("switches")))].append(r["s_tg"])
+               arm(r.get("switches"), named))].append(r["s_tg"])
         commit = recs[0].get("commit", "?") if recs else "?"
         for (model, B, off), v in sorted(s.items()):
             if not off or (model, B, "") not in s:
