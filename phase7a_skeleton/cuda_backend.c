@@ -220,7 +220,6 @@ static mi_status cuda_copy(mi_backend *be, void *dst, const void *src, size_t n)
 
 static mi_status cuda_split_begin(mi_backend *be, const mi_graph *g, const mi_split *s) {
     mi_cuda_ctx *c = ctx(be);
-    mi_cuda_dispatch_split(g, s->first, s->n);
     size_t need = 0;
     for (int i = s->first; i < s->first + s->n; i++) {
         mi_tensor *t = g->nodes[i];
@@ -232,12 +231,6 @@ static mi_status cuda_split_begin(mi_backend *be, const mi_graph *g, const mi_sp
         }
     }
     return mi_cuda_workspace_reserve(c, need);
-}
-
-static mi_status cuda_split_end(mi_backend *be, const mi_graph *g, const mi_split *s) {
-    (void)be, (void)g, (void)s;
-    mi_cuda_dispatch_split(NULL, 0, 0);
-    return MI_OK;
 }
 
 static mi_status cuda_execute_node(mi_backend *be, mi_tensor *node) {
@@ -299,7 +292,7 @@ static const mi_backend_iface g_cuda_iface = {
     .host_free = cuda_host_free,
     .split_begin = cuda_split_begin,
     .execute_node = cuda_execute_node,
-    .split_end = cuda_split_end,
+    .split_end = NULL,
     .synchronize = cuda_synchronize,
     .destroy = cuda_destroy,
     .memory = cuda_memory,

@@ -194,23 +194,6 @@ mi_status mi_cuda_dispatch_run(mi_cuda_ctx *c, mi_tensor *node, void *workspace)
 uint64_t mi_cuda_dispatch_serial(void) { return t_running ? t_serial : 0; }
 
 static _Thread_local struct {
-    const mi_graph *g;
-    int first, n;
-} t_split;
-void mi_cuda_dispatch_split(const mi_graph *g, int first, int n) {
-    t_split.g = g;
-    t_split.first = first;
-    t_split.n = n;
-}
-const mi_tensor *mi_cuda_dispatch_ahead(int k) {
-    const mi_tensor *cur = t_running;
-    if (!cur || !t_split.g || k < 1) return NULL;
-    const int i = cur->id, end = t_split.first + t_split.n;
-    if (i < t_split.first || i >= end || end > t_split.g->n_nodes || t_split.g->nodes[i] != cur) return NULL;
-    return i + k < end ? t_split.g->nodes[i + k] : NULL;
-}
-
-static _Thread_local struct {
     uint64_t serial;   /* 0: no copy */
     int form;
     const void *x, *ws;

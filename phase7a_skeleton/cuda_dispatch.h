@@ -99,13 +99,6 @@ void mi_cuda_pdl_set_policy(bool (*policy)(const mi_tensor *node));
  * node or from two nodes run one right after the other, with nothing launched between them but
  * its own kernels. */
 uint64_t mi_cuda_dispatch_serial(void);
-/* The split the CUDA backend runs on this thread (its split_begin records it, its split_end
- * forgets it; 7d's wrapper records it too where it skips the backend's split_begin) and the node k
- * places after the running one in it: NULL past the split's end, outside a run, or where the
- * running node is not at its place in that graph. For a launcher that hands its kernel data a
- * later node of the same split reads (8a's d46: the weights it prefetches into L2). */
-void mi_cuda_dispatch_split(const mi_graph *g, int first, int n);
-const mi_tensor *mi_cuda_dispatch_ahead(int k);
 /* A copy of an activation x (K x N, in a form the caller names) left at the start of the
  * workspace by a run's kernels. Every node gets the same workspace, so that copy is still there
  * for the run the dispatch makes right after it, and for nothing later. A run that made one

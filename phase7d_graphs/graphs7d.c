@@ -469,7 +469,6 @@ static mi_status w_split_begin(mi_backend *be, const mi_graph *g, const mi_split
     }
     s->g = g;
     s->sp = *sp;
-    mi_cuda_dispatch_split(g, sp->first, sp->n);   /* the backend's split_begin, skipped when known, records it too */
     s->split_serial++;
     s->staged = mi_cuda_graph_enabled() && mi_cuda_graph_input_staging();
     const bool eligible = known ? memo_restore(s) : split_scan(s);
@@ -531,7 +530,6 @@ static mi_status w_split_end(mi_backend *be, const mi_graph *g, const mi_split *
     if (s->mode == M_DIRECT || mode == M_DIRECT || mode == M_PENDING) STAT_ADD(direct_splits, 1);
     s->mode = M_NONE;
     s->g = NULL;
-    mi_cuda_dispatch_split(NULL, 0, 0);   /* also where the backend's split_end is skipped below */
     if (st == MI_OK && s->orig->split_end) {
         lock();
         st = s->orig->split_end(be, g, sp);

@@ -29,11 +29,6 @@
  *       over every SM (the fused gate/up, the downs, o, the q/k/v runs)
  *   d43 the norm folded into a one-token Q6_K matmul (MI_OP_NORM_MATMUL: the 7B's v, the head)
  *   d44 the Q6_K downs quantize x in the block (no quantizer launch before them)
- *   d46 the q/k/v run's kernel prefetches into L2, as it begins, the weights of the step's next
- *       matmuls (the 7B: v where Q6_K, o, the FFN's first rows; the 0.5B: the whole layer's) up
- *       to MINFER_L2_AHEAD_KB: the run and the attention leave the memory idle (0, the default
- *       until its device A/B has run: none)
- *   d47 with d46, the 7B's o does the same for the FFN's first rows
  * The d-items without a line here (d5, d9, d16, d18, d19, d24-d28, d36, d38) were measured and
  * dropped (results/notes/PHASE8A.md); d20-d22, d32-d35 and d37 are attention and row details
  * listed with their kernels below and in docs/PHASE8A.md. The fused nodes exist only where a
@@ -102,36 +97,10 @@ typedef struct {
     float *y;             /* y_i [M_i] */
     int64_t M;
 } mi8a_run_seg;
-/* Item d46: spans of weights that later kernels of the step read, each from its start, which a
- * kernel prefetches into L2 as it begins (cp.async.bulk.prefetch.L2; bases 16-byte aligned, bytes
- * a multiple of 16; n = 0 ends the list). A hint: what the kernel computes does not change. */
-#define MI8A_L2_AHEAD_SPANS 6
-typedef struct {
-    const void *p[MI8A_L2_AHEAD_SPANS];
-    uint32_t n[MI8A_L2_AHEAD_SPANS];
-} mi8a_l2_ahead;
-/* (install8a.c) for the node being run: the weights of the matmul nodes after it in its split
- * (the next 10 nodes; MATMUL, MATMUL_ADD, NORM_MATMUL: src0; the FFN ops: gate and up), each from
- * its start, in node order, up to MINFER_L2_AHEAD_KB in all, a node of two weights half each,
- * device-resident only; none where d46 is off or the setting 0. The launchers that launch behind
- * spans count it (mi8a_l2_ahead_launched). */
-mi8a_l2_ahead mi8a_l2_ahead_next(void);
-/* its rule on a list of nodes (the next ones, in order), cap bytes in all: the spans in *a, their
- * count returned (a host case of gate_8a checks it without a device) */
-struct mi_tensor;
-int mi8a_l2_spans(const struct mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a);
-/* item d47: mi8a_matvec_q4k_fused, where it takes d41's form (no norm, rows under MI8A_WIDE_K:
- * the 7B's o), launched behind d46's prefetch of ahead's spans (NULL, none or another form: as
- * without); the same bits */
-mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
-                                      float eps, const float *bias, const float *r, float *y, int64_t K, int64_t M,
-                                      const mi8a_l2_ahead *ahead);
-uint64_t mi8a_l2_ahead_o_launches(void);   /* d47: o's launches behind the prefetch (gates) */
 /* nw: item d17, x RMS-normalized first (weight nw [K], eps) in every block, as the NORM forms do:
- * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm.
- * ahead (NULL: none): d46's spans, prefetched by the run's kernel at its start. */
+ * the outputs equal the norm's kernel followed by the run without it, bit for bit. NULL: no norm. */
 mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                              const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead);
+                              const float *nw, float eps, int64_t K);
 /* ---- matvec_rows_run.cu, item d13 on 7b's kernel: the same for any format 7b's warp-per-row
  * matmul takes (the 0.5B's Q4_0 q, k, v), on x already quantized by mi7b_quantize_act into xq;
  * each output equals mi7b_matmul_quantized's bit for bit. */
@@ -140,7 +109,7 @@ mi_status mi8a_matmul_rows_run(void *stream, mi_type wt, const mi8a_run_seg *seg
  * shapes mi8a_matvec_fused takes (K < MI8A_FUSED_MAX_K, the run's rows <= MI8A_FUSED_MAX_M):
  * every output equals 7b's matmul's bit for bit. */
 mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead);
+                                const float *nw, float eps, int64_t K);
 
 /* ---- matvec_q6k_exact.cu: one token, Q6_K (item d11): y [M] = r [M] + (W [K, M] @ x + bias),
  * r and bias may be NULL; x quantized by 7b's quantizer into ws (mi8a_matvec_q6k_workspace
@@ -187,8 +156,6 @@ bool mi8a_skv_packed_on(void);       /* d34: d22's q and P parts as the mma's up
 bool mi8a_skv_warp_pipe_on(void);    /* d35: d22's tiles in a pipeline a warp, three tiles deep */
 bool mi8a_unit_ahead_on(void);       /* d37: matvec_fused's first unit a lane in registers before the wait */
 uint64_t mi8a_unit_ahead_launches(void);   /* launches that asked it on (gates) */
-uint64_t mi8a_l2_ahead_launches(void);     /* d46: launches that carried spans to prefetch (gates) */
-void mi8a_l2_ahead_launched(bool o);       /* a launcher counts one: d47's o, else d46's kernels */
 uint64_t mi8a_pdl_launches(void);
 /* d10's launches so far: the lower phases' small kernels launched as programmatic dependents
  * (phase7a_skeleton/cuda_dispatch.h, mi_cuda_pdl_small) */

@@ -70,19 +70,10 @@ static mi_status run_norm_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, n->src[3]->data,
                                  mi_fused_norm_eps(n), ptr(n->src[2]), NULL, n->data, w->ne[0], w->ne[1]);
 }
-/* d47 (with d46): o (the matmul + residual of the attention's output), latency-bound like the
- * run, prefetches the FFN's first rows after it; the launcher takes the spans in d41's form only */
-static mi8a_l2_ahead o_ahead(const mi_tensor *n) {
-    const mi8a_l2_ahead none = {0};
-    const mi_tensor *x = n->src[1];
-    if (!x || x->op != MI_OP_ATTN || n->src[0]->ne[0] >= MI8A_WIDE_K || !mi_cuda_item_on("d47")) return none;
-    return mi8a_l2_ahead_next();
-}
 static mi_status run_add_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
-    const mi8a_l2_ahead ahead = o_ahead(n);
-    return mi8a_matvec_q4k_fused_ahead(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
-                                       n->src[2]->data, n->data, w->ne[0], w->ne[1], &ahead);
+    return mi8a_matvec_q4k_fused(mi_cuda_stream(c), w->type, w->data, n->src[1]->data, NULL, 0.0f, NULL,
+                                 n->src[2]->data, n->data, w->ne[0], w->ne[1]);
 }
 /* x quantized by the attention right before it (d31's record): the same rows on that row */
 static mi_status run_add_fused(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
@@ -241,65 +232,12 @@ static mi_status run_close_as(mi_cuda_ctx *c, const mi_tensor *n, int *k, bool a
     return MI_OK;
 }
 static mi_status run_close(mi_cuda_ctx *c, const mi_tensor *n, int *k) { return run_close_as(c, n, k, false); }
-/* d46: the weights of the matmul nodes that follow the running one in its split (the next
- * MI8A_L2_AHEAD_NODES nodes: on the 7B, v where Q6_K, o and the FFN; on the 0.5B, the layer's o,
- * FFN and down and the next layer's q), each from its start, in node order, up to
- * MINFER_L2_AHEAD_KB in all; a node of two weights (the FFN's gate and up) takes half of what is
- * left for each. None where the item is off or the setting 0. */
-#define MI8A_L2_AHEAD_NODES 10
-static _Atomic uint64_t g_l2_ahead_launches, g_l2_ahead_o_launches;
-uint64_t mi8a_l2_ahead_launches(void) { return g_l2_ahead_launches; }
-uint64_t mi8a_l2_ahead_o_launches(void) { return g_l2_ahead_o_launches; }
-void mi8a_l2_ahead_launched(bool o) {
-    if (o) g_l2_ahead_o_launches++;
-    else g_l2_ahead_launches++;
-}
-static int node_weights(const mi_tensor *t, const mi_tensor **w) {
-    const bool ffn = t->op == MI_OP_FFN_SWIGLU || t->op == MI_OP_NORM_FFN_SWIGLU;
-    if (!ffn && t->op != MI_OP_MATMUL && t->op != MI_OP_MATMUL_ADD && t->op != MI_OP_NORM_MATMUL) return 0;
-    int n = 0;
-    for (int i = 0; i < (ffn ? 2 : 1); i++)
-        if (t->src[i] && (t->src[i]->flags & MI_T_WEIGHT)) w[n++] = t->src[i];
-    return n;
-}
-int mi8a_l2_spans(const mi_tensor *const *nodes, int n, size_t cap, mi8a_l2_ahead *a) {
-    memset(a, 0, sizeof *a);
-    int ns = 0;
-    size_t left = cap;
-    for (int k = 0; k < n && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; k++) {
-        const mi_tensor *t = nodes[k], *w[2];
-        const int nw = node_weights(t, w);
-        for (int i = 0; i < nw && left >= 16 && ns < MI8A_L2_AHEAD_SPANS; i++) {
-            size_t b = mi_nbytes(w[i]), share = left / (size_t)(nw - i);
-            if (b > share) b = share;
-            b &= ~(size_t)15;
-            /* on the device, where the node runs (a weight left on the host reaches it as a copy) */
-            if (!b || !w[i]->data || ((uintptr_t)w[i]->data & 15u) || w[i]->backend != t->backend) continue;
-            a->p[ns] = w[i]->data;
-            a->n[ns++] = (uint32_t)b;
-            left -= b;
-        }
-    }
-    return ns;
-}
-mi8a_l2_ahead mi8a_l2_ahead_next(void) {
-    static long kb = -1;
-    mi8a_l2_ahead a = {0};
-    const size_t cap = (size_t)mi_setting_int_once("MINFER_L2_AHEAD_KB", 0, 1L << 20, 0, &kb) << 10;
-    if (!cap || !mi_cuda_item_on("d46")) return a;
-    const mi_tensor *nodes[MI8A_L2_AHEAD_NODES];
-    int n = 0;
-    while (n < MI8A_L2_AHEAD_NODES && (nodes[n] = mi_cuda_dispatch_ahead(n + 1))) n++;
-    mi8a_l2_spans(nodes, n, cap, &a);
-    return a;
-}
 static mi_status run_run_last_q4k(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];
     int k;
     MI_TRY(run_close(c, n, &k));
-    const mi8a_l2_ahead ahead = mi8a_l2_ahead_next();
     return mi8a_matvec_q4k_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, run_nw(n), run_eps(n),
-                               w->ne[0], &ahead);
+                               w->ne[0]);
 }
 /* one kernel that quantizes x (d17: after the norm) in every block where matvec_fused takes the
  * shapes (short rows: the 0.5B's q, k, v), else 7b's quantizer and one launch of 7b's row body
@@ -311,11 +249,9 @@ static mi_status run_run_last_rows(mi_cuda_ctx *c, const mi_tensor *n, void *ws)
     int64_t M = 0;
     for (int i = 0; i < k; i++) M += g_run.seg[i].M;
     const float *nw = run_nw(n);
-    if (mi8a_matvec_fused_supported(w->type, w->ne[0], M)) {
-        const mi8a_l2_ahead ahead = mi8a_l2_ahead_next();
+    if (mi8a_matvec_fused_supported(w->type, w->ne[0], M))
         return mi8a_matvec_fused_run(mi_cuda_stream(c), w->type, g_run.seg, k, n->src[1]->data, nw, run_eps(n),
-                                     w->ne[0], &ahead);
-    }
+                                     w->ne[0]);
     if (nw)   /* run_rows_norm_ok held for every node of the run */
         return mi_err(MI_ERR_INTERNAL, "d17: the run ending at node %s (#%d) has %lld rows, past the norm kernel's %d",
                       n->name, n->id, (long long)M, MI8A_FUSED_MAX_M);
@@ -714,11 +650,5 @@ void mi_phase8a_install(void) {
     mi_cuda_add_kernel(MI_OP_NORM_MATMUL, &k_norm_mm_q6k);
     mi_cuda_item_declare("d44", "d12's one-token Q6_K downs quantize x in the block (one block an SM, rows spread), "
                                 "without 7b's quantizer launched before them (read at each launch)");
-    mi_cuda_item_declare("d47", "with d46, the one-token Q4_K matmul + residual of rows under 8,192 elements (the "
-                                "7B's o, d41's form) prefetches the next matmuls' weights into L2 as it begins (read "
-                                "at each launch)");
-    mi_cuda_item_declare("d46", "d13's and d17's runs (the 7B's on the Q4_K kernel, the 0.5B's on matvec_fused's) and "
-                                "8b's b34 norms prefetch into L2, as they begin, the weights of the step's next "
-                                "matmuls, up to MINFER_L2_AHEAD_KB (0 by default: none; read at each launch)");
     mi7c_add_fusion(mi8a_fuse_decode);
 }

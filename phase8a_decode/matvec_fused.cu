@@ -13,7 +13,6 @@
 #include "phase7e_perf/perf7e.h"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/run_rows.cuh"
-#include "phase8a_decode/l2_ahead.cuh"
 #include "common/core/mi_canon.h"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 
@@ -224,34 +223,33 @@ extern "C" mi_status mi8a_matvec_fused_qx(void *stream, mi_type wt, const void *
 /* ---- d13: a run of one-token matmuls of one x (the 0.5B's q, k, v) in one launch: every block
  * quantizes x as above, then its warps dot the run's rows (run_rows.cuh) in 7b's order, so each
  * output equals 7b's matmul bit for bit; one kernel where 7b takes a quantization and one
- * launch a weight. l2: d46's spans, prefetched into L2 first (l2_ahead.cuh). */
+ * launch a weight. */
 template <int WT, bool NORM>
 __global__ void __launch_bounds__(FZ_THREADS)
 kernel_matvec_fused_run(const run_rows rowmap, int64_t M, int64_t K, const float *__restrict__ X,
-                        const float *__restrict__ nw, float eps, int rows, bool ahead, const mi8a_l2_ahead l2) {
-    l2_ahead_issue(l2);
+                        const float *__restrict__ nw, float eps, int rows, bool ahead) {
     matvec_fused_rows<WT, NORM, false>(rowmap, rowmap.wrow, M, K, X, nw, eps, NULL, rows, ahead);
 }
 
 /* nw: d17, x RMS-normalized with weight nw first (NORM's prologue above) */
 template <int WT>
 static mi_status launch_fused_run(cudaStream_t st, const run_rows &rowmap, int64_t M, int64_t K, const float *x,
-                                  const float *nw, float eps, const mi8a_l2_ahead &l2) {
+                                  const float *nw, float eps) {
     const size_t smem = fused_smem((mi_type)WT, K, nw != NULL);
     const int rows = fused_rows(M);
     const int64_t nb = (M + rows - 1) / rows;
     if (nw)
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, true>, dim3((unsigned)nb), dim3(FZ_THREADS),
-                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on(), l2));
+                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on()));
     else
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_fused_run<WT, false>, dim3((unsigned)nb), dim3(FZ_THREADS),
-                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on(), l2));
+                               smem, st, rowmap, M, K, x, nw, eps, rows, mi8a_unit_ahead_on()));
     MI_CU_CHECK_LAUNCH("kernel_matvec_fused_run");
     return MI_OK;
 }
 
 extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                           const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead) {
+                                           const float *nw, float eps, int64_t K) {
     if (!seg || !x || n < 1 || n > MI8A_RUN_MAX) return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: %d weights", n);
     run_rows rowmap;
     int64_t M = 0;
@@ -260,9 +258,5 @@ extern "C" mi_status mi8a_matvec_fused_run(void *stream, mi_type wt, const mi8a_
     if (!mi8a_matvec_fused_supported(wt, K, M))
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_fused_run: type %s, K = %lld, %lld rows", mi_type_name(wt),
                       (long long)K, (long long)M);
-    const mi8a_l2_ahead none = {}, &l2 = ahead ? *ahead : none;
-    if (!mi8a_l2_ahead_ok(l2))
-        return mi_err(MI_ERR_INVALID, "mi8a_matvec_fused_run: a prefetch span not 16-byte aligned or sized");
-    if (l2.n[0]) mi8a_l2_ahead_launched(false);
-    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x, nw, eps, l2));
+    MI_QTYPE_DISPATCH(wt, WT, return launch_fused_run<WT>((cudaStream_t)stream, rowmap, M, K, x, nw, eps));
 }

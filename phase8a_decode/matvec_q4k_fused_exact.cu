@@ -8,7 +8,6 @@
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/decode8a.h"
 #include "phase8a_decode/run_rows.cuh"
-#include "phase8a_decode/l2_ahead.cuh"
 
 extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm) {
     return mi7e_matvec_q4k_supported(wt, K, 1) && q4k_smem(K, norm) <= Q4K_SMEM_MAX;
@@ -17,46 +16,13 @@ extern "C" bool mi8a_matvec_q4k_fused_supported(mi_type wt, int64_t K, bool norm
 /* 16-byte loads of the weights and of x (and of the norm weight) need 16-byte aligned bases */
 static bool aligned16(const void *p) { return !((uintptr_t)p & 15u); }
 
-/* d47: d41's form (o: one block of 32 warps an SM, rows spread, no norm; with or without the
- * residual) behind d46's prefetch of the next matmuls' weights (l2_ahead.cuh): the same body and
- * template arguments as launch_q4k's, so the same bits. */
-template <bool RES>
-__global__ void __launch_bounds__(Q4K_WIDE, 1)
-kernel_matvec_q4k_wide_ahead(const uint8_t *__restrict__ W, int64_t M, int nsb, const float *__restrict__ X,
-                             const float *__restrict__ bias, float *__restrict__ Y, const float *__restrict__ R,
-                             const mi8a_l2_ahead ahead) {
-    l2_ahead_issue(ahead);
-    const q4k_rows_one rows = {W, W, bias, Y};
-    matvec_q4k_rows<false, true, false, RES, true, q4k_rows_one, Q4K_WIDE, true>(rows, M, nsb, NULL, X, NULL, 0.0f, R);
-}
-template <bool RES>
-static mi_status launch_wide_ahead(cudaStream_t st, const uint8_t *w, const float *x, const float *bias, float *y,
-                                   const float *r, int64_t K, int64_t M, const mi8a_l2_ahead &ahead, bool pdl) {
-    static wave_cache occ;
-    const size_t smem = q4k_smem(K, false);
-    const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_wide_ahead<RES>, Q4K_WIDE, smem, M, true);
-    MI_CU_CHECK(pdl_launch(pdl, kernel_matvec_q4k_wide_ahead<RES>, dim3((unsigned)nb), dim3(Q4K_WIDE), smem, st, w, M,
-                           (int)(K / 256), x, bias, y, r, ahead));
-    MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_wide_ahead");
-    mi8a_l2_ahead_launched(true);
-    return MI_OK;
-}
-
 extern "C" mi_status mi8a_matvec_q4k_fused(void *stream, mi_type wt, const void *w, const float *x, const float *nw,
                                            float eps, const float *bias, const float *r, float *y, int64_t K,
                                            int64_t M) {
-    return mi8a_matvec_q4k_fused_ahead(stream, wt, w, x, nw, eps, bias, r, y, K, M, NULL);
-}
-
-extern "C" mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const void *w, const float *x,
-                                                 const float *nw, float eps, const float *bias, const float *r, float *y,
-                                                 int64_t K, int64_t M, const mi8a_l2_ahead *ahead) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || M <= 0)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_fused: type %s, K = %lld, M = %lld", mi_type_name(wt),
                       (long long)K, (long long)M);
     if (!w || !x || !y) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_fused: null pointer");
-    if (ahead && !mi8a_l2_ahead_ok(*ahead))
-        return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_fused: a prefetch span not 16-byte aligned or sized");
     if (!aligned16(w) || !aligned16(x) || (nw && !aligned16(nw)))
         return mi8a_matvec_fused(stream, wt, w, x, nw, eps, bias, r, y, K, M);
     const cudaStream_t st = (cudaStream_t)stream;
@@ -64,10 +30,6 @@ extern "C" mi_status mi8a_matvec_q4k_fused_ahead(void *stream, mi_type wt, const
     const bool pdl = mi8a_pdl_on();
     /* d40 (the downs), d41 (o): one block of 32 warps an SM, the rows over every SM */
     if (!nw && mi8a_launch_item_on(K >= MI8A_WIDE_K ? "d40" : "d41")) {
-        if (K < MI8A_WIDE_K && ahead && ahead->n[0]) {   /* d47: o with d46's prefetch */
-            if (r) return launch_wide_ahead<true>(st, wb, x, bias, y, r, K, M, *ahead, pdl);
-            return launch_wide_ahead<false>(st, wb, x, bias, y, NULL, K, M, *ahead, pdl);
-        }
         if (r) return launch_q4k<false, true, false, true, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, r, pdl);
         return launch_q4k<false, true, false, false, true, Q4K_WIDE, true>(st, wb, wb, NULL, x, bias, y, K, M, NULL, 0.0f, NULL, pdl);
     }
@@ -101,13 +63,10 @@ extern "C" mi_status mi8a_ffn_q4k_fused(void *stream, mi_type wt, const void *wg
  * Each row is computed exactly as a launch of its own weight computes it (the lane map and order
  * depend on K only), so the outputs equal separate launches bit for bit; x is quantized once a
  * block for all of them. TH, SPREAD: the block and row map (item d42: one block of 32 warps an
- * SM, the rows over every SM). ahead: d46's spans (l2_ahead.cuh), prefetched first: the run is
- * latency-bound, so its own weights leave memory room for the next matmuls' (the attention
- * between them reads little). */
+ * SM, the rows over every SM). */
 template <int TH, bool SPREAD>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
-kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X, const mi8a_l2_ahead ahead) {
-    l2_ahead_issue(ahead);
+kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X) {
     matvec_q4k_rows<false, true, false, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, NULL, 0.0f, NULL);
 }
 /* d17: the same after the RMS norm of x (weight nw), applied while x is quantized in the block as
@@ -116,32 +75,31 @@ kernel_matvec_q4k_run(const run_rows rows, int64_t M, int nsb, const float *__re
 template <int TH, bool SPREAD>
 __global__ void __launch_bounds__(TH, Q4K_MIN_BLOCKS_OF(TH))
 kernel_matvec_q4k_run_norm(const run_rows rows, int64_t M, int nsb, const float *__restrict__ X,
-                           const float *__restrict__ nw, float eps, const mi8a_l2_ahead ahead) {
-    l2_ahead_issue(ahead);
+                           const float *__restrict__ nw, float eps) {
     matvec_q4k_rows<false, true, true, false, true, run_rows, TH, SPREAD>(rows, M, nsb, NULL, X, nw, eps, NULL);
 }
 
 template <int TH, bool SPREAD>
 static mi_status launch_q4k_run(cudaStream_t st, const run_rows &rows, int64_t M, int64_t K, const float *x,
-                                const float *nw, float eps, const mi8a_l2_ahead &ahead) {
+                                const float *nw, float eps) {
     const size_t smem = q4k_smem(K, nw != NULL);
     if (nw) {
         static wave_cache occ_norm;
         const int64_t nb = wave_blocks(occ_norm, kernel_matvec_q4k_run_norm<TH, SPREAD>, TH, smem, M, SPREAD);
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run_norm<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem,
-                               st, rows, M, (int)(K / 256), x, nw, eps, ahead));
+                               st, rows, M, (int)(K / 256), x, nw, eps));
     } else {
         static wave_cache occ;
         const int64_t nb = wave_blocks(occ, kernel_matvec_q4k_run<TH, SPREAD>, TH, smem, M, SPREAD);
         MI_CU_CHECK(pdl_launch(mi8a_pdl_on(), kernel_matvec_q4k_run<TH, SPREAD>, dim3((unsigned)nb), dim3(TH), smem, st,
-                               rows, M, (int)(K / 256), x, ahead));
+                               rows, M, (int)(K / 256), x));
     }
     MI_CU_CHECK_LAUNCH("kernel_matvec_q4k_run");
     return MI_OK;
 }
 
 extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_run_seg *seg, int n, const float *x,
-                                         const float *nw, float eps, int64_t K, const mi8a_l2_ahead *ahead) {
+                                         const float *nw, float eps, int64_t K) {
     if (!mi8a_matvec_q4k_fused_supported(wt, K, nw != NULL) || n < 1 || n > MI8A_RUN_MAX)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8a_matvec_q4k_run: type %s, K = %lld, %d weights", mi_type_name(wt),
                       (long long)K, n);
@@ -152,10 +110,7 @@ extern "C" mi_status mi8a_matvec_q4k_run(void *stream, mi_type wt, const mi8a_ru
     bool ok = run_rows_make(&rows, seg, n, 0, &M);
     for (int i = 0; ok && i < n; i++) ok = aligned16(seg[i].w);
     if (!ok) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a weight null, not 16-byte aligned or without rows");
-    const mi8a_l2_ahead none = {}, &a = ahead ? *ahead : none;
-    if (!mi8a_l2_ahead_ok(a)) return mi_err(MI_ERR_INVALID, "mi8a_matvec_q4k_run: a prefetch span not 16-byte aligned or sized");
     const cudaStream_t st = (cudaStream_t)stream;
-    if (a.n[0]) mi8a_l2_ahead_launched(false);
-    if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps, a);
-    return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps, a);
+    if (mi8a_launch_item_on("d42")) return launch_q4k_run<Q4K_WIDE, true>(st, rows, M, K, x, nw, eps);
+    return launch_q4k_run<Q4K_THREADS, false>(st, rows, M, K, x, nw, eps);
 }

@@ -233,10 +233,9 @@ mi_status mi8b_gemm_f16_small_run_norm(void *stream, mi_type wt, const mi8a_run_
 mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const float *w, float eps, void *xh, int64_t G,
                                   int64_t rows);
 /* item b34: the same norm written to y as 7e's kernel writes it and, beside it, into xh as x's f16
- * copy in form eo (mi8b_f16s_x_form); G % 16 == 0 and at most MI8B_NORM_F16_MAX_K. ahead (NULL:
- * none): 8a's d46, weights of the next matmuls prefetched into L2 as the kernel begins */
+ * copy in form eo (mi8b_f16s_x_form); G % 16 == 0 and at most MI8B_NORM_F16_MAX_K */
 mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, float eps, float *y, void *xh, int64_t G,
-                              int64_t rows, bool eo, const mi8a_l2_ahead *ahead);
+                              int64_t rows, bool eo);
 /* item b35 (swiglu_f16_exact.cu): y = silu (g) u over F x N elements (7b's SwiGLU, mi_canon_swiglu) and,
  * beside it, y's f16 copy in form eo into xh; rows of F elements, F % 16 == 0 */
 mi_status mi8b_swiglu_y_f16(void *stream, const float *g, const float *u, float *y, void *xh, int64_t F, int64_t N,

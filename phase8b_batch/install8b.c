@@ -395,8 +395,7 @@ static mi_status run_norm_f16(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     if (!aligned16(n->data) || !aligned16(ws))   /* the allocator's offsets are 256-byte aligned: not met */
         return mi7e_rms_norm(st, n->src[0]->data, n->src[1]->data, n->data, G, N, mi_norm_eps(n));
     const bool eo = mi8b_f16s_x_form(N);
-    const mi8a_l2_ahead ahead = mi8a_l2_ahead_next();   /* d46: the q/k/v or gate/up after it, o */
-    MI_TRY(mi8b_rms_norm_y_f16(st, n->src[0]->data, n->src[1]->data, mi_norm_eps(n), n->data, ws, G, N, eo, &ahead));
+    MI_TRY(mi8b_rms_norm_y_f16(st, n->src[0]->data, n->src[1]->data, mi_norm_eps(n), n->data, ws, G, N, eo));
     mi8b_f16s_x_made(n->data, ws, G, N, eo);
     return MI_OK;
 }

@@ -13,7 +13,6 @@
 #include "phase7e_perf/rms_row_scale.cuh"
 #include "phase7a_skeleton/cuda_pdl.cuh"
 #include "phase8b_batch/x_f16_copy.cuh"
-#include "phase8a_decode/l2_ahead.cuh"
 
 /* Threads a block: one a 16-byte piece of the row, so its loads and stores are one round each
  * (the loads wait on the kernel before and on L2: a round each costs a round trip), 32 at
@@ -44,14 +43,12 @@ __device__ __forceinline__ float nf_row_scale(const float *__restrict__ x, float
 /* 7e's kernel_rms_norm_wide (one block a row staged in shared memory, the same scale and
  * y = (x scale) w) writing y where given (b34; b24 writes only the copy) and y's f16 copy in form
  * eo (x_f16_copy.cuh): the norm and the copy kernel after it in one launch. A thread takes four
- * consecutive elements at a time, so a warp's loads and stores are contiguous. l2: 8a's d46, the
- * next matmuls' weights into L2 first (the norm is latency-bound: memory is idle while it runs). */
+ * consecutive elements at a time, so a warp's loads and stores are contiguous. */
 __global__ void __launch_bounds__(NF_MAX_BLOCK)
 kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y,
-                      __half *__restrict__ xh, int64_t G, int64_t rows, float eps, bool eo, const mi8a_l2_ahead l2) {
+                      __half *__restrict__ xh, int64_t G, int64_t rows, float eps, bool eo) {
     extern __shared__ float nf_sx[];
     __shared__ float s_scale;
-    l2_ahead_issue(l2);   /* weights only: before the wait for the kernel before */
     MI_PDL_ENTRY();
     const int tid = threadIdx.x;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -69,19 +66,15 @@ kernel_rms_norm_y_f16(const float *__restrict__ x, const float *__restrict__ w, 
 }
 
 extern "C" mi_status mi8b_rms_norm_y_f16(void *stream, const float *x, const float *w, float eps, float *y, void *xh,
-                                         int64_t G, int64_t rows, bool eo, const mi8a_l2_ahead *ahead) {
+                                         int64_t G, int64_t rows, bool eo) {
     if (G < 16 || G % 16 || G > MI8B_NORM_F16_MAX_K || rows < 1)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_y_f16: rows of %lld, %lld rows", (long long)G, (long long)rows);
     if (!x || !w || !y || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_y_f16: null pointer");
     if (((uintptr_t)y | (uintptr_t)xh) & 15)
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_y_f16: y or the copy not 16-byte aligned");
-    const mi8a_l2_ahead none = {}, &l2 = ahead ? *ahead : none;
-    if (!mi8a_l2_ahead_ok(l2))
-        return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_y_f16: a prefetch span not 16-byte aligned or sized");
     const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    if (l2.n[0]) mi8a_l2_ahead_launched(false);
     (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(nf_block(G)), (size_t)G * sizeof(float),
-                     (cudaStream_t)stream, x, w, y, (__half *)xh, G, rows, eps, eo, l2);
+                     (cudaStream_t)stream, x, w, y, (__half *)xh, G, rows, eps, eo);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");
     return MI_OK;
 }
@@ -92,9 +85,8 @@ extern "C" mi_status mi8b_rms_norm_f16_pairs(void *stream, const float *x, const
         return mi_err(MI_ERR_UNSUPPORTED, "mi8b_rms_norm_f16_pairs: rows of %lld, %lld rows", (long long)G, (long long)rows);
     if (!x || !w || !xh) return mi_err(MI_ERR_INVALID, "mi8b_rms_norm_f16_pairs: null pointer");
     const unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    const mi8a_l2_ahead none = {};
     (void)pdl_launch(mi8b_pdl_on(), kernel_rms_norm_y_f16, dim3(blocks), dim3(nf_block(G)), (size_t)G * sizeof(float),
-                     (cudaStream_t)stream, x, w, (float *)NULL, (__half *)xh, G, rows, eps, false, none);
+                     (cudaStream_t)stream, x, w, (float *)NULL, (__half *)xh, G, rows, eps, false);
     MI_CU_CHECK_LAUNCH("kernel_rms_norm_y_f16");
     return MI_OK;
 }

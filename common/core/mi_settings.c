@@ -72,8 +72,6 @@ static const mi_setting_info g_settings[] = {
      "query heads a block of the split attention takes of its GQA group (d4), 1..64; default 2 under 16384 positions, the whole group from there (read once per process; for measurements)"},
     {"MINFER_PDL_MIN_EMBD", MI_SETTING_INT,
      "narrowest model (its first RMS norm's width) whose one-token steps launch the small kernels as programmatic dependents (8a's d10), 1..2^30; default 2048 (read once per process; for measurements)"},
-    {"MINFER_L2_AHEAD_KB", MI_SETTING_INT,
-     "N: a one-token step's q/k/v run prefetches into L2, as it begins, up to N KB of the weights of the matmuls after it, each from its start (8a's d46: v where Q6_K, o, the FFN's first rows; the attention between them leaves the memory idle; with d47 the 7B's o too, for the FFN's; in a step of many sequences 8b's b34 norms), 0..1048576; 0 or unset: none (the default until its device A/B has run); read once per process; MINFER_PERF_OFF=d46 turns it off too"},
     {"MINFER_PAGED_MIN_SPLIT", MI_SETTING_INT,
      "fewest keys a split of the paged attention of a step of many sequences takes (8b), 16..65536 (one at least that long: one split, no combine); default 32 (read once per process; for measurements)"},
     {"MINFER_SMALL_ROWS", MI_SETTING_INT,

@@ -467,7 +467,6 @@ static uint64_t spread_down_launches(void) { return mi8a_launch_item_count("d40"
 static uint64_t spread_o_launches(void) { return mi8a_launch_item_count("d41"); }
 static uint64_t spread_run_launches(void) { return mi8a_launch_item_count("d42"); }
 static uint64_t q6k_qx_launches(void) { return mi8a_launch_item_count("d44"); }
-/* d46 prefetches only where MINFER_L2_AHEAD_KB is set (main sets it for this process) */
 
 /* every case but the 7B's */
 static void gate_small(void) {
@@ -512,9 +511,6 @@ static void gate_small(void) {
     test_launch_item_model("spread_o", "d41", spread_o_launches, 128, "tiny-qwen3", "q4_k_m");
     test_launch_item_model("spread_run", "d42", spread_run_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("norm_q6k", "d43", -1, "tiny-qwen3", "q4_k_m");
-    test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "tiny-qwen3", "q4_k_m");
-    test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 128, "qwen2.5-0.5b", "q4_0");
-    test_launch_item_model("l2_ahead_o", "d47", mi8a_l2_ahead_o_launches, 128, "tiny-qwen3", "q4_k_m");
     test_bitwise_item_model("staged_add", "d15", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_norm_ffn", "d23", -1, "qwen2.5-0.5b", "q4_0");
     test_bitwise_item_model("staged_ffn_quant_out", "d29", -1, "qwen2.5-0.5b", "q4_0");
@@ -546,15 +542,12 @@ static void gate_7b(void) {
     test_launch_item_model("spread_run", "d42", spread_run_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_bitwise_item_model("norm_q6k", "d43", -1, "qwen2.5-7b", "q4_k_m");
     test_bitwise_launches_model("q6k_quant_in_block", "d44", -1, "qwen2.5-7b", "q4_k_m", q6k_qx_launches);
-    test_launch_item_model("l2_ahead", "d46", mi8a_l2_ahead_launches, 8192, "qwen2.5-7b", "q4_k_m");
-    test_launch_item_model("l2_ahead_o", "d47", mi8a_l2_ahead_o_launches, 8192, "qwen2.5-7b", "q4_k_m");
     test_launch_item_model("pdl_small", "d10", mi8a_pdl_small_launches, 8192, "qwen2.5-7b", "q4_k_m");
 }
 
 int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8a", "8a");
-    setenv("MINFER_L2_AHEAD_KB", "16384", 0);   /* d46, off by default (measured slower): its bits held here */
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
     mi_phases_install();
     passes8a_run(&R, &g_seed);

@@ -80,10 +80,7 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
                          : mi8a_matvec_fused(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M))
     mi_status st = RUN_FUSED();
     if (st == MI_OK) { dev_down(got, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
-    /* the repeat of a Q4_K case prefetches its own weight into L2 as it begins where d47's form
-     * takes it (o's: no norm, K under MI8A_WIDE_K): the same bits */
-    const mi8a_l2_ahead own = {{dw}, {(uint32_t)wb & ~15u}};
-    if (st == MI_OK) st = q4k ? mi8a_matvec_q4k_fused_ahead(S, t, dw, dx, pn, EPS, pb, pr, dy, K, M, &own) : RUN_FUSED();
+    if (st == MI_OK) st = RUN_FUSED();
 #undef RUN_FUSED
     if (st == MI_OK) { dev_down(got2, dy, (size_t)M * 4); CK(cudaMemset(dy, 0xFF, (size_t)M * 4)); }
     /* d12's blocks (Q4_K rows of MI8A_WIDE_K or more, no norm) against the unfused 7e kernel, which
@@ -102,9 +99,7 @@ static void fused_case(mi_type t, bool q4k, int64_t K, int64_t M, bool norm, boo
             gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs unfused %s; repeat %s", e_cpu,
                     d_old == (size_t)-1 ? "bitwise" : "DIFFERS", d_rep == (size_t)-1 ? "bitwise" : "DIFFERS");
         } else {
-            gu_pass(g_r, "bit-identical to the unfused kernels and to itself%s; nmse vs cpu %.3g",
-                    q4k && !norm && K < MI8A_WIDE_K && mi_cuda_item_on("d41") ? " prefetching its weight into L2 (d47)" : "",
-                    e_cpu);
+            gu_pass(g_r, "bit-identical to the unfused kernels and to itself; nmse vs cpu %.3g", e_cpu);
         }
     }
     free(w); free(x); free(nw); free(b); free(r); free(xn); free(ref); free(got); free(got2); free(old);
@@ -266,14 +261,13 @@ void kernels8a_fused(gu_run *run, cudaStream_t stream, unsigned long long *seed)
  * bit; against the CPU: NMSE <= 1e-6; against itself on a second run: bit for bit */
 /* rows: 7b's order, through matvec_fused's run kernel where it takes the shapes (as d13's last
  * node chooses), else 7b's quantizer and 7b's row body */
-/* dnw: d17, x normalized in the run's kernel (weight dnw); ahead: d46's spans (8a's Q4_K run and
- * matvec_fused's run) */
+/* dnw: d17, x normalized in the run's kernel (weight dnw) */
 static mi_status run_launch(mi_type t, bool rows, const mi8a_run_seg *seg, int n, const float *dx, const float *dnw,
-                            int64_t K, void *ws, const mi8a_l2_ahead *ahead) {
-    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, dnw, EPS, K, ahead);
+                            int64_t K, void *ws) {
+    if (!rows) return mi8a_matvec_q4k_run(S, t, seg, n, dx, dnw, EPS, K);
     int64_t M = 0;
     for (int i = 0; i < n; i++) M += seg[i].M;
-    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K, ahead);
+    if (mi8a_matvec_fused_supported(t, K, M)) return mi8a_matvec_fused_run(S, t, seg, n, dx, dnw, EPS, K);
     if (dnw) return mi_err(MI_ERR_UNSUPPORTED, "d17 takes no 7b-order run matvec_fused does not");
     MI_TRY(mi7b_quantize_act(S, t, dx, K, 1, ws));
     return mi8a_matmul_rows_run(S, t, seg, n, ws, K);
@@ -313,18 +307,12 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
         dy[i] = dev_poison((size_t)M * 4);
         seg[i] = (mi8a_run_seg){dw, bias ? db : NULL, dy[i], M};
     }
-    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws, NULL);
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
     }
-    /* the second run prefetches (d46) its own weights into L2 as it begins: the same bits */
-    mi8a_l2_ahead ahead = {0};
-    for (int i = 0, ns = 0; i < n && ns < MI8A_L2_AHEAD_SPANS; i++) {
-        const uint32_t bytes = (uint32_t)(mi_row_size(t, K) * (size_t)Ms[i]) & ~15u;
-        if (bytes) ahead.p[ns] = seg[i].w, ahead.n[ns++] = bytes;
-    }
-    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws, &ahead);
+    if (st == MI_OK) st = run_launch(t, rows, seg, n, dx, norm ? dnw : NULL, K, ws);
     for (int i = 0; i < n && st == MI_OK; i++) {
         dev_down(got2[i], dy[i], (size_t)Ms[i] * 4);
         CK(cudaMemset(dy[i], 0xFF, (size_t)Ms[i] * 4));
@@ -346,8 +334,8 @@ static void run_case(mi_type t, bool rows, int64_t K, int n, const int64_t *Ms, 
     else if (!(worst <= 1e-6) || differ >= 0 || differ2 >= 0)
         gu_fail(g_r, "nmse vs cpu %.3g (bound 1e-6); vs a launch a weight: %s (weight %d); repeat %s", worst,
                 differ < 0 ? "bitwise" : "DIFFERS", differ, differ2 < 0 ? "bitwise" : "DIFFERS");
-    else gu_pass(g_r, "%d weights in one launch: bit-identical to a launch each and to itself prefetching its weights "
-                      "into L2 (d46, where the run's kernel takes it); nmse vs cpu %.3g", n, worst);
+    else gu_pass(g_r, "%d weights in one launch: bit-identical to a launch each and to itself; nmse vs cpu %.3g", n,
+                 worst);
     for (int i = 0; i < n; i++) {
         free(w[i]); free(b[i]); free(ref[i]); free(got[i]); free(got2[i]); free(one[i]);
         cudaFree(bw[i]); cudaFree(bb[i]); cudaFree(dy[i]);

@@ -466,66 +466,6 @@ static void test_early_flags(void) {
 }
 
 
-/* d46's spans on a hand-made list of the nodes after a run (no device: the weights' addresses are
- * never read): nodes without weights skipped, each weight from its start in node order, a node of
- * two weights half of what is left each, sizes rounded down to 16 bytes, weights on another backend
- * or misaligned skipped, the cap and the six spans respected */
-static mi_tensor l2_weight(int64_t K, int64_t M, int backend, uintptr_t at) {
-    mi_tensor w;
-    memset(&w, 0, sizeof w);
-    w.type = MI_TYPE_Q4_K, w.ne[0] = K, w.ne[1] = M, w.ne[2] = w.ne[3] = 1;
-    w.flags = MI_T_WEIGHT, w.backend = backend, w.data = (void *)at, w.id = -1;
-    return w;
-}
-static mi_tensor l2_node(mi_op op, mi_tensor *w0, mi_tensor *w1) {
-    mi_tensor n;
-    memset(&n, 0, sizeof n);
-    n.op = op, n.src[0] = w0, n.src[1] = w1, n.backend = 1, n.id = -1;
-    return n;
-}
-static void test_l2_spans(void) {
-    if (!gu_begin(g_r, "l2_ahead_spans")) return;
-    const uintptr_t base = (uintptr_t)1 << 32;
-    mi_tensor wo = l2_weight(3584, 3584, 1, base), wg = l2_weight(3584, 18944, 1, base + (64u << 20)),
-              wu = l2_weight(3584, 18944, 1, base + (128u << 20)), wh = l2_weight(18944, 3584, 0, base + (192u << 20)),
-              wx = l2_weight(256, 256, 1, base + (256u << 20) + 8), ws = l2_weight(256, 7, 1, base + (260u << 20));
-    mi_tensor act = l2_weight(3584, 1, 1, base);   /* an activation: not a weight */
-    act.flags = 0;
-    mi_tensor rope = l2_node(MI_OP_ROPE, &act, NULL), o = l2_node(MI_OP_MATMUL_ADD, &wo, &act),
-              ffn = l2_node(MI_OP_NORM_FFN_SWIGLU, &wg, &wu), host = l2_node(MI_OP_MATMUL, &wh, &act),
-              odd = l2_node(MI_OP_MATMUL, &wx, &act), small = l2_node(MI_OP_MATMUL, &ws, &act);
-    const mi_tensor *list[] = {&rope, &o, &ffn, &host, &odd, &small};
-    mi8a_l2_ahead a;
-    char why[256] = "";
-    /* 16 MB: o whole (7,225,344), then gate and up half of the rest each */
-    int ns = mi8a_l2_spans(list, 6, 16u << 20, &a);
-    const uint32_t half = (uint32_t)(((16u << 20) - 7225344u) / 2) & ~15u;
-    if (ns != 3 || a.p[0] != wo.data || a.n[0] != 7225344u || a.p[1] != wg.data || a.n[1] != half ||
-        a.p[2] != wu.data || a.n[2] != half || a.n[3])
-        snprintf(why, sizeof why, "16 MB: %d spans (want 3): %u, %u, %u bytes (want 7225344, %u, %u)", ns, a.n[0], a.n[1],
-                 a.n[2], half, half);
-    /* 96 MB: gate and up whole (38,191,104 each), the host weight and the misaligned one skipped, the
-     * small one (7 rows of 144 bytes) rounded down to 16 */
-    const uint32_t small_b = (uint32_t)(144 * 7) & ~15u;
-    ns = mi8a_l2_spans(list, 6, 96u << 20, &a);
-    if (!*why && (ns != 4 || a.n[1] != 38191104u || a.n[2] != 38191104u || a.p[3] != ws.data || a.n[3] != small_b))
-        snprintf(why, sizeof why, "96 MB: %d spans (want 4), gate %u and up %u (want 38191104), last %u bytes at %s (want "
-                 "%u, the small weight)", ns, a.n[1], a.n[2], a.n[3], a.p[3] == ws.data ? "the small weight" : "another",
-                 small_b);
-    /* a cap under a weight: its first cap bytes, rounded down; under 16 bytes: none */
-    ns = mi8a_l2_spans(list, 6, 4104, &a);
-    if (!*why && (ns != 1 || a.n[0] != 4096)) snprintf(why, sizeof why, "4,104 bytes: %d spans of %u (want 1 of 4096)", ns, a.n[0]);
-    ns = mi8a_l2_spans(list, 6, 15, &a);
-    if (!*why && ns) snprintf(why, sizeof why, "15 bytes: %d spans (want 0)", ns);
-    /* eight small matmuls: six spans at most */
-    const mi_tensor *many[8] = {&small, &small, &small, &small, &small, &small, &small, &small};
-    ns = mi8a_l2_spans(many, 8, 1u << 20, &a);
-    if (!*why && ns != MI8A_L2_AHEAD_SPANS) snprintf(why, sizeof why, "eight weights: %d spans (want %d)", ns, MI8A_L2_AHEAD_SPANS);
-    if (*why) gu_fail(g_r, "%s", why);
-    else gu_pass(g_r, "o whole then gate and up halves at 16 MB; host and misaligned weights skipped; rounding, a small "
-                      "cap and the six-span limit");
-}
-
 /* the dispatch's switch items past the first 64 (8a and 8b together declare more): each one
  * turned off alone reads off, and no other item does; "all" and "" as the lists say */
 static void test_item_set(void) {
@@ -571,6 +511,5 @@ void passes8a_run(gu_run *run, unsigned long long *seed) {
     test_run_norm_pass();
     test_staged_pass();
     test_early_flags();
-    test_l2_spans();
     test_item_set();
 }

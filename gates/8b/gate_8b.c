@@ -35,9 +35,6 @@
  *  rkv_rows_pass    runs without a device: 8b's pass marks a decode step's four for its paged
  *                   attention (b47), holding q, k and v; not with b47 off or two rows a sequence;
  *                   the CPU's output unchanged
- *  batch_items_*_d46_off  8a's d46 on (MINFER_L2_AHEAD_KB=16384 for this gate) against off at 64
- *                   sequences of the 7B: b34's norms prefetching the next weights, every logit bit
- *                   for bit, its launches counted
  *  batch_items_*_b49_off_bound  b49 on against off: the 7B's last
  *                   logits at 64 sequences within its model bound, b49's one-launch runs counted
  *  batch_items_*_b47_off, batch_rkv_*  b47 on against off: every
@@ -474,7 +471,6 @@ static void test_batch_replay(const char *shape, const char *type, int nseq) {
 static uint64_t item_runs(const char *item) {
     if (!strcmp(item, "b39")) return mi8b_f16w_empty_bars_launches();
     if (!strcmp(item, "b42")) return mi8b_swiglu_fixup_launches();
-    if (!strcmp(item, "d46")) return mi8a_l2_ahead_launches();
     return mi_cuda_item_runs(item);
 }
 /* true where the case ran and passed */
@@ -590,7 +586,6 @@ int main(int argc, char **argv) {
     (void)argc;
     gu_init(&R, "gate-8b", "8b");
     gu_minfer_path(argv[0], g_minfer, sizeof g_minfer);
-    setenv("MINFER_L2_AHEAD_KB", "16384", 0);   /* 8a's d46, off by default (measured slower): its bits held here */
     mi_phases_install();
     paged8b_host_checks(&R, &g_seed);
     if (mi_backend_cpu_new(4, &g_cpu) != MI_OK) {
@@ -637,7 +632,6 @@ int main(int argc, char **argv) {
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b37");
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b39");   /* b22 at 33..64 rows only */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "b42");   /* b22's gate/up runs */
-    test_items_bitwise("qwen2.5-7b", "q4_k_m", 64, 12, "d46");   /* b34's norms prefetch the next weights */
     test_items_bitwise("qwen2.5-7b", "q4_k_m", 24, 8, "b42");    /* b6's */
     test_rkv("tiny-qwen2", "q4_0", 5, 8, false);         /* hd 32: b20's kernel first */
     test_rkv("tiny-qwen3", "q4_k_m", 5, 8, true);        /* hd 128, q and k normalized first */
