@@ -11,7 +11,8 @@
  * half its layers: ~7 us and ~1.5 ms a step the prototype leaves out.)
  *   A: a kernel a phase, launched as programmatic dependents (8a's d6) in one CUDA graph;
  *      also plain launches.
- *      Also each kernel prefetching into L2, as it begins, the next phase's first bytes (d46's way).
+ *      Also each kernel prefetching into L2, as it begins, the next phase's first bytes (the way
+ *      8a's d46 did; measured slower, it was removed).
  *   B: one cooperative kernel: the same bodies one after another, a grid barrier between phases
  *      (an arrival counter and a generation word); optionally each warp prefetches into L2, before
  *      it arrives, its share of the next phase's first bytes (each row's first iteration: the
@@ -99,7 +100,7 @@ __device__ __forceinline__ Next next_of(const Layer &l, int p) {
     return {l.wd, NULL, E, RF, 16 * 144};
 }
 /* A's kernels: TH threads, MINB blocks an SM (the engine's: 1,024 and one); nx: the next phase's
- * weights, pf bytes of them prefetched as the kernel begins (8a's d46), before its wait */
+ * weights, pf bytes of them prefetched as the kernel begins (as 8a's removed d46 did), before its wait */
 template <int P, bool PDL, int TH, int MINB>
 __global__ void __launch_bounds__(TH, MINB) k_phase(const Layer l, const Next nx, uint32_t pf) {
     prefetch_next(nx, pf);
@@ -294,7 +295,7 @@ int main() {
     for (int round = 0; round < 2; round++) {
         row("A 1024x1 (32 warps an SM): plain launches", [&] { CK(cudaGraphLaunch(plain, st)); });
         row("A 1024x1 (32 warps): programmatic dependents (8a's d6)", [&] { CK(cudaGraphLaunch(pdl, st)); });
-        row("A 1024x1 (32 warps): + next phase's first bytes to L2 as each begins, 8 MB (d46)",
+        row("A 1024x1 (32 warps): + next phase's first bytes to L2 as each begins, 8 MB",
             [&] { CK(cudaGraphLaunch(pdl_pf, st)); });
         row("B 1024x1 (32 warps, spills): persistent, grid barriers", [&] { launch_b<1024>(d_ls, bar, 0); });
         row("B 1024x1 (32 warps, spills): + next first bytes to L2 before each barrier, 8 MB",

@@ -12,7 +12,8 @@
  *   A:  a kernel a phase, in one CUDA graph: plain launches; or programmatic dependents (each
  *       lets the next launch at its start, loads its first weights, then waits: 8a's d6);
  *       optionally each kernel's warps prefetch into L2 the next phase's first rows of bytes
- *       after their own rows, or as the kernel begins (pf < 0, as 8a's d46 does).
+ *       after their own rows, or as the kernel begins (pf < 0, as 8a's d46 did; measured
+ *       slower, it was removed).
  *   B:  one cooperative kernel a step, a grid-wide barrier between phases (an arrival counter and
  *       a generation word); optionally each warp loads its first weights of the next phase before
  *       it arrives (preload), and prefetches pf bytes of its next rows into L2
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(TH, BPSM) k_phase(Phase p, Phase next, int pf,
     const int64_t tw = (int64_t)gridDim.x * WARPS, gw = (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x;
     uint4 v[G];
     const bool pre = gw < p.M;
-    if (next.w && pf < 0) prefetch_rows(next, gw, tw, -pf);   /* as it begins (8a's d46) */
+    if (next.w && pf < 0) prefetch_rows(next, gw, tw, -pf);   /* as it begins */
     if (pre) load_group(p, gw, 0, v);
     pdl_wait();
     stage_x(p, x, xs);
