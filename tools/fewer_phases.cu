@@ -22,7 +22,10 @@
  * over the block's threads and summed into the row's shared word. No loads before the wait in
  * either form. Every phase is a programmatic dependent in one CUDA graph a step.
  * Each form's last h is compared with F4's, byte for byte, before and after its timed steps (its
- * buffers poisoned first).
+ * buffers poisoned first); an activation's bytes that no weight chunk pairs with are folded into
+ * those that do, so every value computed reaches h. No form loads weights before its wait (8a's
+ * kernels do), so the cost a phase here is above the engine's; F3 sum's prologue reads every
+ * partial in every block (the 7B: 148 x 14 KB a block), which is the cost of that form.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/fewer_phases tools/fewer_phases.cu && /tmp/fewer_phases
  * Results: results/mb-fewer-phases-*.txt, results/notes/PHASE8A.md. */
 #include "tools/persistent_common.cuh"
@@ -95,6 +98,21 @@ __device__ __forceinline__ void stage(const uint32_t *src, const uint32_t *part,
     __syncthreads();
 }
 
+/* x's chunks that no weight chunk pairs with folded into those that do (each group of span
+ * chunks: chunk j < used XORed with j + used, j + 2 used, ...), so every value reaches the output
+ * and the check sees it. After a barrier; ends on one. */
+__device__ __forceinline__ void fold(int4 *x, int groups, int span, int used) {
+    if (used >= span) return;
+    for (int t = threadIdx.x; t < groups * used; t += TH) {
+        int4 *g = x + (t / used) * span;
+        const int j = t % used;
+        int4 v = g[j];
+        for (int k = j + used; k < span; k += used) v.x ^= g[k].x, v.y ^= g[k].y, v.z ^= g[k].z, v.w ^= g[k].w;
+        g[j] = v;
+    }
+    __syncthreads();
+}
+
 /* a phase of M rows, a warp a row: out[r] = res[r] + the row against x (and out2[r] the same) */
 struct Rows {
     const uint8_t *w;
@@ -111,6 +129,8 @@ __global__ void __launch_bounds__(TH, BPSM) k_rows(Rows p) {
     pdl_trigger();
     pdl_wait();
     stage(p.src, p.part, p.np, p.K, p.glu, x, p.hout);
+    if (p.nsc) fold((int4 *)x, p.K / 16 / p.slc, p.slc, p.nsc);
+    else fold((int4 *)x, 1, p.K / 16, p.rb / 16);
     const int tw = gridDim.x * WARPS, lane = threadIdx.x & 31;
     for (int r = (threadIdx.x >> 5) * gridDim.x + blockIdx.x; r < p.M; r += tw) {
         const uint32_t d = row_dot<G>(p.w + (size_t)r * p.rb, p.rb, (const int4 *)x, p.K / 16, p.nsc, p.slc);
@@ -138,6 +158,7 @@ __global__ void __launch_bounds__(TH, BPSM) k_ffn(Ffn p) {
     for (int r = threadIdx.x; r < p.H; r += TH) sum[r] = 0;
     pdl_wait();
     stage(p.h_mid, nullptr, 0, p.H, false, x, nullptr);
+    fold((int4 *)x, 1, p.H / 16, p.rb / 16);
     const int s = blockIdx.x, lane = threadIdx.x & 31;
     for (int j = threadIdx.x >> 5; j < 2 * p.SL; j += WARPS) {
         const int row = (j < p.SL ? 0 : p.I - p.SL) + s * p.SL + j;
@@ -148,6 +169,7 @@ __global__ void __launch_bounds__(TH, BPSM) k_ffn(Ffn p) {
     for (int j = threadIdx.x; j < p.SL; j += TH) act[j] = to8(g[j] ^ g[p.SL + j]);
     __syncthreads();
     const int nsc = p.rbs / 16, slc = p.SL / 16, n = p.H * nsc;
+    fold((int4 *)act, 1, slc, nsc);
     const uint4 *w = (const uint4 *)(p.dsm + (size_t)s * p.H * p.rbs);
     const int4 *a = (const int4 *)act;
     for (int i0 = threadIdx.x; i0 < n; i0 += 2 * G * TH) {   /* twice k_rows' loads in flight: half its blocks */
