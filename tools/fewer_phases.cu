@@ -23,7 +23,8 @@
  * either form. Every phase is a programmatic dependent in one CUDA graph a step.
  * Each form's last h is compared with F4's, byte for byte, before and after its timed steps (its
  * buffers poisoned first); an activation's bytes that no weight chunk pairs with are folded into
- * those that do, so every value computed reaches h. No form loads weights before its wait (8a's
+ * those that do, so every value of x, o's output, gate and up reaches h (the q/k/v phase's k and v
+ * rows do not: o reads its first H outputs, as attention reads q). No form loads weights before its wait (8a's
  * kernels do), so the cost a phase here is above the engine's; F3 sum's prologue reads every
  * partial in every block (the 7B: 148 x 14 KB a block), which is the cost of that form.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/fewer_phases tools/fewer_phases.cu && /tmp/fewer_phases
