@@ -89,7 +89,8 @@ int mi8b_fuse_batch(mi_graph *g, mi_backend *cuda) {
     int marked = mark_attn_rkv_rows(g) + mark_mixed_runs(g);
     /* b42 off (or b35, whose kernel takes the cut bands): no marks, so a graph built with it off
      * fuses nothing of it (the kernels also ask at each call) */
-    for (int i = 2; mi8b_f16s_fixup_next_on() && i < g->n_nodes; i++) {
+    if (!mi8b_f16s_fixup_next_on()) return marked;
+    for (int i = 2; i < g->n_nodes; i++) {
         mi_tensor *sw = g->nodes[i], *up = g->nodes[i - 1], *gate = g->nodes[i - 2];
         if (sw->op != MI_OP_SWIGLU || sw->src[0] != gate || sw->src[1] != up) continue;
         /* a run of exactly these two: the gate its first (no DEFER of the same x before it) */

@@ -160,8 +160,7 @@ static const mi_cuda_kernel k_f16s_run_last = {
  * alone: mi8b_gemm_f16s_run_mixed) */
 static bool sup_f16s_run_mixed_last(const mi_tensor *n) {
     return n->op == MI_OP_MATMUL && mi_matmul_shared_x(n) == MI_MM_RUN_LAST && sup_mm_f16s(n) &&
-           n->src[0]->type == MI_TYPE_Q6_K && mi8b_f16s_mixed_on() &&
-           mi8b_gemm_f16s_mixed_supported(mi_nrows(n->src[1]));
+           n->src[0]->type == MI_TYPE_Q6_K && mi8b_gemm_f16s_mixed_supported(mi_nrows(n->src[1]));   /* b49 on */
 }
 static mi_status run_f16s_run_mixed_last(mi_cuda_ctx *c, const mi_tensor *n, void *ws) {
     const mi_tensor *w = n->src[0];

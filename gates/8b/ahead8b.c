@@ -156,10 +156,11 @@ static void test_steps_ahead(const char *shape, const char *type, int nseq, int 
     for (size_t j = 0; st == MI_OK && j < nt; j++) {
         if (pon.tok[j] == ref.tok[j]) continue;
         ties++;
-        if (!(ref.margin[j] <= 2 * fmax(noise, sqrt(bound) * ref.rms[j]))) unexplained++;
+        const double allowed = 2 * fmax(noise, sqrt(bound) * ref.rms[j]);
+        if (!(ref.margin[j] <= allowed)) unexplained++;
         if (tl < sizeof tie_note - 60)
-            tl += (size_t)snprintf(tie_note + tl, sizeof tie_note - tl, "%sseq %zu step %zu margin %.2g of %.2g", tl ? "; " : "",
-                                   j / steps, j % steps, ref.margin[j], 2 * fmax(noise, sqrt(bound) * ref.rms[j]));
+            tl += (size_t)snprintf(tie_note + tl, sizeof tie_note - tl, "%sseq %zu step %zu margin %.2g of %.2g",
+                                   tl ? "; " : "", j / steps, j % steps, ref.margin[j], allowed);
     }
     const mi_batch_stats *ps = &pon.bs;
     if (st != MI_OK) gu_fail(run_, "%s", mi_errmsg());
