@@ -29,7 +29,7 @@
  * partial in every block (the 7B: 148 x 14 KB a block), which is the cost of that form.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/fewer_phases tools/fewer_phases.cu && /tmp/fewer_phases
  * Results: results/mb-fewer-phases-*.txt, results/notes/PHASE8A.md. */
-#include "tools/persistent_common.cuh"
+#include "tools/microbench_common.cuh"
 #include <cstring>
 #include <vector>
 

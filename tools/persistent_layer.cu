@@ -25,7 +25,7 @@
  * Results: results/mb-persistent-layer-*.txt, results/notes/PHASE8A.md. */
 #include "phase7e_perf/matvec_q4k_kernel.cuh"
 #include "phase8a_decode/run_rows.cuh"
-#include "tools/persistent_common.cuh"
+#include "tools/microbench_common.cuh"
 #include <cstring>
 #include <vector>
 

@@ -24,7 +24,7 @@
  * show). Also the boundaries alone: every phase 16 bytes a row.
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/persistent_step tools/persistent_step.cu && /tmp/persistent_step
  * Results: results/mb-persistent-step-*.txt, results/notes/PHASE8A.md. */
-#include "tools/persistent_common.cuh"
+#include "tools/microbench_common.cuh"
 #include <cstring>
 #include <vector>
 

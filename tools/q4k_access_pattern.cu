@@ -7,22 +7,9 @@
  * shared-memory reads of a unit, R rows a warp at once sharing them; and (k_span) the same bytes
  * laid out for the loads, a row as one contiguous span. Against a plain 16-byte streaming read
  * of 2 GB. Each call reads its own copy of the weights (2 GB of copies: no L2 hits).
- *   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/q4k_pattern tools/q4k_access_pattern.cu && /tmp/q4k_pattern
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o /tmp/q4k_pattern tools/q4k_access_pattern.cu && /tmp/q4k_pattern
  * Results: results/mb-q4k-pattern-*.txt, results/notes/PHASE8A.md. */
-#include <cstdio>
-#include <cstdint>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
-
-__global__ void k_stream(const uint4 *__restrict__ p, size_t n, uint32_t *out) {
-    uint32_t acc = 0;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, st = (size_t)gridDim.x * blockDim.x;
-    for (; i + 3 * st < n; i += 4 * st) {
-        uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
-        acc ^= a.x ^ b.y ^ c.z ^ d.w ^ a.w ^ b.x ^ c.y ^ d.z;
-    }
-    if (acc == 0x12345678u) *out = acc;
-}
+#include "tools/microbench_common.cuh"   /* CK, k_stream */
 
 // warp per row (pair when FUSED), the 7e lane map: iteration covers 4U super-blocks of 144 B
 // HDR: each lane also loads the 16-byte header of its super-block. WORK: dummy dependent int ops per unit.

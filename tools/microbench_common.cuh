@@ -1,8 +1,8 @@
-/* What tools/persistent_step.cu and tools/persistent_layer.cu share: a checked runtime call, a
- * launch with its attribute, a grid-wide barrier for a cooperative kernel, a plain streaming read (the read rate the forms are
- * held against) and a timer of whole steps on one stream. Standalone tools only (no minfer code). */
-#ifndef MI_TOOLS_PERSISTENT_COMMON_CUH
-#define MI_TOOLS_PERSISTENT_COMMON_CUH
+/* What the standalone microbenchmarks in tools/ share (no minfer code): a checked runtime call, a
+ * launch with its attribute, a grid-wide barrier for a cooperative kernel, a plain streaming read
+ * (the read rate the forms are held against) and a timer of whole steps on one stream. */
+#ifndef MI_TOOLS_MICROBENCH_COMMON_CUH
+#define MI_TOOLS_MICROBENCH_COMMON_CUH
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
