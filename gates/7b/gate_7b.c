@@ -107,6 +107,19 @@ static int run_both(build_fn build, void *arg, float *gpu_out, float *gpu_out2, 
     return 0;
 }
 
+/* Builds and runs the graph on [cpu] alone (as run_both's second pass). 0 on success. */
+static int run_cpu(build_fn build, void *arg, float *out, size_t n) {
+    mi_graph *g = graph_new(256);
+    mi_tensor *t = g ? build(g, arg, 0) : NULL;
+    if (!t) { printf("    build: %s\n", mi_errmsg()); graph_free(g); return 1; }
+    t->flags |= MI_T_OUTPUT;
+    g->output = t;
+    const int bad = sched_compute(g_sc, g) != MI_OK || sched_read(g_sc, t, out, 0, n * 4) != MI_OK;
+    if (bad) printf("    compute (cpu, exact chain): %s\n", mi_errmsg());
+    graph_free(g);
+    return bad;
+}
+
 /* ---------------- elementwise, RMS norm, RoPE, GET_ROWS ---------------- */
 typedef struct {
     int kind;              /* 0 add 1 add_b 2 mul 3 mul_b 4 silu 5 swiglu 6 rms 7 rms_head 8 rope_neox 9 rope_norm 10 get_rows */
@@ -444,6 +457,24 @@ static void test_kv_attn(mi_type ct, int hd, int Hq, int Hkv) {
     free_caches(&a);
 }
 
+/* A layer's weights dequantized into F32 leaves: the exact chain's (the CPU then multiplies
+ * float activations, no 8-bit codes) */
+static mi_tensor *dequant_leaf(const mi_tensor *w, void **buf) {
+    const int64_t K = w->ne[0], M = w->ne[1];
+    const size_t rb = mi_row_size(w->type, K);
+    float *f = malloc((size_t)(K * M) * 4);
+    for (int64_t m = 0; m < M; m++) mi_dequantize_row(w->type, (const uint8_t *)w->data + rb * (size_t)m, f + m * K, K);
+    *buf = f;
+    return leaf(w->name, MI_TYPE_F32, K, M, f);
+}
+
+/* The chain of a qwen3-style layer with qwen2's biases over four steps of 7, 1, 1 and 5 tokens,
+ * the device against the CPU. Where every matmul quantizes x as the CPU does, they agree within
+ * 1e-6. A later phase may run some of them in another tier (8b's f16 kernels from 2 rows, b21:
+ * float activations rounded to f16, docs/NUMERICS.md); then each step must be as close as the
+ * CPU to the exact chain (the same ops on the CPU with the weights dequantized to F32), within
+ * 2x (steps after a cache written in the other tier differ by the rounding of x's codes, either
+ * way), and within 4x the CPU's distance from it of the CPU itself, as the matmul cases ask. */
 static void test_layer(mi_type wt) {
     kv_arg a = {0};
     a.layer = 1;
@@ -453,7 +484,7 @@ static void test_layer(mi_type wt) {
     a.E = 1024;
     a.F = 2816;
     const int64_t E = a.E, F = a.F, QD = (int64_t)a.hd * a.Hq, KD = (int64_t)a.hd * a.Hkv;
-    void *bufs[16];
+    void *bufs[24];
     int nb = 0;
 #define W(var, K, M) (bufs[nb] = gu_make_weights(&g_seed, wt, K, M, 1.0f / sqrtf((float)(K)), NULL), a.var = leaf(#var, wt, K, M, bufs[nb++]))
 #define V(var, n, lo, hi) (bufs[nb] = gu_rand_f32(&g_seed, (size_t)(n), lo, hi), a.var = leaf(#var, MI_TYPE_F32, n, 1, bufs[nb++]))
@@ -462,41 +493,63 @@ static void test_layer(mi_type wt) {
     V(bq, QD, -0.1f, 0.1f); V(bk, KD, -0.1f, 0.1f); V(bv, KD, -0.1f, 0.1f);
 #undef W
 #undef V
+    kv_arg x = a;   /* the exact chain: the same leaves but the weights, its own caches */
+    mi_tensor **ws[] = {&x.wq, &x.wk, &x.wv, &x.wo, &x.wg, &x.wu, &x.wdn};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) *ws[i] = dequant_leaf(*ws[i], &bufs[nb++]);
     char name[64];
     snprintf(name, sizeof name, "layer_chain_%s", mi_type_name(wt));
     gu_begin(&R, name);
-    if (make_caches(&a, MI_TYPE_F16, 64, "gate7b.layer")) { gu_fail(&R, "cache: %s", mi_errmsg()); return; }
+    if (make_caches(&a, MI_TYPE_F16, 64, "gate7b.layer") || make_caches(&x, MI_TYPE_F16, 64, "gate7b.layer_exact")) {
+        gu_fail(&R, "cache: %s", mi_errmsg());
+        return;
+    }
     const int64_t steps[] = {7, 1, 1, 5};
-    double worst = 0;
-    int fail = 0, nc_all = 0;
-    size_t kvbad = 0;
+    double worst = 0, e_s[4] = {0}, dev_s[4] = {0}, cpu_s[4] = {0};
+    int fail = 0, nc_all = 0, cpu_arith = 1, tier_ok = 1;
     for (int s = 0; s < 4 && !fail; s++) {
-        a.N = steps[s];
-        a.x = gu_rand_f32(&g_seed, (size_t)(E * a.N), -1.f, 1.f);
-        a.pos = malloc((size_t)a.N * 4);
+        a.N = x.N = steps[s];
+        a.x = x.x = gu_rand_f32(&g_seed, (size_t)(E * a.N), -1.f, 1.f);
+        a.pos = x.pos = malloc((size_t)a.N * 4);
         for (int64_t i = 0; i < a.N; i++) a.pos[i] = (int32_t)(a.n_past + i);
         const size_t n = (size_t)(E * a.N);
-        float *gg = malloc(n * 4), *cc = malloc(n * 4);
+        float *gg = malloc(n * 4), *cc = malloc(n * 4), *ee = malloc(n * 4);
         int nc = 0;
-        if (run_both(build_attn, &a, gg, NULL, cc, n, &nc)) fail = 1;
+        if (run_both(build_attn, &a, gg, NULL, cc, n, &nc) || run_cpu(build_attn, &x, ee, n)) fail = 1;
         else {
-            const double e = gu_nmse(gg, cc, n);
-            if (e > worst) worst = e;
+            /* the K/V rows went through matmuls: compared through the layer's output, not bytes */
+            e_s[s] = gu_nmse(gg, cc, n);
+            dev_s[s] = gu_nmse(gg, ee, n);
+            cpu_s[s] = gu_nmse(cc, ee, n);
+            if (e_s[s] > worst) worst = e_s[s];
+            if (e_s[s] > 1e-6) {
+                cpu_arith = 0;
+                if (dev_s[s] > 2 * cpu_s[s] || e_s[s] > 4 * cpu_s[s]) tier_ok = 0;
+            }
             nc_all += nc;
-            /* the K/V rows went through matmuls: compared by value, not bytes */
-            (void)kvbad;
         }
         a.n_past += a.N;
-        free(a.x); free(a.pos); free(gg); free(cc);
+        x.n_past = a.n_past;
+        free(a.x); free(a.pos); free(gg); free(cc); free(ee);
     }
+    char by[320];
+    snprintf(by, sizeof by, "by step (N 7, 1, 1, 5): vs the CPU %.3g %.3g %.3g %.3g; vs the exact chain: device %.3g %.3g "
+             "%.3g %.3g, CPU %.3g %.3g %.3g %.3g", e_s[0], e_s[1], e_s[2], e_s[3], dev_s[0], dev_s[1], dev_s[2], dev_s[3],
+             cpu_s[0], cpu_s[1], cpu_s[2], cpu_s[3]);
     if (fail) gu_fail(&R, "graph failed: %s", mi_errmsg());
     else if (nc_all) gu_fail(&R, "%d node(s) not on cuda", nc_all);
-    else if (worst > 1e-6) gu_fail(&R, "worst layer-output nmse %.3g (<= 1e-6) over 4 steps", worst);
-    else gu_pass(&R, "rms_norm, matmul+bias, q/k norm, rope, kv_store, attn, add, swiglu, mul over 4 steps "
-                     "(n_past 0..14): worst nmse %.3g (<= 1e-6), every node on cuda", worst);
+    else if (cpu_arith)
+        gu_pass(&R, "rms_norm, matmul+bias, q/k norm, rope, kv_store, attn, add, swiglu, mul over 4 steps "
+                    "(n_past 0..14): worst nmse %.3g (<= 1e-6), every node on cuda; %s", worst, by);
+    else if (tier_ok)
+        gu_pass(&R, "worst nmse %.3g vs the CPU (> 1e-6: not the CPU's arithmetic), every such step within 2x the CPU's "
+                    "distance from the exact chain and 4x it from the CPU; %s", worst, by);
+    else gu_fail(&R, "worst nmse %.3g vs the CPU (> 1e-6) and a step past 2x the CPU's distance from the exact chain or "
+                     "4x it from the CPU; %s", worst, by);
     free_caches(&a);
+    free_caches(&x);
     for (int i = 0; i < nb; i++) free(bufs[i]);
-    mi_tensor *ls[] = {a.attn_norm, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.qn, a.kn, a.wo, a.ffn_norm, a.wg, a.wu, a.wdn};
+    mi_tensor *ls[] = {a.attn_norm, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.qn, a.kn, a.wo, a.ffn_norm, a.wg, a.wu, a.wdn,
+                       x.wq, x.wk, x.wv, x.wo, x.wg, x.wu, x.wdn};
     for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) free(ls[i]);
 }
 
@@ -581,7 +634,7 @@ static int64_t cpu_noise_floor(const char *path, const int32_t *prompt, int n, c
 static void test_model(const char *shape, const char *type, int steps) {
     char name[96], path[512];
     snprintf(name, sizeof name, "model_%s_%s", shape, type);
-    gu_begin(&R, name);
+    if (!gu_begin(&R, name)) return;   /* left out by MINFER_GATE_ONLY: minutes of work not to be recorded */
     if (ensure_model(shape, type, path, sizeof path)) {
         gu_skip(&R, "could not synthesize %s %s with '%s synth' (not built?)", shape, type, g_minfer);
         return;
