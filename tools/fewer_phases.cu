@@ -16,7 +16,8 @@
  *       sum:  written as ns partial vectors, summed in a fixed order by the next q/k/v phase's
  *             prologue (every block of it reads all of them, through L2) before its norm;
  *       red:  added by each block into h_mid's copy with global atomics (in floats these would not
- *             be the same bits run to run; 64-bit fixed point would, at this cost).
+ *             be the same bits run to run; 64-bit fixed point would, at this cost); also with
+ *             the FFN's blocks of 1,024 threads (32 warps a slice, one block a multiprocessor).
  * A stand-in dot: 16-byte weight chunks against the staged activation's bytes by dp4a, one row a
  * warp (q/k/v, o, gate/up, F4's down), or, for F3's down, every (row, chunk) of the slice spread
  * over the block's threads and summed into the row's shared word. No loads before the wait in
@@ -85,7 +86,7 @@ __device__ __forceinline__ void stage(const uint32_t *src, const uint32_t *part,
                                       uint32_t *hout) {
     const int K4 = K / 4;
 #pragma unroll 4
-    for (int k4 = threadIdx.x; k4 < K4; k4 += TH) {
+    for (int k4 = threadIdx.x; k4 < K4; k4 += blockDim.x) {
         uint4 v = __ldcg((const uint4 *)src + k4);
         if (glu) {
             const uint4 u = __ldcg((const uint4 *)(src + K) + k4);
@@ -104,7 +105,7 @@ __device__ __forceinline__ void stage(const uint32_t *src, const uint32_t *part,
  * and the check sees it. After a barrier; ends on one. */
 __device__ __forceinline__ void fold(int4 *x, int groups, int span, int used) {
     if (used >= span) return;
-    for (int t = threadIdx.x; t < groups * used; t += TH) {
+    for (int t = threadIdx.x; t < groups * used; t += blockDim.x) {
         int4 *g = x + (t / used) * span;
         const int j = t % used;
         int4 v = g[j];
@@ -143,48 +144,50 @@ __global__ void __launch_bounds__(TH, BPSM) k_rows(Rows p) {
     }
 }
 
-/* F3's FFN: block s its slice. gu: 2I rows of rb bytes (gate, then up); dsm: down slice-major
- * [ns][H][rbs]; x = h_mid. part: write the block's partial [s][H]; else add it into acc. */
+/* F3's FFN: block s its slice, T threads a block. gu: 2I rows of rb bytes (gate, then up); dsm:
+ * down slice-major [ns][H][rbs]; x = h_mid. part: write the block's partial [s][H]; else add it
+ * into acc. */
 struct Ffn {
     const uint8_t *gu, *dsm;
     int H, I, rb, SL, rbs;
     const uint32_t *h_mid;
     uint32_t *part, *acc;
 };
-__global__ void __launch_bounds__(TH, BPSM) k_ffn(Ffn p) {
+template <int T>
+__global__ void __launch_bounds__(T, T == TH ? BPSM : 1) k_ffn(Ffn p) {
     __shared__ __align__(16) uint8_t x[HMAX];
     __shared__ __align__(16) uint8_t act[SLMAX];
     __shared__ uint32_t g[2 * SLMAX], sum[HMAX];
     pdl_trigger();
-    for (int r = threadIdx.x; r < p.H; r += TH) sum[r] = 0;
+    for (int r = threadIdx.x; r < p.H; r += T) sum[r] = 0;
     pdl_wait();
     stage(p.h_mid, nullptr, 0, p.H, false, x, nullptr);
     fold((int4 *)x, 1, p.H / 16, p.rb / 16);
     const int s = blockIdx.x, lane = threadIdx.x & 31;
-    for (int j = threadIdx.x >> 5; j < 2 * p.SL; j += WARPS) {
+    for (int j = threadIdx.x >> 5; j < 2 * p.SL; j += T / 32) {
         const int row = (j < p.SL ? 0 : p.I - p.SL) + s * p.SL + j;
         const uint32_t d = row_dot<2 * G>(p.gu + (size_t)row * p.rb, p.rb, (const int4 *)x, p.H / 16, 0, 0);
         if (lane == 0) g[j] = d;
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < p.SL; j += TH) act[j] = to8(g[j] ^ g[p.SL + j]);
+    for (int j = threadIdx.x; j < p.SL; j += T) act[j] = to8(g[j] ^ g[p.SL + j]);
     __syncthreads();
     const int nsc = p.rbs / 16, slc = p.SL / 16, n = p.H * nsc;
     fold((int4 *)act, 1, slc, nsc);
     const uint4 *w = (const uint4 *)(p.dsm + (size_t)s * p.H * p.rbs);
     const int4 *a = (const int4 *)act;
-    for (int i0 = threadIdx.x; i0 < n; i0 += 2 * G * TH) {   /* twice k_rows' loads in flight: half its blocks */
+    for (int i0 = threadIdx.x; i0 < n; i0 += 2 * G * T) {   /* twice k_rows' loads in flight: half its blocks */
         uint4 v[2 * G];
 #pragma unroll
-        for (int u = 0; u < 2 * G; u++) v[u] = i0 + u * TH < n ? __ldg(w + i0 + u * TH) : make_uint4(0, 0, 0, 0);
+        for (int u = 0; u < 2 * G; u++) v[u] = i0 + u * T < n ? __ldg(w + i0 + u * T) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int u = 0; u < 2 * G; u++) {
-            const int i = i0 + u * TH;
+            const int i = i0 + u * T;
             if (i < n) atomicAdd(&sum[i / nsc], dot16(v[u], a[(i % nsc) % slc], 0u));
         }
     }
     __syncthreads();
-    for (int r = threadIdx.x; r < p.H; r += TH) {
+    for (int r = threadIdx.x; r < p.H; r += T) {
         if (p.part) p.part[(size_t)s * p.H + r] = sum[r];
         else atomicAdd(p.acc + r, sum[r]);
     }
@@ -277,13 +280,14 @@ int main() {
             Rows p{w, M, dn ? ns * rbs : rb, K, src, part, np, glu, dn ? nsc : 0, dn ? m.SL / 16 : 0, res, out, out2, hout};
             launch_as(LAUNCH_PROGRAMMATIC, k_rows, M < (int)grid_rows ? (unsigned)M : grid_rows, TH, 0, st, p);
         };
-        auto ffn = [&](const Layer &w, uint32_t *part, uint32_t *acc) {
+        auto ffn = [&](const Layer &w, uint32_t *part, uint32_t *acc, bool wide) {
             Ffn p{w.gu, w.dsm, m.H, m.I, rb, m.SL, rbs, b.h_mid, part, acc};
-            launch_as(LAUNCH_PROGRAMMATIC, k_ffn, (unsigned)ns, TH, 0, st, p);
+            if (wide) launch_as(LAUNCH_PROGRAMMATIC, k_ffn<1024>, (unsigned)ns, 1024, 0, st, p);
+            else launch_as(LAUNCH_PROGRAMMATIC, k_ffn<TH>, (unsigned)ns, TH, 0, st, p);
         };
         /* the forms' steps; after one, the next layer's input: F4 b.h, F3 sum b.h_mid + the
-         * partials, F3 red b.acc */
-        enum { F4, F3SUM, F3RED };
+         * partials, F3 red (either width) b.acc */
+        enum { F4, F3SUM, F3RED, F3RED_WIDE };
         auto step = [&](int form) {
             for (int l = 0; l < m.L; l++) {
                 const Layer &w = L[l];
@@ -295,11 +299,11 @@ int main() {
                 } else if (form == F3SUM) {
                     rows(w.qkv, m.M, m.H, b.h_mid, b.part, ns, false, 0, nullptr, b.y, nullptr, b.h);
                     rows(w.o, m.H, m.H, b.y, nullptr, 0, false, 0, b.h, b.h_mid, nullptr, nullptr);
-                    ffn(w, b.part, nullptr);
+                    ffn(w, b.part, nullptr, false);
                 } else {
                     rows(w.qkv, m.M, m.H, b.acc, nullptr, 0, false, 0, nullptr, b.y, nullptr, nullptr);
                     rows(w.o, m.H, m.H, b.y, nullptr, 0, false, 0, b.acc, b.h_mid, b.acc, nullptr);
-                    ffn(w, nullptr, b.acc);
+                    ffn(w, nullptr, b.acc, form == F3RED_WIDE);
                 }
             }
         };
@@ -338,11 +342,12 @@ int main() {
         };
         const char *names[] = {"F4: four phases a layer (q/k/v, o, gate/up, down)",
                                "F3 sum: the FFN one phase, partials summed by the next q/k/v",
-                               "F3 red: the FFN one phase, partials added by global atomics"};
-        const int phases[] = {4, 3, 3};
+                               "F3 red: the FFN one phase, partials added by global atomics",
+                               "F3 red, its FFN blocks of 1,024 threads (32 warps a slice)"};
+        const int phases[] = {4, 3, 3, 3};
         std::vector<uint32_t> ref;
         printf("| form | us a step | GB/s | of the read rate | (us - read) a phase | last h |\n| --- | ---: | ---: | ---: | ---: | --- |\n");
-        for (int f = F4; f <= F3RED; f++) {
+        for (int f = F4; f <= F3RED_WIDE; f++) {
             cudaGraphExec_t ge = graph(f);
             reset(f);
             CK(cudaGraphLaunch(ge, st));
