@@ -212,7 +212,7 @@ void gate7b_kv_attn(mi_type ct, int hd, int Hq, int Hkv) {
     else if (nc_all) gu_fail(g_r, "%d node(s) not on cuda", nc_all);
     else if (kvbad || worst > 1e-6) gu_fail(g_r, "kv cache bytes differing %zu; worst attention nmse %.3g (<= 1e-6)", kvbad, worst);
     else gu_pass(g_r, "n_past 0..%lld in 8 steps: KV cache bit-identical to the CPU's, worst nmse %.3g (<= 1e-6)",
-                 (long long)a.n_past, worst);
+                  (long long)a.n_past, worst);
     free_caches(&a);
 }
 
@@ -298,12 +298,12 @@ void gate7b_layer_chain(mi_type wt) {
     else if (nc_all) gu_fail(g_r, "%d node(s) not on cuda", nc_all);
     else if (cpu_arith)
         gu_pass(g_r, "rms_norm, matmul+bias, q/k norm, rope, kv_store, attn, add, swiglu, mul over 4 steps "
-                    "(n_past 0..14): worst nmse %.3g (<= 1e-6), every node on cuda; %s", worst, by);
+                     "(n_past 0..14): worst nmse %.3g (<= 1e-6), every node on cuda; %s", worst, by);
     else if (tier_ok)
         gu_pass(g_r, "worst nmse %.3g vs the CPU (> 1e-6: not the CPU's arithmetic), every such step within 2x the CPU's "
-                    "distance from the exact chain and 4x it from the CPU; %s", worst, by);
+                     "distance from the exact chain and 4x it from the CPU; %s", worst, by);
     else gu_fail(g_r, "worst nmse %.3g vs the CPU (> 1e-6) and a step past 2x the CPU's distance from the exact chain or "
-                     "4x it from the CPU; %s", worst, by);
+                      "4x it from the CPU; %s", worst, by);
     free_caches(&a);
     free_caches(&x);
     for (int i = 0; i < nb; i++) free(bufs[i]);
