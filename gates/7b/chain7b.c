@@ -291,9 +291,10 @@ void gate7b_layer_chain(mi_type wt) {
         free(a.x); free(a.pos); free(gg); free(cc); free(ee);
     }
     char by[320];
-    snprintf(by, sizeof by, "by step (N 7, 1, 1, 5): vs the CPU %.3g %.3g %.3g %.3g; vs the exact chain: device %.3g %.3g "
-             "%.3g %.3g, CPU %.3g %.3g %.3g %.3g", e_s[0], e_s[1], e_s[2], e_s[3], dev_s[0], dev_s[1], dev_s[2], dev_s[3],
-             cpu_s[0], cpu_s[1], cpu_s[2], cpu_s[3]);
+    snprintf(by, sizeof by, "by step (N %lld, %lld, %lld, %lld): vs the CPU %.3g %.3g %.3g %.3g; vs the exact chain: "
+             "device %.3g %.3g %.3g %.3g, CPU %.3g %.3g %.3g %.3g", (long long)steps[0], (long long)steps[1],
+             (long long)steps[2], (long long)steps[3], e_s[0], e_s[1], e_s[2], e_s[3], dev_s[0], dev_s[1], dev_s[2],
+             dev_s[3], cpu_s[0], cpu_s[1], cpu_s[2], cpu_s[3]);
     if (fail) gu_fail(g_r, "graph failed: %s", mi_errmsg());
     else if (nc_all) gu_fail(g_r, "%d node(s) not on cuda", nc_all);
     else if (cpu_arith)
